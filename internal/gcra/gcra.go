@@ -1,0 +1,89 @@
+// Package gcra is the generic cell rate algorithm as a pure step: one
+// timestamp of state per key (the theoretical arrival time, TAT), no clock,
+// no I/O. It serves three of sluice's algorithms:
+//
+//   - GCRA, with the numbers redis-cell's CL.THROTTLE reports;
+//   - TokenBucket: a bucket of Burst tokens refilled continuously at
+//     Rate/Period admits a request exactly when GCRA does, since the tokens
+//     in the bucket at time now are (Burst·T − (TAT − now))/T;
+//   - LeakyBucket: the queue admits what the meter admits (a queue of Burst
+//     slots draining one every T) and delays each admitted request until
+//     the requests ahead of it have drained: Delay = max(TAT, now) − now.
+//     This is nginx limit_req without nodelay, whose burst is Burst−1.
+//
+// With T = Period/Rate (the emission interval) and τ = Burst·T (the delay
+// variation tolerance), a request of cost n at time now is admitted when
+// max(TAT, now) + n·T − now ≤ τ, and then TAT becomes max(TAT, now) + n·T.
+// A TAT at or before now is a full bucket, the same as an absent key, so a
+// store may drop such keys at any time.
+package gcra
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Step applies req at time now (Unix nanoseconds) to the state tat (0 for an
+// absent key) and returns the new state and the decision. req must be valid
+// (ratelimit.Request.Validate). Only GCRA, TokenBucket and LeakyBucket are
+// meaningful here; LeakyBucket adds Decision.Delay and honours MaxDelay.
+//
+// Time going backwards never adds capacity: an earlier now only makes
+// TAT − now larger.
+func Step(tat, now int64, req ratelimit.Request) (int64, ratelimit.Decision) {
+	lim := req.Limit.Normalize()
+	d := ratelimit.Decision{Limit: lim}
+	if lim.Rate == 0 {
+		d.Allowed = req.N == 0
+		d.Unsatisfiable = req.N > 0
+		return tat, d
+	}
+	t := int64(lim.Interval())
+	tau := lim.Burst * t // ≤ ratelimit.MaxPeriod by Limit.Validate
+	base := max(tat, now)
+	backlog := base - now // time until the bucket is full again, ≥ 0
+
+	remaining := func(ttl int64) int64 {
+		if ttl >= tau {
+			return 0
+		}
+		return (tau - ttl) / t
+	}
+	switch {
+	case req.N == 0: // peek
+		d.Allowed = true
+		d.Remaining = remaining(backlog)
+		d.ResetAfter = time.Duration(backlog)
+		return tat, d
+	case req.N > lim.Burst:
+		d.Unsatisfiable = true
+		d.Remaining = remaining(backlog)
+		d.ResetAfter = time.Duration(backlog)
+		return tat, d
+	}
+
+	newTAT := base + req.N*t // N·T ≤ τ: no overflow
+	if ttl := newTAT - now; ttl > tau {
+		d.RetryAfter = time.Duration(ttl - tau)
+		d.Remaining = remaining(backlog)
+		d.ResetAfter = time.Duration(backlog)
+		return tat, d
+	}
+	if req.Algorithm == ratelimit.LeakyBucket {
+		if req.MaxDelay > 0 && backlog > int64(req.MaxDelay) {
+			// The queue has room, but the slot is later than the caller
+			// can wait.
+			d.RetryAfter = time.Duration(backlog) - req.MaxDelay
+			d.Remaining = remaining(backlog)
+			d.ResetAfter = time.Duration(backlog)
+			return tat, d
+		}
+		d.Delay = time.Duration(backlog)
+	}
+	ttl := newTAT - now
+	d.Allowed = true
+	d.Remaining = remaining(ttl)
+	d.ResetAfter = time.Duration(ttl)
+	return newTAT, d
+}

@@ -1,0 +1,206 @@
+// Package window holds the two counting-window algorithms as pure steps:
+// the fixed window and the sliding window counter. Both count events in
+// windows of Limit.Period aligned to the Unix epoch and admit at most
+// Limit.Rate per window; Limit.Burst is not used.
+//
+// FixedWindow admits a request when the current window's count plus its
+// cost is at most Rate. Its weakness is the boundary: Rate events at the end
+// of one window and Rate more at the start of the next pass within a moment.
+//
+// SlidingWindowCounter (Cloudflare's and Figma's formula) estimates the
+// events of the last Period as prev·(Period−elapsed)/Period + curr, where
+// prev and curr are the previous and current fixed windows' counts and
+// elapsed is the time since the current window began. The estimate is
+// computed in float64 in exactly this order —
+//
+//	est  := float64(prev) * float64(Period-elapsed) / float64(Period)
+//	used := est + float64(curr)
+//	admit when used+float64(n) <= float64(Rate)
+//
+// — so that the Redis store's Lua scripts (IEEE doubles too) decide
+// identically.
+package window
+
+import (
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// State is a key's counters. The zero State is an absent key.
+type State struct {
+	Start int64 // start of the current window, Unix ns
+	Prev  int64 // count of the window before Start (sliding counter only)
+	Curr  int64 // count of the current window
+}
+
+// Expiry returns the time (Unix ns) from which s no longer holds anything:
+// the end of the window after the current one for the sliding counter (its
+// count still weighs there), the end of the current one for the fixed
+// window. period is the limit's Period.
+func (s State) Expiry(sliding bool, period time.Duration) int64 {
+	switch {
+	case s.Curr > 0 && sliding:
+		return s.Start + 2*int64(period)
+	case s.Curr > 0:
+		return s.Start + int64(period)
+	case s.Prev > 0 && sliding:
+		return s.Start + int64(period)
+	}
+	return 0
+}
+
+// floorTo returns the start of the window of length w holding now.
+func floorTo(now, w int64) int64 {
+	m := now % w
+	if m < 0 {
+		m += w
+	}
+	return now - m
+}
+
+// roll moves s to the window holding now and returns the effective now.
+// When time went backwards into an earlier window, the newest window seen
+// stays current and now is clamped to its start: going back never resets a
+// count.
+func roll(s State, now, w int64) (State, int64) {
+	ws := floorTo(now, w)
+	switch {
+	case s.Start == 0 && s.Prev == 0 && s.Curr == 0:
+		return State{Start: ws}, now
+	case ws < s.Start:
+		return s, s.Start
+	case ws == s.Start:
+		return s, now
+	case ws == s.Start+w:
+		return State{Start: ws, Prev: s.Curr}, now
+	}
+	return State{Start: ws}, now
+}
+
+// Fixed applies req at now (Unix ns) to a fixed window. req must be valid.
+func Fixed(s State, now int64, req ratelimit.Request) (State, ratelimit.Decision) {
+	lim := req.Limit.Normalize()
+	d := ratelimit.Decision{Limit: lim}
+	if lim.Rate == 0 {
+		d.Allowed = req.N == 0
+		d.Unsatisfiable = req.N > 0
+		return s, d
+	}
+	w := int64(lim.Period)
+	ns, now := roll(s, now, w)
+	ns.Prev = 0
+	untilEnd := time.Duration(ns.Start + w - now)
+	reset := func(count int64) time.Duration {
+		if count == 0 {
+			return 0
+		}
+		return untilEnd
+	}
+	d.Remaining = max(0, lim.Rate-ns.Curr)
+	d.ResetAfter = reset(ns.Curr)
+	switch {
+	case req.N == 0:
+		d.Allowed = true
+		return s, d
+	case req.N > lim.Rate:
+		d.Unsatisfiable = true
+		return s, d
+	case ns.Curr+req.N > lim.Rate:
+		d.RetryAfter = untilEnd // the next window is empty and N ≤ Rate
+		return s, d
+	}
+	ns.Curr += req.N
+	d.Allowed = true
+	d.Remaining = lim.Rate - ns.Curr
+	d.ResetAfter = untilEnd
+	return ns, d
+}
+
+// used is the sliding estimate of events in the last window, at elapsed
+// nanoseconds into the current window.
+func used(prev, curr, elapsed, w int64) float64 {
+	est := float64(prev) * float64(w-elapsed) / float64(w)
+	return est + float64(curr)
+}
+
+func admits(prev, curr, elapsed, w, n, rate int64) bool {
+	return used(prev, curr, elapsed, w)+float64(n) <= float64(rate)
+}
+
+// earliest returns the smallest elapsed time in [from, w) at which a
+// window with counts prev and curr admits n, or false if none does. The
+// estimate only falls as elapsed grows, so a binary search finds it with the
+// very comparison the step makes: retrying after the returned time is
+// admitted, whatever the rounding.
+func earliest(prev, curr, from, w, n, rate int64) (int64, bool) {
+	if !admits(prev, curr, w-1, w, n, rate) {
+		return 0, false
+	}
+	lo, hi := from, w-1 // admits(hi) holds
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if admits(prev, curr, mid, w, n, rate) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, true
+}
+
+// Sliding applies req at now (Unix ns) to a sliding window counter. req must
+// be valid.
+func Sliding(s State, now int64, req ratelimit.Request) (State, ratelimit.Decision) {
+	lim := req.Limit.Normalize()
+	d := ratelimit.Decision{Limit: lim}
+	if lim.Rate == 0 {
+		d.Allowed = req.N == 0
+		d.Unsatisfiable = req.N > 0
+		return s, d
+	}
+	w := int64(lim.Period)
+	ns, now := roll(s, now, w)
+	elapsed := now - ns.Start
+	remaining := func(prev, curr int64) int64 {
+		return max(0, int64(math.Floor(float64(lim.Rate)-used(prev, curr, elapsed, w))))
+	}
+	reset := func(prev, curr int64) time.Duration {
+		switch {
+		case curr > 0:
+			return time.Duration(2*w - elapsed)
+		case prev > 0:
+			return time.Duration(w - elapsed)
+		}
+		return 0
+	}
+	d.Remaining = remaining(ns.Prev, ns.Curr)
+	d.ResetAfter = reset(ns.Prev, ns.Curr)
+	switch {
+	case req.N == 0:
+		d.Allowed = true
+		return s, d
+	case req.N > lim.Rate:
+		d.Unsatisfiable = true
+		return s, d
+	case !admits(ns.Prev, ns.Curr, elapsed, w, req.N, lim.Rate):
+		if e, ok := earliest(ns.Prev, ns.Curr, elapsed, w, req.N, lim.Rate); ok {
+			d.RetryAfter = time.Duration(e - elapsed)
+		} else {
+			if e, ok := earliest(ns.Curr, 0, 0, w, req.N, lim.Rate); ok {
+				// In the next window the current count becomes prev.
+				d.RetryAfter = time.Duration(w - elapsed + e)
+			} else {
+				// Only the window after that is empty enough.
+				d.RetryAfter = time.Duration(2*w - elapsed)
+			}
+		}
+		return s, d
+	}
+	ns.Curr += req.N
+	d.Allowed = true
+	d.Remaining = remaining(ns.Prev, ns.Curr)
+	d.ResetAfter = reset(ns.Prev, ns.Curr)
+	return ns, d
+}

@@ -1,0 +1,13 @@
+// Package memstore keeps rate-limiter state in process memory: the embedded
+// default store of sluice, for a single process or for tests and
+// simulations with an injected clock.
+//
+// State is sharded by key hash, each shard behind its own mutex, and is
+// tiny: a GCRA, token-bucket or leaky-bucket key is one int64 (its
+// theoretical arrival time) in a map, a window key three. A key whose state
+// has decayed to a full quota is the same as an absent key, so the sweeper
+// and eviction only ever drop what no longer matters first; memory is
+// bounded by Options.MaxKeys.
+//
+// Snapshot and Restore carry state across a restart.
+package memstore
