@@ -1,3 +1,8 @@
 module github.com/sluicehq/sluice
 
-go 1.26
+go 1.26.0
+
+require (
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
+)

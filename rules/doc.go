@@ -1,0 +1,30 @@
+// Package rules is sluice's policy file: envoyproxy/ratelimit's YAML rate
+// limit configuration, parsed strictly, validated completely and matched
+// exactly as that server matches it.
+//
+// Every valid envoyproxy/ratelimit config loads unchanged: a domain and
+// nested descriptors with key, value (a trailing '*' makes it a prefix
+// wildcard), rate_limit {unit, requests_per_unit, unit_multiplier,
+// unlimited, name, replaces}, shadow_mode, detailed_metric, value_to_metric
+// and share_threshold. A rule without an algorithm is a fixed window aligned
+// to its unit, as in envoyproxy/ratelimit, so an imported config changes no
+// decision. sluice adds optional fields:
+//
+//	rate_limit:
+//	  algorithm: token_bucket  # any ratelimit.Algorithm text form
+//	  burst: 20                # bucket algorithms only
+//	  window: 10s              # instead of unit: requests_per_unit per window
+//	quota:                     # instead of rate_limit: a calendar quota (UTC)
+//	  period: day              # or month
+//	  limit: 10000
+//
+// Parse reads one file into a [Config] (one domain); [LoadDir] reads a
+// directory into a [Set] (several domains). Both report every problem at
+// once, as an [*Errors] whose lines read "file:line: path: message":
+//
+//	rules.yaml:7: descriptors[0].descriptors[1].rate_limit.unit: unknown unit "minutes" (want second, minute, hour, day, week or month)
+//
+// [Config.Match] and [Set.Match] map a descriptor (a list of [Entry]) to at
+// most one [Rule] and do not allocate. Configs and Sets are immutable and
+// safe for concurrent use; to change rules, parse again and swap.
+package rules

@@ -1,0 +1,311 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Entry is one key/value of a descriptor, as Envoy sends it
+// (("remote_address", "10.0.0.1")).
+type Entry struct{ Key, Value string }
+
+// Rule is what a descriptor matched: a rate limit, an unlimited marker or a
+// calendar quota. It is a leaf (or an inner node with a rate_limit) of the
+// descriptor tree.
+//
+// A Rule is exactly one of three kinds:
+//   - Unlimited: the descriptor is known and never limited (Limit is zero);
+//   - a quota: Quota is non-nil and Limit is zero;
+//   - a rate limit: Limit and Algorithm are set.
+//
+// Rules belong to their Config and must not be modified.
+type Rule struct {
+	// Name is rate_limit.name, or the Key when the file names none. Names
+	// are what replaces refers to.
+	Name string
+	// Domain is the domain of the file the rule comes from.
+	Domain string
+	// Key is the full path of the rule in the descriptor tree, as
+	// envoyproxy/ratelimit builds it for its stats: "domain.key_value.key2"
+	// (key alone where the descriptor has no value). It is unique within a
+	// domain.
+	Key string
+	// Limit is the rate limit: requests_per_unit per unit (times
+	// unit_multiplier), or per window; Burst from burst (0: Rate).
+	Limit ratelimit.Limit
+	// Algorithm is the algorithm the file names, or FixedWindow when it
+	// names none (envoyproxy/ratelimit's semantics: fixed windows aligned to
+	// the unit).
+	Algorithm ratelimit.Algorithm
+	// Unlimited rules are never limited (rate_limit.unlimited: true).
+	Unlimited bool
+	// ShadowMode rules are counted and reported but never deny.
+	ShadowMode bool
+	// DetailedMetric asks for metrics per request value (detailed_metric).
+	DetailedMetric bool
+	// Replaces names the rules this one replaces when both match one
+	// request (rate_limit.replaces).
+	Replaces []string
+	// Quota is non-nil for a calendar quota rule.
+	Quota *Quota
+	// File and Line tell where the rule was defined (the descriptor's key).
+	File string
+	Line int
+
+	explicitName bool
+	path         []step // one per level, root first
+}
+
+// step is what the matcher needs to know about one level of a rule's path
+// to build storage and metric keys.
+type step struct {
+	key           string
+	value         string // "" for a key-only descriptor; the pattern with '*' for a wildcard
+	wildcard      bool
+	shareThresh   bool
+	valueToMetric bool
+}
+
+// HasName reports whether the file gave the rule a name (rate_limit.name),
+// rather than Name being derived from Key.
+func (r *Rule) HasName() bool { return r.explicitName }
+
+// AppendStorageKey appends to dst the key under which the state of entries
+// limited by r is stored: the domain and every entry's key and value, as
+// envoyproxy/ratelimit builds its cache keys ("domain_key1_value1_key2_value2"),
+// except that values matched by a wildcard descriptor with share_threshold
+// are replaced by the pattern, so all of them share one counter. Entries
+// must be those that matched r. It does not allocate when dst has room.
+func (r *Rule) AppendStorageKey(dst []byte, entries []Entry) []byte {
+	dst = append(dst, r.Domain...)
+	for i, e := range entries {
+		dst = append(dst, '_')
+		dst = append(dst, e.Key...)
+		dst = append(dst, '_')
+		if i < len(r.path) && r.path[i].shareThresh && r.path[i].wildcard {
+			dst = append(dst, r.path[i].value...)
+		} else {
+			dst = append(dst, e.Value...)
+		}
+	}
+	return dst
+}
+
+// MetricKey returns the key to count entries under in metrics: Key, or,
+// when the rule has detailed_metric or a level has value_to_metric, a key
+// that includes the request's values (with share_threshold wildcards kept
+// as their pattern), like envoyproxy/ratelimit.
+func (r *Rule) MetricKey(entries []Entry) string {
+	detailed := r.DetailedMetric
+	v2m := false
+	for _, s := range r.path {
+		v2m = v2m || s.valueToMetric
+	}
+	if !detailed && !v2m {
+		return r.Key
+	}
+	var b strings.Builder
+	b.WriteString(r.Domain)
+	for i, e := range entries {
+		b.WriteByte('.')
+		b.WriteString(e.Key)
+		var s step
+		if i < len(r.path) {
+			s = r.path[i]
+		}
+		switch {
+		case s.wildcard && s.shareThresh:
+			b.WriteByte('_')
+			b.WriteString(s.value)
+		case detailed || s.valueToMetric:
+			if e.Value != "" {
+				b.WriteByte('_')
+				b.WriteString(e.Value)
+			}
+		case s.value != "":
+			b.WriteByte('_')
+			b.WriteString(s.value)
+		}
+	}
+	return b.String()
+}
+
+// String formats r for logs: "domain.key: 10/1m0s fixed_window".
+func (r *Rule) String() string {
+	switch {
+	case r == nil:
+		return "<no rule>"
+	case r.Unlimited:
+		return r.Key + ": unlimited"
+	case r.Quota != nil:
+		return r.Key + ": quota " + strconv.FormatInt(r.Quota.Limit, 10) + "/" + r.Quota.Period
+	}
+	return r.Key + ": " + r.Limit.String() + " " + r.Algorithm.String()
+}
+
+// Quota is a calendar quota: Limit events per calendar day or month, in
+// UTC. Quotas are separate rules from rate limits and are reported as their
+// own policy.
+type Quota struct {
+	Period string // "day" or "month"
+	Limit  int64  // events per period; 0 admits nothing
+}
+
+// Quota periods.
+const (
+	QuotaDay   = "day"
+	QuotaMonth = "month"
+)
+
+// Window returns the calendar period, in UTC, that contains t: [start, end).
+func (q Quota) Window(t time.Time) (start, end time.Time) {
+	t = t.UTC()
+	if q.Period == QuotaMonth {
+		start = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+		return start, start.AddDate(0, 1, 0)
+	}
+	start = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	return start, start.AddDate(0, 0, 1)
+}
+
+// Config is one domain's rules: one envoyproxy/ratelimit YAML file. It is
+// immutable once parsed and safe for concurrent use.
+type Config struct {
+	// Domain is the file's domain.
+	Domain string
+	// File is the file name given to Parse.
+	File string
+
+	root    *level
+	rules   []*Rule
+	domLine int
+}
+
+func (c *Config) domainLine() int { return c.domLine }
+
+// Rules returns every rule of c, in file order. The slice is shared: do
+// not modify it.
+func (c *Config) Rules() []*Rule { return c.rules }
+
+// Set holds several domains (a directory of files). It is immutable once
+// built and safe for concurrent use.
+type Set struct {
+	configs map[string]*Config
+	domains []string
+}
+
+// NewSet returns a Set of cfgs. Two configs with the same domain are an
+// error (*Errors), as in envoyproxy/ratelimit without MERGE_DOMAIN_CONFIG.
+// Nil configs are skipped.
+func NewSet(cfgs ...*Config) (*Set, error) {
+	s := &Set{configs: make(map[string]*Config, len(cfgs))}
+	var errs Errors
+	for _, c := range cfgs {
+		if c == nil {
+			continue
+		}
+		if prev, ok := s.configs[c.Domain]; ok {
+			errs = append(errs, Problem{
+				File: c.File, Line: c.domainLine(), Path: "domain",
+				Msg: fmt.Sprintf("duplicate domain %q (also in %s)", c.Domain, prev.File),
+			})
+			continue
+		}
+		s.configs[c.Domain] = c
+		s.domains = append(s.domains, c.Domain)
+	}
+	if len(errs) > 0 {
+		return nil, &errs
+	}
+	sort.Strings(s.domains)
+	return s, nil
+}
+
+// Match returns the rule that entries match in domain, or nil when the
+// domain is unknown or no rule matches. See Config.Match.
+func (s *Set) Match(domain string, entries []Entry) *Rule {
+	c := s.configs[domain]
+	if c == nil {
+		return nil
+	}
+	return c.Match(entries)
+}
+
+// Config returns the config of domain, or nil.
+func (s *Set) Config(domain string) *Config { return s.configs[domain] }
+
+// Domains returns the domains of s, sorted. The slice is shared: do not
+// modify it.
+func (s *Set) Domains() []string { return s.domains }
+
+// Problem is one thing wrong with a rules file: "file:line: path: message".
+type Problem struct {
+	File string
+	Line int    // 1-based; 0 when unknown
+	Path string // e.g. "descriptors[0].rate_limit.unit"; "" for the whole file
+	Msg  string
+}
+
+// Error formats p as "file:line: path: message".
+func (p Problem) Error() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(p.Line))
+	}
+	b.WriteString(": ")
+	if p.Path != "" {
+		b.WriteString(p.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// ErrInvalid is matched (errors.Is) by every *Errors and Problem.
+var ErrInvalid = errors.New("rules: invalid config")
+
+// Is reports whether target is ErrInvalid.
+func (p Problem) Is(target error) bool { return target == ErrInvalid }
+
+// Errors lists every problem found in one or more files, in file and line
+// order. Parse, LoadDir and NewSet return it as *Errors:
+//
+//	var errs *rules.Errors
+//	if errors.As(err, &errs) { for _, p := range *errs { ... } }
+type Errors []Problem
+
+// Error returns one problem per line.
+func (e Errors) Error() string {
+	lines := make([]string, len(e))
+	for i, p := range e {
+		lines[i] = p.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the problems, so errors.As finds a Problem and errors.Is
+// finds ErrInvalid.
+func (e Errors) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, p := range e {
+		out[i] = p
+	}
+	return out
+}
+
+func (e Errors) sort() {
+	sort.SliceStable(e, func(i, j int) bool {
+		if e[i].File != e[j].File {
+			return e[i].File < e[j].File
+		}
+		return e[i].Line < e[j].Line
+	})
+}
