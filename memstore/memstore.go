@@ -29,7 +29,8 @@ type Options struct {
 	// later and reported durations are that much longer. It never admits
 	// more than the limit allows. Zero reads the clock on every call.
 	Resolution time.Duration
-	// MaxKeys bounds the number of keys held. When a new key would exceed
+	// MaxKeys bounds the number of keys held (rounded down to a multiple of
+	// the number of shards, each of which holds its share). When a new key would exceed
 	// it, keys that have decayed to a full quota are dropped first (which
 	// changes nothing), then the most decayed of a sample. Zero means
 	// DefaultMaxKeys; negative means unbounded.
@@ -94,6 +95,11 @@ func New(opts Options) *Store {
 			n <<= 1
 		}
 	}
+	if opts.MaxKeys > 0 {
+		for n > opts.MaxKeys {
+			n >>= 1 // at least one key a shard
+		}
+	}
 	s := &Store{
 		shards: make([]shard, n),
 		mask:   uint64(n - 1),
@@ -105,7 +111,7 @@ func New(opts Options) *Store {
 	case opts.MaxKeys == 0:
 		s.perShard = max(1, DefaultMaxKeys/n)
 	case opts.MaxKeys > 0:
-		s.perShard = max(1, (opts.MaxKeys+n-1)/n)
+		s.perShard = opts.MaxKeys / n
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]

@@ -1,0 +1,258 @@
+package memstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
+)
+
+func TestConformance(t *testing.T) {
+	ratelimittest.Run(t, func(t *testing.T, now func() time.Time) ratelimit.Store {
+		s := memstore.New(memstore.Options{Now: now})
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+func TestConformanceTinyShards(t *testing.T) {
+	// One shard, evicting constantly: eviction must only ever drop state
+	// the tables no longer need... so give it room for what they use.
+	ratelimittest.Run(t, func(t *testing.T, now func() time.Time) ratelimit.Store {
+		s := memstore.New(memstore.Options{Now: now, Shards: 1, MaxKeys: 64, SweepInterval: -1})
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// TestContention runs many goroutines on one key with the real clock and
+// checks that what was admitted fits Burst + elapsed/Interval, measured
+// around the whole run.
+func TestContention(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.LeakyBucket} {
+		t.Run(alg.String(), func(t *testing.T) {
+			s := memstore.New(memstore.Options{})
+			defer s.Close()
+			lim := ratelimit.Limit{Rate: 1000, Period: time.Second, Burst: 50}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for range 32 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 2000 {
+						d, err := s.Apply(context.Background(), ratelimit.Request{Key: "hot", Limit: lim, Algorithm: alg, N: 1})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			bound := lim.Burst + int64(elapsed/lim.Interval()) + 1
+			if got := admitted.Load(); got > bound || got < lim.Burst {
+				t.Errorf("admitted %d in %v, want between Burst %d and Burst + elapsed/Interval = %d", got, elapsed, lim.Burst, bound)
+			}
+		})
+	}
+}
+
+func TestWindowContention(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := ratelimittest.NewClock(ratelimittest.T0)
+			s := memstore.New(memstore.Options{Now: clock.Now})
+			defer s.Close()
+			lim := ratelimit.Limit{Rate: 100, Period: time.Minute}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 100 {
+						d, _ := s.Apply(context.Background(), ratelimit.Request{Key: "hot", Limit: lim, Algorithm: alg, N: 1})
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if got := admitted.Load(); got != 100 {
+				t.Errorf("admitted %d of 1600 in one window, want exactly 100", got)
+			}
+		})
+	}
+}
+
+func TestMaxKeysEvictsDecayedFirst(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.T0)
+	s := memstore.New(memstore.Options{Now: clock.Now, MaxKeys: 100, Shards: 1, SweepInterval: -1})
+	defer s.Close()
+	ctx := context.Background()
+	lim := ratelimit.Limit{Rate: 1, Period: time.Hour, Burst: 1}
+	// One key that stays exhausted for an hour…
+	if d, _ := s.Apply(ctx, ratelimit.Request{Key: "victim?", Limit: lim, N: 1}); !d.Allowed {
+		t.Fatal("first request denied")
+	}
+	// …and 99 that decay after a second.
+	short := ratelimit.Limit{Rate: 1, Period: time.Second, Burst: 1}
+	for i := range 99 {
+		s.Apply(ctx, ratelimit.Request{Key: fmt.Sprint("short-", i), Limit: short, N: 1})
+	}
+	if got := s.Len(); got != 100 {
+		t.Fatalf("Len = %d, want 100", got)
+	}
+	clock.Set(ratelimittest.T0.Add(2 * time.Second))
+	for i := range 500 {
+		s.Apply(ctx, ratelimit.Request{Key: fmt.Sprint("new-", i), Limit: short, N: 1})
+		if got := s.Len(); got > 100 {
+			t.Fatalf("Len = %d after %d new keys, want at most MaxKeys 100", got, i+1)
+		}
+	}
+	// The short keys had decayed and went first; by now the new keys have
+	// had to displace each other, not the hour-long key, whose state is
+	// the furthest from decayed.
+	if d, _ := s.Apply(ctx, ratelimit.Request{Key: "victim?", Limit: lim, N: 1}); d.Allowed {
+		t.Errorf("the exhausted key was evicted: %+v, want still denied", d)
+	}
+}
+
+func TestMillionKeysBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a lot")
+	}
+	s := memstore.New(memstore.Options{MaxKeys: 10000, SweepInterval: -1})
+	defer s.Close()
+	ctx := context.Background()
+	lim := ratelimit.PerMinute(10)
+	for i := range 200000 {
+		s.Apply(ctx, ratelimit.Request{Key: fmt.Sprint("k", i), Limit: lim, N: 1})
+	}
+	if got := s.Len(); got > 10000 {
+		t.Errorf("Len = %d after 200k distinct keys, want ≤ MaxKeys 10000", got)
+	}
+}
+
+func TestSweeper(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := memstore.New(memstore.Options{SweepInterval: time.Second})
+		defer s.Close()
+		ctx := context.Background()
+		for _, alg := range ratelimit.Algorithms() {
+			for i := range 10 {
+				s.Apply(ctx, ratelimit.Request{Key: fmt.Sprint(alg, i), Limit: ratelimit.PerSecond(5), Algorithm: alg, N: 1})
+			}
+		}
+		if got := s.Len(); got != 60 {
+			t.Fatalf("Len = %d, want 60", got)
+		}
+		time.Sleep(3500 * time.Millisecond) // windows decay after up to two periods
+		synctest.Wait()
+		if got := s.Len(); got != 0 {
+			t.Errorf("Len = %d after the sweeper ran, want 0", got)
+		}
+	})
+}
+
+func TestCachedClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := memstore.New(memstore.Options{Resolution: time.Millisecond})
+		defer s.Close()
+		ctx := context.Background()
+		lim := ratelimit.Limit{Rate: 10, Period: time.Second, Burst: 1}
+		req := ratelimit.Request{Key: "k", Limit: lim, N: 1}
+		if d, _ := s.Apply(ctx, req); !d.Allowed {
+			t.Fatal("first request denied")
+		}
+		d, _ := s.Apply(ctx, req)
+		if d.Allowed {
+			t.Fatal("second request admitted")
+		}
+		time.Sleep(d.RetryAfter + 2*time.Millisecond) // one resolution late at most
+		if d, _ := s.Apply(ctx, req); !d.Allowed {
+			t.Errorf("after RetryAfter plus the resolution: %+v, want allowed", d)
+		}
+	})
+}
+
+func TestClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s := memstore.New(memstore.Options{Resolution: time.Millisecond, SweepInterval: time.Millisecond})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	_, err := s.Apply(context.Background(), ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1), N: 1})
+	if !errors.Is(err, ratelimit.ErrClosed) {
+		t.Errorf("Apply after Close = %v, want ErrClosed", err)
+	}
+	for range 100 {
+		if runtime.NumGoroutine() <= before {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("goroutines: %d before New, %d after Close", before, runtime.NumGoroutine())
+}
+
+func TestSnapshotRestore(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.T0)
+	a := memstore.New(memstore.Options{Now: clock.Now})
+	defer a.Close()
+	ctx := context.Background()
+	lim := ratelimit.Limit{Rate: 3, Period: 24 * time.Hour}
+	for _, alg := range ratelimit.Algorithms() {
+		for range 3 {
+			a.Apply(ctx, ratelimit.Request{Key: "quota", Limit: lim, Algorithm: alg, N: 1})
+		}
+	}
+	var buf bytes.Buffer
+	if err := a.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	snap := buf.Bytes()
+
+	clock.Set(ratelimittest.T0.Add(time.Hour))
+	b := memstore.New(memstore.Options{Now: clock.Now})
+	defer b.Close()
+	if err := b.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range ratelimit.Algorithms() {
+		if d, _ := b.Apply(ctx, ratelimit.Request{Key: "quota", Limit: lim, Algorithm: alg, N: 1}); d.Allowed {
+			t.Errorf("%v: after restore, a spent daily quota admitted %+v", alg, d)
+		}
+	}
+	// Garbage is refused and changes nothing.
+	c := memstore.New(memstore.Options{Now: clock.Now})
+	defer c.Close()
+	if err := c.Restore(bytes.NewReader(snap[:len(snap)/2])); err == nil {
+		t.Error("Restore of a truncated snapshot succeeded")
+	}
+	if err := c.Restore(bytes.NewReader([]byte("not a snapshot"))); err == nil {
+		t.Error("Restore of garbage succeeded")
+	}
+	if c.Len() != 0 {
+		t.Errorf("Len = %d after failed restores, want 0", c.Len())
+	}
+}
