@@ -18,8 +18,9 @@ import (
 // Limits on what Parse accepts, so that a hostile file cannot exhaust
 // memory or the stack (YAML aliases can expand exponentially).
 const (
-	maxDepth = 64      // nested descriptors levels
-	maxNodes = 1 << 20 // YAML nodes visited, aliases expanded
+	maxDepth    = 64      // nested descriptors levels
+	maxNodes    = 1 << 20 // YAML nodes visited, aliases expanded
+	maxProblems = 100     // problems reported before giving up
 )
 
 // units are envoyproxy/ratelimit's rate limit units (the
@@ -37,6 +38,9 @@ var units = []struct {
 	{"month", 30 * 24 * time.Hour}, // envoyproxy/ratelimit's month: 30 days
 	{"year", 365 * 24 * time.Hour}, // longer than ratelimit.MaxPeriod: refused
 }
+
+// maxPeriodText is ratelimit.MaxPeriod for people.
+var maxPeriodText = fmt.Sprintf("about %d days", ratelimit.MaxPeriod/(24*time.Hour))
 
 func unitNames() string {
 	names := make([]string, 0, len(units))
@@ -61,7 +65,11 @@ func orList(s []string) string {
 // Rule.File. The error, when not nil, is an *Errors listing every problem
 // found, each as "file:line: path: message".
 func Parse(filename string, data []byte) (*Config, error) {
-	p := &parser{file: filename, names: map[string]int{}}
+	return parse(filename, data, maxNodes)
+}
+
+func parse(filename string, data []byte, nodeLimit int) (*Config, error) {
+	p := &parser{file: filename, names: map[string]int{}, maxNodes: nodeLimit}
 	cfg := p.parse(data)
 	if len(p.errs) > 0 {
 		p.errs.sort()
@@ -75,6 +83,7 @@ type parser struct {
 	file     string
 	errs     Errors
 	nodes    int
+	maxNodes int
 	tooBig   bool
 	names    map[string]int // explicit rule names → line of first definition
 	replaces []replaceRef
@@ -88,7 +97,12 @@ type replaceRef struct {
 }
 
 func (p *parser) add(line int, path, format string, args ...any) {
-	p.errs = append(p.errs, Problem{File: p.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
+	switch {
+	case len(p.errs) < maxProblems:
+		p.errs = append(p.errs, Problem{File: p.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
+	case len(p.errs) == maxProblems:
+		p.errs = append(p.errs, Problem{File: p.file, Msg: fmt.Sprintf("too many problems: stopped after %d", maxProblems)})
+	}
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -153,10 +167,13 @@ func (p *parser) deref(n *yaml.Node) *yaml.Node {
 		n = n.Alias
 	}
 	p.nodes++
-	if p.nodes > maxNodes {
+	if len(p.errs) > maxProblems {
+		return nil
+	}
+	if p.nodes > p.maxNodes {
 		if !p.tooBig {
 			p.tooBig = true
-			p.add(0, "", "file too large: more than %d YAML nodes once aliases are expanded", maxNodes)
+			p.add(0, "", "file too large: more than %d YAML nodes once aliases are expanded", p.maxNodes)
 		}
 		return nil
 	}
@@ -533,20 +550,23 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		window                                                                               time.Duration
 		replaces                                                                             []string
 		replaceLines                                                                         []int
-		ok                                                                                   = true
+		bad                                                                                  bool // a problem was reported
 	)
 	mult = 1
 	p.fields(n, path, map[string]func(k, v *yaml.Node){
 		"unit": func(k, v *yaml.Node) { unitNode = v; unit, _ = p.str(v, join(path, "unit")) },
 		"requests_per_unit": func(k, v *yaml.Node) {
 			rpuNode = v
-			rpu, ok = p.integer(v, join(path, "requests_per_unit"), 0, math.MaxUint32)
+			var good bool
+			if rpu, good = p.integer(v, join(path, "requests_per_unit"), 0, math.MaxUint32); !good {
+				bad = true
+			}
 		},
 		"unit_multiplier": func(k, v *yaml.Node) {
 			multNode = v
 			var good bool
 			if mult, good = p.integer(v, join(path, "unit_multiplier"), 1, math.MaxUint32); !good {
-				mult, ok = 1, false
+				mult, bad = 1, true
 			}
 		},
 		"unlimited": func(k, v *yaml.Node) { unlimitedNode = v; unlimited = p.boolean(v, join(path, "unlimited")) },
@@ -560,7 +580,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 			a, err := ratelimit.ParseAlgorithm(s)
 			if err != nil {
 				p.add(v.Line, join(path, "algorithm"), "unknown algorithm %q (want %s)", s, orList(algorithmNames()))
-				ok = false
+				bad = true
 				return
 			}
 			alg = a
@@ -569,7 +589,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 			burstNode = v
 			var good bool
 			if burst, good = p.integer(v, join(path, "burst"), 1, math.MaxInt64); !good {
-				ok = false
+				bad = true
 			}
 		},
 		"window": func(k, v *yaml.Node) {
@@ -579,13 +599,13 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 			switch {
 			case err != nil || v.Tag != "!!str":
 				p.add(v.Line, join(path, "window"), "want a duration such as \"10s\" or \"1h30m\", got %s", kindName(v))
-				ok = false
+				bad = true
 			case d <= 0:
 				p.add(v.Line, join(path, "window"), "window must be positive, got %s", s)
-				ok = false
+				bad = true
 			case d > ratelimit.MaxPeriod:
-				p.add(v.Line, join(path, "window"), "window %s is longer than the longest period, %v", s, ratelimit.MaxPeriod)
-				ok = false
+				p.add(v.Line, join(path, "window"), "window %s is longer than the longest period sluice enforces (%s)", s, maxPeriodText)
+				bad = true
 			default:
 				window = d
 			}
@@ -637,6 +657,9 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		p.add(multNode.Line, join(path, "unit_multiplier"), "unit_multiplier applies to unit, not to window")
 		return nil
 	case windowNode != nil:
+		if bad {
+			return nil
+		}
 		period = window
 	case unitNode == nil:
 		p.add(n.Line, join(path, "unit"), "missing unit (want %s; or a sluice window such as \"10s\")", unitNames())
@@ -648,30 +671,30 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 			p.add(unitNode.Line, join(path, "unit"), "unknown unit %q (want %s)", unit, unitNames())
 			return nil
 		case d > ratelimit.MaxPeriod:
-			p.add(unitNode.Line, join(path, "unit"), "unit %s is longer than the longest period sluice enforces (%v)", strings.ToLower(unit), ratelimit.MaxPeriod)
+			p.add(unitNode.Line, join(path, "unit"), "unit %s is longer than the longest period sluice enforces (%s)", strings.ToLower(unit), maxPeriodText)
 			return nil
 		case d > ratelimit.MaxPeriod/time.Duration(mult):
-			p.add(multNode.Line, join(path, "unit_multiplier"), "%d %ss is longer than the longest period sluice enforces (%v)", mult, strings.ToLower(unit), ratelimit.MaxPeriod)
+			p.add(multNode.Line, join(path, "unit_multiplier"), "%d %ss is longer than the longest period sluice enforces (%s)", mult, strings.ToLower(unit), maxPeriodText)
 			return nil
 		}
 		period = d * time.Duration(mult)
 	}
-	if !ok {
+	if bad {
 		return nil
 	}
 	_ = rpuNode
 	if burstNode != nil && alg.Windowed() {
-		hint := ""
 		if algNode == nil {
-			hint = "; set algorithm (the default, as in envoyproxy/ratelimit, is fixed_window)"
+			p.add(burstNode.Line, join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket); with no algorithm the rule is a fixed_window, as in envoyproxy/ratelimit: set algorithm")
+		} else {
+			p.add(burstNode.Line, join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket), not %s", alg)
 		}
-		p.add(burstNode.Line, join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket), not %s%s", alg, hint)
 		return nil
 	}
 	r.Algorithm = alg
 	r.Limit = ratelimit.Limit{Rate: rpu, Period: period, Burst: burst}
 	if err := r.Limit.Validate(); err != nil {
-		p.add(n.Line, path, "%v", err)
+		p.add(n.Line, path, "%s", strings.TrimPrefix(err.Error(), "ratelimit: "))
 		return nil
 	}
 	return r
@@ -741,7 +764,10 @@ func (p *parser) quota(n *yaml.Node, path string) *Rule {
 		"period": func(k, v *yaml.Node) { periodNode = v; period, _ = p.str(v, join(path, "period")) },
 		"limit": func(k, v *yaml.Node) {
 			limitNode = v
-			limit, ok = p.integer(v, join(path, "limit"), 0, math.MaxInt64)
+			var good bool
+			if limit, good = p.integer(v, join(path, "limit"), 0, math.MaxInt64); !good {
+				ok = false
+			}
 		},
 	})
 	switch {
