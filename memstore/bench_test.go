@@ -1,0 +1,160 @@
+package memstore_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// The hot-path benchmarks: Apply on keys that already exist, for every
+// algorithm, with the per-call clock (the default, time.Now on every call)
+// and with the cached clock (Options.Resolution = 1 ms). The limit is 1000
+// a second with a burst of 1000, the one bench/core gives every peer.
+//
+//	go test -run '^$' -bench . -benchmem ./memstore
+
+const benchKeys = 100_000
+
+var benchLimit = ratelimit.Limit{Rate: 1000, Period: time.Second, Burst: 1000}
+
+func benchKeyNames(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	return keys
+}
+
+type benchClock struct {
+	name string
+	res  time.Duration
+}
+
+var benchClocks = []benchClock{{"clock=per-call", 0}, {"clock=cached-1ms", time.Millisecond}}
+
+// newBenchStore returns a store holding every key once, so that the timed
+// loop only meets existing keys.
+func newBenchStore(b *testing.B, res time.Duration, alg ratelimit.Algorithm, keys []string) *memstore.Store {
+	b.Helper()
+	s := memstore.New(memstore.Options{Resolution: res, SweepInterval: -1, MaxKeys: -1})
+	b.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	for _, k := range keys {
+		if _, err := s.Apply(ctx, ratelimit.Request{Key: k, Limit: benchLimit, Algorithm: alg, N: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s
+}
+
+func BenchmarkApply(b *testing.B) {
+	keys := benchKeyNames(benchKeys)
+	for _, alg := range ratelimit.Algorithms() {
+		for _, c := range benchClocks {
+			b.Run(alg.String()+"/"+c.name, func(b *testing.B) {
+				b.Run("one-key", func(b *testing.B) {
+					s := newBenchStore(b, c.res, alg, keys[:1])
+					benchSerial(b, s, alg, keys[:1])
+				})
+				b.Run("100k-serial", func(b *testing.B) {
+					s := newBenchStore(b, c.res, alg, keys)
+					benchSerial(b, s, alg, keys)
+				})
+				b.Run("100k-parallel", func(b *testing.B) {
+					s := newBenchStore(b, c.res, alg, keys)
+					benchParallel(b, s, alg, keys)
+				})
+			})
+		}
+	}
+}
+
+func benchSerial(b *testing.B, s *memstore.Store, alg ratelimit.Algorithm, keys []string) {
+	ctx := context.Background()
+	req := ratelimit.Request{Limit: benchLimit, Algorithm: alg, N: 1}
+	i, admitted := 0, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		req.Key = keys[i]
+		if i++; i == len(keys) {
+			i = 0
+		}
+		d, err := s.Apply(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	b.ReportMetric(float64(admitted)/float64(b.N), "admits/op")
+}
+
+func benchParallel(b *testing.B, s *memstore.Store, alg ratelimit.Algorithm, keys []string) {
+	var (
+		seq      atomic.Int64
+		admitted atomic.Int64
+	)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		req := ratelimit.Request{Limit: benchLimit, Algorithm: alg, N: 1}
+		// Each goroutine walks the keys from its own place.
+		i := int(seq.Add(1)*7919) % len(keys)
+		n := int64(0)
+		for pb.Next() {
+			req.Key = keys[i]
+			if i++; i == len(keys) {
+				i = 0
+			}
+			if d, _ := s.Apply(ctx, req); d.Allowed {
+				n++
+			}
+		}
+		admitted.Add(n)
+	})
+	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admits/op")
+}
+
+// BenchmarkHeapPerKey reports the heap a store holds per idle GCRA key at a
+// million keys ("user:0" … "user:999999", one request each, the key strings
+// owned by the store), measured with runtime.ReadMemStats after a GC before
+// and after. ns/op is the time to fill the store.
+func BenchmarkHeapPerKey(b *testing.B) {
+	const n = 1_000_000
+	ctx := context.Background()
+	lim := ratelimit.PerMinute(10) // keys stay undecayed for the whole run
+	var perKey float64
+	var held int
+	for b.Loop() {
+		before := heapInUse()
+		s := memstore.New(memstore.Options{SweepInterval: -1, MaxKeys: 2 * n})
+		for i := range n {
+			s.Apply(ctx, ratelimit.Request{Key: "user:" + strconv.Itoa(i), Limit: lim, N: 1})
+		}
+		after := heapInUse()
+		held = s.Len()
+		perKey = float64(after-before) / float64(held)
+		runtime.KeepAlive(s)
+		s.Close()
+	}
+	if held != n {
+		b.Errorf("store holds %d keys, want %d", held, n)
+	}
+	b.ReportMetric(perKey, "B/key")
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
