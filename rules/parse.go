@@ -463,7 +463,7 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 	var (
 		keyNode, rlNode, quotaNode, childNode, shareNode *yaml.Node
 		key, value                                       string
-		shadow, detailed, v2m, share                     bool
+		shadow, detailed, v2m, share, quotaMode          bool
 	)
 	p.fields(n, path, map[string]func(k, v *yaml.Node){
 		"key":             func(k, v *yaml.Node) { keyNode = v; key, _ = p.str(v, join(path, "key")) },
@@ -474,6 +474,7 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		"detailed_metric": func(k, v *yaml.Node) { detailed = p.boolean(v, join(path, "detailed_metric")) },
 		"value_to_metric": func(k, v *yaml.Node) { v2m = p.boolean(v, join(path, "value_to_metric")) },
 		"share_threshold": func(k, v *yaml.Node) { shareNode = v; share = p.boolean(v, join(path, "share_threshold")) },
+		"quota_mode":      func(k, v *yaml.Node) { quotaMode = p.boolean(v, join(path, "quota_mode")) },
 		"quota":           func(k, v *yaml.Node) { quotaNode = v },
 	})
 	ok := true
@@ -514,6 +515,7 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		}
 		r.ShadowMode = shadow
 		r.DetailedMetric = detailed
+		r.QuotaMode = quotaMode
 		r.File = p.file
 		r.Line = n.Line
 		r.path = st

@@ -49,6 +49,10 @@ type Rule struct {
 	ShadowMode bool
 	// DetailedMetric asks for metrics per request value (detailed_metric).
 	DetailedMetric bool
+	// QuotaMode is envoyproxy/ratelimit's quota_mode: the rule never
+	// denies; an exceeded limit is reported to the caller instead (the RLS
+	// reports it in dynamic metadata). Not to be confused with Quota.
+	QuotaMode bool
 	// Replaces names the rules this one replaces when both match one
 	// request (rate_limit.replaces).
 	Replaces []string
