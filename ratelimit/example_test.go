@@ -36,6 +36,27 @@ func Example() {
 	// denied: retry in about 100ms
 }
 
+// The README's quick start.
+func Example_quickStart() {
+	ctx := context.Background()
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	limiter, err := ratelimit.NewLimiter(store, ratelimit.TokenBucket,
+		ratelimit.Limit{Rate: 10, Period: time.Second, Burst: 20})
+	if err != nil {
+		panic(err) // an invalid limit
+	}
+	d, err := limiter.Allow(ctx, "user:42")
+	if err != nil {
+		panic(err) // the store failed: a denial is not an error
+	}
+	if !d.Allowed {
+		fmt.Println("429, Retry-After:", ratelimit.DurationCeil(d.RetryAfter))
+	}
+	fmt.Println(d.Allowed, d.Remaining)
+	// Output: true 19
+}
+
 // Store.Apply is the whole interface: one request in, one decision out.
 func ExampleStore() {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
