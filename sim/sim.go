@@ -1,0 +1,152 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Epoch is the wall-clock instant of virtual time zero, for components that
+// take a time.Time (memstore's Now). It is a whole number of seconds after
+// the Unix epoch, so windows aligned to the Unix epoch (fixed windows, ticks
+// of any whole fraction of a second) start at virtual time zero too.
+var Epoch = time.Unix(1_700_000_000, 0).UTC()
+
+// Sim is a discrete-event simulation: a virtual clock, a queue of events
+// ordered by time (ties run in the order they were scheduled) and a seeded
+// random source. Nothing in it reads the real clock, so a run is a pure
+// function of its seed.
+//
+// The zero Sim is not usable; call [New]. A Sim is not safe for concurrent
+// use: run independent simulations in separate Sims.
+type Sim struct {
+	// Rand is the run's random source, a PCG seeded by New. Scenarios draw
+	// every random number from it, in event order.
+	Rand *rand.Rand
+
+	now time.Duration
+	seq uint64
+	q   queue
+}
+
+// New returns a simulation at virtual time zero whose random source is the
+// PCG generator seeded with (seed, stream). Use one stream per run so that
+// runs are independent and can execute in any order.
+func New(seed, stream uint64) *Sim {
+	return &Sim{Rand: rand.New(rand.NewPCG(seed, stream))}
+}
+
+// Now returns the virtual time elapsed since the start of the run.
+func (s *Sim) Now() time.Duration { return s.now }
+
+// Time returns the virtual time as a wall-clock instant: Epoch + Now.
+func (s *Sim) Time() time.Time { return Epoch.Add(s.now) }
+
+// At schedules f to run at virtual time t; a t in the past runs at Now.
+// Events at the same time run in the order they were scheduled.
+func (s *Sim) At(t time.Duration, f func()) {
+	if t < s.now {
+		t = s.now
+	}
+	s.seq++
+	s.q.push(event{at: t, seq: s.seq, f: f})
+}
+
+// After schedules f to run d from now.
+func (s *Sim) After(d time.Duration, f func()) { s.At(s.now+d, f) }
+
+// Pending returns the number of scheduled events.
+func (s *Sim) Pending() int { return len(s.q) }
+
+// Run runs events until none is left and returns the time of the last one.
+func (s *Sim) Run() time.Duration {
+	for len(s.q) > 0 {
+		s.step()
+	}
+	return s.now
+}
+
+// RunUntil runs every event scheduled at or before t, then sets the clock to
+// t (if it is later than the last event).
+func (s *Sim) RunUntil(t time.Duration) {
+	for len(s.q) > 0 && s.q[0].at <= t {
+		s.step()
+	}
+	if t > s.now {
+		s.now = t
+	}
+}
+
+func (s *Sim) step() {
+	e := s.q.pop()
+	s.now = e.at
+	e.f()
+}
+
+// Normal returns |N(mean, sd)|, a draw from a normal distribution folded at
+// zero: the network delay model of Brooker's simulator.
+func (s *Sim) Normal(mean, sd time.Duration) time.Duration {
+	return time.Duration(math.Abs(s.Rand.NormFloat64()*float64(sd) + float64(mean)))
+}
+
+// Exp returns an exponentially distributed duration with the given mean:
+// the gap between arrivals of a Poisson process.
+func (s *Sim) Exp(mean time.Duration) time.Duration {
+	return time.Duration(s.Rand.ExpFloat64() * float64(mean))
+}
+
+type event struct {
+	at  time.Duration
+	seq uint64
+	f   func()
+}
+
+// queue is a binary min-heap of events by (at, seq). It is container/heap's
+// algorithm on a concrete type, to spare an allocation per event.
+type queue []event
+
+func (q queue) less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+
+func (q *queue) push(e event) {
+	*q = append(*q, e)
+	h := *q
+	for j := len(h) - 1; j > 0; {
+		i := (j - 1) / 2
+		if !h.less(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		j = i
+	}
+}
+
+func (q *queue) pop() event {
+	h := *q
+	n := len(h) - 1
+	e := h[0]
+	h[0] = h[n]
+	h[n] = event{}
+	h = h[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && h.less(r, l) {
+			j = r
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
+	*q = h
+	return e
+}

@@ -1,0 +1,225 @@
+package sim
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Figure is the picture of a scenario: a title over one or more plots
+// stacked vertically. [Figure.WriteSVG] draws it with the standard library
+// only.
+type Figure struct {
+	Title string
+	Plots []Plot
+}
+
+// Plot is one chart: series drawn as lines over shared x and y axes. The y
+// axis always includes zero.
+type Plot struct {
+	Title          string
+	XLabel, YLabel string
+	Series         []Series
+}
+
+// Series is one line of a [Plot].
+type Series struct {
+	Name   string
+	X, Y   []float64 // the points, in increasing X
+	Step   bool      // hold each value until the next point (a step chart)
+	Dashed bool      // draw dashed (reference lines such as a hidden limit)
+	Color  string    // an SVG colour; empty picks the next of the palette
+}
+
+// palette is the Okabe–Ito colour-blind safe palette, without its yellow
+// (too pale on white).
+var palette = []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"}
+
+// Sizes of the drawing, in SVG user units (pixels).
+const (
+	svgWidth     = 960
+	svgTitleH    = 44
+	svgPlotH     = 330
+	svgLeft      = 78
+	svgRight     = 210 // room for the legend
+	svgTop       = 34  // above each plot's area: its title
+	svgBottom    = 52  // below each plot's area: tick labels and x label
+	svgFontStack = "DejaVu Sans, Helvetica, Arial, sans-serif"
+)
+
+// WriteSVG draws f as a standalone SVG document. The output depends only on
+// f, byte for byte.
+func (f Figure) WriteSVG(w io.Writer) error {
+	var b strings.Builder
+	h := svgTitleH + len(f.Plots)*svgPlotH + 8
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">`+"\n",
+		svgWidth, h, svgWidth, h, svgFontStack)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%d" y="28" font-size="19" font-weight="bold" text-anchor="middle">%s</text>`+"\n",
+		svgWidth/2, esc(f.Title))
+	for i, p := range f.Plots {
+		p.draw(&b, svgTitleH+i*svgPlotH)
+	}
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func esc(s string) string { return html.EscapeString(s) }
+
+func num(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+func (p Plot) draw(b *strings.Builder, top int) {
+	x0, x1 := float64(svgLeft), float64(svgWidth-svgRight)
+	y0, y1 := float64(top+svgTop), float64(top+svgPlotH-svgBottom) // y0 top, y1 bottom
+
+	xmin, xmax := math.Inf(1), math.Inf(-1)
+	ymin, ymax := 0.0, 0.0
+	for _, s := range p.Series {
+		for i := range s.X {
+			xmin, xmax = min(xmin, s.X[i]), max(xmax, s.X[i])
+			ymin, ymax = min(ymin, s.Y[i]), max(ymax, s.Y[i])
+		}
+	}
+	if xmin > xmax {
+		xmin, xmax = 0, 1
+	}
+	if xmax == xmin {
+		xmax = xmin + 1
+	}
+	if ymax == ymin {
+		ymax = ymin + 1
+	}
+	xt := ticks(xmin, xmax, 8)
+	yt := ticks(ymin, ymax*1.05, 6)
+	// Extend y to the outer ticks, keep x to the data.
+	ymin, ymax = min(ymin, yt[0]), max(ymax, yt[len(yt)-1])
+	sx := func(v float64) float64 { return x0 + (v-xmin)/(xmax-xmin)*(x1-x0) }
+	sy := func(v float64) float64 { return y1 - (v-ymin)/(ymax-ymin)*(y1-y0) }
+
+	fmt.Fprintf(b, `<text x="%s" y="%s" font-size="15" font-weight="bold" text-anchor="middle">%s</text>`+"\n",
+		num((x0+x1)/2), num(y0-12), esc(p.Title))
+	// Grid and ticks.
+	b.WriteString(`<g font-size="12" fill="#333">` + "\n")
+	for _, v := range yt {
+		if v < ymin || v > ymax {
+			continue
+		}
+		y := sy(v)
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e3e3e3"/>`+"\n", num(x0), num(y), num(x1), num(y))
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end">%s</text>`+"\n", num(x0-6), num(y+4), tickLabel(v, yt))
+	}
+	for _, v := range xt {
+		if v < xmin || v > xmax {
+			continue
+		}
+		x := sx(v)
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e3e3e3"/>`+"\n", num(x), num(y0), num(x), num(y1))
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333"/>`+"\n", num(x), num(y1), num(x), num(y1+5))
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(x), num(y1+19), tickLabel(v, xt))
+	}
+	b.WriteString("</g>\n")
+	// Axes.
+	fmt.Fprintf(b, `<path d="M%s %sV%sH%s" fill="none" stroke="#333"/>`+"\n", num(x0), num(y0), num(y1), num(x1))
+	fmt.Fprintf(b, `<text x="%s" y="%s" font-size="13" text-anchor="middle">%s</text>`+"\n",
+		num((x0+x1)/2), num(y1+40), esc(p.XLabel))
+	fmt.Fprintf(b, `<text transform="translate(%s %s) rotate(-90)" font-size="13" text-anchor="middle">%s</text>`+"\n",
+		num(x0-56), num((y0+y1)/2), esc(p.YLabel))
+	// Series, then the legend.
+	ci := 0
+	colors := make([]string, len(p.Series))
+	for i, s := range p.Series {
+		c := s.Color
+		if c == "" {
+			c = palette[ci%len(palette)]
+			ci++
+		}
+		colors[i] = c
+		if len(s.X) == 0 {
+			continue
+		}
+		var d strings.Builder
+		for j := range s.X {
+			x, y := sx(s.X[j]), sy(s.Y[j])
+			switch {
+			case j == 0:
+				fmt.Fprintf(&d, "M%s %s", num(x), num(y))
+			case s.Step:
+				fmt.Fprintf(&d, "H%sV%s", num(x), num(y))
+			default:
+				fmt.Fprintf(&d, "L%s %s", num(x), num(y))
+			}
+		}
+		dash := ""
+		if s.Dashed {
+			dash = ` stroke-dasharray="7 5"`
+		}
+		fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s/>`+"\n", d.String(), c, dash)
+		if len(s.X) <= 30 && !s.Step {
+			for j := range s.X {
+				fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", num(sx(s.X[j])), num(sy(s.Y[j])), c)
+			}
+		}
+	}
+	lx, ly := x1+18, y0+6
+	for i, s := range p.Series {
+		y := ly + float64(i)*22
+		dash := ""
+		if s.Dashed {
+			dash = ` stroke-dasharray="7 5"`
+		}
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"%s/>`+"\n",
+			num(lx), num(y), num(lx+26), num(y), colors[i], dash)
+		fmt.Fprintf(b, `<text x="%s" y="%s" font-size="13">%s</text>`+"\n", num(lx+32), num(y+4), esc(s.Name))
+	}
+}
+
+// ticks returns about n round tick values (1, 2 or 5 times a power of ten
+// apart) covering [lo, hi].
+func ticks(lo, hi float64, n int) []float64 {
+	step := niceStep((hi - lo) / float64(n))
+	start := math.Floor(lo/step) * step
+	var out []float64
+	for i := 0; ; i++ {
+		v := start + float64(i)*step
+		if math.Abs(v) < step*1e-9 {
+			v = 0
+		}
+		out = append(out, v)
+		if v >= hi-step*1e-9 || i > 100 {
+			break
+		}
+	}
+	return out
+}
+
+func niceStep(raw float64) float64 {
+	if raw <= 0 || math.IsNaN(raw) || math.IsInf(raw, 0) {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	switch f := raw / p; {
+	case f <= 1:
+		return p
+	case f <= 2:
+		return 2 * p
+	case f <= 5:
+		return 5 * p
+	}
+	return 10 * p
+}
+
+// tickLabel prints v with as many decimals as the tick step needs.
+func tickLabel(v float64, ts []float64) string {
+	prec := 0
+	if len(ts) > 1 {
+		step := ts[1] - ts[0]
+		for prec < 6 && math.Abs(step*math.Pow(10, float64(prec))-math.Round(step*math.Pow(10, float64(prec)))) > 1e-6 {
+			prec++
+		}
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}

@@ -1,0 +1,132 @@
+package sim
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// ErrFormat is returned by [Table.Write] for an unknown output format.
+var ErrFormat = errors.New("sim: unknown format")
+
+// Formats lists the output formats of [Table.Write].
+var Formats = []string{"table", "json", "csv"}
+
+// Column is one column of a [Table].
+type Column struct {
+	Name string // machine name: the JSON key and the CSV header
+	Prec int    // decimals printed for float64 values
+}
+
+// Table is a scenario's result: columns and rows of values. Each value is a
+// string, an int or a float64. Its output is stable: the same table always
+// prints the same bytes, so other tools can read it.
+type Table struct {
+	Columns []Column
+	Rows    [][]any
+}
+
+// Write prints t to w in format: "table" (aligned text for people), "json"
+// (an array of objects whose keys are the column names, in column order)
+// or "csv" (a header line of column names, then one line per row).
+func (t Table) Write(w io.Writer, format string) error {
+	switch format {
+	case "table", "":
+		return t.writeText(w)
+	case "json":
+		return t.writeJSON(w)
+	case "csv":
+		return t.writeCSV(w)
+	}
+	return fmt.Errorf("%w %q (want table, json or csv)", ErrFormat, format)
+}
+
+func (t Table) cell(i int, v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case int:
+		return strconv.Itoa(v)
+	case float64:
+		return strconv.FormatFloat(v, 'f', t.Columns[i].Prec, 64)
+	}
+	return fmt.Sprint(v)
+}
+
+func (t Table) writeText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var b strings.Builder
+	for _, c := range t.Columns {
+		b.WriteString(c.Name)
+		b.WriteByte('\t')
+	}
+	fmt.Fprintln(tw, b.String())
+	for _, r := range t.Rows {
+		b.Reset()
+		for i, v := range r {
+			b.WriteString(t.cell(i, v))
+			b.WriteByte('\t')
+		}
+		fmt.Fprintln(tw, b.String())
+	}
+	return tw.Flush()
+}
+
+func (t Table) writeJSON(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("[")
+	for ri, r := range t.Rows {
+		if ri > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n  {")
+		for i, v := range r {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			k, _ := json.Marshal(t.Columns[i].Name)
+			b.Write(k)
+			b.WriteString(": ")
+			if s, ok := v.(string); ok {
+				q, _ := json.Marshal(s)
+				b.Write(q)
+			} else {
+				b.WriteString(t.cell(i, v))
+			}
+		}
+		b.WriteString("}")
+	}
+	if len(t.Rows) > 0 {
+		b.WriteString("\n")
+	}
+	b.WriteString("]\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (t Table) writeCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	head := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		head[i] = c.Name
+	}
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	for _, r := range t.Rows {
+		rec := make([]string, len(r))
+		for i, v := range r {
+			rec[i] = t.cell(i, v)
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
