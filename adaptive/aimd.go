@@ -1,0 +1,215 @@
+package adaptive
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Signal classifies one response for a controller.
+type Signal uint8
+
+// The signals a response can send.
+const (
+	// Success: the server answered normally.
+	Success Signal = iota
+	// Throttled: a rate-limit answer (429, 503): slow down.
+	Throttled
+	// Overloaded: a server error (500, 502, 504) that signals strain.
+	Overloaded
+	// Timeout: no answer in time.
+	Timeout
+	// Block: the server refuses outright (403, a 429 challenge page).
+	// Waiting does not help; the rate is left alone.
+	Block
+	// Neutral: says nothing about the server's load (a 404, a cancelled
+	// request, a connection error before sending).
+	Neutral
+)
+
+var signalNames = [...]string{"success", "throttled", "overloaded", "timeout", "block", "neutral"}
+
+func (s Signal) String() string {
+	if int(s) < len(signalNames) {
+		return signalNames[s]
+	}
+	return fmt.Sprintf("signal(%d)", uint8(s))
+}
+
+// Congestion reports whether s asks for a lower rate.
+func (s Signal) Congestion() bool { return s == Throttled || s == Overloaded || s == Timeout }
+
+// Sample is one response, as a controller sees it.
+type Sample struct {
+	Signal Signal
+	// Latency is the time from sending the request to the response, or 0
+	// if unknown. It feeds the latency signal, and tells which window the
+	// request was sent in.
+	Latency time.Duration
+	// RetryAfter is the server's delay, if it gave one.
+	RetryAfter time.Duration
+}
+
+// Options configures an AIMD controller. The zero value is the default:
+// start at 2 requests a second, slow start, +1/s per second of success,
+// ×0.8 on congestion (×0.5 when leaving slow start), between 0.1/s and
+// 10 000/s.
+type Options struct {
+	Initial  float64       // starting rate, per second; 0 means 2
+	Min      float64       // lowest rate; 0 means 0.1 (one request every 10 s)
+	Max      float64       // highest rate; 0 means 10 000
+	Increase float64       // added per Interval of success; 0 means 1
+	Decrease float64       // multiplies the rate on congestion, in (0, 1); 0 means 0.8
+	Interval time.Duration // 0 means 1 s
+	// NoSlowStart starts in additive increase instead of doubling the rate
+	// each Interval until the first congestion signal.
+	NoSlowStart bool
+	// Tolerance is how far above its baseline the smoothed latency may rise
+	// before it counts as congestion. 0 means 2 (twice the baseline);
+	// negative disables the latency signal.
+	Tolerance float64
+}
+
+// AIMD is an additive-increase, multiplicative-decrease rate controller.
+// It is safe for concurrent use.
+type AIMD struct {
+	o Options
+
+	mu           sync.Mutex
+	rate         float64
+	slowStart    bool
+	started      bool
+	windowStart  time.Time // start of the current increase interval
+	windowOK     int       // successes in it
+	windowBad    bool      // a congestion signal in it
+	lastDecrease time.Time
+	holdUntil    time.Time // Retry-After floor: no increase before
+	baseline     float64   // latency baseline, ns (0: none yet)
+	smoothed     float64   // latency EWMA, ns
+	samples      int
+}
+
+// NewAIMD returns a controller at its initial rate.
+func NewAIMD(o Options) *AIMD {
+	if !(o.Min > 0) {
+		o.Min = 0.1
+	}
+	if !(o.Max > 0) {
+		o.Max = 10000
+	}
+	o.Max = max(o.Max, o.Min)
+	if !(o.Initial > 0) {
+		o.Initial = 2
+	}
+	if !(o.Increase > 0) {
+		o.Increase = 1
+	}
+	if !(o.Decrease > 0 && o.Decrease < 1) {
+		o.Decrease = 0.8
+	}
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.Tolerance == 0 {
+		o.Tolerance = 2
+	}
+	return &AIMD{o: o, rate: clamp(o.Initial, o.Min, o.Max), slowStart: !o.NoSlowStart}
+}
+
+// Rate returns the current rate, in requests per second.
+func (c *AIMD) Rate() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rate
+}
+
+// SlowStart reports whether the controller is still in slow start.
+func (c *AIMD) SlowStart() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slowStart
+}
+
+// OnResponse feeds one response received at now and returns the new rate.
+func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started {
+		c.started, c.windowStart = true, now
+	}
+	sent := now.Add(-max(s.Latency, 0))
+	congestion := s.Signal.Congestion()
+	slow := s.Signal == Success && s.Latency > 0 && c.latencyHigh(float64(s.Latency))
+	if s.RetryAfter > 0 && now.Add(s.RetryAfter).After(c.holdUntil) {
+		c.holdUntil = now.Add(s.RetryAfter)
+	}
+	switch {
+	case congestion || slow:
+		c.windowBad = true
+		// One cut per window: a request sent before the last cut already
+		// saw the rate it asks for. Without a send time, and for the
+		// latency signal (which lags), one cut per Interval.
+		if !c.lastDecrease.IsZero() {
+			if congestion && s.Latency > 0 && !sent.After(c.lastDecrease) {
+				break
+			}
+			if (slow || s.Latency <= 0) && now.Sub(c.lastDecrease) < c.o.Interval {
+				break
+			}
+		}
+		f := c.o.Decrease
+		if c.slowStart {
+			f = 0.5
+			c.slowStart = false
+		}
+		c.rate = clamp(c.rate*f, c.o.Min, c.o.Max)
+		c.lastDecrease = now
+		c.windowStart, c.windowOK, c.windowBad = now, 0, false
+	case s.Signal == Success:
+		c.windowOK++
+	}
+	if now.Sub(c.windowStart) >= c.o.Interval {
+		// Increase only a rate that was used (at least half of it), so an
+		// idle host does not accumulate a rate it never tested.
+		used := float64(c.windowOK) >= 0.5*c.rate*now.Sub(c.windowStart).Seconds()
+		if !c.windowBad && used && !now.Before(c.holdUntil) {
+			if c.slowStart {
+				c.rate = clamp(c.rate*2, c.o.Min, c.o.Max)
+			} else {
+				c.rate = clamp(c.rate+c.o.Increase, c.o.Min, c.o.Max)
+			}
+		}
+		c.windowStart, c.windowOK, c.windowBad = now, 0, false
+	}
+	return c.rate
+}
+
+// latencyHigh updates the latency estimates with one sample (ns) and reports
+// whether the smoothed latency is above Tolerance × baseline.
+func (c *AIMD) latencyHigh(l float64) bool {
+	if c.o.Tolerance < 0 {
+		return false
+	}
+	c.samples++
+	if c.baseline == 0 {
+		c.baseline, c.smoothed = l, l
+		return false
+	}
+	c.smoothed += (l - c.smoothed) / 8
+	if l < c.baseline {
+		c.baseline = l
+	} else {
+		// Let the baseline drift up slowly, so a lasting change of path
+		// (a new server, a bigger page) becomes the new normal.
+		c.baseline += (l - c.baseline) / 64
+	}
+	return c.samples >= 10 && c.smoothed > c.o.Tolerance*c.baseline
+}
+
+func clamp(v, lo, hi float64) float64 {
+	if math.IsNaN(v) {
+		return lo
+	}
+	return min(max(v, lo), hi)
+}

@@ -1,0 +1,26 @@
+// Package adaptive finds a rate nobody published: controllers that adjust
+// a limit from the signals a server sends back.
+//
+// AIMD is additive increase, multiplicative decrease, the control law of TCP
+// congestion avoidance, applied to a request rate. It starts in slow start,
+// doubling the rate every Interval of success until the first congestion
+// signal, which halves it; from then on each Interval in which every
+// response succeeded adds Increase, and each congestion signal multiplies
+// the rate by Decrease. Congestion signals are throttling (429 and 503
+// answers), timeouts, and latency: when the smoothed latency rises well
+// above its baseline (Tolerance times), the rate eases off before the
+// server starts refusing. A Retry-After acts as a floor on the recovery: no
+// increase happens before it has passed.
+//
+// One cut per window: signals about requests sent before the last decrease
+// do not cut again, so a burst of concurrent 429s halves the rate once, not
+// once per request (TCP makes the same rule, one reduction per window).
+//
+// Blocks are not congestion: a 403 or a challenge page says "no", not
+// "slower", and Block leaves the rate alone (the caller should stop, not
+// wait). Telling the two apart is the caller's classifier's job (see
+// package httpclient): this package only sees Signals.
+//
+// Time is an argument of every method, never read from the clock: a
+// simulation drives the controller on a virtual clock.
+package adaptive
