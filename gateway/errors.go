@@ -1,0 +1,9 @@
+package gateway
+
+import (
+	"errors"
+
+	"github.com/sluicehq/sluice/rules"
+)
+
+func asRulesErrors(err error, target **rules.Errors) bool { return errors.As(err, target) }

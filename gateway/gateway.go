@@ -1,0 +1,473 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Options configures a Gateway. The zero value is a good default.
+type Options struct {
+	// Logger receives the gateway's logs. Nil discards them.
+	Logger *slog.Logger
+	// Registry receives the gateway's metrics and is served on /metrics.
+	// Nil means a new registry of the gateway's own.
+	Registry *prometheus.Registry
+}
+
+// Gateway is a rate limiting reverse proxy: the public handler limits each
+// request by its route's rules and proxies it upstream, and the admin
+// handler serves /metrics, /healthz and /readyz. Its config can be swapped
+// while it serves (Reload); limiter state lives in the store and survives
+// the swap. A Gateway is safe for concurrent use; Close releases it.
+type Gateway struct {
+	log      *slog.Logger
+	registry *prometheus.Registry
+	metrics  *metrics
+
+	store    ratelimit.Store
+	mem      *memstore.Store // when the store is memory
+	closeFn  func() error    // closes the store
+	snapFile string
+
+	cur      atomic.Pointer[state]
+	draining atomic.Bool
+	reloadMu sync.Mutex
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// state is one config and the handler built from it.
+type state struct {
+	cfg     *Config
+	handler http.Handler
+}
+
+// New returns a Gateway serving cfg: it opens the store (restoring the
+// memory store's snapshot when there is one) and builds the handlers.
+func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
+	g := &Gateway{log: opts.Logger, registry: opts.Registry, stop: make(chan struct{})}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.registry == nil {
+		g.registry = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(g.registry)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	g.metrics = m
+	if err := g.openStore(ctx, cfg); err != nil {
+		return nil, err
+	}
+	st, err := g.build(cfg)
+	if err != nil {
+		g.closeFn()
+		return nil, err
+	}
+	g.cur.Store(st)
+	if g.mem != nil && cfg.SnapshotFile != "" {
+		g.wg.Add(1)
+		go g.snapshotLoop(cfg.SnapshotEvery)
+	}
+	return g, nil
+}
+
+func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
+	if cfg.Store == "memory" || cfg.Store == "" {
+		g.mem = memstore.New(memstore.Options{})
+		g.store = g.mem
+		g.closeFn = g.mem.Close
+		g.snapFile = cfg.SnapshotFile
+		if g.snapFile != "" {
+			f, err := os.Open(g.snapFile)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+			case err != nil:
+				g.mem.Close()
+				return fmt.Errorf("gateway: restore snapshot: %w", err)
+			default:
+				err = g.mem.Restore(f)
+				f.Close()
+				if err != nil {
+					// A damaged snapshot must not keep the gateway down:
+					// start empty and say so.
+					g.log.Error("gateway: snapshot not restored, starting with empty state", "file", g.snapFile, "err", err)
+				} else {
+					g.log.Info("gateway: state restored", "file", g.snapFile, "keys", g.mem.Len())
+				}
+			}
+		}
+		return nil
+	}
+	s, closeFn, err := openRedis(ctx, cfg.Store)
+	if err != nil {
+		return fmt.Errorf("gateway: store %s: %w", RedactURL(cfg.Store), err)
+	}
+	g.store, g.closeFn = s, closeFn
+	return nil
+}
+
+// RedactURL hides a URL's password, for logs.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<invalid URL>"
+	}
+	return u.Redacted()
+}
+
+// Store returns the gateway's store.
+func (g *Gateway) Store() ratelimit.Store { return g.store }
+
+// Config returns the config being served.
+func (g *Gateway) Config() *Config { return g.cur.Load().cfg }
+
+// Handler returns the public handler: limits, then the upstream. It always
+// serves the current config.
+func (g *Gateway) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.cur.Load().handler.ServeHTTP(w, r)
+	})
+}
+
+// AdminHandler returns the admin handler: /metrics (Prometheus), /healthz
+// (the process is up) and /readyz (it serves traffic; 503 while draining).
+func (g *Gateway) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if g.draining.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// Reload swaps in cfg. An invalid config (its identity files cannot be
+// loaded) is refused and the current one keeps serving. Settings that
+// need a restart (listen addresses, store, snapshot) are logged and
+// ignored. Counters are not reset: they live in the store, keyed by the
+// rules' descriptors, so unchanged rules keep counting where they were.
+func (g *Gateway) Reload(cfg *Config) error {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	st, err := g.build(cfg)
+	if err != nil {
+		g.metrics.reloads.WithLabelValues("invalid").Inc()
+		return err
+	}
+	old := g.cur.Load().cfg
+	for _, c := range []struct{ name, old, new string }{
+		{"listen", old.Listen, cfg.Listen},
+		{"admin_listen", old.AdminListen, cfg.AdminListen},
+		{"store", old.Store, cfg.Store},
+		{"snapshot.file", old.SnapshotFile, cfg.SnapshotFile},
+	} {
+		if c.old != c.new {
+			g.log.Warn("gateway: setting changed; it takes effect on restart", "setting", c.name, "serving", c.old, "file", c.new)
+		}
+	}
+	g.cur.Store(st)
+	g.metrics.reloads.WithLabelValues("ok").Inc()
+	return nil
+}
+
+// ReloadFile parses filename and reloads it; see Reload. Every problem is
+// logged and returned.
+func (g *Gateway) ReloadFile(filename string) error {
+	cfg, err := ParseFile(filename)
+	if err == nil {
+		err = g.Reload(cfg)
+	} else {
+		g.metrics.reloads.WithLabelValues("invalid").Inc()
+	}
+	if err != nil {
+		g.log.Error("gateway: config refused; the previous config keeps serving", "file", filename, "err", err)
+		return err
+	}
+	g.log.Info("gateway: config reloaded", "file", filename)
+	return nil
+}
+
+// Resolver builds the identity resolver that cfg describes, loading its
+// key files. sluice check uses it to validate a config offline.
+func Resolver(cfg *Config) (*identity.Resolver, error) {
+	ic := cfg.Identity
+	opts := identity.Options{TrustedProxies: ic.TrustedProxies, IPv6Prefix: ic.IPv6Prefix, UserHeader: ic.UserHeader}
+	if ic.APIKeysFile != "" {
+		data, err := cfg.read(ic.APIKeysFile)
+		var ks *identity.KeyStore
+		if err == nil {
+			ks, err = identity.ParseKeyFile(ic.APIKeysFile, data)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %s: identity.api_keys_file: %w", cfg.File, err)
+		}
+		opts.APIKeys = ks
+	}
+	if ic.JWT != nil {
+		j, err := jwtConfig(ic.JWT)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %s: identity.jwt: %w", cfg.File, err)
+		}
+		opts.JWT = j
+	}
+	r, err := identity.NewResolver(opts)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %s: identity: %w", cfg.File, err)
+	}
+	return r, nil
+}
+
+// Check validates a config offline: it parses it and loads the files it
+// names, without opening the store or listening.
+func Check(filename string, data []byte) error {
+	cfg, err := Parse(filename, data)
+	if err != nil {
+		return err
+	}
+	_, err = Resolver(cfg)
+	return err
+}
+
+type route struct {
+	Route
+	methods map[string]bool
+	handler http.Handler
+}
+
+func (g *Gateway) build(cfg *Config) (*state, error) {
+	res, err := Resolver(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var upstream http.Handler
+	if cfg.Upstream == BuiltinEcho {
+		upstream = http.HandlerFunc(echo)
+	} else {
+		target, err := url.Parse(cfg.Upstream)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: upstream: %w", err)
+		}
+		upstream = g.proxy(target)
+	}
+	routes := make([]*route, 0, len(cfg.Routes))
+	for _, rc := range cfg.Routes {
+		rt := &route{Route: rc}
+		if len(rc.Methods) > 0 {
+			rt.methods = map[string]bool{}
+			for _, m := range rc.Methods {
+				rt.methods[m] = true
+			}
+		}
+		next := upstream
+		if cfg.Upstream != BuiltinEcho {
+			next = withTimeout(upstream, rc.UpstreamTimeout)
+		}
+		mw := &httplimit.Middleware{
+			Store:         g.store,
+			Rules:         cfg.Rules,
+			Domain:        cfg.Domain,
+			Descriptors:   rc.Descriptors,
+			Identity:      res,
+			Cost:          rc.Cost,
+			CostHeader:    rc.CostHeader,
+			Headers:       cfg.Headers,
+			Shadow:        cfg.Shadow,
+			Disabled:      cfg.Disabled,
+			DisabledRules: cfg.DisabledRules,
+			FailClosed:    cfg.FailClosed,
+			Observe:       g.metrics.observe,
+			Logger:        g.log,
+		}
+		rt.handler = mw.Handler(next)
+		routes = append(routes, rt)
+	}
+	// Longest prefix first; a route with methods before one without.
+	sort.SliceStable(routes, func(i, j int) bool {
+		if len(routes[i].Path) != len(routes[j].Path) {
+			return len(routes[i].Path) > len(routes[j].Path)
+		}
+		return routes[i].methods != nil && routes[j].methods == nil
+	})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, rt := range routes {
+			if strings.HasPrefix(r.URL.Path, rt.Path) && (rt.methods == nil || rt.methods[r.Method]) {
+				rt.handler.ServeHTTP(w, r)
+				return
+			}
+		}
+		httplimit.WriteProblem(w, httplimit.Problem{Status: http.StatusNotFound, Detail: "no route for " + r.Method + " " + r.URL.Path})
+	})
+	return &state{cfg: cfg, handler: h}, nil
+}
+
+// withTimeout bounds the upstream call (the whole exchange, body
+// included) by d. It does not buffer or wrap the ResponseWriter.
+func withTimeout(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// proxy returns a reverse proxy to target. Forwarding headers from the
+// client are dropped (ReverseProxy does so before Rewrite) and set afresh
+// from the peer.
+func (g *Gateway) proxy(target *url.URL) http.Handler {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 1024
+	tr.MaxIdleConnsPerHost = 256
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+		},
+		Transport: tr,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			status := http.StatusBadGateway
+			if errors.Is(err, context.DeadlineExceeded) {
+				status = http.StatusGatewayTimeout
+			}
+			if r.Context().Err() != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+				return // the client went away
+			}
+			g.log.Warn("gateway: upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			httplimit.WriteProblem(w, httplimit.Problem{Status: status, Detail: "the upstream did not answer"})
+		},
+	}
+}
+
+// Serve serves the public handler on ln and the admin handler on admin
+// (when not nil) until ctx is done, then shuts down gracefully: /readyz
+// turns 503, listeners close, and in-flight requests get up to the
+// config's shutdown_timeout to finish. It returns nil after a clean
+// shutdown.
+func (g *Gateway) Serve(ctx context.Context, ln, admin net.Listener) error {
+	pub := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slogErrorLog(g.log)}
+	var adm *http.Server
+	errc := make(chan error, 2)
+	go func() { errc <- pub.Serve(ln) }()
+	n := 1
+	if admin != nil {
+		adm = &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slogErrorLog(g.log)}
+		go func() { errc <- adm.Serve(admin) }()
+		n++
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		n--
+	}
+	g.draining.Store(true)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.Config().ShutdownTimeout)
+	defer cancel()
+	if e := pub.Shutdown(sctx); e != nil && err == nil {
+		err = fmt.Errorf("gateway: drain: %w", e)
+	}
+	if adm != nil {
+		adm.Shutdown(sctx)
+	}
+	for ; n > 0; n-- {
+		if e := <-errc; e != nil && !errors.Is(e, http.ErrServerClosed) && err == nil {
+			err = e
+		}
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Close stops the snapshot loop, writes a last snapshot (memory store with
+// snapshot.file) and closes the store. It is idempotent.
+func (g *Gateway) Close() error {
+	g.closeOnce.Do(func() {
+		close(g.stop)
+		g.wg.Wait()
+		var errs []error
+		if g.mem != nil && g.snapFile != "" {
+			errs = append(errs, g.Snapshot())
+		}
+		errs = append(errs, g.closeFn())
+		g.closeErr = errors.Join(errs...)
+	})
+	return g.closeErr
+}
+
+// Snapshot writes the memory store's state to the snapshot file (through
+// a temporary file and a rename, so a crash never leaves half a
+// snapshot). It does nothing for other stores.
+func (g *Gateway) Snapshot() error {
+	if g.mem == nil || g.snapFile == "" {
+		return nil
+	}
+	dir := filepath.Dir(g.snapFile)
+	f, err := os.CreateTemp(dir, filepath.Base(g.snapFile)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("gateway: snapshot: %w", err)
+	}
+	err = g.mem.Snapshot(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if e := f.Close(); err == nil {
+		err = e
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), g.snapFile)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("gateway: snapshot: %w", err)
+	}
+	return nil
+}
+
+func (g *Gateway) snapshotLoop(every time.Duration) {
+	defer g.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+			if err := g.Snapshot(); err != nil {
+				g.log.Error("gateway: periodic snapshot failed", "err", err)
+			}
+		}
+	}
+}

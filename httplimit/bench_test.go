@@ -1,0 +1,59 @@
+package httplimit_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+type nopWriter struct{ h http.Header }
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *nopWriter) WriteHeader(int)             {}
+
+// BenchmarkMiddleware measures the hot path: identity, one descriptor, one
+// token bucket on the memory store, IETF headers; 1000 clients.
+func BenchmarkMiddleware(b *testing.B) {
+	const big = `
+domain: test
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
+  - key: user
+    rate_limit: {name: per-user, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
+  - key: generic_key
+    value: global
+    rate_limit: {name: global, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
+`
+	for _, tc := range []struct {
+		name string
+		ds   []httplimit.Descriptor
+	}{
+		{"one-rule", identityDescriptors()},
+		{"two-rules", identityDescriptors(httplimit.GenericKey{DescriptorValue: "global"})},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			store := memstore.New(memstore.Options{})
+			defer store.Close()
+			mw := &httplimit.Middleware{Store: store, Rules: mustRules(b, big), Domain: "test", Descriptors: tc.ds}
+			h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.RemoteAddr = "10.0.0." + strconv.Itoa(int(n.Add(1)%250)) + ":1"
+				w := &nopWriter{h: http.Header{}}
+				for pb.Next() {
+					clear(w.h)
+					h.ServeHTTP(w, r)
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,165 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// HeaderMode selects the rate limit headers of responses.
+type HeaderMode uint8
+
+const (
+	// IETF sets RateLimit-Policy and RateLimit
+	// (draft-ietf-httpapi-ratelimit-headers), and Retry-After on 429:
+	//
+	//	RateLimit-Policy: "per-user";q=100;w=60
+	//	RateLimit: "per-user";r=42;t=17
+	IETF HeaderMode = iota
+	// Legacy sets X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (Unix time in seconds) for the policy with the
+	// fewest remaining events, and Retry-After on 429.
+	Legacy
+	// Opaque sets no rate limit header: a 429 carries no Retry-After and
+	// no quota information, and its body names no policy.
+	Opaque
+)
+
+var headerModeNames = [...]string{"ietf", "legacy", "opaque"}
+
+// String returns ietf, legacy or opaque.
+func (h HeaderMode) String() string {
+	if int(h) < len(headerModeNames) {
+		return headerModeNames[h]
+	}
+	return "headermode(" + strconv.Itoa(int(h)) + ")"
+}
+
+// ParseHeaderMode returns the mode named s: ietf, legacy or opaque. The
+// empty string is IETF.
+func ParseHeaderMode(s string) (HeaderMode, error) {
+	if s == "" {
+		return IETF, nil
+	}
+	for i, n := range headerModeNames {
+		if n == s {
+			return HeaderMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("httplimit: unknown header mode %q (want ietf, legacy or opaque)", s)
+}
+
+// quotaOf returns the q and w (seconds) of a policy: a bucket holds Burst
+// events and refills completely in Burst·Interval; a window holds Rate
+// events per Period; a calendar quota holds its limit per period.
+func quotaOf(a *applied) (q, w int64) {
+	lim := a.d.Limit
+	if lim.Period == 0 {
+		lim = a.req.Limit.Normalize()
+	}
+	switch {
+	case a.rule.Quota != nil:
+		return a.rule.Quota.Limit, ratelimit.DurationCeil(a.d.ResetAfter)
+	case a.req.Algorithm.Windowed():
+		return lim.Rate, ratelimit.DurationCeil(lim.Period)
+	default:
+		return lim.Burst, ratelimit.DurationCeil(time.Duration(lim.Burst) * lim.Interval())
+	}
+}
+
+func setHeaders(h http.Header, mode HeaderMode, as []applied, denied int, now time.Time) {
+	switch mode {
+	case IETF:
+		var pol, rl []byte
+		for i := range as {
+			a := &as[i]
+			if a.shadow {
+				continue
+			}
+			q, w := quotaOf(a)
+			if a.rule.Quota != nil {
+				w = quotaSeconds(a)
+			}
+			if len(pol) > 0 {
+				pol = append(pol, ", "...)
+				rl = append(rl, ", "...)
+			}
+			pol = appendSFString(pol, a.policy)
+			pol = append(pol, ";q="...)
+			pol = strconv.AppendInt(pol, q, 10)
+			pol = append(pol, ";w="...)
+			pol = strconv.AppendInt(pol, w, 10)
+			rl = appendSFString(rl, a.policy)
+			rl = append(rl, ";r="...)
+			rl = strconv.AppendInt(rl, a.d.Remaining, 10)
+			rl = append(rl, ";t="...)
+			rl = strconv.AppendInt(rl, ratelimit.DurationCeil(a.d.ResetAfter), 10)
+		}
+		if len(pol) > 0 {
+			h["Ratelimit-Policy"] = []string{string(pol)}
+			h["Ratelimit"] = []string{string(rl)}
+		}
+	case Legacy:
+		best := -1
+		if denied >= 0 {
+			best = denied
+		} else {
+			for i := range as {
+				if !as[i].shadow && (best < 0 || as[i].d.Remaining < as[best].d.Remaining) {
+					best = i
+				}
+			}
+		}
+		if best < 0 {
+			break
+		}
+		a := &as[best]
+		q, _ := quotaOf(a)
+		h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(q, 10)}
+		h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(a.d.Remaining, 10)}
+		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(now.Add(a.d.ResetAfter).Unix()+boolInt(a.d.ResetAfter%time.Second != 0), 10)}
+	case Opaque:
+		return
+	}
+	if denied >= 0 && as[denied].d.RetryAfter > 0 {
+		h["Retry-After"] = []string{strconv.FormatInt(ratelimit.DurationCeil(as[denied].d.RetryAfter), 10)}
+	}
+}
+
+// quotaSeconds is the length of a calendar quota's period in seconds.
+func quotaSeconds(a *applied) int64 {
+	if a.rule.Quota.Period == "month" {
+		start := time.Date(a.end.Year(), a.end.Month()-1, 1, 0, 0, 0, 0, time.UTC)
+		return int64(a.end.Sub(start) / time.Second)
+	}
+	return 86400
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// appendSFString appends s as a structured field string (RFC 8941):
+// quoted, with '"' and '\' escaped and bytes outside printable ASCII
+// replaced by '?'.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}

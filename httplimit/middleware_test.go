@@ -1,0 +1,334 @@
+package httplimit_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/rules"
+)
+
+const testRules = `
+domain: test
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per-ip, algorithm: token_bucket, unit: minute, requests_per_unit: 3}
+  - key: user
+    rate_limit: {name: per-user, algorithm: token_bucket, unit: second, requests_per_unit: 10, burst: 20}
+  - key: generic_key
+    value: global
+    rate_limit: {name: global, algorithm: fixed_window, unit: minute, requests_per_unit: 4}
+  - key: generic_key
+    value: shadowed
+    shadow_mode: true
+    rate_limit: {name: shadowed, unit: minute, requests_per_unit: 1}
+  - key: generic_key
+    value: monthly
+    descriptors:
+      - key: user
+        quota: {period: month, limit: 2}
+  - key: generic_key
+    value: open
+    rate_limit: {unlimited: true}
+`
+
+func mustRules(t testing.TB, src string) *rules.Set {
+	t.Helper()
+	c, err := rules.Parse("test.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := rules.NewSet(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func newStore(t testing.TB) *memstore.Store {
+	s := memstore.New(memstore.Options{Now: func() time.Time { return t0 }, SweepInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// users resolves X-API-Key "bad" to 401, any other key to that user, and
+// no key to the anonymous caller at RemoteAddr.
+type users struct{}
+
+func (users) Resolve(r *http.Request) (identity.Identity, error) {
+	ap, _ := netip.ParseAddrPort(r.RemoteAddr)
+	switch k := r.Header.Get("X-API-Key"); k {
+	case "":
+		return identity.Identity{IP: ap.Addr()}, nil
+	case "bad":
+		return identity.Identity{}, fmt.Errorf("test: %w", identity.ErrUnauthorized)
+	default:
+		return identity.Identity{User: k, Tier: "free", Authenticated: true, IP: ap.Addr()}, nil
+	}
+}
+
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+
+func do(h http.Handler, remote string, hdr ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("GET", "/api/x", nil)
+	r.RemoteAddr = remote
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func identityDescriptors(extra ...httplimit.Action) []httplimit.Descriptor {
+	ds := []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.IdentityKey{}}}}
+	for _, a := range extra {
+		ds = append(ds, httplimit.Descriptor{Actions: []httplimit.Action{a}})
+	}
+	return ds
+}
+
+func TestPerIPThen429IETF(t *testing.T) {
+	t.Parallel()
+	mw := &httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test",
+		Descriptors: identityDescriptors(), Identity: users{}}
+	h := mw.Handler(ok)
+	for i, want := range []string{`"per-ip";r=2;t=20`, `"per-ip";r=1;t=40`, `"per-ip";r=0;t=60`} {
+		w := do(h, "192.0.2.1:1000")
+		if w.Code != 200 || w.Header().Get("RateLimit") != want || w.Header().Get("RateLimit-Policy") != `"per-ip";q=3;w=60` {
+			t.Fatalf("request %d: %d %q %q, want 200 %q", i, w.Code, w.Header().Get("RateLimit"), w.Header().Get("RateLimit-Policy"), want)
+		}
+	}
+	w := do(h, "192.0.2.1:1001")
+	if w.Code != 429 || w.Header().Get("Retry-After") != "20" || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("4th request: %d Retry-After %q Content-Type %q, want 429 20 application/problem+json", w.Code, w.Header().Get("Retry-After"), w.Header().Get("Content-Type"))
+	}
+	var p httplimit.Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Status != 429 || p.Policy != "per-ip" {
+		t.Fatalf("429 body %s: %+v, %v; want status 429, policy per-ip", w.Body, p, err)
+	}
+	// Another IP has its own bucket.
+	if w := do(h, "192.0.2.2:1000"); w.Code != 200 {
+		t.Fatalf("other IP: %d, want 200", w.Code)
+	}
+	// One user from many addresses shares one bucket.
+	for i := range 20 {
+		if w := do(h, netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), 1).String(), "X-API-Key", "alice"); w.Code != 200 {
+			t.Fatalf("alice request %d: %d, want 200", i, w.Code)
+		}
+	}
+	if w := do(h, "203.0.113.9:1", "X-API-Key", "alice"); w.Code != 429 || w.Header().Get("Retry-After") != "1" {
+		t.Fatalf("alice request 21: %d Retry-After %q, want 429 1", w.Code, w.Header().Get("Retry-After"))
+	}
+}
+
+func TestHeaderModes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode       httplimit.HeaderMode
+		allowed    map[string]string
+		denied     map[string]string
+		policyBody bool
+	}{
+		{httplimit.IETF,
+			map[string]string{"RateLimit-Policy": `"per-ip";q=3;w=60`, "RateLimit": `"per-ip";r=0;t=60`, "X-RateLimit-Limit": "", "Retry-After": ""},
+			map[string]string{"RateLimit": `"per-ip";r=0;t=60`, "Retry-After": "20"}, true},
+		{httplimit.Legacy,
+			map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1795262460", "RateLimit": ""},
+			map[string]string{"X-RateLimit-Remaining": "0", "Retry-After": "20"}, true},
+		{httplimit.Opaque,
+			map[string]string{"X-RateLimit-Limit": "", "RateLimit": "", "RateLimit-Policy": ""},
+			map[string]string{"X-RateLimit-Limit": "", "RateLimit": "", "Retry-After": ""}, false},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			t.Parallel()
+			mw := &httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test",
+				Descriptors: identityDescriptors(), Headers: tc.mode, Now: func() time.Time { return t0 }}
+			h := mw.Handler(ok)
+			var w *httptest.ResponseRecorder
+			for range 3 {
+				w = do(h, "192.0.2.1:1")
+			}
+			for k, want := range tc.allowed {
+				if got := w.Header().Get(k); w.Code != 200 || got != want {
+					t.Errorf("3rd request: %d %s: %q, want 200 %q", w.Code, k, got, want)
+				}
+			}
+			w = do(h, "192.0.2.1:1")
+			for k, want := range tc.denied {
+				if got := w.Header().Get(k); w.Code != 429 || got != want {
+					t.Errorf("4th request: %d %s: %q, want 429 %q", w.Code, k, got, want)
+				}
+			}
+			if got := strings.Contains(w.Body.String(), "per-ip"); got != tc.policyBody {
+				t.Errorf("429 body %s names the policy: %v, want %v", w.Body, got, tc.policyBody)
+			}
+		})
+	}
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) observe(e httplimit.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e.Policy+":"+e.Outcome.String())
+}
+
+func TestShadowNeverDenies(t *testing.T) {
+	t.Parallel()
+	for _, global := range []bool{false, true} {
+		rec := &recorder{}
+		ds := []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.GenericKey{DescriptorValue: "shadowed"}}}}
+		if global {
+			ds = identityDescriptors(httplimit.GenericKey{DescriptorValue: "shadowed"})
+		}
+		mw := &httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test",
+			Descriptors: ds, Shadow: global, Observe: rec.observe}
+		h := mw.Handler(ok)
+		for i := range 5 {
+			w := do(h, "192.0.2.1:1")
+			if w.Code != 200 || strings.Contains(w.Header().Get("RateLimit"), "shadowed") || (global && w.Header().Get("RateLimit") != "") {
+				t.Fatalf("global shadow %v, request %d: %d RateLimit %q, want 200 without the shadow policy", global, i, w.Code, w.Header().Get("RateLimit"))
+			}
+		}
+		n := strings.Count(strings.Join(rec.events, " "), "shadowed:shadow_denied")
+		if n != 4 {
+			t.Errorf("global shadow %v: %d shadow denials of the shadow rule, want 4 (events %v)", global, n, rec.events)
+		}
+		if n := strings.Count(strings.Join(rec.events, " "), "per-ip:shadow_denied"); global && n != 2 {
+			t.Errorf("global shadow: %d shadow denials of per-ip, want 2 (events %v)", n, rec.events)
+		}
+	}
+}
+
+func TestDeniedByLaterRuleChargesNoEarlierRule(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	mw := &httplimit.Middleware{Store: store, Rules: mustRules(t, testRules), Domain: "test",
+		Descriptors: identityDescriptors(httplimit.GenericKey{DescriptorValue: "global"}), Identity: users{}}
+	h := mw.Handler(ok)
+	// The global window admits 4: users a..d take them.
+	for _, u := range []string{"a", "b", "c", "d"} {
+		if w := do(h, "192.0.2.1:1", "X-API-Key", u); w.Code != 200 {
+			t.Fatalf("user %s: %d, want 200", u, w.Code)
+		}
+	}
+	for range 5 {
+		w := do(h, "192.0.2.1:1", "X-API-Key", "e")
+		if w.Code != 429 || !strings.Contains(w.Body.String(), `"global"`) {
+			t.Fatalf("user e: %d %s, want 429 naming global", w.Code, w.Body)
+		}
+	}
+	// e's own bucket was never charged.
+	d, err := store.Apply(context.Background(), ratelimit.Request{Key: "sl:token_bucket:test_user_e", Algorithm: ratelimit.TokenBucket,
+		Limit: ratelimit.Limit{Rate: 10, Period: time.Second, Burst: 20}})
+	if err != nil || d.Remaining != 20 {
+		t.Errorf("user e's bucket: %+v, %v; want 20 remaining", d, err)
+	}
+}
+
+func TestCostAndBadInput(t *testing.T) {
+	t.Parallel()
+	mw := &httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test",
+		Descriptors: identityDescriptors(), Identity: users{}, CostHeader: "X-Cost"}
+	h := mw.Handler(ok)
+	for _, tc := range []struct {
+		hdr  []string
+		code int
+		rl   string
+	}{
+		{[]string{"X-Cost", "abc"}, 400, ""},
+		{[]string{"X-Cost", "-1"}, 400, ""},
+		{[]string{"X-Cost", "0"}, 400, ""},
+		{[]string{"X-Cost", "99999999999999999999999"}, 400, ""},
+		{[]string{"X-API-Key", "bad"}, 401, ""},
+		{[]string{"X-API-Key", "u", "X-Cost", "15"}, 200, `"per-user";r=5;t=2`},
+		{[]string{"X-API-Key", "u", "X-Cost", "6"}, 429, `"per-user";r=5;t=2`},
+		{[]string{"X-API-Key", "u", "X-Cost", "21"}, 429, `"per-user";r=5;t=2`},
+		{[]string{"X-API-Key", "u"}, 200, `"per-user";r=4;t=2`},
+	} {
+		w := do(h, "192.0.2.1:1", tc.hdr...)
+		if w.Code != tc.code || w.Header().Get("RateLimit") != tc.rl {
+			t.Errorf("%v: %d RateLimit %q, want %d %q", tc.hdr, w.Code, w.Header().Get("RateLimit"), tc.code, tc.rl)
+		}
+	}
+}
+
+func TestKillSwitchAndUnlimited(t *testing.T) {
+	t.Parallel()
+	set := mustRules(t, testRules)
+	for _, mw := range []*httplimit.Middleware{
+		{Disabled: true, Descriptors: identityDescriptors()},
+		{DisabledRules: []string{"per-ip"}, Descriptors: identityDescriptors()},
+		{Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.GenericKey{DescriptorValue: "open"}}}}},
+	} {
+		mw.Store, mw.Rules, mw.Domain = newStore(t), set, "test"
+		h := mw.Handler(ok)
+		for i := range 10 {
+			if w := do(h, "192.0.2.1:1"); w.Code != 200 || w.Header().Get("RateLimit") != "" {
+				t.Fatalf("%+v request %d: %d RateLimit %q, want 200 and no header", mw, i, w.Code, w.Header().Get("RateLimit"))
+			}
+		}
+	}
+}
+
+type failing struct{}
+
+func (failing) Apply(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, errors.New("test: store down")
+}
+
+func TestStoreFailure(t *testing.T) {
+	t.Parallel()
+	for _, closed := range []bool{false, true} {
+		rec := &recorder{}
+		mw := &httplimit.Middleware{Store: failing{}, Rules: mustRules(t, testRules), Domain: "test",
+			Descriptors: identityDescriptors(), FailClosed: closed, Observe: rec.observe}
+		w := do(mw.Handler(ok), "192.0.2.1:1")
+		want := 200
+		if closed {
+			want = 503
+		}
+		if w.Code != want || len(rec.events) != 1 || rec.events[0] != "per-ip:store_error" {
+			t.Errorf("fail closed %v: %d, events %v; want %d and one store_error", closed, w.Code, rec.events, want)
+		}
+	}
+}
+
+func TestQuotaPolicy(t *testing.T) {
+	t.Parallel()
+	mw := &httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test", Identity: users{},
+		Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.GenericKey{DescriptorValue: "monthly"}, httplimit.IdentityKey{}}}},
+		Now:         func() time.Time { return t0 }}
+	h := mw.Handler(ok)
+	// 2026-11-21 12:00 to 2026-12-01: 9.5 days; November has 30.
+	wantPolicy := `"test.generic_key_monthly.user";q=2;w=2592000`
+	for i, want := range []string{`"test.generic_key_monthly.user";r=1;t=820800`, `"test.generic_key_monthly.user";r=0;t=820800`} {
+		w := do(h, "192.0.2.1:1", "X-API-Key", "q")
+		if w.Code != 200 || w.Header().Get("RateLimit") != want || w.Header().Get("RateLimit-Policy") != wantPolicy {
+			t.Fatalf("request %d: %d %q %q; want 200 %q %q", i, w.Code, w.Header().Get("RateLimit"), w.Header().Get("RateLimit-Policy"), want, wantPolicy)
+		}
+	}
+	w := do(h, "192.0.2.1:1", "X-API-Key", "q")
+	if w.Code != 429 || w.Header().Get("Retry-After") != "820800" || !strings.Contains(w.Body.String(), "monthly quota") {
+		t.Fatalf("3rd request: %d Retry-After %q %s; want 429 820800 and a monthly quota body", w.Code, w.Header().Get("Retry-After"), w.Body)
+	}
+}
