@@ -146,14 +146,15 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 	}
 	switch {
 	case congestion || slow:
-		c.windowBad = true
 		// One cut per window: a request sent before the last cut already
-		// saw the rate it asks for. Without a send time, and for the
-		// latency signal (which lags), one cut per Interval.
+		// saw the rate it asks for, and says nothing about the new one.
+		// Without a send time, and for the latency signal (which lags),
+		// one cut per Interval.
 		if !c.lastDecrease.IsZero() {
 			if congestion && s.Latency > 0 && !sent.After(c.lastDecrease) {
 				break
 			}
+			c.windowBad = true
 			if (slow || s.Latency <= 0) && now.Sub(c.lastDecrease) < c.o.Interval {
 				break
 			}
