@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +47,7 @@ type Options struct {
 type Store struct {
 	shards   []shard
 	mask     uint64
-	seed     maphash.Seed
+	hash     keyHash
 	perShard int // most keys per shard; ≤ 0 unbounded
 
 	now       func() time.Time
@@ -60,13 +59,14 @@ type Store struct {
 	wg     sync.WaitGroup
 }
 
-// shard is one lock and the maps it guards, one map per state shape so that
-// a GCRA key costs one int64 plus its map slot.
+// shard is one lock and the maps it guards, one map per state shape, keyed
+// by the key's hash (keyHash): a GCRA key costs 8 bytes of hash, one int64
+// and the map's overhead.
 type shard struct {
 	mu   sync.Mutex
-	tat  map[string]int64     // GCRA, TokenBucket, LeakyBucket
-	win  map[string]winEntry  // FixedWindow, SlidingWindowCounter
-	logs map[string]*logEntry // SlidingWindowLog
+	tat  map[uint64]int64     // GCRA, TokenBucket, LeakyBucket
+	win  map[uint64]winEntry  // FixedWindow, SlidingWindowCounter
+	logs map[uint64]*logEntry // SlidingWindowLog
 	_    [64 - 8 - 3*8]byte   // keep shards on separate cache lines
 }
 
@@ -103,7 +103,7 @@ func New(opts Options) *Store {
 	s := &Store{
 		shards: make([]shard, n),
 		mask:   uint64(n - 1),
-		seed:   maphash.MakeSeed(),
+		hash:   newKeyHash(),
 		now:    opts.Now,
 		stop:   make(chan struct{}),
 	}
@@ -115,9 +115,9 @@ func New(opts Options) *Store {
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.tat = make(map[string]int64)
-		sh.win = make(map[string]winEntry)
-		sh.logs = make(map[string]*logEntry)
+		sh.tat = make(map[uint64]int64)
+		sh.win = make(map[uint64]winEntry)
+		sh.logs = make(map[uint64]*logEntry)
 	}
 	if s.now == nil && opts.Resolution > 0 {
 		s.useCached = true
@@ -170,8 +170,9 @@ func (s *Store) clock() int64 {
 	return time.Now().UnixNano()
 }
 
-func (s *Store) shardOf(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+func (s *Store) shardOf(h uint64) *shard {
+	// The low bits pick the slot within a map; use the high ones here.
+	return &s.shards[(h>>40)&s.mask]
 }
 
 // Apply decides req and records what it consumed. It returns an error only
@@ -184,18 +185,19 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decis
 		return ratelimit.Decision{}, ratelimit.ErrClosed
 	}
 	now := s.clock()
-	sh := s.shardOf(req.Key)
+	h := s.hash.sum(req.Key)
+	sh := s.shardOf(h)
 	sh.mu.Lock()
-	d := s.apply(sh, now, req)
+	d := s.apply(sh, h, now, req)
 	sh.mu.Unlock()
 	return d, nil
 }
 
-func (s *Store) apply(sh *shard, now int64, req ratelimit.Request) ratelimit.Decision {
+func (s *Store) apply(sh *shard, h uint64, now int64, req ratelimit.Request) ratelimit.Decision {
 	switch req.Algorithm {
 	case ratelimit.FixedWindow, ratelimit.SlidingWindowCounter:
 		sliding := req.Algorithm == ratelimit.SlidingWindowCounter
-		old, ok := sh.win[req.Key]
+		old, ok := sh.win[h]
 		var st window.State
 		var d ratelimit.Decision
 		if sliding {
@@ -207,11 +209,11 @@ func (s *Store) apply(sh *shard, now int64, req ratelimit.Request) ratelimit.Dec
 			if !ok {
 				s.makeRoom(sh, now)
 			}
-			sh.win[req.Key] = winEntry{State: st, exp: st.Expiry(sliding, req.Limit.Period)}
+			sh.win[h] = winEntry{State: st, exp: st.Expiry(sliding, req.Limit.Period)}
 		}
 		return d
 	case ratelimit.SlidingWindowLog:
-		e, ok := sh.logs[req.Key]
+		e, ok := sh.logs[h]
 		if !ok {
 			if req.N == 0 {
 				_, d := slidinglog.Step(nil, now, req)
@@ -223,18 +225,18 @@ func (s *Store) apply(sh *shard, now int64, req ratelimit.Request) ratelimit.Dec
 		e.log, d = slidinglog.Step(e.log, now, req)
 		if !ok && d.Allowed {
 			s.makeRoom(sh, now)
-			sh.logs[req.Key] = e
+			sh.logs[h] = e
 		}
 		e.exp = slidinglog.Expiry(e.log, req.Limit.Period)
 		return d
 	}
-	old, ok := sh.tat[req.Key]
+	old, ok := sh.tat[h]
 	tat, d := gcra.Step(old, now, req)
 	if tat != old {
 		if !ok {
 			s.makeRoom(sh, now)
 		}
-		sh.tat[req.Key] = tat
+		sh.tat[h] = tat
 	}
 	return d
 }
@@ -252,12 +254,12 @@ func (s *Store) makeRoom(sh *shard, now int64) {
 		return
 	}
 	var (
-		victim    string
+		victim    uint64
 		victimExp int64
 		kind      int
 		seen      int
 	)
-	consider := func(k string, exp int64, which int) bool {
+	consider := func(k uint64, exp int64, which int) bool {
 		if exp <= now {
 			victim, kind, victimExp = k, which, exp
 			return true

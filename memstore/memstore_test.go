@@ -256,3 +256,16 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Errorf("Len = %d after failed restores, want 0", c.Len())
 	}
 }
+
+func TestRestoreIntoNonEmptyStore(t *testing.T) {
+	a := memstore.New(memstore.Options{})
+	defer a.Close()
+	a.Apply(context.Background(), ratelimit.Request{Key: "k", Limit: ratelimit.PerHour(1), N: 1})
+	var buf bytes.Buffer
+	if err := a.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Restore(&buf); !errors.Is(err, memstore.ErrNotEmpty) {
+		t.Errorf("Restore into a store with keys = %v, want ErrNotEmpty", err)
+	}
+}

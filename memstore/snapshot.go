@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"io"
 
@@ -10,13 +11,14 @@ import (
 )
 
 // snapshotVersion changes whenever the snapshot layout does.
-const snapshotVersion = 1
+const snapshotVersion = 2
 
 type snapshot struct {
 	Version int
-	TAT     map[string]int64
-	Win     map[string]snapWin
-	Logs    map[string]snapLog
+	K0, K1  uint64 // the key hash's secret
+	TAT     map[uint64]int64
+	Win     map[uint64]snapWin
+	Logs    map[uint64]snapLog
 }
 
 type snapWin struct {
@@ -31,10 +33,13 @@ type snapLog struct {
 
 // Snapshot writes the state of every key that has not decayed to w, so a
 // process can restart without forgetting what its callers have spent
-// (calendar quotas, long windows). Keys are written as they are held.
+// (calendar quotas, long windows). Keys are written as they are held: as
+// hashes, with the secret that made them, so a snapshot must be guarded
+// like the store's memory.
 func (s *Store) Snapshot(w io.Writer) error {
 	now := s.clock()
-	snap := snapshot{Version: snapshotVersion, TAT: map[string]int64{}, Win: map[string]snapWin{}, Logs: map[string]snapLog{}}
+	snap := snapshot{Version: snapshotVersion, K0: s.hash.k0, K1: s.hash.k1,
+		TAT: map[uint64]int64{}, Win: map[uint64]snapWin{}, Logs: map[uint64]snapLog{}}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -61,10 +66,13 @@ func (s *Store) Snapshot(w io.Writer) error {
 	return nil
 }
 
-// Restore reads a snapshot written by Snapshot and merges it into s: a
-// restored key replaces the same key held now. Keys that have decayed since
-// the snapshot are skipped. A malformed snapshot is an error and changes
-// nothing.
+// ErrNotEmpty is returned by Restore when the store already holds keys.
+var ErrNotEmpty = errors.New("memstore: restore into a store that holds keys")
+
+// Restore reads a snapshot written by Snapshot into s, which must hold no
+// keys yet (restore before serving): s adopts the snapshot's key hash so the
+// same keys find their state. Keys that have decayed since the snapshot are
+// skipped. A malformed snapshot is an error and changes nothing.
 func (s *Store) Restore(r io.Reader) error {
 	var snap snapshot
 	if err := gob.NewDecoder(r).Decode(&snap); err != nil {
@@ -73,6 +81,13 @@ func (s *Store) Restore(r io.Reader) error {
 	if snap.Version != snapshotVersion {
 		return fmt.Errorf("memstore: read snapshot: version %d, want %d", snap.Version, snapshotVersion)
 	}
+	if s.Len() != 0 {
+		return ErrNotEmpty
+	}
+	if snap.K0&1 == 0 || snap.K1&1 == 0 {
+		return fmt.Errorf("memstore: read snapshot: malformed key hash")
+	}
+	s.hash = keyHash{snap.K0, snap.K1}
 	now := s.clock()
 	for k, v := range snap.TAT {
 		if v > now {
