@@ -1,0 +1,458 @@
+package hostlimit
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Defaults of the zero Options.
+const (
+	DefaultConcurrency = 4
+	DefaultRamp        = 5 * time.Second
+	DefaultMaxHosts    = 10000
+	DefaultKeyPrefix   = "sluice:host:"
+)
+
+// ErrStore is matched by the errors Acquire returns when the Store fails
+// (and FailOpen is false).
+var ErrStore = errors.New("hostlimit: store failed")
+
+// Options configures a Limiter. The zero value is the default: an adaptive
+// rate per host starting at 2 requests a second, a burst of 1, 4 requests
+// in flight per host, a 5 s ramp after each pause, state in process.
+type Options struct {
+	// Rate is each host's rate, in requests per second. Zero means
+	// adaptive: an AIMD controller per host, configured by Adaptive.
+	Rate float64
+	// Burst is the most requests a host's bucket lets start at once. Zero
+	// means 1.
+	Burst int
+	// Concurrency is the most requests in flight per host. Zero means
+	// DefaultConcurrency (4).
+	Concurrency int
+	// Adaptive configures the per-host AIMD controllers when Rate is zero.
+	Adaptive adaptive.Options
+	// Pause gives the pause after the n-th 429/503 in a row from a host
+	// (n from 1) when it is longer than the answer's Retry-After. Nil means
+	// backoff.Recommended (0.5–1 s, 1–2 s, …).
+	Pause backoff.Strategy
+	// Ramp is how long a host takes to come back to full concurrency (and
+	// full rate, when fixed) after a pause. Zero means DefaultRamp (5 s);
+	// negative disables the ramp.
+	Ramp time.Duration
+	// Store holds the token buckets. Nil means a private in-process store.
+	// Share a redisstore between processes to share each host's budget.
+	Store ratelimit.Store
+	// KeyPrefix is prepended to each host key in the Store. Empty means
+	// DefaultKeyPrefix.
+	KeyPrefix string
+	// FailOpen lets requests start when the Store fails, instead of
+	// failing them with ErrStore. The semaphore and pauses still apply.
+	FailOpen bool
+	// MaxHosts bounds the hosts whose state is kept; idle hosts beyond it
+	// are forgotten (an adaptive one restarts from Adaptive.Initial). Zero
+	// means DefaultMaxHosts.
+	MaxHosts int
+	// OnPause, when set, is called when a host pauses, with the pause's
+	// length.
+	OnPause func(host string, d time.Duration)
+	// Logger receives debug records of pauses. Nil means no logging.
+	Logger *slog.Logger
+}
+
+// Limiter limits requests per host. It is safe for concurrent use.
+type Limiter struct {
+	o     Options
+	store ratelimit.Store
+
+	mu    sync.Mutex
+	hosts map[string]*host
+}
+
+type host struct {
+	key  string
+	ctrl *adaptive.AIMD // nil with a fixed rate
+
+	mu         sync.Mutex
+	inflight   int
+	wake       chan struct{} // closed when a slot frees up
+	pausedAt   time.Time     // start of the latest pause
+	pauseUntil time.Time
+	rampEnd    time.Time // the ramp runs from pauseUntil to rampEnd
+	throttles  int       // 429/503s in a row, for the pause backoff
+	pauses     int
+	lastUsed   time.Time
+}
+
+// New returns a Limiter.
+func New(o Options) *Limiter {
+	if o.Burst <= 0 {
+		o.Burst = 1
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Pause == nil {
+		o.Pause = backoff.Recommended()
+	}
+	if o.Ramp == 0 {
+		o.Ramp = DefaultRamp
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	if o.MaxHosts <= 0 {
+		o.MaxHosts = DefaultMaxHosts
+	}
+	if !(o.Rate >= 0) || math.IsInf(o.Rate, 0) {
+		o.Rate = 0
+	}
+	store := o.Store
+	if store == nil {
+		// No sweeper goroutine: the key bound is enough for a client, and
+		// the Limiter needs no Close.
+		store = memstore.New(memstore.Options{SweepInterval: -1, MaxKeys: 4 * o.MaxHosts})
+	}
+	return &Limiter{o: o, store: store, hosts: make(map[string]*host)}
+}
+
+func (l *Limiter) host(key string, now time.Time) *host {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.hosts[key]
+	if h == nil {
+		if len(l.hosts) >= l.o.MaxHosts {
+			l.evict(now)
+		}
+		h = &host{key: key, wake: make(chan struct{})}
+		if l.o.Rate == 0 {
+			h.ctrl = adaptive.NewAIMD(l.o.Adaptive)
+		}
+		l.hosts[key] = h
+	}
+	return h
+}
+
+// evict forgets idle hosts, the least recently used first, down to 3/4 of
+// MaxHosts. l.mu is held.
+func (l *Limiter) evict(now time.Time) {
+	type idle struct {
+		key  string
+		used time.Time
+	}
+	var cands []idle
+	for k, h := range l.hosts {
+		h.mu.Lock()
+		if h.inflight == 0 && !now.Before(h.rampEnd) {
+			cands = append(cands, idle{k, h.lastUsed})
+		}
+		h.mu.Unlock()
+	}
+	slices.SortFunc(cands, func(a, b idle) int { return a.used.Compare(b.used) })
+	for _, c := range cands {
+		if len(l.hosts) < l.o.MaxHosts*3/4 {
+			break
+		}
+		delete(l.hosts, c.key)
+	}
+}
+
+// Permit is a started request's hold on its host. Call Done exactly once.
+type Permit struct {
+	l     *Limiter
+	h     *host
+	start time.Time
+	once  sync.Once
+}
+
+// Feedback is what a request's answer says about its host.
+type Feedback struct {
+	Signal     adaptive.Signal
+	Latency    time.Duration // time to the answer; 0 if unknown
+	RetryAfter time.Duration // the server's delay, if it gave one
+}
+
+// Acquire waits until a request to host may start: the host is not paused,
+// a concurrency slot is free and its bucket has a token. It returns ctx's
+// error if ctx ends first, and an error wrapping ErrStore if the store
+// fails (unless FailOpen).
+func (l *Limiter) Acquire(ctx context.Context, host string) (*Permit, error) {
+	h := l.host(host, time.Now())
+	for {
+		if err := h.waitPause(ctx); err != nil {
+			return nil, err
+		}
+		if err := h.acquireSlot(ctx, l.o.Concurrency); err != nil {
+			return nil, err
+		}
+		for {
+			now := time.Now()
+			if h.paused(now) {
+				h.release()
+				break // wait out the new pause
+			}
+			d, err := l.store.Apply(ctx, ratelimit.Request{
+				Key:       l.o.KeyPrefix + host,
+				Limit:     l.limit(h, now),
+				Algorithm: ratelimit.TokenBucket,
+				N:         1,
+			})
+			if err != nil {
+				if l.o.FailOpen && ctx.Err() == nil {
+					return l.permit(h, now), nil
+				}
+				h.release()
+				if cerr := ctx.Err(); cerr != nil {
+					return nil, cerr
+				}
+				return nil, fmt.Errorf("%w: %s: %w", ErrStore, host, err)
+			}
+			if d.Allowed {
+				return l.permit(h, now), nil
+			}
+			wait := d.RetryAfter
+			if wait <= 0 {
+				wait = time.Millisecond
+			}
+			if err := sleep(ctx, wait); err != nil {
+				h.release()
+				return nil, err
+			}
+		}
+	}
+}
+
+func (l *Limiter) permit(h *host, now time.Time) *Permit {
+	h.mu.Lock()
+	h.lastUsed = now
+	h.mu.Unlock()
+	return &Permit{l: l, h: h, start: now}
+}
+
+// limit returns the host's current bucket limit.
+func (l *Limiter) limit(h *host, now time.Time) ratelimit.Limit {
+	rate := l.o.Rate
+	if h.ctrl != nil {
+		rate = h.ctrl.Rate()
+	}
+	burst := int64(l.o.Burst)
+	if f, ramping := h.ramp(now); ramping {
+		burst = 1
+		if h.ctrl == nil {
+			rate *= 0.25 + 0.75*f
+		}
+	}
+	interval := time.Duration(float64(time.Second) / max(rate, 1e-3))
+	interval = min(max(interval, time.Microsecond), ratelimit.MaxPeriod/time.Duration(burst))
+	return ratelimit.Limit{Rate: 1, Period: interval, Burst: burst}
+}
+
+// Done releases the permit and feeds the answer to the host's controller
+// and pause. Calls after the first do nothing.
+func (p *Permit) Done(f Feedback) {
+	p.once.Do(func() { p.l.done(p, f) })
+}
+
+func (l *Limiter) done(p *Permit, f Feedback) {
+	h, now := p.h, time.Now()
+	if h.ctrl != nil {
+		if f.Latency <= 0 && f.Signal != adaptive.Neutral {
+			f.Latency = now.Sub(p.start)
+		}
+		h.ctrl.OnResponse(now, adaptive.Sample{Signal: f.Signal, Latency: f.Latency, RetryAfter: f.RetryAfter})
+	}
+	var paused time.Duration
+	h.mu.Lock()
+	switch f.Signal {
+	case adaptive.Throttled:
+		ra := max(f.RetryAfter, 0)
+		if p.start.Before(h.pausedAt) {
+			// Sent before the current pause began: its 429 is old news,
+			// though its Retry-After still counts.
+			if until := now.Add(ra); until.After(h.pauseUntil) {
+				h.pauseUntil = until
+				h.setRamp(l.o.Ramp)
+			}
+			break
+		}
+		h.throttles++
+		paused = max(ra, l.o.Pause.Delay(h.throttles))
+		h.pausedAt = now
+		h.pauseUntil = now.Add(paused)
+		h.pauses++
+		h.setRamp(l.o.Ramp)
+	case adaptive.Success:
+		h.throttles = 0
+	}
+	h.inflight--
+	close(h.wake)
+	h.wake = make(chan struct{})
+	h.mu.Unlock()
+	if paused > 0 {
+		if l.o.OnPause != nil {
+			l.o.OnPause(h.key, paused)
+		}
+		if l.o.Logger != nil {
+			l.o.Logger.Debug("hostlimit: pause", "host", h.key, "pause", paused, "retry_after", f.RetryAfter)
+		}
+	}
+}
+
+// setRamp starts the ramp at the end of the pause. h.mu is held.
+func (h *host) setRamp(ramp time.Duration) {
+	h.rampEnd = h.pauseUntil.Add(max(ramp, 0))
+}
+
+// ramp reports how far the host is through its ramp (0 to 1), and whether
+// it is ramping at all.
+func (h *host) ramp(now time.Time) (float64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !now.Before(h.rampEnd) || now.Before(h.pauseUntil) {
+		return 1, false
+	}
+	total := h.rampEnd.Sub(h.pauseUntil)
+	return float64(now.Sub(h.pauseUntil)) / float64(total), true
+}
+
+func (h *host) paused(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return now.Before(h.pauseUntil)
+}
+
+func (h *host) waitPause(ctx context.Context) error {
+	for {
+		h.mu.Lock()
+		wait := time.Until(h.pauseUntil)
+		h.mu.Unlock()
+		if wait <= 0 {
+			return ctx.Err()
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// acquireSlot takes a concurrency slot. During a ramp the number of slots
+// grows linearly from 1 to limit.
+func (h *host) acquireSlot(ctx context.Context, limit int) error {
+	for {
+		now := time.Now()
+		h.mu.Lock()
+		slots, recheck := limit, time.Duration(0)
+		if now.Before(h.rampEnd) && !now.Before(h.pauseUntil) && limit > 1 {
+			total := h.rampEnd.Sub(h.pauseUntil)
+			f := float64(now.Sub(h.pauseUntil)) / float64(total)
+			slots = 1 + int(f*float64(limit-1))
+			recheck = total / time.Duration(limit-1)
+		}
+		if h.inflight < slots {
+			h.inflight++
+			h.mu.Unlock()
+			return nil
+		}
+		wake := h.wake
+		h.mu.Unlock()
+		var timer *time.Timer
+		var tick <-chan time.Time
+		if recheck > 0 {
+			timer = time.NewTimer(recheck)
+			tick = timer.C
+		}
+		var err error
+		select {
+		case <-wake:
+		case <-tick:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (h *host) release() {
+	h.mu.Lock()
+	h.inflight--
+	close(h.wake)
+	h.wake = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// HostState describes one host.
+type HostState struct {
+	Host      string
+	Rate      float64       // current rate, requests per second
+	Adaptive  bool          // the rate is found by AIMD
+	InFlight  int           // requests holding a slot
+	Pauses    int           // pauses so far
+	PausedFor time.Duration // time left in the current pause
+}
+
+// Hosts returns the state of every host the Limiter knows, sorted by name.
+func (l *Limiter) Hosts() []HostState {
+	l.mu.Lock()
+	hs := make([]*host, 0, len(l.hosts))
+	for _, h := range l.hosts {
+		hs = append(hs, h)
+	}
+	l.mu.Unlock()
+	now := time.Now()
+	out := make([]HostState, 0, len(hs))
+	for _, h := range hs {
+		s := HostState{Host: h.key, Rate: l.o.Rate, Adaptive: h.ctrl != nil}
+		if h.ctrl != nil {
+			s.Rate = h.ctrl.Rate()
+		}
+		h.mu.Lock()
+		s.InFlight, s.Pauses, s.PausedFor = h.inflight, h.pauses, max(0, h.pauseUntil.Sub(now))
+		h.mu.Unlock()
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b HostState) int { return cmp.Compare(a.Host, b.Host) })
+	return out
+}
+
+// Rate returns host's current rate in requests per second (its initial
+// rate if the Limiter has not seen it yet).
+func (l *Limiter) Rate(host string) float64 {
+	if l.o.Rate > 0 {
+		return l.o.Rate
+	}
+	l.mu.Lock()
+	h := l.hosts[host]
+	l.mu.Unlock()
+	if h == nil {
+		return adaptive.NewAIMD(l.o.Adaptive).Rate()
+	}
+	return h.ctrl.Rate()
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
