@@ -31,6 +31,7 @@ type Series struct {
 	X, Y   []float64 // the points, in increasing X
 	Step   bool      // hold each value until the next point (a step chart)
 	Dashed bool      // draw dashed (reference lines such as a hidden limit)
+	Dots   bool      // draw each point as a dot, with no line (a scatter)
 	Color  string    // an SVG colour; empty picks the next of the palette
 }
 
@@ -141,6 +142,12 @@ func (p Plot) draw(b *strings.Builder, top int) {
 		if len(s.X) == 0 {
 			continue
 		}
+		if s.Dots {
+			for j := range s.X {
+				fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="2.5" fill="%s" fill-opacity="0.8"/>`+"\n", num(sx(s.X[j])), num(sy(s.Y[j])), c)
+			}
+			continue
+		}
 		var d strings.Builder
 		for j := range s.X {
 			x, y := sx(s.X[j]), sy(s.Y[j])
@@ -158,7 +165,7 @@ func (p Plot) draw(b *strings.Builder, top int) {
 			dash = ` stroke-dasharray="7 5"`
 		}
 		fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s/>`+"\n", d.String(), c, dash)
-		if len(s.X) <= 30 && !s.Step {
+		if len(s.X) <= 30 && !s.Step && !s.Dashed {
 			for j := range s.X {
 				fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", num(sx(s.X[j])), num(sy(s.Y[j])), c)
 			}
@@ -171,8 +178,12 @@ func (p Plot) draw(b *strings.Builder, top int) {
 		if s.Dashed {
 			dash = ` stroke-dasharray="7 5"`
 		}
-		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"%s/>`+"\n",
-			num(lx), num(y), num(lx+26), num(y), colors[i], dash)
+		if s.Dots {
+			fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="4" fill="%s"/>`+"\n", num(lx+13), num(y), colors[i])
+		} else {
+			fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"%s/>`+"\n",
+				num(lx), num(y), num(lx+26), num(y), colors[i], dash)
+		}
 		fmt.Fprintf(b, `<text x="%s" y="%s" font-size="13">%s</text>`+"\n", num(lx+32), num(y+4), esc(s.Name))
 	}
 }
