@@ -326,4 +326,3 @@ func truncate(s string) string {
 	}
 	return s
 }
-
