@@ -69,4 +69,3 @@ func FuzzParseKeyFile(f *testing.F) {
 		}
 	})
 }
-

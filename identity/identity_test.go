@@ -188,9 +188,13 @@ func TestJWT(t *testing.T) {
 		{"HS256 wrong secret", hs, func(t testing.TB) string { return sign(t, HS256, claims(), otherSecret) }, "", ""},
 		{"expired", hs, func(t testing.TB) string { return sign(t, HS256, claims("exp", t0.Add(-time.Second).Unix()), hsSecret) }, "", ""},
 		{"expires now", hs, func(t testing.TB) string { return sign(t, HS256, claims("exp", t0.Unix()), hsSecret) }, "", ""},
-		{"expired within leeway", lee, func(t testing.TB) string { return sign(t, HS256, claims("exp", t0.Add(-30*time.Second).Unix()), hsSecret) }, "alice", ""},
+		{"expired within leeway", lee, func(t testing.TB) string {
+			return sign(t, HS256, claims("exp", t0.Add(-30*time.Second).Unix()), hsSecret)
+		}, "alice", ""},
 		{"not yet valid", hs, func(t testing.TB) string { return sign(t, HS256, claims("nbf", t0.Add(time.Minute).Unix()), hsSecret) }, "", ""},
-		{"nbf within leeway", lee, func(t testing.TB) string { return sign(t, HS256, claims("nbf", t0.Add(30*time.Second).Unix()), hsSecret) }, "alice", ""},
+		{"nbf within leeway", lee, func(t testing.TB) string {
+			return sign(t, HS256, claims("nbf", t0.Add(30*time.Second).Unix()), hsSecret)
+		}, "alice", ""},
 		{"no exp", hs, func(t testing.TB) string { return sign(t, HS256, claims("exp", nil), hsSecret) }, "", ""},
 		{"exp not a number", hs, func(t testing.TB) string { return sign(t, HS256, claims("exp", "tomorrow"), hsSecret) }, "", ""},
 		{"no sub", hs, func(t testing.TB) string { return sign(t, HS256, claims("sub", nil), hsSecret) }, "", ""},
