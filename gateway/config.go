@@ -93,17 +93,19 @@ type IdentityConfig struct {
 	IPv6Prefix     int            // ipv6_prefix: limit IPv6 clients per prefix (e.g. 64); 0 per address
 	APIKeysFile    string         // api_keys_file: SHA-256 hashes of keys, user and tier
 	UserHeader     string         // user_header: a user ID set by a trusted proxy
+	TierHeader     string         // tier_header: the tier, read with user_header
 	JWT            *JWTConfig     // jwt
 }
 
 // JWTConfig is the jwt subsection of identity.
 type JWTConfig struct {
-	Algorithm string // alg: HS256, RS256 or ES256
-	KeyFile   string // key_file: the HMAC secret or the PEM public key
-	UserClaim string // user_claim: default "sub"
-	TierClaim string // tier_claim: optional
-	Issuer    string // issuer: optional, checked when set
-	Audience  string // audience: optional, checked when set
+	Algorithm string        // alg: HS256, RS256 or ES256
+	KeyFile   string        // key_file: the HMAC secret or the PEM public key
+	UserClaim string        // user_claim: default "sub"
+	TierClaim string        // tier_claim: optional
+	Issuer    string        // issuer: optional, checked when set
+	Audience  string        // audience: optional, checked when set
+	Leeway    time.Duration // leeway: clock skew allowed on exp and nbf
 }
 
 // Route is one entry of routes: requests whose path starts with Path (and
@@ -381,6 +383,7 @@ func (d *decoder) identity(n *yaml.Node, ic *IdentityConfig, rel func(string) st
 		"ipv6_prefix":   func(k, v *yaml.Node) { ic.IPv6Prefix = int(d.integer(v, "identity.ipv6_prefix", 0, 128)) },
 		"api_keys_file": func(k, v *yaml.Node) { ic.APIKeysFile = rel(d.str(v, "identity.api_keys_file")) },
 		"user_header":   func(k, v *yaml.Node) { ic.UserHeader = d.str(v, "identity.user_header") },
+		"tier_header":   func(k, v *yaml.Node) { ic.TierHeader = d.str(v, "identity.tier_header") },
 		"jwt": func(k, v *yaml.Node) {
 			j := &JWTConfig{UserClaim: "sub"}
 			d.fields(v, "identity.jwt", map[string]func(k, v *yaml.Node){
@@ -390,6 +393,7 @@ func (d *decoder) identity(n *yaml.Node, ic *IdentityConfig, rel func(string) st
 				"tier_claim": func(k, v *yaml.Node) { j.TierClaim = d.str(v, "identity.jwt.tier_claim") },
 				"issuer":     func(k, v *yaml.Node) { j.Issuer = d.str(v, "identity.jwt.issuer") },
 				"audience":   func(k, v *yaml.Node) { j.Audience = d.str(v, "identity.jwt.audience") },
+				"leeway":     func(k, v *yaml.Node) { j.Leeway = d.duration(v, "identity.jwt.leeway") },
 			})
 			switch j.Algorithm {
 			case "HS256", "RS256", "ES256":

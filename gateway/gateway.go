@@ -223,7 +223,7 @@ func (g *Gateway) ReloadFile(filename string) error {
 // key files. sluice check uses it to validate a config offline.
 func Resolver(cfg *Config) (*identity.Resolver, error) {
 	ic := cfg.Identity
-	opts := identity.Options{TrustedProxies: ic.TrustedProxies, IPv6Prefix: ic.IPv6Prefix, UserHeader: ic.UserHeader}
+	opts := identity.Options{TrustedProxies: ic.TrustedProxies, IPv6Prefix: ic.IPv6Prefix, UserHeader: ic.UserHeader, TierHeader: ic.TierHeader}
 	if ic.APIKeysFile != "" {
 		data, err := cfg.read(ic.APIKeysFile)
 		var ks *identity.KeyStore
@@ -236,7 +236,7 @@ func Resolver(cfg *Config) (*identity.Resolver, error) {
 		opts.APIKeys = ks
 	}
 	if ic.JWT != nil {
-		j, err := jwtConfig(ic.JWT)
+		j, err := jwtConfig(cfg, ic.JWT)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %s: identity.jwt: %w", cfg.File, err)
 		}

@@ -36,7 +36,8 @@ func keyOr(k, def string) string {
 // RemoteAddress is Envoy's remote_address action: the entry
 // remote_address=<client IP>. The client IP is the identity's IP (the
 // peer's address, or the right-most untrusted X-Forwarded-For hop when the
-// peer is a trusted proxy).
+// peer is a trusted proxy), or its IPv6 prefix ("2001:db8:1:2::/64") when
+// the resolver groups IPv6 clients by prefix.
 type RemoteAddress struct{}
 
 // Entry implements Action.
@@ -44,7 +45,17 @@ func (RemoteAddress) Entry(r *http.Request, id identity.Identity) (rules.Entry, 
 	if !id.IP.IsValid() {
 		return rules.Entry{}, false
 	}
-	return rules.Entry{Key: "remote_address", Value: id.IP.String()}, true
+	return rules.Entry{Key: "remote_address", Value: clientIP(id)}, true
+}
+
+// clientIP is the anonymous caller's limiting key without its "ip:"
+// prefix: the address, or its IPv6 prefix.
+func clientIP(id identity.Identity) string {
+	if id.IP.Is4() {
+		return id.IP.String()
+	}
+	id.Authenticated = false
+	return strings.TrimPrefix(id.Key(), "ip:")
 }
 
 // RequestHeaders is Envoy's request_headers action: the entry
@@ -163,7 +174,7 @@ func (a IdentityKey) Entry(r *http.Request, id identity.Identity) (rules.Entry, 
 	if !id.IP.IsValid() {
 		return rules.Entry{}, false
 	}
-	return rules.Entry{Key: keyOr(a.IPKey, "remote_address"), Value: id.IP.String()}, true
+	return rules.Entry{Key: keyOr(a.IPKey, "remote_address"), Value: clientIP(id)}, true
 }
 
 // Tier is sluice's tier action: the entry tier=<the caller's tier>. A
