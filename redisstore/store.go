@@ -1,0 +1,447 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Defaults for the zero Options.
+const (
+	DefaultPrefix           = "sluice:"
+	DefaultTimeout          = 100 * time.Millisecond
+	DefaultBreakerThreshold = 3
+	DefaultBreakerCooldown  = time.Second
+	DefaultMaxBatch         = 128
+	DefaultDenyCacheSize    = 1 << 16
+)
+
+// ErrUnavailable is wrapped by the errors Apply returns when Redis could not
+// decide: unreachable, timed out, a cluster slot without its node, or the
+// breaker open after such failures.
+var ErrUnavailable = errors.New("redisstore: redis unavailable")
+
+// ErrScript is wrapped by errors about a script's reply or a script error
+// reported by Redis. They mean a bug or an incompatible server, not an
+// outage.
+var ErrScript = errors.New("redisstore: script failed")
+
+// Policy is what Apply does when Redis cannot decide (ErrUnavailable or
+// ErrScript).
+type Policy uint8
+
+const (
+	// ReturnError (the zero value) returns the error: the caller decides,
+	// for example with a 503, or by choosing a policy per route.
+	ReturnError Policy = iota
+	// Allow fails open: every request is admitted while Redis is
+	// unreachable (Stripe's choice). The decision reports Remaining 0.
+	Allow
+	// Deny fails closed: every request is denied, with RetryAfter equal to
+	// the breaker's cooldown.
+	Deny
+	// Local falls back to an in-process memstore applying the same limits,
+	// so each instance enforces the limit on its own while Redis is away
+	// (n instances admit up to n times the limit), and goes back to Redis
+	// when it answers again. The local state starts empty and is not copied
+	// to Redis.
+	Local
+)
+
+var policyNames = [...]string{"error", "allow", "deny", "local"}
+
+// String returns error, allow, deny or local.
+func (p Policy) String() string {
+	if int(p) < len(policyNames) {
+		return policyNames[p]
+	}
+	return fmt.Sprintf("policy(%d)", p)
+}
+
+// ParsePolicy returns the policy named error, allow, deny or local.
+func ParsePolicy(s string) (Policy, error) {
+	for i, n := range policyNames {
+		if n == s {
+			return Policy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("redisstore: unknown failure policy %q (want error, allow, deny or local)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (p Policy) MarshalText() ([]byte, error) {
+	if int(p) >= len(policyNames) {
+		return nil, fmt.Errorf("redisstore: unknown failure policy %d", p)
+	}
+	return []byte(policyNames[p]), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (p *Policy) UnmarshalText(b []byte) error {
+	v, err := ParsePolicy(string(b))
+	if err == nil {
+		*p = v
+	}
+	return err
+}
+
+// Options configures a Store. The zero value is a good default: Redis's
+// clock, 100 ms per call, errors returned to the caller.
+type Options struct {
+	// Prefix is prepended to every Redis key. Default "sluice:". It must not
+	// contain "{" or "}": sluice hash-tags keys itself.
+	Prefix string
+	// Now, when set, replaces the Redis server's clock (TIME): the time is
+	// read in the process and passed to the scripts. Set it for tests and
+	// simulations; in production every instance should use Redis's clock so
+	// that they agree. With Now set, keys also live at least MinTTLWithNow
+	// in Redis, since Redis expires them on its own clock.
+	Now func() time.Time
+	// Timeout bounds each call to Redis. Default 100 ms.
+	Timeout time.Duration
+	// OnError is what Apply does when Redis cannot decide. Default
+	// ReturnError.
+	OnError Policy
+	// BreakerThreshold is the number of consecutive failed calls that opens
+	// the breaker: while it is open, Apply applies OnError at once, without
+	// calling Redis, and once every BreakerCooldown one call probes Redis;
+	// its success closes the breaker. Default 3; negative disables the
+	// breaker.
+	BreakerThreshold int
+	// BreakerCooldown is how long the breaker stays open before a probe.
+	// Default 1 s.
+	BreakerCooldown time.Duration
+	// DenyCache, when true, remembers denials in process: a key denied with
+	// RetryAfter d is denied locally for d, without a round trip, for
+	// requests costing at least as much. See the package documentation for
+	// its accuracy. Off by default.
+	DenyCache bool
+	// DenyCacheSize bounds the denials remembered. Default 65536.
+	DenyCacheSize int
+	// MaxBatch is the most requests one script call decides. Default 128;
+	// 1 disables batching.
+	MaxBatch int
+	// Pipeline is the most script calls in flight at once. Default
+	// 4·GOMAXPROCS.
+	Pipeline int
+	// OnFailure, when set, is called with every failed call to Redis (a
+	// batch of requests), for logging and metrics. It must not block.
+	OnFailure func(error)
+	// Local configures the memstore of the Local policy (its Now is set to
+	// this Options' Now).
+	Local memstore.Options
+}
+
+// MinTTLWithNow is the shortest expiry of a key written with Options.Now
+// set: Redis expires keys on its own clock, which a simulated clock does not
+// follow.
+const MinTTLWithNow = 10 * time.Minute
+
+// Store is a ratelimit.Store keeping limiter state in Redis (standalone or
+// Cluster). It is safe for concurrent use. Close releases it.
+type Store struct {
+	client  rueidis.Client
+	own     bool
+	cluster bool
+	opts    Options
+	minTTL  int64 // ms
+	scripts [numShapes]*rueidis.Lua
+	batch   *batcher
+	brk     breaker
+	deny    *denyCache
+	local   *memstore.Store
+	closed  atomic.Bool
+}
+
+var _ ratelimit.Store = (*Store)(nil)
+
+// New returns a Store using client, which stays the caller's: Close does not
+// close it. A rueidis cluster client makes a Cluster store. ctx bounds
+// nothing yet; it is there for the I/O New may do in the future.
+func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	return newStore(client, false, opts)
+}
+
+func newStore(client rueidis.Client, own bool, opts Options) (*Store, error) {
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q contains a brace", opts.Prefix)
+	}
+	if int(opts.OnError) >= len(policyNames) {
+		return nil, fmt.Errorf("redisstore: unknown failure policy %d", opts.OnError)
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.BreakerThreshold == 0 {
+		opts.BreakerThreshold = DefaultBreakerThreshold
+	}
+	if opts.BreakerCooldown <= 0 {
+		opts.BreakerCooldown = DefaultBreakerCooldown
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.Pipeline <= 0 {
+		opts.Pipeline = 4 * runtime.GOMAXPROCS(0)
+	}
+	if opts.DenyCacheSize <= 0 {
+		opts.DenyCacheSize = DefaultDenyCacheSize
+	}
+	s := &Store{
+		client:  client,
+		own:     own,
+		cluster: client.Mode() == rueidis.ClientModeCluster,
+		opts:    opts,
+		minTTL:  1,
+		scripts: newScripts(),
+	}
+	if opts.Now != nil {
+		s.minTTL = MinTTLWithNow.Milliseconds()
+	}
+	s.brk.threshold = opts.BreakerThreshold
+	if opts.BreakerThreshold < 0 {
+		s.brk.threshold = int(^uint(0) >> 1)
+	}
+	s.brk.cooldown = opts.BreakerCooldown
+	if opts.DenyCache {
+		s.deny = newDenyCache(opts.DenyCacheSize)
+	}
+	if opts.OnError == Local {
+		lo := opts.Local
+		lo.Now = opts.Now
+		s.local = memstore.New(lo)
+	}
+	s.batch = newBatcher(s, opts.Pipeline, opts.MaxBatch)
+	return s, nil
+}
+
+// Open connects to the Redis at rawURL and returns a Store that owns the
+// connection (Close closes it):
+//
+//	redis://[user:password@]host:port[/db]      standalone
+//	rediss://[user:password@]host:port[/db]     standalone over TLS
+//	redis-cluster://[user:password@]host:port,host:port,…  Redis Cluster
+//
+// Query parameters of rueidis.ParseURL (dial_timeout, …) are accepted for
+// redis:// and rediss://. Open fails when no server answers.
+func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
+	co, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	co.DisableCache = true
+	client, err := rueidis.NewClient(co)
+	if err != nil {
+		return nil, fmt.Errorf("%w: connect to %s: %v", ErrUnavailable, redactURL(rawURL), err)
+	}
+	s, err := newStore(client, true, opts)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func parseURL(raw string) (rueidis.ClientOption, error) {
+	const clusterScheme = "redis-cluster://"
+	if !strings.HasPrefix(raw, clusterScheme) {
+		if !strings.HasPrefix(raw, "redis://") && !strings.HasPrefix(raw, "rediss://") && !strings.HasPrefix(raw, "unix://") {
+			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis://, rediss://, unix:// or redis-cluster://", redactURL(raw))
+		}
+		co, err := rueidis.ParseURL(raw)
+		if err != nil {
+			return co, fmt.Errorf("redisstore: URL %q: %v", redactURL(raw), err)
+		}
+		return co, nil
+	}
+	// redis-cluster://user:pass@h1:p1,h2:p2/?… : net/url cannot parse a
+	// host list, so split it off and parse the rest as redis://.
+	rest := raw[len(clusterScheme):]
+	userinfo := ""
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		userinfo, rest = rest[:at+1], rest[at+1:]
+	}
+	hosts, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		hosts, tail = rest[:i], rest[i:]
+	}
+	var addrs []string
+	for _, h := range strings.Split(hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			addrs = append(addrs, h)
+		}
+	}
+	if len(addrs) == 0 {
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: no host", redactURL(raw))
+	}
+	co, err := rueidis.ParseURL("redis://" + userinfo + addrs[0] + tail)
+	if err != nil {
+		return co, fmt.Errorf("redisstore: URL %q: %v", redactURL(raw), err)
+	}
+	co.InitAddress = addrs
+	co.SelectDB = 0 // a cluster has only db 0
+	co.ShuffleInit = true
+	return co, nil
+}
+
+// redactURL hides the password of a URL in errors.
+func redactURL(raw string) string {
+	i := strings.Index(raw, "://")
+	at := strings.LastIndex(raw, "@")
+	if i < 0 || at < i {
+		return raw
+	}
+	cred := raw[i+3 : at]
+	if c := strings.Index(cred, ":"); c >= 0 {
+		return raw[:i+3] + cred[:c] + ":xxxxx" + raw[at:]
+	}
+	return raw
+}
+
+// Close stops the store's workers, closes the client if Open made it, and
+// closes the local fallback store. Apply returns ratelimit.ErrClosed
+// afterwards. Close is idempotent.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.batch.close()
+	if s.own {
+		s.client.Close()
+	}
+	if s.local != nil {
+		s.local.Close()
+	}
+	return nil
+}
+
+// Apply decides req in Redis. A denial is a Decision; an error means Redis
+// could not decide and Options.OnError is ReturnError (or the request is
+// invalid, or the store closed).
+func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if err := req.Validate(); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	if s.closed.Load() {
+		return ratelimit.Decision{}, ratelimit.ErrClosed
+	}
+	lim := req.Limit.Normalize()
+	if lim.Rate == 0 {
+		// Nothing is ever admitted, and there is no state to consult.
+		return ratelimit.Decision{Limit: lim, Allowed: req.N == 0, Unsatisfiable: req.N > 0}, nil
+	}
+	var now time.Time
+	useNow := s.opts.Now != nil
+	if useNow {
+		now = s.opts.Now()
+	}
+	if s.deny != nil && (req.Algorithm != ratelimit.LeakyBucket || req.MaxDelay == 0) {
+		if d, ok := s.deny.get(req, s.cacheClock(now)); ok {
+			return d, nil
+		}
+	}
+	if !s.brk.allow() {
+		return s.fallback(ctx, req, fmt.Errorf("%w: breaker open after %d failures; last: %v", ErrUnavailable, s.opts.BreakerThreshold, s.brk.lastErr()))
+	}
+
+	unsatisfiable := req.N > lim.Capacity(req.Algorithm)
+	sent := req
+	if unsatisfiable {
+		sent.N = 0 // report the state, consume nothing
+	}
+	sh := shapeOf(req.Algorithm)
+	c := &call{
+		key:  s.key(sh, req.Key),
+		args: appendArgs(make([]string, 0, shapeInfo[sh].fields), sh, sent, now, useNow),
+		lim:  lim,
+		done: make(chan struct{}),
+	}
+	g := group{shape: sh}
+	if s.cluster {
+		g.slot = slot(c.key)
+	}
+	if !s.batch.submit(g, c) {
+		return ratelimit.Decision{}, ratelimit.ErrClosed
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return ratelimit.Decision{}, ctx.Err()
+	}
+	if c.err != nil {
+		return s.fallback(ctx, req, c.err)
+	}
+	d := c.d
+	if unsatisfiable {
+		d.Allowed, d.Unsatisfiable = false, true
+	}
+	if s.deny != nil && !d.Allowed && d.RetryAfter > 0 && (req.Algorithm != ratelimit.LeakyBucket || req.MaxDelay == 0) {
+		s.deny.put(req, d, s.cacheClock(now))
+	}
+	return d, nil
+}
+
+func (s *Store) cacheClock(now time.Time) int64 {
+	if s.opts.Now != nil {
+		return now.UnixNano()
+	}
+	return time.Now().UnixNano()
+}
+
+// key returns the Redis key of req.Key's state: prefix, shape tag, and the
+// key in braces, so the states of one key share a Cluster hash slot.
+func (s *Store) key(sh shape, key string) string {
+	return s.opts.Prefix + shapeInfo[sh].tag + "{" + key + "}"
+}
+
+// failure wraps an error from the client.
+func (s *Store) failure(err error, n int) error {
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		msg := re.Error()
+		if strings.Contains(msg, "script") || strings.Contains(msg, "Lua") || strings.HasPrefix(msg, "WRONGTYPE") {
+			return fmt.Errorf("%w: redis replied %q", ErrScript, msg)
+		}
+		return fmt.Errorf("%w: redis replied %q (batch of %d)", ErrUnavailable, msg, n)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: no reply within %v (batch of %d)", ErrUnavailable, s.opts.Timeout, n)
+	}
+	return fmt.Errorf("%w: %v (batch of %d)", ErrUnavailable, err, n)
+}
+
+// fallback applies the failure policy to req after err.
+func (s *Store) fallback(ctx context.Context, req ratelimit.Request, err error) (ratelimit.Decision, error) {
+	lim := req.Limit.Normalize()
+	if s.opts.OnError == Allow || s.opts.OnError == Deny {
+		switch {
+		case req.N > lim.Capacity(req.Algorithm):
+			return ratelimit.Decision{Limit: lim, Unsatisfiable: true}, nil
+		case req.N == 0:
+			return ratelimit.Decision{Allowed: true, Limit: lim}, nil
+		}
+	}
+	switch s.opts.OnError {
+	case Allow:
+		return ratelimit.Decision{Allowed: true, Limit: lim}, nil
+	case Deny:
+		return ratelimit.Decision{Limit: lim, RetryAfter: s.opts.BreakerCooldown}, nil
+	case Local:
+		return s.local.Apply(ctx, req)
+	}
+	return ratelimit.Decision{}, err
+}
