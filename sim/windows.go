@@ -1,0 +1,282 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/slidinglog"
+	"github.com/sluicehq/sluice/internal/window"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// WindowsOptions configures [Windows]. The zero value is the default trace.
+type WindowsOptions struct {
+	Seed    uint64
+	Sources int             // keys, each its own Poisson source; 0 means 200
+	Limit   ratelimit.Limit // 0 means 100 a minute
+	// Each source's mean rate is its load times the limit, the load drawn
+	// log-uniformly from [MinLoad, MaxLoad]; 0 means 0.05 and 4.
+	MinLoad, MaxLoad float64
+	Duration         time.Duration // 0 means one hour
+}
+
+// WindowsLoads are the upper edges of the load classes [Windows] reports.
+var WindowsLoads = []float64{0.5, 0.8, 1, 1.25, 2, math.Inf(1)}
+
+// WindowsRow is one load class (sources whose mean rate over the limit is
+// in (Low, High]), or the whole trace.
+type WindowsRow struct {
+	Class          string
+	Sources        int
+	Requests       int
+	WronglyAllowed int     // the counter admitted what the exact log denied
+	WronglyDenied  int     // the counter denied what the exact log admitted
+	Gap            float64 // mean |estimate − exact| / exact, over requests that found exact > 0
+}
+
+// Wrong returns the fraction of requests decided differently.
+func (r WindowsRow) Wrong() float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return float64(r.WronglyAllowed+r.WronglyDenied) / float64(r.Requests)
+}
+
+// WindowsResult is the outcome of [Windows].
+type WindowsResult struct {
+	Options WindowsOptions
+	Rows    []WindowsRow // by load class, then "all"
+	// Sample follows the source whose load is closest to 1 for the first
+	// ten minutes: at each of its requests, the exact count of the last
+	// window and the counter's estimate.
+	SampleLoad                       float64
+	SampleAt, SampleExact, SampleEst []float64
+}
+
+func (o WindowsOptions) withDefaults() (WindowsOptions, error) {
+	if o.Sources <= 0 {
+		o.Sources = 200
+	}
+	if o.Limit == (ratelimit.Limit{}) {
+		o.Limit = ratelimit.PerMinute(100)
+	}
+	if o.MinLoad <= 0 {
+		o.MinLoad = 0.05
+	}
+	if o.MaxLoad <= 0 {
+		o.MaxLoad = 4
+	}
+	if o.Duration <= 0 {
+		o.Duration = time.Hour
+	}
+	switch {
+	case o.MaxLoad < o.MinLoad:
+		return o, fmt.Errorf("sim: windows: max load %v below min load %v", o.MaxLoad, o.MinLoad)
+	case o.Limit.Rate <= 0:
+		return o, fmt.Errorf("sim: windows: limit %v admits nothing", o.Limit)
+	}
+	if err := o.Limit.Validate(); err != nil {
+		return o, fmt.Errorf("sim: windows: %w", err)
+	}
+	return o, nil
+}
+
+// Windows compares the sliding window counter (internal/window) with the
+// exact sliding window log (internal/slidinglog) on a long trace of many
+// Poisson sources, Cloudflare's accuracy study in miniature. The exact log
+// is the limiter in charge; the counter runs in shadow on the same history
+// (it counts what the log admitted), and at every request the scenario
+// records whether the counter would have decided differently (wrongly
+// allowed or wrongly denied) and how far its estimate of the last window's
+// count is from the exact count (the gap). The trace comes from the PCG
+// stream (Seed, 0).
+func Windows(o WindowsOptions) (*WindowsResult, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := New(o.Seed, 0)
+	type source struct {
+		load  float64
+		class int
+		log   []slidinglog.Entry
+		win   window.State
+		mean  time.Duration // between arrivals
+	}
+	srcs := make([]*source, o.Sources)
+	sample := 0
+	for i := range srcs {
+		load := o.MinLoad * math.Pow(o.MaxLoad/o.MinLoad, s.Rand.Float64())
+		c := 0
+		for load > WindowsLoads[c] {
+			c++
+		}
+		srcs[i] = &source{load: load, class: c,
+			mean: time.Duration(float64(o.Limit.Period) / (load * float64(o.Limit.Rate)))}
+		if math.Abs(math.Log(load)) < math.Abs(math.Log(srcs[sample].load)) {
+			sample = i
+		}
+	}
+	res := &WindowsResult{Options: o, SampleLoad: srcs[sample].load}
+	rows := make([]WindowsRow, len(WindowsLoads)+1)
+	gapSum := make([]float64, len(rows))
+	gapN := make([]int, len(rows))
+	for _, src := range srcs {
+		rows[src.class].Sources++
+	}
+	rows[len(rows)-1].Sources = len(srcs)
+
+	logReq := ratelimit.Request{Limit: o.Limit, Algorithm: ratelimit.SlidingWindowLog, N: 1}
+	counterReq := ratelimit.Request{Limit: o.Limit, Algorithm: ratelimit.SlidingWindowCounter, N: 1}
+	// The meters count every request, admitted or not (Cloudflare's
+	// method): the same steps under a limit they cannot reach.
+	huge := ratelimit.Limit{Rate: min(int64(o.Limit.Period), 1<<40), Period: o.Limit.Period} // one a nanosecond: never reached
+	countLog := ratelimit.Request{Limit: huge, Algorithm: ratelimit.SlidingWindowLog, N: 1}
+	countWin := ratelimit.Request{Limit: huge, Algorithm: ratelimit.SlidingWindowCounter, N: 1}
+	countPeek := ratelimit.Request{Limit: huge, Algorithm: ratelimit.SlidingWindowLog}
+
+	for i, src := range srcs {
+		var arrive func()
+		arrive = func() {
+			now := s.Time().UnixNano()
+			// The rate each sees before this request: the exact count of
+			// the last window, and the counter's estimate.
+			var p ratelimit.Decision
+			src.log, p = slidinglog.Step(src.log, now, countPeek)
+			exact := float64(huge.Rate - p.Remaining)
+			// The decisions both limiters make on the same history.
+			var d ratelimit.Decision
+			src.log, d = slidinglog.Step(src.log, now, logReq)
+			if !d.Allowed {
+				src.log, _ = slidinglog.Step(src.log, now, countLog)
+			}
+			_, approx := window.Sliding(src.win, now, counterReq)
+			est := slidingEstimate(src.win, now, o.Limit.Period)
+			src.win, _ = window.Sliding(src.win, now, countWin)
+			for _, r := range []int{src.class, len(rows) - 1} {
+				rows[r].Requests++
+				switch {
+				case approx.Allowed && !d.Allowed:
+					rows[r].WronglyAllowed++
+				case !approx.Allowed && d.Allowed:
+					rows[r].WronglyDenied++
+				}
+				if exact > 0 {
+					gapSum[r] += math.Abs(est-exact) / exact
+					gapN[r]++
+				}
+			}
+			if i == sample && s.Now() < 10*time.Minute {
+				res.SampleAt = append(res.SampleAt, s.Now().Seconds())
+				res.SampleExact = append(res.SampleExact, exact)
+				res.SampleEst = append(res.SampleEst, est)
+			}
+			if next := s.Now() + s.Exp(src.mean); next < o.Duration {
+				s.At(next, arrive)
+			}
+		}
+		if first := s.Exp(src.mean); first < o.Duration {
+			s.At(first, arrive)
+		}
+	}
+	s.Run()
+	lo := 0.0
+	for i := range rows {
+		switch {
+		case i == len(rows)-1:
+			rows[i].Class = "all"
+		case math.IsInf(WindowsLoads[i], 1):
+			rows[i].Class = fmt.Sprintf(">%g", lo)
+		default:
+			rows[i].Class = fmt.Sprintf("%g-%g", lo, WindowsLoads[i])
+			lo = WindowsLoads[i]
+		}
+		if gapN[i] > 0 {
+			rows[i].Gap = gapSum[i] / float64(gapN[i])
+		}
+	}
+	res.Rows = rows
+	return res, nil
+}
+
+// slidingEstimate is the sliding window counter's estimate of the events in
+// the window ending at now, prev·(Period−elapsed)/Period + curr, read from
+// its state as package window documents it (a test checks it against the
+// decisions window.Sliding makes).
+func slidingEstimate(s window.State, now int64, period time.Duration) float64 {
+	w := int64(period)
+	var prev, curr, elapsed int64
+	switch {
+	case s.Start == 0 && s.Prev == 0 && s.Curr == 0:
+		return 0
+	case now < s.Start+w:
+		prev, curr, elapsed = s.Prev, s.Curr, max(now-s.Start, 0)
+	case now < s.Start+2*w:
+		prev, curr, elapsed = s.Curr, 0, now-s.Start-w
+	default:
+		return 0
+	}
+	return float64(prev)*float64(w-elapsed)/float64(w) + float64(curr)
+}
+
+// All returns the row for the whole trace.
+func (r *WindowsResult) All() WindowsRow { return r.Rows[len(r.Rows)-1] }
+
+// Table returns one row per load class and one for the whole trace, with
+// the columns load, sources, requests, wrongly_allowed, wrongly_denied,
+// wrong_pct and mean_gap_pct.
+func (r *WindowsResult) Table() Table {
+	t := Table{Columns: []Column{{"load", 0}, {"sources", 0}, {"requests", 0}, {"wrongly_allowed", 0},
+		{"wrongly_denied", 0}, {"wrong_pct", 4}, {"mean_gap_pct", 2}}}
+	for _, row := range r.Rows {
+		t.Rows = append(t.Rows, []any{row.Class, row.Sources, row.Requests, row.WronglyAllowed,
+			row.WronglyDenied, 100 * row.Wrong(), 100 * row.Gap})
+	}
+	return t
+}
+
+// Figure plots the sampled source's exact count against the counter's
+// estimate, and the wrong decisions and gap by load class.
+func (r *WindowsResult) Figure() Figure {
+	o := r.Options
+	end := 0.0
+	if n := len(r.SampleAt); n > 0 {
+		end = r.SampleAt[n-1]
+	}
+	wrong := Series{Name: "wrong decisions (%)", Color: palette[1]}
+	gap := Series{Name: "mean gap (%)", Color: palette[0]}
+	for i, row := range r.Rows[:len(r.Rows)-1] {
+		x := float64(i + 1)
+		wrong.X, wrong.Y = append(wrong.X, x), append(wrong.Y, 100*row.Wrong())
+		gap.X, gap.Y = append(gap.X, x), append(gap.Y, 100*row.Gap)
+	}
+	var classes string
+	for i, row := range r.Rows[:len(r.Rows)-1] {
+		if i > 0 {
+			classes += ", "
+		}
+		classes += fmt.Sprintf("%d: %s", i+1, row.Class)
+	}
+	all := r.All()
+	return Figure{
+		Title: fmt.Sprintf("Sliding window counter vs exact log, %d sources, limit %v", o.Sources, o.Limit),
+		Plots: []Plot{
+			{
+				Title:  fmt.Sprintf("One source at %.2f× the limit: the last window's count, first 10 minutes", r.SampleLoad),
+				XLabel: "time (s)", YLabel: "requests in the window",
+				Series: []Series{
+					{Name: "exact (log)", X: r.SampleAt, Y: r.SampleExact, Step: true, Color: palette[2]},
+					{Name: "estimate (counter)", X: r.SampleAt, Y: r.SampleEst, Step: true, Color: palette[0]},
+					{Name: fmt.Sprintf("limit %d", o.Limit.Rate), X: []float64{0, end},
+						Y: []float64{float64(o.Limit.Rate), float64(o.Limit.Rate)}, Dashed: true, Color: "#555555"},
+				},
+			},
+			{
+				Title:  fmt.Sprintf("By load class (all: %.3f%% wrong, %.1f%% mean gap)", 100*all.Wrong(), 100*all.Gap),
+				XLabel: "load class (" + classes + ")", YLabel: "percent",
+				Series: []Series{wrong, gap},
+			},
+		},
+	}
+}
