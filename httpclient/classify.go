@@ -1,0 +1,109 @@
+package httpclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+
+	"github.com/sluicehq/sluice/adaptive"
+)
+
+// Classify is the default classifier. It reads a response (or the error
+// that replaced it) as a Signal:
+//
+//	transport error: timeout       Timeout
+//	transport error: other         Neutral (retried, but says nothing about load)
+//	429, 503                       Throttled, unless it is a challenge page
+//	500, 502, 504                  Overloaded
+//	403, challenge pages           Block
+//	anything else                  Success
+//
+// A challenge page is what anti-bot layers send instead of a rate limit: a
+// cf-mitigated header, an x-amzn-waf-action of captcha or challenge, or an
+// HTML body mentioning a captcha or challenge in its first 4 KiB. Waiting
+// does not get past one, so it is not retried. To look at the body,
+// Classify reads those bytes and puts them back in front of the rest.
+func Classify(resp *http.Response, err error) adaptive.Signal {
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return adaptive.Timeout
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			return adaptive.Timeout
+		}
+		return adaptive.Neutral
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		if Challenge(resp) {
+			return adaptive.Block
+		}
+		return adaptive.Throttled
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return adaptive.Overloaded
+	case http.StatusForbidden:
+		return adaptive.Block
+	}
+	return adaptive.Success
+}
+
+// peekLimit is how much of a 429/503 body Challenge reads.
+const peekLimit = 4 << 10
+
+var challengeMarks = [][]byte{
+	[]byte("captcha"), []byte("challenge-platform"), []byte("cf-chl"),
+	[]byte("/cdn-cgi/challenge"), []byte("are you a robot"), []byte("verify you are human"),
+}
+
+// Challenge reports whether resp is an anti-bot challenge page rather than a
+// rate limit (see Classify). It may read up to 4 KiB of an HTML body, which
+// it puts back.
+func Challenge(resp *http.Response) bool {
+	h := resp.Header
+	if h.Get("Cf-Mitigated") != "" {
+		return true
+	}
+	switch h.Get("X-Amzn-Waf-Action") {
+	case "captcha", "challenge":
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	if mt != "text/html" || resp.Body == nil || resp.Body == http.NoBody {
+		return false
+	}
+	head := make([]byte, peekLimit)
+	n, err := io.ReadFull(resp.Body, head)
+	head = head[:n]
+	rest := io.Reader(resp.Body)
+	if err != nil { // EOF or a read error: the body is all in head (or broken)
+		rest = &errReader{err: err}
+	}
+	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(head), rest), Closer: resp.Body}
+	lower := bytes.ToLower(head)
+	for _, m := range challengeMarks {
+		if bytes.Contains(lower, m) {
+			return true
+		}
+	}
+	return false
+}
+
+type peekedBody struct {
+	io.Reader
+	io.Closer
+}
+
+// errReader replays the error that ended the peek: EOF as EOF, and a real
+// read error as itself.
+type errReader struct{ err error }
+
+func (r *errReader) Read([]byte) (int, error) {
+	if r.err == io.ErrUnexpectedEOF {
+		return 0, io.EOF
+	}
+	return 0, r.err
+}

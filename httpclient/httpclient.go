@@ -1,0 +1,405 @@
+package httpclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/breaker"
+	"github.com/sluicehq/sluice/hostlimit"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/retry"
+)
+
+// Options configures a Transport. The zero value is the documented default
+// (see the package documentation); each field says what its zero means.
+type Options struct {
+	// Transport sends each attempt. Nil means http.DefaultTransport.
+	Transport http.RoundTripper
+
+	// Rate is each host's rate in requests per second. Zero means
+	// adaptive: AIMD per host, configured by Adaptive.
+	Rate float64
+	// Burst is the most requests a host's bucket starts at once. Zero
+	// means 1.
+	Burst int
+	// Concurrency is the most requests in flight per host. Zero means 4.
+	Concurrency int
+	// Adaptive configures the per-host AIMD controllers when Rate is zero.
+	Adaptive adaptive.Options
+	// Ramp is how long a host takes to come back to full concurrency after
+	// a pause. Zero means 5 s; negative disables it.
+	Ramp time.Duration
+	// Store holds the per-host token buckets. Nil means in process; a
+	// redisstore shares each host's budget across a fleet.
+	Store ratelimit.Store
+	// HostKey names the host a request counts against. Nil means the
+	// URL's host (with port), lowercased. To pool a registrable domain's
+	// hosts, map them with golang.org/x/net/publicsuffix here.
+	HostKey func(*http.Request) string
+
+	// MaxAttempts is the most attempts per request, the first included.
+	// Zero means 7; 1 disables retries.
+	MaxAttempts int
+	// Backoff computes the wait before each retry when the server gave no
+	// Retry-After; it also paces the host pause after repeated 429s. Nil
+	// means backoff.Recommended.
+	Backoff backoff.Strategy
+	// MaxDelay is the longest single wait. A Retry-After longer than it
+	// fails the request at once with the delay in the error (matching
+	// retry.ErrDelayTooLong). Zero means 60 s.
+	MaxDelay time.Duration
+	// Budget configures each host's retry budget.
+	Budget retry.BudgetOptions
+	// NoBudget turns the retry budget off.
+	NoBudget bool
+	// Breaker configures each host's circuit breaker.
+	Breaker breaker.Options
+	// NoBreaker turns the breaker off.
+	NoBreaker bool
+	// AttemptTimeout bounds each attempt up to the response headers (and
+	// the body, which is read after RoundTrip returns). A timed-out attempt
+	// is retried and slows the host down. Zero means no per-attempt bound
+	// beyond the request's context.
+	AttemptTimeout time.Duration
+
+	// Classify reads a response or transport error as a signal. Nil means
+	// Classify (this package's function).
+	Classify func(*http.Response, error) adaptive.Signal
+	// Observer receives an Event for every attempt, retry, wait, pause and
+	// breaker transition. Nil means none. It is called synchronously from
+	// the requests' goroutines: keep it fast and safe for concurrent use.
+	Observer Observer
+	// Logger receives debug records of retries and pauses. Nil means none.
+	Logger *slog.Logger
+	// MaxHosts bounds the hosts whose state (bucket, budget, breaker) is
+	// kept; idle ones beyond it are forgotten. Zero means 10 000.
+	MaxHosts int
+}
+
+// Transport is the polite http.RoundTripper. It is safe for concurrent use.
+type Transport struct {
+	o       Options
+	base    http.RoundTripper
+	limiter *hostlimit.Limiter
+
+	mu    sync.Mutex
+	hosts map[string]*hostState
+}
+
+type hostState struct {
+	budget  *retry.Budget
+	breaker *breaker.Breaker
+
+	mu       sync.Mutex
+	lastFail time.Time // when the latest failure counted by the breaker arrived
+}
+
+// countFailure reports whether a failure of an attempt sent at start counts
+// towards the breaker: only one per window, since the concurrent requests
+// that all saw the same 429 are one signal, not many in a row.
+func (h *hostState) countFailure(start, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if start.Before(h.lastFail) {
+		return false
+	}
+	h.lastFail = now
+	return true
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// New returns a Transport.
+func New(o Options) *Transport {
+	if o.Classify == nil {
+		o.Classify = Classify
+	}
+	if o.MaxHosts <= 0 {
+		o.MaxHosts = hostlimit.DefaultMaxHosts
+	}
+	if o.Backoff == nil {
+		o.Backoff = backoff.Recommended()
+	}
+	t := &Transport{o: o, base: o.Transport, hosts: make(map[string]*hostState)}
+	if t.base == nil {
+		t.base = http.DefaultTransport
+	}
+	t.limiter = hostlimit.New(hostlimit.Options{
+		Rate: o.Rate, Burst: o.Burst, Concurrency: o.Concurrency, Adaptive: o.Adaptive,
+		Pause: o.Backoff, Ramp: o.Ramp, Store: o.Store, MaxHosts: o.MaxHosts, Logger: o.Logger,
+		OnPause: func(host string, d time.Duration) {
+			t.observe(Event{Kind: Pause, Host: host, Delay: d})
+		},
+	})
+	return t
+}
+
+// NewClient returns an *http.Client whose Transport is New(o).
+func NewClient(o Options) *http.Client {
+	return &http.Client{Transport: New(o)}
+}
+
+// Hosts returns the per-host limiter state (rate, pauses, requests in
+// flight), sorted by host.
+func (t *Transport) Hosts() []hostlimit.HostState { return t.limiter.Hosts() }
+
+func (t *Transport) host(key string) *hostState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	hs := t.hosts[key]
+	if hs != nil {
+		return hs
+	}
+	if len(t.hosts) >= t.o.MaxHosts {
+		// Forget hosts whose state is the same as a new host's.
+		now := time.Now()
+		for k, h := range t.hosts {
+			if h.budget.Full() && (h.breaker == nil || h.breaker.State(now) == breaker.Closed) {
+				delete(t.hosts, k)
+			}
+		}
+	}
+	hs = &hostState{}
+	if !t.o.NoBudget {
+		hs.budget = retry.NewBudget(t.o.Budget)
+	}
+	if !t.o.NoBreaker {
+		bo := t.o.Breaker
+		if bo.Backoff == nil {
+			bo.Backoff = t.o.Backoff
+		}
+		user := bo.OnStateChange
+		bo.OnStateChange = func(from, to breaker.State, now time.Time) {
+			if user != nil {
+				user(from, to, now)
+			}
+			t.observe(Event{Kind: BreakerChange, Host: key, From: from, To: to})
+		}
+		hs.breaker = breaker.New(bo)
+	}
+	t.hosts[key] = hs
+	return hs
+}
+
+// StatusError is the error of an attempt that got a retryable answer
+// (429, 503, 5xx). When retries run out, the error RoundTrip returns wraps
+// the last one.
+type StatusError struct {
+	StatusCode int
+	Status     string        // e.g. "429 Too Many Requests"
+	RetryAfter time.Duration // the answer's Retry-After, if any
+	Header     http.Header   // the answer's header
+}
+
+func (e *StatusError) Error() string {
+	s := e.Status
+	if s == "" {
+		s = fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	}
+	return "httpclient: " + s
+}
+
+// Replayable reports whether req may be sent more than once: its method is
+// idempotent or it carries an Idempotency-Key, and its body is empty or
+// can be rewound with GetBody.
+func Replayable(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+	default:
+		if req.Header.Get("Idempotency-Key") == "" {
+			return false
+		}
+	}
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+func (t *Transport) hostKey(req *http.Request) string {
+	if t.o.HostKey != nil {
+		return t.o.HostKey(req)
+	}
+	return strings.ToLower(req.URL.Host)
+}
+
+// RoundTrip sends req politely, retrying it if it may be replayed. See the
+// package documentation for the steps and what is returned.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		closeBody(req)
+		return nil, errors.New("httpclient: nil request URL")
+	}
+	key := t.hostKey(req)
+	hs := t.host(key)
+	maxAttempts := t.o.MaxAttempts
+	replayable := Replayable(req)
+	if !replayable {
+		maxAttempts = 1
+	}
+	ctx := req.Context()
+	var final *http.Response
+	err := retry.Do(ctx, retry.Options{
+		MaxAttempts: maxAttempts,
+		Backoff:     t.o.Backoff,
+		MaxDelay:    t.o.MaxDelay,
+		Budget:      hs.budget,
+		Logger:      t.o.Logger,
+		OnRetry: func(e retry.Event) {
+			t.observe(Event{Kind: Retry, Host: key, Method: req.Method, URL: req.URL.String(),
+				Attempt: e.Attempt, Delay: e.Delay, ServerDelay: e.ServerDelay, Err: e.Err})
+		},
+	}, func(ctx context.Context, attempt int) error {
+		resp, err := t.attempt(ctx, req, key, hs, attempt, attempt == maxAttempts || !replayable)
+		if err == nil {
+			final = resp
+		}
+		return err
+	})
+	if final != nil {
+		if err != nil { // cannot happen: a response means the attempt ended the loop
+			closeResp(final)
+			return nil, err
+		}
+		return final, nil
+	}
+	closeBody(req)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+	}
+	t.observe(Event{Kind: GiveUp, Host: key, Method: req.Method, URL: req.URL.String(), Err: err})
+	return nil, err
+}
+
+// attempt sends one attempt. It returns the response to hand to the
+// caller, or an error for retry.Do: retryable (with the server's delay) or
+// Permanent. last means no retry follows, so a retryable answer is still
+// turned into an error when replayable (the caller asked for retries) and
+// returned as is when not.
+func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, hs *hostState, attempt int, last bool) (*http.Response, error) {
+	r := req
+	if attempt > 1 {
+		r = req.Clone(ctx)
+		if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, retry.Permanent(fmt.Errorf("httpclient: rewind body: %w", err))
+			}
+			r.Body = body
+		}
+	}
+	probe := false
+	if hs.breaker != nil {
+		var err error
+		if probe, err = hs.breaker.Allow(time.Now()); err != nil {
+			if attempt > 1 {
+				closeBody(r)
+			}
+			return nil, retry.Permanent(fmt.Errorf("httpclient: %s: %w", key, err))
+		}
+	}
+	waitStart := time.Now()
+	permit, err := t.limiter.Acquire(ctx, key)
+	if err != nil {
+		if hs.breaker != nil {
+			hs.breaker.Record(time.Now(), probe, breaker.Ignore, 0)
+		}
+		if attempt > 1 {
+			closeBody(r)
+		}
+		return nil, retry.Permanent(err)
+	}
+	if w := time.Since(waitStart); w > time.Millisecond {
+		t.observe(Event{Kind: Wait, Host: key, Method: req.Method, URL: req.URL.String(), Attempt: attempt, Delay: w})
+	}
+	var cancel context.CancelFunc
+	if t.o.AttemptTimeout > 0 {
+		var actx context.Context
+		actx, cancel = context.WithTimeout(ctx, t.o.AttemptTimeout)
+		r = r.WithContext(actx)
+	}
+	start := time.Now()
+	resp, err := t.base.RoundTrip(r)
+	now := time.Now()
+	latency := now.Sub(start)
+	sig := t.o.Classify(resp, err)
+	if err != nil && ctx.Err() != nil {
+		sig = adaptive.Neutral // our own cancellation says nothing about the host
+	}
+	var ra time.Duration
+	if resp != nil {
+		ra, _ = retry.RetryAfter(resp.Header, now)
+	}
+	permit.Done(hostlimit.Feedback{Signal: sig, Latency: latency, RetryAfter: ra})
+	if hs.breaker != nil {
+		outcome := breaker.Ignore
+		switch {
+		case sig == adaptive.Success:
+			outcome = breaker.Success
+		case sig.Congestion() && hs.countFailure(start, now):
+			outcome = breaker.Failure
+		}
+		hs.breaker.Record(now, probe, outcome, ra)
+	}
+	ev := Event{Kind: Attempt, Host: key, Method: req.Method, URL: req.URL.String(), Attempt: attempt,
+		Signal: sig, Latency: latency, Delay: ra, Err: err}
+	if resp != nil {
+		ev.Status = resp.StatusCode
+	}
+	t.observe(ev)
+
+	if err != nil {
+		if cancel != nil {
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return nil, retry.Permanent(err)
+		}
+		return nil, err // a transport error: retried while attempts remain
+	}
+	retryable := sig == adaptive.Throttled || sig == adaptive.Overloaded
+	if !retryable || (last && attempt == 1) {
+		if cancel != nil {
+			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+		}
+		return resp, nil
+	}
+	se := &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, RetryAfter: ra, Header: resp.Header}
+	closeResp(resp)
+	if cancel != nil {
+		cancel()
+	}
+	return nil, retry.WithDelay(se, ra)
+}
+
+// closeResp drains a little of the body, so the connection can be reused,
+// and closes it.
+func closeResp(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, 64<<10)
+	resp.Body.Close()
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
