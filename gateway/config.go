@@ -206,8 +206,8 @@ func (d *decoder) parse(data []byte) *Config {
 			c.Store = d.str(v, "store")
 			if c.Store != "memory" {
 				u, err := url.Parse(c.Store)
-				if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "redis-cluster") {
-					d.add(v.Line, "store", "want memory or a redis://, rediss:// or redis-cluster:// URL, got %q", c.Store)
+				if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "redis-cluster" && u.Scheme != "unix") {
+					d.add(v.Line, "store", "want memory or a redis://, rediss://, redis-cluster:// or unix:// URL, got %q", c.Store)
 				}
 			}
 		},

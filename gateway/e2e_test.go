@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // The keys file of the tests: key-alice is user alice, key-bob user bob.
@@ -442,4 +443,29 @@ routes:
 		t.Errorf("Serve = %v", err)
 	}
 	must(t, s.g.Close())
+}
+
+func TestTwoGatewaysOnRedisShareOneBudget(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts redis-server")
+	}
+	rs := redistest.Start(t)
+	cfg := strings.Replace(baseConfig, "upstream: builtin:echo", "upstream: builtin:echo\nstore: "+rs.URL(), 1)
+	a, b := start(t, "", cfg), start(t, "", cfg)
+	c := clientFrom(t, "127.0.0.2")
+	var got []int
+	for i := range 6 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		got = append(got, get(t, c, s.url+"/", "X-API-Key", "key-alice").code)
+	}
+	if fmt.Sprint(got) != "[200 200 200 200 200 429]" {
+		t.Errorf("alice across two gateways on one Redis: %v, want one budget of 5 [200 200 200 200 200 429]", got)
+	}
+	if got := []int{get(t, c, a.url+"/").code, get(t, c, b.url+"/").code, get(t, c, a.url+"/").code, get(t, c, b.url+"/").code}; fmt.Sprint(got) != "[200 200 200 429]" {
+		t.Errorf("anonymous across two gateways: %v, want [200 200 200 429]", got)
+	}
 }

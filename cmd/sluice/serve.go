@@ -15,6 +15,7 @@ import (
 )
 
 func init() {
+	checkGatewayConfig = gateway.Check
 	register(command{
 		name:    "serve",
 		summary: "run the rate limiting gateway (a reverse proxy with per-identity limits)",
