@@ -1,0 +1,26 @@
+package rules
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDeps keeps rules on the standard library, yaml.v3 and sluice's own
+// vocabulary.
+func TestDeps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		switch {
+		case p == "gopkg.in/yaml.v3", strings.HasPrefix(p, "github.com/sluicehq/sluice/rules"), p == "github.com/sluicehq/sluice/ratelimit":
+		default:
+			t.Errorf("rules depends on %s", p)
+		}
+	}
+}
