@@ -155,7 +155,7 @@ func (s *Store) exec(g group, calls []*call) (err error) {
 		return fmt.Errorf("%w: %d integers for %d requests", ErrScript, len(reply), len(calls))
 	}
 	for i, c := range calls {
-		c.d, c.err = decode(reply[i*replyWidth:(i+1)*replyWidth], c.lim)
+		c.d, c.err = decode(reply[i*replyWidth:(i+1)*replyWidth], c.lim, g.shape)
 	}
 	return nil
 }

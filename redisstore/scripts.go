@@ -112,11 +112,18 @@ func appendArgs(args []string, sh shape, req ratelimit.Request, now time.Time, u
 const replyWidth = 7
 
 // decode turns one request's reply into a Decision.
-func decode(r []int64, lim ratelimit.Limit) (ratelimit.Decision, error) {
+// The durations come in two parts, r[2] + r[5]·unit and r[3] + r[6]·unit,
+// where unit is a second for the bucket script and the window for the
+// window script: a double cannot hold every duration up to 2·MaxPeriod,
+// int64 can.
+func decode(r []int64, lim ratelimit.Limit, sh shape) (ratelimit.Decision, error) {
 	if len(r) != replyWidth || r[0] < 0 || r[0] > 1 {
 		return ratelimit.Decision{}, fmt.Errorf("%w: malformed script reply %v", ErrScript, r)
 	}
-	w := int64(lim.Period)
+	w := int64(time.Second)
+	if sh == shapeWindow {
+		w = int64(lim.Period)
+	}
 	return ratelimit.Decision{
 		Allowed:    r[0] == 1,
 		Limit:      lim,

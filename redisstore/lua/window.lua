@@ -104,8 +104,8 @@ if not admits(nprev, ncurr, elapsed) then
   local e = earliest(nprev, ncurr, elapsed)
   if e then return {0, rem, e - elapsed, ra, 0, 0, rw} end
   e = earliest(ncurr, 0, 0)
-  if e then return {0, rem, w - elapsed + e, ra, 0, 0, rw} end
-  return {0, rem, w - elapsed, ra, 0, 1, rw}
+  if e then return {0, rem, e - elapsed, ra, 0, 1, rw} end
+  return {0, rem, -elapsed, ra, 0, 2, rw}
 end
 ncurr = ncurr + n
 rem = remaining(nprev, ncurr)

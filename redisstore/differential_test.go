@@ -1,0 +1,137 @@
+package redisstore_test
+
+import (
+	"context"
+	"flag"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// periods mixes round periods, odd ones (intervals that truncate) and the
+// longest allowed, where every duration is close to 2^53 ns.
+var periods = []time.Duration{
+	time.Millisecond, 7*time.Millisecond + 3, time.Second, time.Second + 1, time.Minute,
+	time.Hour, 24 * time.Hour, 7777777777, ratelimit.MaxPeriod - 1, ratelimit.MaxPeriod,
+}
+
+func randomLimit(rng *rand.Rand, alg ratelimit.Algorithm) ratelimit.Limit {
+	for {
+		lim := ratelimit.Limit{Period: periods[rng.IntN(len(periods))]}
+		switch rng.IntN(4) {
+		case 0:
+			lim.Rate = 1 + rng.Int64N(3)
+		case 1:
+			lim.Rate = 1 + rng.Int64N(1000)
+		default:
+			lim.Rate = 1 + rng.Int64N(20)
+		}
+		if rng.IntN(3) > 0 {
+			lim.Burst = rng.Int64N(2 * lim.Rate)
+		}
+		if (ratelimit.Request{Limit: lim, Algorithm: alg, N: 1}).Validate() == nil {
+			return lim
+		}
+	}
+}
+
+// step returns the next time: mostly forward by a fraction of the
+// interval, sometimes by nothing or a nanosecond, sometimes far, sometimes
+// backwards.
+func nextTime(rng *rand.Rand, now time.Time, lim ratelimit.Limit) time.Time {
+	iv := max(lim.Normalize().Interval(), 1)
+	switch r := rng.IntN(20); {
+	case r < 3:
+		return now
+	case r < 5:
+		return now.Add(time.Duration(rng.Int64N(1000)))
+	case r < 6:
+		return now.Add(-time.Duration(rng.Int64N(int64(iv)) + 1))
+	case r < 7:
+		return now.Add(time.Duration(rng.Int64N(int64(min(2*lim.Period, ratelimit.MaxPeriod)))))
+	}
+	return now.Add(time.Duration(rng.Int64N(3*int64(iv)/2 + 1)))
+}
+
+func randomCost(rng *rand.Rand, lim ratelimit.Limit, alg ratelimit.Algorithm) int64 {
+	switch r := rng.IntN(10); {
+	case r == 0:
+		return 0
+	case r < 6:
+		return 1
+	case r == 6:
+		return lim.Capacity(alg) + 1 + rng.Int64N(3)
+	}
+	return 1 + rng.Int64N(max(1, lim.Capacity(alg)))
+}
+
+var (
+	diffSeqs = flag.Int("diff.seqs", 40, "TestDifferential: random sequences per algorithm")
+	diffSeed = flag.Uint64("diff.seed", 2026, "TestDifferential: random seed")
+)
+
+// TestDifferential runs the Go steps (memstore) and the Lua scripts on the
+// same random sequences, with the same now values, and requires identical
+// decisions.
+func TestDifferential(t *testing.T) {
+	seqs, steps := *diffSeqs, 60
+	if testing.Short() {
+		seqs = 10
+	}
+	both(t, func(t *testing.T, e env) {
+		n := seqs
+		if e.name == "cluster" {
+			n = seqs / 4
+		}
+		for _, alg := range ratelimit.Algorithms() {
+			t.Run(alg.String(), func(t *testing.T) {
+				t.Parallel()
+				rng := rand.New(rand.NewPCG(uint64(alg)+1, *diffSeed))
+				for seq := range n {
+					differential(t, e, alg, rng, seq, steps)
+				}
+			})
+		}
+	})
+}
+
+func differential(t *testing.T, e env, alg ratelimit.Algorithm, rng *rand.Rand, seq, steps int) {
+	t.Helper()
+	var mu sync.Mutex
+	// Start anywhere between 2001 and 2100, at any nanosecond.
+	now := time.Unix(978307200+rng.Int64N(3155760000), rng.Int64N(1e9))
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	mem := memstore.New(memstore.Options{Now: clock, SweepInterval: -1})
+	defer mem.Close()
+	red := newStore(t, e, redisstore.Options{Now: clock})
+	lim := randomLimit(rng, alg)
+	keys := []string{"a", "b", "ключ{x}"}
+	ctx := context.Background()
+	for i := range steps {
+		mu.Lock()
+		now = nextTime(rng, now, lim)
+		at := now
+		mu.Unlock()
+		req := ratelimit.Request{Key: keys[rng.IntN(len(keys))], Limit: lim, Algorithm: alg, N: randomCost(rng, lim, alg)}
+		if alg == ratelimit.LeakyBucket && rng.IntN(3) == 0 {
+			req.MaxDelay = time.Duration(rng.Int64N(int64(lim.Normalize().Interval())*lim.Normalize().Burst + 1))
+		}
+		want, err := mem.Apply(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := red.Apply(ctx, req)
+		if err != nil {
+			t.Fatalf("seq %d step %d: %v", seq, i, err)
+		}
+		if got != want {
+			t.Fatalf("seq %d step %d: limit %v, at %d, key %q, n %d, max delay %v:\nredis %+v\ngo    %+v",
+				seq, i, lim, at.UnixNano(), req.Key, req.N, req.MaxDelay, got, want)
+		}
+	}
+}
