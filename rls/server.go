@@ -1,0 +1,575 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// MaxHitsAddend is the largest hits_addend a descriptor may carry. The
+// request-level field is a uint32; a descriptor's own is a uint64, and
+// anything above the request field's range is refused (InvalidArgument)
+// rather than wrapped or clamped.
+const MaxHitsAddend = math.MaxUint32
+
+// DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO: hits
+// past this fraction of a limit count as near_limit.
+const DefaultNearLimitRatio = 0.8
+
+// ServiceName is the gRPC service name the health service reports, besides
+// the empty (whole server) name.
+const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+
+// HeaderMode selects the response_headers_to_add of a response, which
+// Envoy adds to the response it sends downstream.
+type HeaderMode uint8
+
+const (
+	// HeadersOff adds no header (the default, as envoyproxy/ratelimit
+	// without LIMIT_RESPONSE_HEADERS_ENABLED).
+	HeadersOff HeaderMode = iota
+	// HeadersIETF adds RateLimit-Policy and RateLimit
+	// (draft-ietf-httpapi-ratelimit-headers) for every enforced descriptor,
+	// and Retry-After when the answer is OVER_LIMIT:
+	//
+	//	RateLimit-Policy: "per-user";q=100;w=60
+	//	RateLimit: "per-user";r=42;t=17
+	HeadersIETF
+	// HeadersLegacy adds X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (seconds until the window resets), the names
+	// Envoy's rate limit filter uses, for the descriptor closest to its
+	// limit (an over-limit one first), as envoyproxy/ratelimit chooses it.
+	HeadersLegacy
+)
+
+var headerModeNames = [...]string{"off", "ietf", "legacy"}
+
+// String returns off, ietf or legacy.
+func (h HeaderMode) String() string {
+	if int(h) < len(headerModeNames) {
+		return headerModeNames[h]
+	}
+	return "headermode(" + strconv.Itoa(int(h)) + ")"
+}
+
+// ParseHeaderMode returns the mode named s: off (or ""), ietf or legacy.
+func ParseHeaderMode(s string) (HeaderMode, error) {
+	if s == "" {
+		return HeadersOff, nil
+	}
+	for i, n := range headerModeNames {
+		if n == s {
+			return HeaderMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("rls: unknown header mode %q (want off, ietf or legacy)", s)
+}
+
+// Options configures a Server. The zero value is a good default.
+type Options struct {
+	// Logger receives reloads, store failures and bad requests. Nil
+	// discards.
+	Logger *slog.Logger
+	// Registry is where the server registers its metrics, and what
+	// Handler's /metrics serves. Nil means a registry of the server's own.
+	Registry *prometheus.Registry
+	// Headers selects the response headers; zero adds none.
+	Headers HeaderMode
+	// NearLimitRatio is the fraction of a limit past which hits count as
+	// near_limit. Zero means DefaultNearLimitRatio.
+	NearLimitRatio float64
+	// Now is the clock for what the store does not report: the reset of a
+	// window nobody has hit yet, and calendar quota periods. Nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// Server answers ShouldRateLimit. Create it with New; it is safe for
+// concurrent use.
+type Server struct {
+	pb.UnimplementedRateLimitServiceServer
+
+	store     ratelimit.Store
+	set       atomic.Pointer[rules.Set]
+	log       *slog.Logger
+	reg       *prometheus.Registry
+	m         *metrics
+	health    *health.Server
+	headers   HeaderMode
+	nearRatio float64
+	now       func() time.Time
+	scratch   sync.Pool // *scratch
+	loaded    atomic.Pointer[loaded]
+}
+
+var _ pb.RateLimitServiceServer = (*Server)(nil)
+
+// New returns a Server deciding with store under set. A nil set serves an
+// empty configuration (every descriptor is OK) until SetRules.
+func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
+	if store == nil {
+		return nil, errors.New("rls: nil store")
+	}
+	s := &Server{
+		store:     store,
+		log:       opts.Logger,
+		reg:       opts.Registry,
+		headers:   opts.Headers,
+		nearRatio: opts.NearLimitRatio,
+		now:       opts.Now,
+		health:    health.NewServer(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+	}
+	if s.nearRatio <= 0 {
+		s.nearRatio = DefaultNearLimitRatio
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	m, err := newMetrics(s.reg)
+	if err != nil {
+		return nil, err
+	}
+	s.m = m
+	if set == nil {
+		set, _ = rules.NewSet()
+	}
+	s.set.Store(set)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return s, nil
+}
+
+// Register adds the rate limit service and the gRPC health service to g.
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	pb.RegisterRateLimitServiceServer(g, s)
+	healthpb.RegisterHealthServer(g, s.health)
+}
+
+// Shutdown marks the server NOT_SERVING on the health service and
+// /healthcheck, so load balancers drain it before it stops.
+func (s *Server) Shutdown() { s.health.Shutdown() }
+
+// Rules returns the configuration in use.
+func (s *Server) Rules() *rules.Set { return s.set.Load() }
+
+// SetRules swaps the configuration. Requests in flight finish with the old
+// one.
+func (s *Server) SetRules(set *rules.Set) {
+	if set == nil {
+		set, _ = rules.NewSet()
+	}
+	s.set.Store(set)
+}
+
+// Registry returns the registry holding the server's metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// kind says what a descriptor resolved to.
+type kind uint8
+
+const (
+	kindNone      kind = iota // no rule: OK, nothing counted
+	kindUnlimited             // unlimited rule: OK, remaining MaxUint32
+	kindLimited               // a limit to apply
+)
+
+// check is one descriptor's resolution and outcome.
+type check struct {
+	kind     kind
+	rule     *rules.Rule // nil for an override
+	limit    ratelimit.Limit
+	alg      ratelimit.Algorithm
+	shadow   bool
+	hits     int64
+	d        ratelimit.Decision
+	over     bool // over the limit (before shadow mode)
+	quotaEnd time.Time
+	stats    *ruleStats
+}
+
+type scratch struct {
+	entries []rules.Entry
+	key     []byte
+	checks  []check
+	replace map[string]struct{}
+}
+
+// requestError is a bad request: InvalidArgument over gRPC, 400 over HTTP.
+func requestError(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, "rls: "+format, args...)
+}
+
+// ShouldRateLimit decides req. Bad requests are InvalidArgument; a store
+// failure (after the store's own failure policy) is Unavailable.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		s.m.serviceError.Inc()
+		return nil, requestError("rate limit domain must not be empty")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		s.m.serviceError.Inc()
+		return nil, requestError("rate limit descriptor list must not be empty")
+	}
+	sc, _ := s.scratch.Get().(*scratch)
+	if sc == nil {
+		sc = &scratch{}
+	}
+	defer s.scratch.Put(sc)
+	resp, err := s.decide(ctx, req, sc)
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scratch) (*pb.RateLimitResponse, error) {
+	set := s.set.Load()
+	domain := req.Domain
+	descs := req.Descriptors
+	sc.checks = append(sc.checks[:0], make([]check, len(descs))...)
+	checks := sc.checks
+	clear(sc.replace)
+	anyReplaces := false
+
+	// Resolve every descriptor first: replaces needs them all.
+	for i, desc := range descs {
+		c := &checks[i]
+		hits, err := hitsOf(req, desc)
+		if err != nil {
+			s.m.serviceError.Inc()
+			return nil, err
+		}
+		c.hits = hits
+		sc.entries = sc.entries[:0]
+		for _, e := range desc.GetEntries() {
+			sc.entries = append(sc.entries, rules.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		if o := desc.GetLimit(); o != nil {
+			if set.Config(domain) == nil {
+				continue // envoyproxy/ratelimit: an unknown domain has no limits
+			}
+			lim, err := overrideLimit(o)
+			if err != nil {
+				s.m.serviceError.Inc()
+				return nil, err
+			}
+			c.kind = kindLimited
+			c.limit = lim
+			c.alg = ratelimit.FixedWindow
+			c.stats = s.m.forKey(domain, overrideMetricKey(domain, sc.entries))
+			continue
+		}
+		r := set.Match(domain, sc.entries)
+		if r == nil {
+			continue
+		}
+		c.rule = r
+		if len(r.Replaces) > 0 {
+			if sc.replace == nil {
+				sc.replace = make(map[string]struct{})
+			}
+			for _, n := range r.Replaces {
+				sc.replace[n] = struct{}{}
+			}
+			anyReplaces = true
+		}
+		if r.Unlimited {
+			c.kind = kindUnlimited
+			continue
+		}
+		c.kind = kindLimited
+		c.shadow = r.ShadowMode
+		c.alg = r.Algorithm
+		if r.Quota != nil {
+			start, end := r.Quota.Window(s.now())
+			lim, err := httplimit.QuotaLimit(start, end, r.Quota.Limit)
+			if err != nil {
+				return nil, status.Errorf(codes.Internal, "rls: %s: %v", r.Key, err)
+			}
+			c.limit, c.alg, c.quotaEnd = lim, ratelimit.FixedWindow, end
+		} else {
+			c.limit = r.Limit
+		}
+		c.stats = s.m.forRule(r, sc.entries)
+	}
+	if anyReplaces {
+		for i := range checks {
+			c := &checks[i]
+			if c.rule != nil && c.kind == kindLimited && c.rule.HasName() {
+				if _, ok := sc.replace[c.rule.Name]; ok {
+					*c = check{}
+				}
+			}
+		}
+	}
+
+	// Apply.
+	for i, desc := range descs {
+		c := &checks[i]
+		if c.kind != kindLimited {
+			continue
+		}
+		sc.entries = sc.entries[:0]
+		for _, e := range desc.GetEntries() {
+			sc.entries = append(sc.entries, rules.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		sc.key = s.storageKey(sc.key[:0], domain, c, sc.entries)
+		if err := s.apply(ctx, c, string(sc.key)); err != nil {
+			s.m.storeError.Inc()
+			s.log.LogAttrs(ctx, slog.LevelError, "rls: store failed", slog.String("domain", domain), slog.Any("error", err))
+			return nil, status.Errorf(codes.Unavailable, "rls: store: %v", err)
+		}
+		c.stats.record(c, s.nearRatio)
+	}
+	return s.respond(checks), nil
+}
+
+// apply runs c against the store, with envoyproxy/ratelimit's counting for
+// fixed windows: every hit counts, so a request denied for costing more
+// than is left exhausts the window.
+func (s *Server) apply(ctx context.Context, c *check, key string) error {
+	d, err := s.store.Apply(ctx, ratelimit.Request{Key: key, Limit: c.limit, Algorithm: c.alg, N: c.hits})
+	if err != nil {
+		return err
+	}
+	c.d = d
+	c.over = !d.Allowed
+	if c.over && c.alg == ratelimit.FixedWindow && d.Remaining > 0 {
+		// envoyproxy/ratelimit INCRBYs the whole hits_addend whatever the
+		// outcome, so the window is over its limit from now on. Consume
+		// what is left so that every later request of this window is
+		// denied here too. A failure here only loses that emulation.
+		if _, err := s.store.Apply(ctx, ratelimit.Request{Key: key, Limit: c.limit, Algorithm: c.alg, N: d.Remaining}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storageKey is the rule's storage key (domain and entries, as
+// envoyproxy/ratelimit builds its cache keys) followed by the period and
+// algorithm, so that a reload that changes either starts from a fresh
+// state, as envoyproxy/ratelimit's window-stamped keys do.
+func (s *Server) storageKey(dst []byte, domain string, c *check, entries []rules.Entry) []byte {
+	if c.rule != nil {
+		dst = c.rule.AppendStorageKey(dst, entries)
+	} else {
+		dst = append(dst, domain...)
+		for _, e := range entries {
+			dst = append(dst, '_')
+			dst = append(dst, e.Key...)
+			dst = append(dst, '_')
+			dst = append(dst, e.Value...)
+		}
+	}
+	dst = append(dst, '|')
+	if !c.quotaEnd.IsZero() {
+		// A calendar quota: one state per period.
+		dst = strconv.AppendInt(dst, c.quotaEnd.Unix(), 10)
+		dst = append(dst, 'q')
+	} else {
+		dst = strconv.AppendInt(dst, int64(c.limit.Period/time.Millisecond), 10)
+	}
+	dst = append(dst, '|')
+	dst = strconv.AppendInt(dst, int64(c.alg), 10)
+	return dst
+}
+
+// hitsOf returns the descriptor's cost: its own hits_addend when set (0
+// checks without counting), else the request's, where 0 means 1.
+func hitsOf(req *pb.RateLimitRequest, desc *commonpb.RateLimitDescriptor) (int64, error) {
+	if desc.GetIsNegativeHits() {
+		return 0, requestError("is_negative_hits is not supported")
+	}
+	if h := desc.GetHitsAddend(); h != nil {
+		if h.GetValue() > MaxHitsAddend {
+			return 0, requestError("hits_addend %d is above %d", h.GetValue(), uint64(MaxHitsAddend))
+		}
+		return int64(h.GetValue()), nil
+	}
+	return max(1, int64(req.GetHitsAddend())), nil
+}
+
+// units are Envoy's rate limit units, longest first.
+var units = []struct {
+	d    time.Duration
+	unit pb.RateLimitResponse_RateLimit_Unit
+}{
+	{365 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_YEAR},
+	{30 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_MONTH},
+	{7 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_WEEK},
+	{24 * time.Hour, pb.RateLimitResponse_RateLimit_DAY},
+	{time.Hour, pb.RateLimitResponse_RateLimit_HOUR},
+	{time.Minute, pb.RateLimitResponse_RateLimit_MINUTE},
+	{time.Second, pb.RateLimitResponse_RateLimit_SECOND},
+}
+
+func unitDuration(u typepb.RateLimitUnit) (time.Duration, bool) {
+	switch u {
+	case typepb.RateLimitUnit_SECOND:
+		return time.Second, true
+	case typepb.RateLimitUnit_MINUTE:
+		return time.Minute, true
+	case typepb.RateLimitUnit_HOUR:
+		return time.Hour, true
+	case typepb.RateLimitUnit_DAY:
+		return 24 * time.Hour, true
+	case typepb.RateLimitUnit_MONTH:
+		return 30 * 24 * time.Hour, true
+	case typepb.RateLimitUnit_YEAR:
+		return 365 * 24 * time.Hour, true
+	}
+	return 0, false
+}
+
+// overrideLimit converts a descriptor's limit override: a fixed window of
+// requests_per_unit per unit (times unit_multiplier).
+func overrideLimit(o *commonpb.RateLimitDescriptor_RateLimitOverride) (ratelimit.Limit, error) {
+	d, ok := unitDuration(o.GetUnit())
+	if !ok {
+		return ratelimit.Limit{}, requestError("limit override has unknown unit %v", o.GetUnit())
+	}
+	if m := o.GetUnitMultiplier(); m != nil {
+		if m.GetValue() == 0 {
+			return ratelimit.Limit{}, requestError("limit override has unit_multiplier 0")
+		}
+		if time.Duration(m.GetValue()) > ratelimit.MaxPeriod/d {
+			return ratelimit.Limit{}, requestError("limit override period %d×%v is too long", m.GetValue(), o.GetUnit())
+		}
+		d *= time.Duration(m.GetValue())
+	}
+	lim := ratelimit.Limit{Rate: int64(o.GetRequestsPerUnit()), Period: d}
+	if err := lim.Validate(); err != nil {
+		return ratelimit.Limit{}, requestError("limit override: %v", err)
+	}
+	return lim, nil
+}
+
+// overrideMetricKey is envoyproxy/ratelimit's stats key for an override:
+// "domain.key1_value1.key2" (no '_' for an empty value).
+func overrideMetricKey(domain string, entries []rules.Entry) string {
+	b := make([]byte, 0, 64)
+	b = append(b, domain...)
+	for _, e := range entries {
+		b = append(b, '.')
+		b = append(b, e.Key...)
+		if e.Value != "" {
+			b = append(b, '_')
+			b = append(b, e.Value...)
+		}
+	}
+	return string(b)
+}
+
+// currentLimit is the limit as Envoy's RateLimit message says it: the
+// longest unit dividing the period, with unit_multiplier when it is more
+// than one unit.
+func currentLimit(c *check) *pb.RateLimitResponse_RateLimit {
+	rl := &pb.RateLimitResponse_RateLimit{RequestsPerUnit: clamp32(c.limit.Rate)}
+	if c.rule != nil && c.rule.HasName() {
+		rl.Name = c.rule.Name
+	}
+	p := c.limit.Period
+	for _, u := range units {
+		if p >= u.d && p%u.d == 0 {
+			rl.Unit = u.unit
+			if n := p / u.d; n > 1 {
+				rl.UnitMultiplier = wrapU32(uint32(min(n, math.MaxUint32)))
+			}
+			break
+		}
+	}
+	return rl
+}
+
+func clamp32(n int64) uint32 {
+	switch {
+	case n < 0:
+		return 0
+	case n > math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(n)
+}
+
+// resetAfter is duration_until_reset: what the store says, or for a fixed
+// window nobody has hit, the time to the end of the epoch-aligned window,
+// in whole seconds rounded up as envoyproxy/ratelimit reports it.
+func (s *Server) resetAfter(c *check) time.Duration {
+	r := c.d.ResetAfter
+	now := s.now()
+	switch {
+	case !c.quotaEnd.IsZero():
+		r = c.quotaEnd.Sub(now)
+	case r == 0 && c.alg == ratelimit.FixedWindow && c.limit.Period > 0:
+		p := int64(c.limit.Period)
+		r = time.Duration(p - now.UnixNano()%p)
+	}
+	return time.Duration(ratelimit.DurationCeil(r)) * time.Second
+}
+
+func (s *Server) respond(checks []check) *pb.RateLimitResponse {
+	resp := &pb.RateLimitResponse{
+		OverallCode: pb.RateLimitResponse_OK,
+		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(checks)),
+	}
+	statuses := make([]pb.RateLimitResponse_DescriptorStatus, len(checks))
+	for i := range checks {
+		c := &checks[i]
+		st := &statuses[i]
+		resp.Statuses[i] = st
+		st.Code = pb.RateLimitResponse_OK
+		switch c.kind {
+		case kindNone:
+			continue
+		case kindUnlimited:
+			st.LimitRemaining = math.MaxUint32
+			continue
+		}
+		st.CurrentLimit = currentLimit(c)
+		st.DurationUntilReset = durationpb.New(s.resetAfter(c))
+		if c.over {
+			if !c.shadow {
+				st.Code = pb.RateLimitResponse_OVER_LIMIT
+				resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+			}
+		} else {
+			st.LimitRemaining = clamp32(c.d.Remaining)
+		}
+	}
+	if s.headers != HeadersOff {
+		resp.ResponseHeadersToAdd = s.responseHeaders(checks, resp)
+	}
+	return resp
+}
+
+func header(k, v string) *corepb.HeaderValue { return &corepb.HeaderValue{Key: k, Value: v} }
