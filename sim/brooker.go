@@ -16,7 +16,7 @@ var BrookerStrategies = []string{"no-backoff", "exponential", "full-jitter", "eq
 // study.
 type BrookerOptions struct {
 	Seed       uint64
-	Runs       int           // runs per point; 0 means 100
+	Runs       int           // runs per point; 0 means 20 (Brooker averaged 100)
 	Clients    []int         // contending clients; nil means 10, 20, …, 190
 	Strategies []string      // from BrookerStrategies; nil means all
 	Base       time.Duration // backoff base; 0 means 5 ms
@@ -46,7 +46,7 @@ type BrookerResult struct {
 
 func (o BrookerOptions) withDefaults() (BrookerOptions, error) {
 	if o.Runs <= 0 {
-		o.Runs = 100
+		o.Runs = 20
 	}
 	if len(o.Clients) == 0 {
 		for n := 10; n <= 190; n += 10 {

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/sim"
+)
+
+func init() {
+	register(command{
+		name:    "sim",
+		summary: "run a simulation (brooker, objectstore, aimd, buckets, windows) on sluice's own code",
+		run:     runSim,
+	})
+}
+
+// simResult is what every scenario of package sim returns.
+type simResult interface {
+	Table() sim.Table
+	Figure() sim.Figure
+}
+
+// simCommon are the flags every scenario has.
+type simCommon struct {
+	seed     uint64
+	runs     int
+	progress func(done, total int)
+}
+
+// simScenario is one "sluice sim NAME": its flags, registered on fs, and
+// a function that runs it once the flags are parsed.
+type simScenario struct {
+	name, summary string
+	flags         func(fs *flag.FlagSet) func(c simCommon) (simResult, error)
+}
+
+var simScenarios = []simScenario{
+	{"brooker", "Brooker's backoff and jitter study: N clients, one row, optimistic concurrency", simBrooker},
+	{"objectstore", "seed 002: 9 writes into a budget of 5 per tick, with backoff and retrying at once", simObjectStore},
+	{"aimd", "an AIMD client against a server whose capacity is hidden and changes", simAIMD},
+	{"buckets", "one bursty trace through token bucket, leaky queue, fixed and sliding windows", simBuckets},
+	{"windows", "sliding window counter vs the exact log: wrong decisions and the gap", simWindows},
+}
+
+func simUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: sluice sim NAME [flags]
+
+Runs a deterministic discrete-event simulation that drives sluice's real
+components (backoff strategies, limiter steps, memstore, adaptive) on a
+virtual clock. The same --seed prints the same bytes.
+
+Scenarios:
+`)
+	for _, s := range simScenarios {
+		fmt.Fprintf(w, "  %-12s %s\n", s.name, s.summary)
+	}
+	fmt.Fprint(w, `
+Flags of every scenario:
+  --seed N        random seed (default 1)
+  --runs N        independent runs to average (default: the scenario's)
+  --format F      table, json or csv (default table)
+  --svg FILE      also draw the scenario's figure as SVG to FILE
+
+sluice sim NAME --help lists a scenario's own flags.
+`)
+}
+
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		simUsage(stdout)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	var sc *simScenario
+	for i := range simScenarios {
+		if simScenarios[i].name == args[0] {
+			sc = &simScenarios[i]
+		}
+	}
+	if sc == nil {
+		fmt.Fprintf(stderr, "sluice sim: unknown scenario %q\n\n", args[0])
+		simUsage(stderr)
+		return errUsage
+	}
+	fs := newFlagSet("sim "+sc.name, "[flags]", stderr)
+	seed := fs.Uint64("seed", 1, "random seed: the same seed prints the same bytes")
+	runs := fs.Int("runs", 0, "independent runs (0: the scenario's default)")
+	format := fs.String("format", "table", "output: table, json or csv")
+	svg := fs.String("svg", "", "write the figure as SVG to this `file`")
+	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	start := sc.flags(fs)
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	// main prints nothing for usage errors: say what is wrong here.
+	bad := func(format string, a ...any) error {
+		msg := fmt.Sprintf(format, a...)
+		fmt.Fprintf(stderr, "sluice sim %s: %s\n", sc.name, msg)
+		return fmt.Errorf("%w: %s", errUsage, msg)
+	}
+	if fs.NArg() > 0 {
+		return bad("unexpected arguments %q", fs.Args())
+	}
+	switch *format {
+	case "table", "json", "csv":
+	default:
+		return bad("--format %q: want table, json or csv", *format)
+	}
+	if *runs < 0 {
+		return bad("--runs %d: want 0 or more", *runs)
+	}
+	c := simCommon{seed: *seed, runs: *runs}
+	if !*quiet {
+		c.progress = progressPrinter(stderr, "sluice sim "+sc.name)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	res, err := start(c)
+	if err != nil {
+		return bad("%v", err) // the scenario refused its options
+	}
+	if err := res.Table().Write(stdout, *format); err != nil {
+		return err
+	}
+	if *svg != "" {
+		f, err := os.Create(*svg)
+		if err != nil {
+			return err
+		}
+		if err := res.Figure().WriteSVG(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// progressPrinter returns a progress callback for runs long enough to need
+// one: on a terminal it redraws one line at each whole percent, elsewhere it
+// prints a line at each quarter.
+func progressPrinter(w io.Writer, label string) func(done, total int) {
+	step, format := 25, "%s: %d%% of %d runs\n"
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			step, format = 1, "\r%s: %3d%% of %d runs"
+		}
+	}
+	last := -1
+	return func(done, total int) {
+		if total < 200 {
+			return
+		}
+		pct := done * 100 / total / step * step
+		if pct == last {
+			return
+		}
+		last = pct
+		fmt.Fprintf(w, format, label, pct, total)
+		if done == total && step == 1 {
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func simBrooker(fs *flag.FlagSet) func(simCommon) (simResult, error) {
+	clients := intList{}
+	fs.Var(&clients, "clients", "comma-separated numbers of clients (default 10,20,…,190)")
+	strategies := stringList{}
+	fs.Var(&strategies, "strategies", "comma-separated strategies (default all: "+strings.Join(sim.BrookerStrategies, ",")+")")
+	base := fs.Duration("base", 5*time.Millisecond, "backoff base")
+	maxd := fs.Duration("cap", 2*time.Second, "backoff cap")
+	return func(c simCommon) (simResult, error) {
+		return sim.Brooker(sim.BrookerOptions{Seed: c.seed, Runs: c.runs, Clients: clients,
+			Strategies: strategies, Base: *base, Cap: *maxd, Progress: c.progress})
+	}
+}
+
+func simObjectStore(fs *flag.FlagSet) func(simCommon) (simResult, error) {
+	requests := fs.Int("requests", 9, "writes fired at once")
+	budget := fs.Int("budget", 5, "writes the prefix accepts per tick")
+	tick := fs.Duration("tick", 100*time.Millisecond, "the store's tick")
+	base := fs.Duration("base", 100*time.Millisecond, "first backoff (then doubling, plus up to as much jitter)")
+	attempts := fs.Int("max-attempts", 6, "tries per write, the first included")
+	return func(c simCommon) (simResult, error) {
+		return sim.ObjectStore(sim.ObjectStoreOptions{Seed: c.seed, Runs: c.runs, Requests: *requests,
+			Budget: *budget, Tick: *tick, Base: *base, MaxAttempts: *attempts})
+	}
+}
+
+func simAIMD(fs *flag.FlagSet) func(simCommon) (simResult, error) {
+	var phases phaseList
+	fs.Var(&phases, "phases", "hidden capacity as START:LIMIT,… e.g. 0s:40,60s:100 (default 0s:40,60s:100,120s:25,180s:60)")
+	duration := fs.Duration("duration", 0, "length of the run (default 60s after the last phase starts)")
+	return func(c simCommon) (simResult, error) {
+		return sim.AIMD(sim.AIMDOptions{Seed: c.seed, Runs: c.runs, Phases: phases, Duration: *duration})
+	}
+}
+
+func simBuckets(fs *flag.FlagSet) func(simCommon) (simResult, error) {
+	rate := fs.Int64("rate", 10, "the limit, per second")
+	burst := fs.Int64("burst", 0, "token bucket capacity and leaky queue length (default the rate)")
+	background := fs.Float64("background", 4, "Poisson arrivals per second besides the bursts")
+	return func(c simCommon) (simResult, error) {
+		if c.runs > 1 {
+			return nil, errors.New("buckets runs one trace: --runs does not apply")
+		}
+		return sim.Buckets(sim.BucketsOptions{Seed: c.seed, Rate: *rate, Burst: *burst, Background: *background})
+	}
+}
+
+func simWindows(fs *flag.FlagSet) func(simCommon) (simResult, error) {
+	sources := fs.Int("sources", 200, "sources, each a Poisson stream with its own key")
+	rate := fs.Int64("rate", 100, "the limit: requests per --period")
+	period := fs.Duration("period", time.Minute, "the limit's window")
+	duration := fs.Duration("duration", time.Hour, "length of the trace")
+	return func(c simCommon) (simResult, error) {
+		if c.runs > 1 {
+			return nil, errors.New("windows runs one trace: --runs does not apply")
+		}
+		return sim.Windows(sim.WindowsOptions{Seed: c.seed, Sources: *sources,
+			Limit: ratelimit.Limit{Rate: *rate, Period: *period}, Duration: *duration})
+	}
+}
+
+// intList is a comma-separated list of positive integers.
+type intList []int
+
+func (l *intList) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q is not a positive integer", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+// stringList is a comma-separated list of words.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			*l = append(*l, f)
+		}
+	}
+	return nil
+}
+
+// phaseList is a comma-separated list of START:LIMIT phases.
+type phaseList []sim.Phase
+
+func (l *phaseList) String() string {
+	s := make([]string, len(*l))
+	for i, p := range *l {
+		s[i] = fmt.Sprintf("%v:%d", p.Start, p.Limit)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *phaseList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		start, limit, ok := strings.Cut(strings.TrimSpace(f), ":")
+		if !ok {
+			return fmt.Errorf("%q: want START:LIMIT, e.g. 60s:100", f)
+		}
+		d, err := time.ParseDuration(start)
+		if err != nil {
+			return fmt.Errorf("%q: %v", f, err)
+		}
+		n, err := strconv.ParseInt(limit, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q: limit %q is not an integer", f, limit)
+		}
+		*l = append(*l, sim.Phase{Start: d, Limit: n})
+	}
+	return nil
+}
