@@ -80,13 +80,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ln.Close()
 		return fmt.Errorf("serve: admin: %w", err)
 	}
-	source := *configFile
-	if source == "" {
-		source = "built-in default"
-	}
-	log.Info("sluice serve: listening", "addr", ln.Addr().String(), "admin", adm.Addr().String(),
-		"config", source, "upstream", cfg.Upstream, "store", redact(cfg.Store), "headers", cfg.Headers.String())
-
 	var wg sync.WaitGroup
 	wctx, stop := context.WithCancel(ctx)
 	defer func() { stop(); wg.Wait() }()
@@ -125,6 +118,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			gateway.WatchFile(wctx, *configFile, 0, func() { reload("file changed") })
 		}()
 	}
+	source := *configFile
+	if source == "" {
+		source = "built-in default"
+	}
+	log.Info("sluice serve: listening", "addr", ln.Addr().String(), "admin", adm.Addr().String(),
+		"config", source, "upstream", cfg.Upstream, "store", redact(cfg.Store), "headers", cfg.Headers.String())
 	err = g.Serve(ctx, ln, adm)
 	log.Info("sluice serve: stopped")
 	return err
