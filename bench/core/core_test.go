@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 const (
@@ -69,6 +70,7 @@ func BenchmarkCore(b *testing.B) {
 func benchSerial(b *testing.B, l Limiter, keys []string) {
 	i, admitted := 0, 0
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		if l.Allow(keys[i]) {
 			admitted++
@@ -77,13 +79,25 @@ func benchSerial(b *testing.B, l Limiter, keys []string) {
 			i = 0
 		}
 	}
+	reportCPU(b, cpu)
 	b.ReportMetric(float64(admitted)/float64(b.N), "admits/op")
+}
+
+// reportCPU reports the process CPU time per operation since start:
+// unlike ns/op (wall time), it does not grow when other processes share the
+// machine, and for the parallel case it is the work the machine does per
+// operation, summed over the cores.
+func reportCPU(b *testing.B, start int64) {
+	if start > 0 {
+		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+	}
 }
 
 func benchParallel(b *testing.B, l Limiter, keys []string) {
 	var seq, admitted atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := cpuTime()
 	b.RunParallel(func(pb *testing.PB) {
 		i := int(seq.Add(1)*7919) % len(keys)
 		n := int64(0)
@@ -97,6 +111,7 @@ func benchParallel(b *testing.B, l Limiter, keys []string) {
 		}
 		admitted.Add(n)
 	})
+	reportCPU(b, cpu)
 	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admits/op")
 }
 
@@ -159,4 +174,14 @@ func TestContendersAgree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkTimeNow is the cost of reading the clock once, which every
+// contender but sluice's cached-clock configuration pays on every call.
+func BenchmarkTimeNow(b *testing.B) {
+	var sink int64
+	for b.Loop() {
+		sink += time.Now().UnixNano()
+	}
+	runtime.KeepAlive(sink)
 }
