@@ -1,0 +1,429 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/httpclient"
+)
+
+func init() {
+	register(command{
+		name:    "fetch",
+		summary: "fetch URLs politely: per-host limits, AIMD, backoff, Retry-After",
+		run:     runFetch,
+	})
+}
+
+const fetchUsage = `Usage: sluice fetch [flags] URL...
+       sluice fetch [flags] -i FILE
+
+Fetches URLs politely. Each host gets a token bucket (--rate, --burst) and a
+cap on requests in flight (--concurrency); with no --rate the rate starts at
+2 requests a second and AIMD finds what each host takes. A 429 or 503 pauses
+the whole host for its Retry-After (or the backoff), then it ramps back up.
+Retries use the backoff with jitter, at most --max-attempts attempts and
+--max-delay per wait, from a retry budget per host; a host that keeps
+throttling trips a breaker. 403s and challenge pages are not retried.
+
+Prints a progress bar on a terminal (stderr) and a summary at the end:
+human-readable, or one JSON object with --json:
+  {"requests","succeeded","failed","attempts","retries","status","hosts","elapsed_ms"}
+
+Exit status: 0 when every URL was fetched with a status below 400, 1 when
+some failed, 2 for bad usage.
+
+Flags:
+`
+
+// fetchSummary is the --json output.
+type fetchSummary struct {
+	Requests  int                `json:"requests"`
+	Succeeded int                `json:"succeeded"`
+	Failed    int                `json:"failed"`
+	Attempts  int64              `json:"attempts"`
+	Retries   int64              `json:"retries"`
+	Status    map[string]int64   `json:"status"`
+	Hosts     map[string]float64 `json:"hosts"`
+	ElapsedMS int64              `json:"elapsed_ms"`
+}
+
+func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("fetch", "[flags] URL...", stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, fetchUsage)
+		fs.PrintDefaults()
+	}
+	input := fs.String("i", "", "read URLs from `FILE`, one per line (# comments; - for stdin)")
+	rate := fs.Float64("rate", 0, "requests per second per host (0: adaptive, found by AIMD)")
+	burst := fs.Int("burst", 1, "most requests a host's bucket starts at once")
+	conc := fs.Int("concurrency", 4, "most requests in flight per host")
+	adapt := fs.Bool("adaptive", false, "adapt each host's rate with AIMD (the default without --rate; with --rate, start there)")
+	maxAttempts := fs.Int("max-attempts", 7, "most attempts per URL, the first included")
+	maxDelay := fs.Duration("max-delay", 60*time.Second, "longest single wait; a longer Retry-After fails the URL at once")
+	strategy := fs.String("backoff", "equal", "backoff: equal, full, decorrelated, exponential or multiplicative")
+	base := fs.Duration("base-delay", 500*time.Millisecond, "backoff base delay")
+	timeout := fs.Duration("timeout", 30*time.Second, "per-attempt timeout (0: none)")
+	outDir := fs.String("o", "", "save bodies under `DIR` (DIR/host/path); default: discard")
+	jsonOut := fs.Bool("json", false, "print the summary as one JSON object")
+	progress := fs.Bool("progress", true, "show a progress bar when stderr is a terminal")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	urls := fs.Args()
+	if *input != "" {
+		more, err := fetchReadURLs(*input)
+		if err != nil {
+			return err
+		}
+		urls = append(urls, more...)
+	}
+	if len(urls) == 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: no URLs (give them as arguments or with -i FILE)", errUsage)
+	}
+	parsed := make([]*url.URL, len(urls))
+	for i, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%w: not an http(s) URL: %q", errUsage, s)
+		}
+		parsed[i] = u
+	}
+	switch {
+	case *rate < 0, *burst < 1, *conc < 1, *maxAttempts < 1, *maxDelay <= 0, *base <= 0, *timeout < 0:
+		return fmt.Errorf("%w: --rate must be >= 0; --burst, --concurrency, --max-attempts >= 1; durations positive", errUsage)
+	}
+	bo, err := fetchBackoff(*strategy, *base, *maxDelay)
+	if err != nil {
+		return err
+	}
+
+	var st fetchStats
+	st.status = map[int]int64{}
+	opts := httpclient.Options{
+		Burst:          *burst,
+		Concurrency:    *conc,
+		MaxAttempts:    *maxAttempts,
+		MaxDelay:       *maxDelay,
+		Backoff:        bo,
+		AttemptTimeout: *timeout,
+		Observer:       httpclient.ObserverFunc(st.observe),
+	}
+	if *rate > 0 {
+		if *adapt {
+			opts.Adaptive = adaptive.Options{Initial: *rate, NoSlowStart: true}
+		} else {
+			opts.Rate = *rate
+		}
+	}
+	tr := httpclient.New(opts)
+	client := &http.Client{Transport: tr}
+
+	// One queue per host, each drained by --concurrency workers, so that a
+	// paused host never holds up the others.
+	byHost := map[string][]int{}
+	var hosts []string
+	for i, u := range parsed {
+		h := strings.ToLower(u.Host)
+		if _, ok := byHost[h]; !ok {
+			hosts = append(hosts, h)
+		}
+		byHost[h] = append(byHost[h], i)
+	}
+
+	start := time.Now()
+	var done, okCount atomic.Int64
+	failures := make([]string, len(parsed))
+	stopBar := fetchProgress(stderr, *progress && !*jsonOut, len(parsed), &done, &st)
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		queue := make(chan int)
+		for range min(*conc, len(byHost[h])) {
+			wg.Go(func() {
+				for i := range queue {
+					if err := fetchOne(ctx, client, parsed[i], *outDir); err != nil {
+						failures[i] = fmt.Sprintf("%s: %v", parsed[i], err)
+					} else {
+						okCount.Add(1)
+					}
+					done.Add(1)
+				}
+			})
+		}
+		wg.Go(func() {
+			defer close(queue)
+			for _, i := range byHost[h] {
+				select {
+				case queue <- i:
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	stopBar()
+	elapsed := time.Since(start)
+
+	sum := fetchSummary{
+		Requests:  len(parsed),
+		Succeeded: int(okCount.Load()),
+		Attempts:  st.attempts.Load(),
+		Retries:   st.retries.Load(),
+		Status:    map[string]int64{},
+		Hosts:     map[string]float64{},
+		ElapsedMS: elapsed.Milliseconds(),
+	}
+	sum.Failed = sum.Requests - sum.Succeeded
+	st.mu.Lock()
+	for code, n := range st.status {
+		sum.Status[strconv.Itoa(code)] = n
+	}
+	st.mu.Unlock()
+	for _, h := range tr.Hosts() {
+		sum.Hosts[h.Host] = float64(int64(h.Rate*100+0.5)) / 100
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		if err := enc.Encode(sum); err != nil {
+			return err
+		}
+	} else {
+		fetchPrintSummary(stdout, sum, failures)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fetch interrupted: %d of %d URLs done", done.Load(), len(parsed))
+	}
+	if sum.Failed > 0 {
+		if *jsonOut {
+			for _, f := range failures {
+				if f != "" {
+					fmt.Fprintln(stderr, "sluice fetch:", f)
+				}
+			}
+		}
+		return fmt.Errorf("fetch: %d of %d URLs failed", sum.Failed, sum.Requests)
+	}
+	return nil
+}
+
+// fetchOne gets u and saves or discards the body. A status of 400 or more
+// is a failure.
+func fetchOne(ctx context.Context, c *http.Client, u *url.URL, dir string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", "sluice-fetch")
+	resp, err := c.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	w := io.Discard
+	if dir != "" && resp.StatusCode < 400 {
+		name := fetchPath(dir, u)
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			return err
+		}
+		f, err := os.Create(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("reading body: %w", err)
+	}
+	if resp.StatusCode >= 400 {
+		return errors.New(resp.Status)
+	}
+	return nil
+}
+
+// fetchPath maps u to a file under dir: dir/host/path, with index.html for
+// a directory and the query folded into the name. Nothing can escape dir.
+func fetchPath(dir string, u *url.URL) string {
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			switch {
+			case r == '/' || r == '\\' || r == ':' || r < ' ':
+				return '_'
+			}
+			return r
+		}, s)
+	}
+	p := u.EscapedPath()
+	if p == "" || strings.HasSuffix(p, "/") {
+		p += "index.html"
+	}
+	var parts []string
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			continue
+		}
+		parts = append(parts, clean(seg))
+	}
+	if u.RawQuery != "" && len(parts) > 0 {
+		parts[len(parts)-1] += "_" + clean(u.RawQuery)
+	}
+	return filepath.Join(append([]string{dir, clean(u.Host)}, parts...)...)
+}
+
+func fetchReadURLs(name string) ([]string, error) {
+	var r io.Reader = os.Stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	var urls []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		urls = append(urls, line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	return urls, nil
+}
+
+func fetchBackoff(name string, base, maxd time.Duration) (backoff.Strategy, error) {
+	switch name {
+	case "equal":
+		return backoff.EqualJitter{Base: base, Max: maxd}, nil
+	case "full":
+		return backoff.FullJitter{Base: base, Max: maxd}, nil
+	case "decorrelated":
+		return backoff.Decorrelated{Base: base, Max: maxd}, nil
+	case "exponential":
+		return backoff.Exponential{Base: base, Max: maxd}, nil
+	case "multiplicative":
+		return backoff.Multiplicative{Base: base, Max: maxd}, nil
+	}
+	return nil, fmt.Errorf("%w: unknown --backoff %q (want equal, full, decorrelated, exponential or multiplicative)", errUsage, name)
+}
+
+// fetchStats counts what the transport reports.
+type fetchStats struct {
+	attempts, retries, throttled atomic.Int64
+	mu                           sync.Mutex
+	status                       map[int]int64
+}
+
+func (s *fetchStats) observe(e httpclient.Event) {
+	switch e.Kind {
+	case httpclient.Attempt:
+		s.attempts.Add(1)
+		if e.Status != 0 {
+			s.mu.Lock()
+			s.status[e.Status]++
+			s.mu.Unlock()
+		}
+		if e.Signal == adaptive.Throttled {
+			s.throttled.Add(1)
+		}
+	case httpclient.Retry:
+		s.retries.Add(1)
+	}
+}
+
+// fetchProgress draws a progress bar on stderr while URLs are fetched, if
+// stderr is a terminal. The returned func stops and erases it.
+func fetchProgress(w io.Writer, enabled bool, total int, done *atomic.Int64, st *fetchStats) func() {
+	f, ok := w.(*os.File)
+	if !enabled || !ok {
+		return func() {}
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	draw := func() {
+		n := int(done.Load())
+		const width = 30
+		filled := width * n / max(total, 1)
+		fmt.Fprintf(f, "\r[%s%s] %d/%d  retries %d  429/503 %d ",
+			strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, total, st.retries.Load(), st.throttled.Load())
+	}
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				draw()
+			case <-stop:
+				fmt.Fprint(f, "\r\033[K")
+				return
+			}
+		}
+	}()
+	return func() { close(stop); <-finished }
+}
+
+func fetchPrintSummary(w io.Writer, s fetchSummary, failures []string) {
+	fmt.Fprintf(w, "fetched %d URLs in %v: %d succeeded, %d failed\n",
+		s.Requests, (time.Duration(s.ElapsedMS) * time.Millisecond).Round(10*time.Millisecond), s.Succeeded, s.Failed)
+	codes := make([]string, 0, len(s.Status))
+	for c := range s.Status {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	var parts []string
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%s×%d", c, s.Status[c]))
+	}
+	fmt.Fprintf(w, "attempts %d (%d retries); status %s\n", s.Attempts, s.Retries, strings.Join(parts, " "))
+	hosts := make([]string, 0, len(s.Hosts))
+	for h := range s.Hosts {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		fmt.Fprintf(w, "host %s: %.2f req/s\n", h, s.Hosts[h])
+	}
+	n := 0
+	for _, f := range failures {
+		if f == "" {
+			continue
+		}
+		if n == 10 {
+			fmt.Fprintf(w, "… and %d more failures\n", s.Failed-10)
+			break
+		}
+		fmt.Fprintln(w, "failed:", f)
+		n++
+	}
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// fetchServer is a token-bucket server on memstore, with Retry-After.
+func fetchServer(t *testing.T, limit ratelimit.Limit) (*httptest.Server, func(int) int) {
+	t.Helper()
+	store := memstore.New(memstore.Options{SweepInterval: -1})
+	var mu sync.Mutex
+	counts := map[int]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code := http.StatusOK
+		switch {
+		case r.URL.Path == "/missing":
+			code = http.StatusNotFound
+		default:
+			d, err := store.Apply(r.Context(), ratelimit.Request{Key: "k", Limit: limit, Algorithm: ratelimit.TokenBucket, N: 1})
+			if err != nil || !d.Allowed {
+				code = http.StatusTooManyRequests
+				w.Header().Set("Retry-After", strconv.FormatInt(ratelimit.DurationCeil(d.RetryAfter), 10))
+			}
+		}
+		mu.Lock()
+		counts[code]++
+		mu.Unlock()
+		w.WriteHeader(code)
+		fmt.Fprintf(w, "%s %s\n", r.URL.Path, http.StatusText(code))
+	}))
+	t.Cleanup(func() { srv.Close(); store.Close() })
+	return srv, func(code int) int { mu.Lock(); defer mu.Unlock(); return counts[code] }
+}
+
+func TestFetchJSON(t *testing.T) {
+	t.Parallel()
+	srv, count := fetchServer(t, ratelimit.Limit{Rate: 50, Period: time.Second, Burst: 5})
+	var urls []string
+	for i := range 40 {
+		urls = append(urls, fmt.Sprintf("%s/item/%d", srv.URL, i))
+	}
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"fetch", "--json", "--rate", "40", "--adaptive", "--concurrency", "4"}, urls...)
+	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("fetch: %v\nstderr: %s", err, stderr.String())
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("output %q is not one JSON object: %v", stdout.String(), err)
+	}
+	for _, k := range []string{"requests", "succeeded", "failed", "attempts", "retries", "status", "hosts", "elapsed_ms"} {
+		if _, ok := sum[k]; !ok {
+			t.Errorf("summary has no %q: %s", k, stdout.String())
+		}
+	}
+	if sum["requests"] != 40.0 || sum["succeeded"] != 40.0 || sum["failed"] != 0.0 {
+		t.Errorf("summary %s, want 40 requests, all succeeded", stdout.String())
+	}
+	st := sum["status"].(map[string]any)
+	if st["200"] != 40.0 || count(200) != 40 {
+		t.Errorf("status %v (server saw %d 200s), want 40 × 200", st, count(200))
+	}
+	if n := count(429); n > 4 {
+		t.Errorf("server sent %d 429s, want at most 4", n)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	if r, ok := sum["hosts"].(map[string]any)[host].(float64); !ok || r <= 0 {
+		t.Errorf("hosts %v, want a rate for %s", sum["hosts"], host)
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr %q, want nothing (not a terminal)", stderr.String())
+	}
+}
+
+func TestFetchFileAndOutput(t *testing.T) {
+	t.Parallel()
+	srv, _ := fetchServer(t, ratelimit.Limit{Rate: 100, Period: time.Second, Burst: 10})
+	dir := t.TempDir()
+	list := filepath.Join(dir, "urls.txt")
+	content := fmt.Sprintf("# a comment\n%s/a/b.txt\n\n%s/\n%s/q?x=1\n%s/missing\n", srv.URL, srv.URL, srv.URL, srv.URL)
+	if err := os.WriteFile(list, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"fetch", "--rate", "50", "-i", list, "-o", out}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "1 of 4 URLs failed") {
+		t.Fatalf("fetch = %v, want 1 of 4 failed (the 404)", err)
+	}
+	host := strings.ReplaceAll(strings.TrimPrefix(srv.URL, "http://"), ":", "_")
+	for name, want := range map[string]string{
+		"a/b.txt":    "/a/b.txt OK\n",
+		"index.html": "/ OK\n",
+		"q_x=1":      "/q OK\n",
+	} {
+		got, err := os.ReadFile(filepath.Join(out, host, name))
+		if err != nil || string(got) != want {
+			t.Errorf("saved %s = %q, %v, want %q", name, got, err, want)
+		}
+	}
+	s := stdout.String()
+	for _, want := range []string{"fetched 4 URLs", "3 succeeded, 1 failed", "200×3", "404×1", "failed: " + srv.URL + "/missing: 404 Not Found"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary %q does not contain %q", s, want)
+		}
+	}
+}
+
+func TestFetchUsage(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"fetch", "--help"}, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("--help = %v, want flag.ErrHelp", err)
+	}
+	if !strings.Contains(stderr.String(), "Usage: sluice fetch") || !strings.Contains(stderr.String(), "-concurrency") {
+		t.Errorf("--help printed %q", stderr.String())
+	}
+	for _, args := range [][]string{
+		{"fetch"},
+		{"fetch", "ftp://x/y"},
+		{"fetch", "--rate", "-1", "http://x/"},
+		{"fetch", "--backoff", "linear", "http://x/"},
+		{"fetch", "--nope", "http://x/"},
+	} {
+		if err := run(t.Context(), args, &stdout, &stderr); !errors.Is(err, errUsage) {
+			t.Errorf("run(%q) = %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestFetchPath(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"http://h:8080/":             "d/h_8080/index.html",
+		"http://h/a/../../../etc/pw": "d/h/a/etc/pw",
+		"http://h/x?y=/z":            "d/h/x_y=_z",
+		"http://h":                   "d/h/index.html",
+	} {
+		u, _ := url.Parse(in)
+		if got := fetchPath("d", u); got != want {
+			t.Errorf("fetchPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
