@@ -439,16 +439,18 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 		"rate_limits": func(k, v *yaml.Node) {
 			d.list(v, join(path, "rate_limits"), func(_ int, v *yaml.Node, p string) {
 				var desc httplimit.Descriptor
+				n := 0
 				d.fields(v, p, map[string]func(k, v *yaml.Node){
 					"actions": func(k, v *yaml.Node) {
 						d.list(v, join(p, "actions"), func(_ int, v *yaml.Node, p string) {
+							n++
 							if a := d.action(v, p); a != nil {
 								desc.Actions = append(desc.Actions, a)
 							}
 						})
 					},
 				})
-				if len(desc.Actions) == 0 {
+				if n == 0 {
 					d.add(v.Line, join(p, "actions"), "want at least one action")
 				}
 				r.Descriptors = append(r.Descriptors, desc)

@@ -1,0 +1,35 @@
+// Package gateway is sluice's rate limiting reverse proxy, the server
+// behind `sluice serve`: it puts per-identity limits in front of any HTTP
+// API with one config file.
+//
+// A config (see [Parse]) names the public and admin addresses, the
+// upstream (a URL, or builtin:echo, a demo API built in), the store
+// (memory, or Redis for a fleet of gateways sharing one budget), how
+// callers are identified (API keys, JWT, a header from a trusted proxy;
+// else the client IP — nothing is trusted by default), the routes with
+// their Envoy-style rate_limits actions, and the rules themselves in the
+// envoyproxy/ratelimit format (package rules). Every problem in a config
+// is reported at once, as "file:line: path: message".
+//
+// Most callers use [New] and [Gateway.Serve]:
+//
+//	cfg, err := gateway.ParseFile("gateway.yaml")
+//	g, err := gateway.New(ctx, cfg, gateway.Options{Logger: log})
+//	defer g.Close()
+//	err = g.Serve(ctx, publicListener, adminListener)
+//
+// Requests are limited by package httplimit and proxied with
+// httputil.ReverseProxy (Rewrite, never Director; the client's
+// X-Forwarded-* headers are replaced). The admin listener serves
+// Prometheus /metrics (decisions by rule and outcome, shadow denials,
+// store errors, decision latency, reloads), /healthz and /readyz (503
+// while draining).
+//
+// [Gateway.Reload] swaps in a new config atomically: limiter state lives
+// in the store, keyed by the rules' descriptors, so unchanged rules keep
+// their counters, and connections are never dropped. An invalid config
+// is refused and the old one keeps serving. [WatchFile] polls a config
+// file for changes. With the memory store, a snapshot file keeps state
+// (calendar quotas above all) across restarts: it is written periodically
+// and on [Gateway.Close], and restored by [New].
+package gateway

@@ -1,0 +1,41 @@
+package gateway_test
+
+import (
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/gateway"
+)
+
+func TestWatchFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gw.yaml")
+	must(t, os.WriteFile(file, []byte("a"), 0o644))
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		go gateway.WatchFile(t.Context(), file, time.Second, func() { n.Add(1) })
+		step := func(want int32) {
+			t.Helper()
+			time.Sleep(1500 * time.Millisecond)
+			synctest.Wait()
+			if got := n.Load(); got != want {
+				t.Errorf("changes seen = %d, want %d", got, want)
+			}
+		}
+		step(0)
+		must(t, os.WriteFile(file, []byte("b"), 0o644))
+		step(1)
+		// Same content, new modification time: no reload.
+		must(t, os.Chtimes(file, time.Now(), time.Now().Add(time.Hour)))
+		step(1)
+		// A missing file is skipped until it is back.
+		must(t, os.Remove(file))
+		step(1)
+		must(t, os.WriteFile(file, []byte("c"), 0o644))
+		step(2)
+	})
+}
