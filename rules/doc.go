@@ -4,9 +4,9 @@
 //
 // Every valid envoyproxy/ratelimit config loads unchanged: a domain and
 // nested descriptors with key, value (a trailing '*' makes it a prefix
-// wildcard), rate_limit {unit, requests_per_unit, unit_multiplier,
-// unlimited, name, replaces}, shadow_mode, detailed_metric, value_to_metric
-// and share_threshold. A rule without an algorithm is a fixed window aligned
+// wildcard), rate_limit {unit, requests_per_unit, unlimited, name,
+// replaces}, shadow_mode, quota_mode, detailed_metric, value_to_metric and
+// share_threshold. A rule without an algorithm is a fixed window aligned
 // to its unit, as in envoyproxy/ratelimit, so an imported config changes no
 // decision. sluice adds optional fields:
 //

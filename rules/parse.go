@@ -334,6 +334,17 @@ func (p *parser) str(n *yaml.Node, path string) (string, bool) {
 	return n.Value, true
 }
 
+// text reads a descriptor key or value: a string, or an integer or boolean
+// taken as its text. envoyproxy/ratelimit refuses other scalars (a float
+// such as 1.5), so sluice does too, with a hint.
+func (p *parser) text(n *yaml.Node, path string) (string, bool) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
+		p.add(n.Line, path, "%s is a number, not a string: quote it (%q)", n.Value, n.Value)
+		return "", false
+	}
+	return p.str(n, path)
+}
+
 // boolean reads true/false (and YAML 1.1's yes/no/on/off, as yaml.v2 does).
 func (p *parser) boolean(n *yaml.Node, path string) bool {
 	if n.Kind == yaml.ScalarNode {
@@ -464,10 +475,11 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		keyNode, rlNode, quotaNode, childNode, shareNode *yaml.Node
 		key, value                                       string
 		shadow, detailed, v2m, share, quotaMode          bool
+		keyOK                                            bool
 	)
 	p.fields(n, path, map[string]func(k, v *yaml.Node){
-		"key":             func(k, v *yaml.Node) { keyNode = v; key, _ = p.str(v, join(path, "key")) },
-		"value":           func(k, v *yaml.Node) { value, _ = p.str(v, join(path, "value")) },
+		"key":             func(k, v *yaml.Node) { keyNode = v; key, keyOK = p.text(v, join(path, "key")) },
+		"value":           func(k, v *yaml.Node) { value, _ = p.text(v, join(path, "value")) },
 		"rate_limit":      func(k, v *yaml.Node) { rlNode = v },
 		"descriptors":     func(k, v *yaml.Node) { childNode = v },
 		"shadow_mode":     func(k, v *yaml.Node) { shadow = p.boolean(v, join(path, "shadow_mode")) },
@@ -481,6 +493,8 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 	switch {
 	case keyNode == nil:
 		p.add(n.Line, join(path, "key"), "descriptor has no key")
+		ok = false
+	case !keyOK:
 		ok = false
 	case key == "":
 		p.add(keyNode.Line, join(path, "key"), "descriptor has empty key")
@@ -544,17 +558,16 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		return nil
 	}
 	var (
-		unitNode, rpuNode, multNode, algNode, burstNode, windowNode, unlimitedNode, nameNode *yaml.Node
-		unit, name                                                                           string
-		rpu, mult, burst                                                                     int64
-		unlimited                                                                            bool
-		alg                                                                                  = ratelimit.FixedWindow
-		window                                                                               time.Duration
-		replaces                                                                             []string
-		replaceLines                                                                         []int
-		bad                                                                                  bool // a problem was reported
+		unitNode, rpuNode, algNode, burstNode, windowNode, unlimitedNode, nameNode *yaml.Node
+		unit, name                                                                 string
+		rpu, burst                                                                 int64
+		unlimited                                                                  bool
+		alg                                                                        = ratelimit.FixedWindow
+		window                                                                     time.Duration
+		replaces                                                                   []string
+		replaceLines                                                               []int
+		bad                                                                        bool // a problem was reported
 	)
-	mult = 1
 	p.fields(n, path, map[string]func(k, v *yaml.Node){
 		"unit": func(k, v *yaml.Node) { unitNode = v; unit, _ = p.str(v, join(path, "unit")) },
 		"requests_per_unit": func(k, v *yaml.Node) {
@@ -562,13 +575,6 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 			var good bool
 			if rpu, good = p.integer(v, join(path, "requests_per_unit"), 0, math.MaxUint32); !good {
 				bad = true
-			}
-		},
-		"unit_multiplier": func(k, v *yaml.Node) {
-			multNode = v
-			var good bool
-			if mult, good = p.integer(v, join(path, "unit_multiplier"), 1, math.MaxUint32); !good {
-				mult, bad = 1, true
 			}
 		},
 		"unlimited": func(k, v *yaml.Node) { unlimitedNode = v; unlimited = p.boolean(v, join(path, "unlimited")) },
@@ -641,7 +647,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		for _, f := range []struct {
 			n    *yaml.Node
 			name string
-		}{{algNode, "algorithm"}, {burstNode, "burst"}, {windowNode, "window"}, {multNode, "unit_multiplier"}} {
+		}{{algNode, "algorithm"}, {burstNode, "burst"}, {windowNode, "window"}} {
 			if f.n != nil {
 				p.add(f.n.Line, join(path, f.name), "%s has no meaning when unlimited", f.name)
 			}
@@ -654,9 +660,6 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	switch {
 	case windowNode != nil && unitNode != nil:
 		p.add(windowNode.Line, join(path, "window"), "give unit or window, not both")
-		return nil
-	case windowNode != nil && multNode != nil:
-		p.add(multNode.Line, join(path, "unit_multiplier"), "unit_multiplier applies to unit, not to window")
 		return nil
 	case windowNode != nil:
 		if bad {
@@ -675,11 +678,8 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		case d > ratelimit.MaxPeriod:
 			p.add(unitNode.Line, join(path, "unit"), "unit %s is longer than the longest period sluice enforces (%s)", strings.ToLower(unit), maxPeriodText)
 			return nil
-		case d > ratelimit.MaxPeriod/time.Duration(mult):
-			p.add(multNode.Line, join(path, "unit_multiplier"), "%d %ss is longer than the longest period sluice enforces (%s)", mult, strings.ToLower(unit), maxPeriodText)
-			return nil
 		}
-		period = d * time.Duration(mult)
+		period = d
 	}
 	if bad {
 		return nil

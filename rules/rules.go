@@ -36,8 +36,8 @@ type Rule struct {
 	// (key alone where the descriptor has no value). It is unique within a
 	// domain.
 	Key string
-	// Limit is the rate limit: requests_per_unit per unit (times
-	// unit_multiplier), or per window; Burst from burst (0: Rate).
+	// Limit is the rate limit: requests_per_unit per unit, or per window;
+	// Burst from burst (0: Rate). It is zero for Unlimited and quota rules.
 	Limit ratelimit.Limit
 	// Algorithm is the algorithm the file names, or FixedWindow when it
 	// names none (envoyproxy/ratelimit's semantics: fixed windows aligned to
