@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/rules"
+)
+
+func init() {
+	register(command{
+		name:    "rls",
+		summary: "run a drop-in Envoy rate limit service (envoyproxy/ratelimit's gRPC API and config files)",
+		run:     runRLS,
+	})
+}
+
+const rlsSynopsis = "--config-dir DIR [--grpc-listen ADDR] [--http-listen ADDR] [--store URL] [flags]"
+
+func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("rls", rlsSynopsis, stderr)
+	configDir := fs.String("config-dir", "", "`DIR`ectory of envoyproxy/ratelimit YAML files (every *.yaml and *.yml), reloaded when they change")
+	grpcListen := fs.String("grpc-listen", ":8081", "gRPC `ADDR`ess (envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health)")
+	httpListen := fs.String("http-listen", ":8080", "HTTP `ADDR`ess (POST /json, /healthcheck, /metrics); empty disables it")
+	storeURL := fs.String("store", "memory", "where counters live: memory, or a redis://, rediss://, unix:// or redis-cluster://host:port,host:port `URL`")
+	onError := fs.String("on-store-error", "error", "what to answer when Redis cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
+	headers := fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) or legacy (X-RateLimit-Limit, -Remaining, -Reset)")
+	poll := fs.Duration("poll", rls.DefaultPollInterval, "how often to look for config changes")
+	nearRatio := fs.Float64("near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if *configDir == "" {
+		fs.Usage()
+		return fmt.Errorf("%w: --config-dir is required", errUsage)
+	}
+	hm, err := rls.ParseHeaderMode(*headers)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	policy, err := redisstore.ParsePolicy(*onError)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	// The first config must be good: there is no previous one to keep.
+	set, err := rules.LoadDir(*configDir)
+	if err != nil {
+		return fmt.Errorf("rls: config: %w", err)
+	}
+
+	store, closeStore, err := openRLSStore(ctx, *storeURL, policy, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+
+	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: hm, NearLimitRatio: *nearRatio})
+	if err != nil {
+		return err
+	}
+	// Load again through the server so that Watch starts from what it read
+	// and the load is counted.
+	if err := srv.Load(*configDir); err != nil {
+		return fmt.Errorf("rls: config: %w", err)
+	}
+
+	gln, err := net.Listen("tcp", *grpcListen)
+	if err != nil {
+		return fmt.Errorf("rls: grpc: %w", err)
+	}
+	var hln net.Listener
+	if *httpListen != "" {
+		if hln, err = net.Listen("tcp", *httpListen); err != nil {
+			gln.Close()
+			return fmt.Errorf("rls: http: %w", err)
+		}
+	}
+
+	g := grpc.NewServer()
+	srv.Register(g)
+	var hs *http.Server
+	if hln != nil {
+		hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	}
+
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		srv.Watch(wctx, *configDir, *poll)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := g.Serve(gln); err != nil {
+			errc <- fmt.Errorf("rls: grpc: %w", err)
+		}
+	}()
+	if hs != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := hs.Serve(hln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("rls: http: %w", err)
+			}
+		}()
+	}
+	attrs := []any{"grpc", gln.Addr().String(), "config_dir", *configDir, "domains", set.Domains(),
+		"store", redactStoreURL(*storeURL), "headers", hm.String()}
+	if hln != nil {
+		attrs = append(attrs, "http", hln.Addr().String())
+	}
+	log.Info("sluice rls: listening", attrs...)
+
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	// Drain: report NOT_SERVING, finish requests in flight, stop.
+	srv.Shutdown()
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if hs != nil {
+		hs.Shutdown(sctx)
+	}
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		g.Stop()
+	}
+	wg.Wait()
+	log.Info("sluice rls: stopped")
+	return err
+}
+
+// openRLSStore opens the store named by raw: "memory" or a Redis URL.
+func openRLSStore(ctx context.Context, raw string, policy redisstore.Policy, log *slog.Logger) (ratelimit.Store, func(), error) {
+	if raw == "memory" || raw == "" {
+		s := memstore.New(memstore.Options{})
+		return s, func() { s.Close() }, nil
+	}
+	s, err := redisstore.Open(ctx, raw, redisstore.Options{
+		OnError: policy,
+		OnFailure: func(err error) {
+			log.Warn("sluice rls: redis failed", "err", err, "policy", policy.String())
+		},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("rls: store: %w", err)
+	}
+	return s, func() { s.Close() }, nil
+}
+
+// redactStoreURL hides a store URL's password, also in a
+// redis-cluster:// host list, which net/url cannot parse.
+func redactStoreURL(raw string) string {
+	scheme := strings.Index(raw, "://")
+	if scheme < 0 {
+		return raw
+	}
+	rest := raw[scheme+3:]
+	if slash := strings.IndexAny(rest, "/?"); slash >= 0 {
+		rest = rest[:slash]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	colon := strings.Index(rest[:at], ":")
+	if colon < 0 {
+		return raw
+	}
+	start := scheme + 3 + colon + 1
+	return raw[:start] + "xxxxx" + raw[scheme+3+at:]
+}

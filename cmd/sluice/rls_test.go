@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// lockedBuffer is a bytes.Buffer safe for the server's logger and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var listeningRE = regexp.MustCompile(`sluice rls: listening.* grpc=(\S+).* http=(\S+)`)
+
+// startRLS runs `sluice rls args...` in process and returns its gRPC and
+// HTTP addresses, read from its log, and its logs.
+func startRLS(t *testing.T, args ...string) (grpcAddr, httpAddr string, logs *lockedBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs = &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"rls"}, args...), io.Discard, logs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sluice rls returned %v", err)
+		}
+		if !strings.Contains(logs.String(), "sluice rls: stopped") {
+			t.Errorf("no stop in the logs:\n%s", logs)
+		}
+	})
+	deadline := time.Now().Add(time.Minute) // a bound, not a timing assertion
+	for {
+		if m := listeningRE.FindStringSubmatch(logs.String()); m != nil {
+			return m[1], m[2], logs
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("sluice rls exited: %v\n%s", err, logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice rls did not log its addresses:\n%s", logs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func rlsConfigDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "rls", "config", "edge.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// askRLS asks for the example's search limit (5 a second) with each of
+// hits as hits_addend.
+func askRLS(t *testing.T, addr string, hits ...uint32) []pb.RateLimitResponse_Code {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := pb.NewRateLimitServiceClient(conn)
+	var out []pb.RateLimitResponse_Code
+	for _, n := range hits {
+		resp, err := c.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
+			Domain: "edge", HitsAddend: n,
+			Descriptors: []*commonpb.RateLimitDescriptor{{Entries: []*commonpb.RateLimitDescriptor_Entry{
+				{Key: "api_key", Value: "k1"}, {Key: "path", Value: "/search?q=x"},
+			}}},
+		})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit = %v", err)
+		}
+		out = append(out, resp.OverallCode)
+	}
+	return out
+}
+
+func TestRLSServesExampleConfig(t *testing.T) {
+	grpcAddr, httpAddr, _ := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
+	// The example's search limit is 5 a second: one hit is OK in any
+	// window, six are over in any window.
+	if codes := askRLS(t, grpcAddr, 1, 6); codes[0] != pb.RateLimitResponse_OK || codes[1] != pb.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("codes = %v, want [OK OVER_LIMIT]", codes)
+	}
+	resp, err := http.Get("http://" + httpAddr + "/healthcheck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "OK" {
+		t.Errorf("GET /healthcheck = %d %q, want 200 OK", resp.StatusCode, body)
+	}
+	resp, err = http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `ratelimit_service_rate_limit_total_hits{domain="edge"`) {
+		t.Errorf("/metrics lacks total_hits for edge:\n%s", body)
+	}
+}
+
+func TestRLSRedis(t *testing.T) {
+	redistest.Require(t)
+	r := redistest.Start(t)
+	grpcAddr, _, logs := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--store", r.URL())
+	if codes := askRLS(t, grpcAddr, 1, 6); codes[0] != pb.RateLimitResponse_OK || codes[1] != pb.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("codes = %v, want [OK OVER_LIMIT]", codes)
+	}
+	if !strings.Contains(logs.String(), "store="+r.URL()) {
+		t.Errorf("the log does not name the store:\n%s", logs)
+	}
+}
+
+func TestRLSUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want error
+	}{
+		{"help", []string{"--help"}, flag.ErrHelp},
+		{"no config dir", nil, errUsage},
+		{"bad flag", []string{"--nope"}, errUsage},
+		{"bad headers", []string{"--config-dir", ".", "--headers", "loud"}, errUsage},
+		{"bad policy", []string{"--config-dir", ".", "--on-store-error", "shrug"}, errUsage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"rls"}, tc.args...), io.Discard, &stderr)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("sluice rls %v = %v, want %v", tc.args, err, tc.want)
+			}
+			if tc.name == "help" && !strings.Contains(stderr.String(), "--config-dir") && !strings.Contains(stderr.String(), "-config-dir") {
+				t.Errorf("help output lacks the flags:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+func TestRLSBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"rls", "--config-dir", dir, "--grpc-listen", "127.0.0.1:0", "--http-listen", ""}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml:4:") {
+		t.Fatalf("sluice rls with a bad config = %v, want an error at bad.yaml:4", err)
+	}
+}
+
+func TestRedactStoreURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"memory":                              "memory",
+		"redis://127.0.0.1:6379":              "redis://127.0.0.1:6379",
+		"redis://user:secret@h:1/0":           "redis://user:xxxxx@h:1/0",
+		"redis-cluster://:pw@h1:1,h2:2":       "redis-cluster://:xxxxx@h1:1,h2:2",
+		"rediss://u:p@h:6380?dial_timeout=1s": "rediss://u:xxxxx@h:6380?dial_timeout=1s",
+	} {
+		if got := redactStoreURL(in); got != want {
+			t.Errorf("redactStoreURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
