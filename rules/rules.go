@@ -101,15 +101,16 @@ func (r *Rule) AppendStorageKey(dst []byte, entries []Entry) []byte {
 	return dst
 }
 
-// MetricKey returns the key to count entries under in metrics: Key, or,
-// when the rule has detailed_metric or a level has value_to_metric, a key
-// that includes the request's values (with share_threshold wildcards kept
-// as their pattern), like envoyproxy/ratelimit.
+// MetricKey returns the key envoyproxy/ratelimit counts entries under in
+// its stats: Key, unless the rule has detailed_metric (the request's own
+// key_value pairs; share_threshold wildcards keep their pattern) or a level
+// has value_to_metric (the request's value at that level). Entries must be
+// those that matched r.
 func (r *Rule) MetricKey(entries []Entry) string {
-	detailed := r.DetailedMetric
-	v2m := false
+	detailed, v2m, shared := r.DetailedMetric, false, false
 	for _, s := range r.path {
 		v2m = v2m || s.valueToMetric
+		shared = shared || (s.wildcard && s.shareThresh)
 	}
 	if !detailed && !v2m {
 		return r.Key
@@ -117,24 +118,29 @@ func (r *Rule) MetricKey(entries []Entry) string {
 	var b strings.Builder
 	b.WriteString(r.Domain)
 	for i, e := range entries {
-		b.WriteByte('.')
-		b.WriteString(e.Key)
 		var s step
 		if i < len(r.path) {
 			s = r.path[i]
 		}
+		b.WriteByte('.')
+		b.WriteString(e.Key)
+		v := e.Value
 		switch {
+		case detailed && !shared:
+			b.WriteByte('_') // envoyproxy/ratelimit writes key_value even for an empty value
 		case s.wildcard && s.shareThresh:
-			b.WriteByte('_')
-			b.WriteString(s.value)
-		case detailed || s.valueToMetric:
-			if e.Value != "" {
+			v = s.value
+		case detailed:
+		case s.wildcard && !s.valueToMetric:
+			v = s.value
+		case s.value == "" && !s.valueToMetric:
+			v = ""
+		}
+		if v != "" {
+			if !(detailed && !shared) {
 				b.WriteByte('_')
-				b.WriteString(e.Value)
 			}
-		case s.value != "":
-			b.WriteByte('_')
-			b.WriteString(s.value)
+			b.WriteString(v)
 		}
 	}
 	return b.String()

@@ -159,16 +159,52 @@ func TestStorageKey(t *testing.T) {
 
 func TestMetricKey(t *testing.T) {
 	t.Parallel()
-	c := mustParse(t, "basic_config.yaml")
+	c, err := Parse("metrics.yaml", []byte(`
+domain: d
+descriptors:
+  - key: plain
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: detailed
+    detailed_metric: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: route
+    value: api/*
+    descriptors:
+      - key: method
+        value_to_metric: true
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: svc
+    value: svc/*
+    share_threshold: true
+    descriptors:
+      - key: user
+        detailed_metric: true
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: wild
+    value: w*
+    value_to_metric: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		entries []Entry
 		want    string
 	}{
-		{e("key2", "something"), "test-domain.key2"},
-		{e("key7", "value7"), "test-domain.key7_value7"},
+		{e("plain", "x"), "d.plain"},
+		{e("detailed", "x"), "d.detailed_x"},
+		{e("detailed", ""), "d.detailed_"},
+		{e("route", "api/v1", "method", "GET"), "d.route_api/*.method_GET"},
+		{e("svc", "svc/a", "user", "u1"), "d.svc_svc/*.user_u1"},
+		{e("wild", "w42"), "d.wild_w42"},
 	}
 	for _, tt := range tests {
-		if got := c.Match(tt.entries).MetricKey(tt.entries); got != tt.want {
+		r := c.Match(tt.entries)
+		if r == nil {
+			t.Fatalf("Match(%v) = nil", tt.entries)
+		}
+		if got := r.MetricKey(tt.entries); got != tt.want {
 			t.Errorf("MetricKey(%v) = %q, want %q", tt.entries, got, tt.want)
 		}
 	}
