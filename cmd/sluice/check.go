@@ -156,4 +156,3 @@ func errorLines(err error) []string {
 	}
 	return strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
 }
-
