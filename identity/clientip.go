@@ -33,6 +33,30 @@ func ClientIP(remoteAddr string, h http.Header, trusted []netip.Prefix) netip.Ad
 	if len(trusted) == 0 || !isTrusted(peer, trusted) {
 		return peer
 	}
+	if xff := h.Values("X-Forwarded-For"); len(xff) > 0 {
+		// Walk right to left without splitting: no allocation.
+		cur, n := peer, 0
+		for li := len(xff) - 1; li >= 0; li-- {
+			line := xff[li]
+			for end := len(line); end >= 0; {
+				start := strings.LastIndexByte(line[:end], ',') + 1
+				hop := strings.TrimSpace(line[start:end])
+				if n++; n > maxHops {
+					return cur
+				}
+				a, ok := parseHop(hop)
+				if !ok {
+					return cur
+				}
+				if !isTrusted(a, trusted) {
+					return a
+				}
+				cur = a
+				end = start - 1
+			}
+		}
+		return cur
+	}
 	hops := forwardedFor(h)
 	cur := peer
 	for i := len(hops) - 1; i >= 0 && len(hops)-i <= maxHops; i-- {
@@ -59,18 +83,9 @@ func isTrusted(a netip.Addr, prefixes []netip.Prefix) bool {
 	return false
 }
 
-// forwardedFor returns the hops of X-Forwarded-For, left to right, or, when
-// it is absent, the for= values of Forwarded.
+// forwardedFor returns the for= values of Forwarded, left to right.
 func forwardedFor(h http.Header) []string {
 	var hops []string
-	if xff := h.Values("X-Forwarded-For"); len(xff) > 0 {
-		for _, line := range xff {
-			for _, hop := range strings.Split(line, ",") {
-				hops = append(hops, strings.TrimSpace(hop))
-			}
-		}
-		return hops
-	}
 	for _, line := range h.Values("Forwarded") {
 		for _, elem := range splitQuoted(line, ',') {
 			hop := "" // an element without for= is a hop we cannot place
