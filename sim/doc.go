@@ -1,0 +1,31 @@
+// Package sim runs deterministic discrete-event simulations of both sides
+// of HTTP 429 on sluice's own code: the backoff strategies, the limiter
+// steps of internal/gcra, internal/window and internal/slidinglog, memstore
+// with the simulation's clock as its Now, and the adaptive controllers.
+// Nothing is re-implemented for the simulation, so what it shows is what
+// production code does.
+//
+// A [Sim] is a virtual clock and a queue of events ordered by time (ties in
+// the order they were scheduled), with a PCG random source seeded per run.
+// No real clock is read and no goroutine races another, so the same seed
+// gives the same result, byte for byte; independent runs may execute in
+// parallel because each has its own Sim and writes its own result slot.
+//
+// Each scenario is a function from an Options struct (whose zero value is
+// the scenario as published) to a result with typed rows, a [Table] (stable
+// text, JSON or CSV) and a [Figure] (SVG, drawn with the standard library):
+//
+//	Brooker      Brooker's "Exponential Backoff And Jitter" (2015): N clients,
+//	             one row, optimistic concurrency; calls and completion time
+//	ObjectStore  seed 002: 9 writes into a budget of 5 per tick, with backoff
+//	             and with retrying at once
+//	AIMD         adaptive.AIMD against a server whose capacity is hidden and
+//	             changes: the sawtooth and the 429 fraction
+//	Buckets      one bursty trace through token bucket, leaky bucket queue,
+//	             fixed window and sliding window counter
+//	Windows      sliding window counter vs the exact log: wrong decisions and
+//	             the gap, Cloudflare's measure
+//
+// The command "sluice sim NAME" runs them; docs/simulations.md shows each
+// figure with the command that drew it.
+package sim
