@@ -25,8 +25,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -143,7 +145,53 @@ func serve(t testing.TB, s *rls.Server) *grpc.ClientConn {
 	return conn
 }
 
-func newHarness(t testing.TB, store func(now func() time.Time) ratelimit.Store, opts rls.Options) *harness {
+// storeFunc returns a store reading the clock now.
+type storeFunc func(t testing.TB, now func() time.Time) ratelimit.Store
+
+func memoryStore(t testing.TB, now func() time.Time) ratelimit.Store {
+	s := memstore.New(memstore.Options{Now: now})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// forEachStore runs f as parallel subtests (named name/store) against the
+// memory store and, when redis-server is installed (always under CI=true),
+// a real Redis and a real 3-master Redis Cluster.
+func forEachStore(t *testing.T, name string, f func(t *testing.T, store storeFunc)) {
+	t.Helper()
+	if name != "" {
+		name += "/"
+	}
+	t.Run(name+"memory", func(t *testing.T) {
+		t.Parallel()
+		f(t, memoryStore)
+	})
+	for _, kind := range []string{"redis", "redis-cluster"} {
+		t.Run(name+kind, func(t *testing.T) {
+			if testing.Short() {
+				t.Skip("-short: no Redis")
+			}
+			redistest.Require(t)
+			t.Parallel()
+			url := ""
+			if kind == "redis" {
+				url = redistest.Shared(t).URL()
+			} else {
+				url = redistest.SharedCluster(t).URL()
+			}
+			f(t, func(t testing.TB, now func() time.Time) ratelimit.Store {
+				s, err := redisstore.Open(context.Background(), url, redisstore.Options{Now: now, Prefix: redistest.Prefix(t), Timeout: 10 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				return s
+			})
+		})
+	}
+}
+
+func newHarness(t testing.TB, store storeFunc, opts rls.Options) *harness {
 	t.Helper()
 	h := &harness{clock: &clock{t: t0}, dir: t.TempDir()}
 	writeConfig(t, h.dir, "test.yaml", testConfig)
@@ -152,14 +200,10 @@ func newHarness(t testing.TB, store func(now func() time.Time) ratelimit.Store, 
 		t.Fatal(err)
 	}
 	if store == nil {
-		store = func(now func() time.Time) ratelimit.Store {
-			s := memstore.New(memstore.Options{Now: now})
-			t.Cleanup(func() { s.Close() })
-			return s
-		}
+		store = memoryStore
 	}
 	opts.Now = h.clock.Now
-	h.srv, err = rls.New(store(h.clock.Now), set, opts)
+	h.srv, err = rls.New(store(t, h.clock.Now), set, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,22 +355,22 @@ func TestSemantics(t *testing.T) {
 			{0, withHits(d("blocked", "x"), 0), st{ok, 0, 0, 1}},
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			runSteps(t, newHarness(t, nil, rls.Options{}), tc.steps)
+		forEachStore(t, tc.name, func(t *testing.T, store storeFunc) {
+			runSteps(t, newHarness(t, store, rls.Options{}), tc.steps)
 		})
 	}
 }
 
 func TestWindowResets(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, nil, rls.Options{})
-	runSteps(t, h, []step{
-		{3, d("user", "alice"), st{ok, 0, 3, 30}},
-		{0, d("user", "alice"), st{over, 0, 3, 30}},
+	forEachStore(t, "", func(t *testing.T, store storeFunc) {
+		h := newHarness(t, store, rls.Options{})
+		runSteps(t, h, []step{
+			{3, d("user", "alice"), st{ok, 0, 3, 30}},
+			{0, d("user", "alice"), st{over, 0, 3, 30}},
+		})
+		h.clock.Add(time.Minute)
+		runSteps(t, h, []step{{0, d("user", "alice"), st{ok, 2, 3, 30}}})
 	})
-	h.clock.Add(time.Minute)
-	runSteps(t, h, []step{{0, d("user", "alice"), st{ok, 2, 3, 30}}})
 }
 
 func TestCurrentLimit(t *testing.T) {
@@ -342,66 +386,69 @@ func TestCurrentLimit(t *testing.T) {
 }
 
 func TestReplaces(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, nil, rls.Options{})
-	// general alone is enforced.
-	runSteps(t, h, []step{
-		{0, d("general", "g"), st{ok, 0, 1, 30}},
-		{0, d("general", "g"), st{over, 0, 1, 30}},
-	})
-	// Together with specific, general is replaced: not applied, not counted.
-	h.clock.Add(time.Minute)
-	for i, want := range [][]st{
-		{{ok, 0, 1, 30}, {ok, 0, 0, -1}},
-		{{over, 0, 1, 30}, {ok, 0, 0, -1}},
-	} {
-		resp := h.call(t, 0, d("specific", "s"), d("general", "g"))
-		for j := range want {
-			if got := statusOf(resp.Statuses[j]); got != want[j] {
-				t.Errorf("call %d: statuses[%d] = %+v, want %+v", i, j, got, want[j])
+	forEachStore(t, "", func(t *testing.T, store storeFunc) {
+		h := newHarness(t, store, rls.Options{})
+		// general alone is enforced.
+		runSteps(t, h, []step{
+			{0, d("general", "g"), st{ok, 0, 1, 30}},
+			{0, d("general", "g"), st{over, 0, 1, 30}},
+		})
+		// Together with specific, general is replaced: not applied, not counted.
+		h.clock.Add(time.Minute)
+		for i, want := range [][]st{
+			{{ok, 0, 1, 30}, {ok, 0, 0, -1}},
+			{{over, 0, 1, 30}, {ok, 0, 0, -1}},
+		} {
+			resp := h.call(t, 0, d("specific", "s"), d("general", "g"))
+			for j := range want {
+				if got := statusOf(resp.Statuses[j]); got != want[j] {
+					t.Errorf("call %d: statuses[%d] = %+v, want %+v", i, j, got, want[j])
+				}
 			}
 		}
-	}
+	})
 }
 
 func TestMultipleDescriptors(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, nil, rls.Options{})
-	h.call(t, 0, d("general", "g"))
-	resp := h.call(t, 0, d("user", "u"), d("general", "g"), d("free", "f"), d("nope", "n"))
-	want := []st{{ok, 2, 3, 30}, {over, 0, 1, 30}, {ok, math.MaxUint32, 0, -1}, {ok, 0, 0, -1}}
-	if resp.OverallCode != over {
-		t.Errorf("overall_code = %v, want OVER_LIMIT", resp.OverallCode)
-	}
-	for i, w := range want {
-		if got := statusOf(resp.Statuses[i]); got != w {
-			t.Errorf("statuses[%d] = %+v, want %+v", i, got, w)
+	forEachStore(t, "", func(t *testing.T, store storeFunc) {
+		h := newHarness(t, store, rls.Options{})
+		h.call(t, 0, d("general", "g"))
+		resp := h.call(t, 0, d("user", "u"), d("general", "g"), d("free", "f"), d("nope", "n"))
+		want := []st{{ok, 2, 3, 30}, {over, 0, 1, 30}, {ok, math.MaxUint32, 0, -1}, {ok, 0, 0, -1}}
+		if resp.OverallCode != over {
+			t.Errorf("overall_code = %v, want OVER_LIMIT", resp.OverallCode)
 		}
-	}
+		for i, w := range want {
+			if got := statusOf(resp.Statuses[i]); got != w {
+				t.Errorf("statuses[%d] = %+v, want %+v", i, got, w)
+			}
+		}
+	})
 }
 
 func TestLimitOverride(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, nil, rls.Options{})
-	o := d("user", "carol")
-	o.Limit = &commonpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typepb.RateLimitUnit_SECOND}
-	runSteps(t, h, []step{
-		{0, o, st{ok, 0, 1, 1}},
-		{0, o, st{over, 0, 1, 1}},
-		{0, d("user", "carol"), st{ok, 2, 3, 30}}, // the configured rule is another window
+	forEachStore(t, "", func(t *testing.T, store storeFunc) {
+		h := newHarness(t, store, rls.Options{})
+		o := d("user", "carol")
+		o.Limit = &commonpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typepb.RateLimitUnit_SECOND}
+		runSteps(t, h, []step{
+			{0, o, st{ok, 0, 1, 1}},
+			{0, o, st{over, 0, 1, 1}},
+			{0, d("user", "carol"), st{ok, 2, 3, 30}}, // the configured rule is another window
+		})
+		// An override on an unknown domain applies nothing, as envoyproxy/ratelimit.
+		resp, err := h.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "unknown", Descriptors: []*commonpb.RateLimitDescriptor{o}})
+		if err != nil || resp.OverallCode != ok || resp.Statuses[0].CurrentLimit != nil {
+			t.Errorf("override on unknown domain = %v, %v; want OK with no limit", resp, err)
+		}
+		// unit_multiplier: 2 per 10 minutes.
+		o2 := d("user", "dave")
+		o2.Limit = &commonpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typepb.RateLimitUnit_MINUTE, UnitMultiplier: wrapperspb.UInt32(10)}
+		resp = h.call(t, 0, o2)
+		if cl := resp.Statuses[0].CurrentLimit; cl.GetUnit() != pb.RateLimitResponse_RateLimit_MINUTE || cl.GetUnitMultiplier().GetValue() != 10 {
+			t.Errorf("current_limit = %v, want 2 per 10 MINUTE", cl)
+		}
 	})
-	// An override on an unknown domain applies nothing, as envoyproxy/ratelimit.
-	resp, err := h.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "unknown", Descriptors: []*commonpb.RateLimitDescriptor{o}})
-	if err != nil || resp.OverallCode != ok || resp.Statuses[0].CurrentLimit != nil {
-		t.Errorf("override on unknown domain = %v, %v; want OK with no limit", resp, err)
-	}
-	// unit_multiplier: 2 per 10 minutes.
-	o2 := d("user", "dave")
-	o2.Limit = &commonpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typepb.RateLimitUnit_MINUTE, UnitMultiplier: wrapperspb.UInt32(10)}
-	resp = h.call(t, 0, o2)
-	if cl := resp.Statuses[0].CurrentLimit; cl.GetUnit() != pb.RateLimitResponse_RateLimit_MINUTE || cl.GetUnitMultiplier().GetValue() != 10 {
-		t.Errorf("current_limit = %v, want 2 per 10 MINUTE", cl)
-	}
 }
 
 func TestBadRequests(t *testing.T) {
@@ -680,3 +727,5 @@ func metricValue(h *rls.Server, name string) float64 {
 	}
 	return 0
 }
+
+func TestMain(m *testing.M) { redistest.Main(m) }
