@@ -3,7 +3,7 @@ package sim_test
 import (
 	"fmt"
 	"os"
-		"time"
+	"time"
 
 	"github.com/sluicehq/sluice/sim"
 )
