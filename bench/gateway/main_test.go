@@ -1,0 +1,24 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestRun checks the harness, not the speed: both variants serve without
+// errors or denials, and only limits on sets RateLimit headers.
+func TestRun(t *testing.T) {
+	r, err := run(context.Background(), 4, 100*time.Millisecond, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []Variant{r.Off, r.On} {
+		if v.Requests == 0 || v.Errors != 0 || v.Denied != 0 {
+			t.Errorf("%s: %d requests, %d errors, %d denied; want some, none, none", v.Name, v.Requests, v.Errors, v.Denied)
+		}
+	}
+	if r.Off.Headers || !r.On.Headers {
+		t.Errorf("headers: limits off %v, limits on %v; want false, true", r.Off.Headers, r.On.Headers)
+	}
+}
