@@ -206,3 +206,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestParseTooManyProblems(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("domain: d\ndescriptors:\n")
+	for i := 0; i < 2*maxProblems; i++ {
+		b.WriteString("  - key: \"\"\n")
+	}
+	_, err := Parse("many.yaml", []byte(b.String()))
+	var errs *Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("Parse = %v, want *Errors", err)
+	}
+	if got := len(*errs); got != maxProblems+1 {
+		t.Errorf("len(problems) = %d, want %d", got, maxProblems+1)
+	}
+	if last := (*errs)[len(*errs)-1].Error(); last != "many.yaml: too many problems: stopped after 100" {
+		t.Errorf("last problem = %q", last)
+	}
+}

@@ -73,6 +73,9 @@ func parse(filename string, data []byte, nodeLimit int) (*Config, error) {
 	cfg := p.parse(data)
 	if len(p.errs) > 0 {
 		p.errs.sort()
+		if p.truncated {
+			p.errs = append(p.errs, Problem{File: p.file, Msg: fmt.Sprintf("too many problems: stopped after %d", maxProblems)})
+		}
 		errs := p.errs
 		return nil, &errs
 	}
@@ -80,15 +83,16 @@ func parse(filename string, data []byte, nodeLimit int) (*Config, error) {
 }
 
 type parser struct {
-	file     string
-	errs     Errors
-	nodes    int
-	maxNodes int
-	tooBig   bool
-	names    map[string]int // explicit rule names → line of first definition
-	replaces []replaceRef
-	domain   string
-	cfg      *Config
+	file      string
+	errs      Errors
+	nodes     int
+	maxNodes  int
+	tooBig    bool
+	truncated bool
+	names     map[string]int // explicit rule names → line of first definition
+	replaces  []replaceRef
+	domain    string
+	cfg       *Config
 }
 
 type replaceRef struct {
@@ -100,8 +104,8 @@ func (p *parser) add(line int, path, format string, args ...any) {
 	switch {
 	case len(p.errs) < maxProblems:
 		p.errs = append(p.errs, Problem{File: p.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
-	case len(p.errs) == maxProblems:
-		p.errs = append(p.errs, Problem{File: p.file, Msg: fmt.Sprintf("too many problems: stopped after %d", maxProblems)})
+	default:
+		p.truncated = true
 	}
 }
 
@@ -167,7 +171,7 @@ func (p *parser) deref(n *yaml.Node) *yaml.Node {
 		n = n.Alias
 	}
 	p.nodes++
-	if len(p.errs) > maxProblems {
+	if p.truncated {
 		return nil
 	}
 	if p.nodes > p.maxNodes {
@@ -620,7 +624,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		},
 	})
 
-	r := &Rule{Replaces: replaces}
+	r := &Rule{Replaces: replaces, Algorithm: ratelimit.FixedWindow}
 	if nameNode != nil && name != "" {
 		r.Name, r.explicitName = name, true
 		if _, dup := p.names[name]; !dup {
@@ -787,5 +791,5 @@ func (p *parser) quota(n *yaml.Node, path string) *Rule {
 	if !ok {
 		return nil
 	}
-	return &Rule{Quota: &Quota{Period: period, Limit: limit}}
+	return &Rule{Quota: &Quota{Period: period, Limit: limit}, Algorithm: ratelimit.FixedWindow}
 }
