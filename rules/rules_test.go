@@ -145,9 +145,9 @@ func TestStorageKey(t *testing.T) {
 		entries []Entry
 		want    string
 	}{
-		{e("wild", "foo1"), "wildcard_wild_foo1"},
-		{e("shared", "files/a"), "wildcard_shared_files/*"},
-		{e("shared", "files/b"), "wildcard_shared_files/*"},
+		{e("wild", "foo1"), "wildcard_wild_foo1_"},
+		{e("shared", "files/a"), "wildcard_shared_files/*_"},
+		{e("shared", "files/b"), "wildcard_shared_files/*_"},
 	}
 	for _, tt := range tests {
 		got := string(c.Match(tt.entries).AppendStorageKey(nil, tt.entries))
