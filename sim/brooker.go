@@ -217,7 +217,7 @@ func (r *BrookerResult) Table() Table {
 // line per strategy.
 func (r *BrookerResult) Figure() Figure {
 	calls := Plot{Title: "Work: write attempts until every client has written", XLabel: "clients", YLabel: "mean calls"}
-	times := Plot{Title: "Completion: time until the last client has written", XLabel: "clients", YLabel: "mean time (ms)"}
+	times := Plot{Title: "Completion: time until the last client has written (log scale)", XLabel: "clients", YLabel: "mean time (ms)", LogY: true}
 	for _, name := range r.Options.Strategies {
 		c, t := Series{Name: name}, Series{Name: name}
 		for _, row := range r.Rows {

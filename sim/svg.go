@@ -17,12 +17,15 @@ type Figure struct {
 	Plots []Plot
 }
 
-// Plot is one chart: series drawn as lines over shared x and y axes. The y
-// axis always includes zero.
+// Plot is one chart: series drawn as lines over shared x and y axes. A
+// linear y axis always includes zero.
 type Plot struct {
 	Title          string
 	XLabel, YLabel string
 	Series         []Series
+	// LogY draws the y axis in powers of ten; points at or below zero are
+	// left out.
+	LogY bool
 }
 
 // Series is one line of a [Plot].
@@ -77,13 +80,30 @@ func (p Plot) draw(b *strings.Builder, top int) {
 	x0, x1 := float64(svgLeft), float64(svgWidth-svgRight)
 	y0, y1 := float64(top+svgTop), float64(top+svgPlotH-svgBottom) // y0 top, y1 bottom
 
+	// fy maps a value to the y axis' scale: itself, or its log10.
+	fy := func(v float64) float64 { return v }
+	if p.LogY {
+		fy = math.Log10
+	}
 	xmin, xmax := math.Inf(1), math.Inf(-1)
 	ymin, ymax := 0.0, 0.0
+	if p.LogY {
+		ymin, ymax = math.Inf(1), math.Inf(-1)
+	}
 	for _, s := range p.Series {
 		for i := range s.X {
+			if p.LogY && !(s.Y[i] > 0) {
+				continue
+			}
 			xmin, xmax = min(xmin, s.X[i]), max(xmax, s.X[i])
-			ymin, ymax = min(ymin, s.Y[i]), max(ymax, s.Y[i])
+			ymin, ymax = min(ymin, fy(s.Y[i])), max(ymax, fy(s.Y[i]))
 		}
+	}
+	if p.LogY {
+		if ymin > ymax {
+			ymin, ymax = 0, 1
+		}
+		ymin, ymax = math.Floor(ymin), math.Ceil(ymax)
 	}
 	if xmin > xmax {
 		xmin, xmax = 0, 1
@@ -95,11 +115,29 @@ func (p Plot) draw(b *strings.Builder, top int) {
 		ymax = ymin + 1
 	}
 	xt := ticks(xmin, xmax, 8)
-	yt := ticks(ymin, ymax*1.05, 6)
+	var yt []float64
+	if p.LogY {
+		for v := ymin; v <= ymax; v++ {
+			yt = append(yt, v)
+		}
+	} else {
+		yt = ticks(ymin, ymax*1.05, 6)
+	}
 	// Extend y to the outer ticks, keep x to the data.
 	ymin, ymax = min(ymin, yt[0]), max(ymax, yt[len(yt)-1])
 	sx := func(v float64) float64 { return x0 + (v-xmin)/(xmax-xmin)*(x1-x0) }
-	sy := func(v float64) float64 { return y1 - (v-ymin)/(ymax-ymin)*(y1-y0) }
+	sy := func(v float64) float64 { return y1 - (fy(v)-ymin)/(ymax-ymin)*(y1-y0) }
+	ylabel := func(v float64) string { return tickLabel(v, yt) }
+	if p.LogY {
+		// The ticks are exponents: put the grid at 10^k and label it so.
+		lo, hi := ymin, ymax // exponents
+		sy = func(v float64) float64 { return y1 - (math.Log10(v)-lo)/(hi-lo)*(y1-y0) }
+		for i, e := range yt {
+			yt[i] = math.Pow(10, e)
+		}
+		ylabel = func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+		ymin, ymax = math.Pow(10, ymin), math.Pow(10, ymax)
+	}
 
 	fmt.Fprintf(b, `<text x="%s" y="%s" font-size="15" font-weight="bold" text-anchor="middle">%s</text>`+"\n",
 		num((x0+x1)/2), num(y0-12), esc(p.Title))
@@ -111,7 +149,13 @@ func (p Plot) draw(b *strings.Builder, top int) {
 		}
 		y := sy(v)
 		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e3e3e3"/>`+"\n", num(x0), num(y), num(x1), num(y))
-		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end">%s</text>`+"\n", num(x0-6), num(y+4), tickLabel(v, yt))
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end">%s</text>`+"\n", num(x0-6), num(y+4), ylabel(v))
+		if p.LogY && v*10 <= ymax {
+			for _, m := range []float64{2, 5} {
+				y := sy(v * m)
+				fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#f0f0f0"/>`+"\n", num(x0), num(y), num(x1), num(y))
+			}
+		}
 	}
 	for _, v := range xt {
 		if v < xmin || v > xmax {
@@ -139,25 +183,31 @@ func (p Plot) draw(b *strings.Builder, top int) {
 			ci++
 		}
 		colors[i] = c
-		if len(s.X) == 0 {
+		// Points a log axis cannot show are left out.
+		var pts [][2]float64
+		for j := range s.X {
+			if !p.LogY || s.Y[j] > 0 {
+				pts = append(pts, [2]float64{sx(s.X[j]), sy(s.Y[j])})
+			}
+		}
+		if len(pts) == 0 {
 			continue
 		}
 		if s.Dots {
-			for j := range s.X {
-				fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="2.5" fill="%s" fill-opacity="0.8"/>`+"\n", num(sx(s.X[j])), num(sy(s.Y[j])), c)
+			for _, pt := range pts {
+				fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="2.5" fill="%s" fill-opacity="0.8"/>`+"\n", num(pt[0]), num(pt[1]), c)
 			}
 			continue
 		}
 		var d strings.Builder
-		for j := range s.X {
-			x, y := sx(s.X[j]), sy(s.Y[j])
+		for j, pt := range pts {
 			switch {
 			case j == 0:
-				fmt.Fprintf(&d, "M%s %s", num(x), num(y))
+				fmt.Fprintf(&d, "M%s %s", num(pt[0]), num(pt[1]))
 			case s.Step:
-				fmt.Fprintf(&d, "H%sV%s", num(x), num(y))
+				fmt.Fprintf(&d, "H%sV%s", num(pt[0]), num(pt[1]))
 			default:
-				fmt.Fprintf(&d, "L%s %s", num(x), num(y))
+				fmt.Fprintf(&d, "L%s %s", num(pt[0]), num(pt[1]))
 			}
 		}
 		dash := ""
@@ -165,9 +215,9 @@ func (p Plot) draw(b *strings.Builder, top int) {
 			dash = ` stroke-dasharray="7 5"`
 		}
 		fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s/>`+"\n", d.String(), c, dash)
-		if len(s.X) <= 30 && !s.Step && !s.Dashed {
-			for j := range s.X {
-				fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", num(sx(s.X[j])), num(sy(s.Y[j])), c)
+		if len(pts) <= 30 && !s.Step && !s.Dashed {
+			for _, pt := range pts {
+				fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", num(pt[0]), num(pt[1]), c)
 			}
 		}
 	}
