@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,3 +83,5 @@ func newStore(t testing.TB, e env, opts redisstore.Options) *redisstore.Store {
 }
 
 func fixedClock(t time.Time) func() time.Time { return func() time.Time { return t } }
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }

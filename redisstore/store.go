@@ -403,6 +403,10 @@ func (s *Store) cacheClock(now time.Time) int64 {
 	return time.Now().UnixNano()
 }
 
+// Key returns the Redis key holding key's state under algorithm a, for
+// inspection and for deleting a key's state (which resets its limit).
+func (s *Store) Key(a ratelimit.Algorithm, key string) string { return s.key(shapeOf(a), key) }
+
 // key returns the Redis key of req.Key's state: prefix, shape tag, and the
 // key in braces, so the states of one key share a Cluster hash slot.
 func (s *Store) key(sh shape, key string) string {

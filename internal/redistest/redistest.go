@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -256,6 +257,23 @@ func (s *Server) Restart() error {
 		return nil
 	}
 	return s.launch()
+}
+
+// Pause stops the process (SIGSTOP) without closing its sockets: clients
+// connect and send, and nothing answers, as with a hung server or a network
+// partition. Resume continues it.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig os.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return errors.New("redistest: server not running")
+	}
+	return s.cmd.Process.Signal(sig)
 }
 
 // Running reports whether the process is running.
