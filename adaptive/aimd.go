@@ -69,6 +69,10 @@ type Options struct {
 	// before it counts as congestion. 0 means 2 (twice the baseline);
 	// negative disables the latency signal.
 	Tolerance float64
+	// MinRise is the least rise of the smoothed latency over its baseline
+	// that counts, whatever the ratio: sub-millisecond latencies double on
+	// noise alone. Zero means 50 ms.
+	MinRise time.Duration
 }
 
 // AIMD is an additive-increase, multiplicative-decrease rate controller.
@@ -113,6 +117,9 @@ func NewAIMD(o Options) *AIMD {
 	}
 	if o.Tolerance == 0 {
 		o.Tolerance = 2
+	}
+	if o.MinRise <= 0 {
+		o.MinRise = 50 * time.Millisecond
 	}
 	return &AIMD{o: o, rate: clamp(o.Initial, o.Min, o.Max), slowStart: !o.NoSlowStart}
 }
@@ -198,14 +205,16 @@ func (c *AIMD) latencyHigh(l float64) bool {
 		return false
 	}
 	c.smoothed += (l - c.smoothed) / 8
-	if l < c.baseline {
-		c.baseline = l
+	// The baseline follows the smoothed latency down at once and up
+	// slowly, so that one lucky sample does not set it, and a lasting
+	// change of path (a new server, bigger pages) becomes the new normal.
+	if c.smoothed < c.baseline {
+		c.baseline = c.smoothed
 	} else {
-		// Let the baseline drift up slowly, so a lasting change of path
-		// (a new server, a bigger page) becomes the new normal.
-		c.baseline += (l - c.baseline) / 64
+		c.baseline += (c.smoothed - c.baseline) / 64
 	}
-	return c.samples >= 10 && c.smoothed > c.o.Tolerance*c.baseline
+	return c.samples >= 10 && c.smoothed > c.o.Tolerance*c.baseline &&
+		c.smoothed-c.baseline >= float64(c.o.MinRise)
 }
 
 func clamp(v, lo, hi float64) float64 {

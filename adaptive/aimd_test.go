@@ -156,3 +156,22 @@ func BenchmarkOnResponse(b *testing.B) {
 		c.OnResponse(now, Sample{Signal: Success, Latency: time.Millisecond})
 	}
 }
+
+// TestAIMDLatencyNoise: sub-millisecond latencies that quadruple on noise
+// (a loopback server under the race detector) are not congestion.
+func TestAIMDLatencyNoise(t *testing.T) {
+	t.Parallel()
+	c := NewAIMD(Options{Initial: 20, NoSlowStart: true})
+	now := t0
+	for i := range 2000 {
+		now = now.Add(10 * time.Millisecond)
+		lat := 100 * time.Microsecond
+		if i%2 == 1 {
+			lat = 900 * time.Microsecond
+		}
+		c.OnResponse(now, Sample{Signal: Success, Latency: lat})
+	}
+	if got := c.Rate(); got < 20 {
+		t.Errorf("after noisy sub-ms latencies: rate %v, want no decrease from 20", got)
+	}
+}
