@@ -226,3 +226,14 @@ func TestParseTooManyProblems(t *testing.T) {
 		t.Errorf("last problem = %q", last)
 	}
 }
+
+func TestParseNullRateLimit(t *testing.T) {
+	t.Parallel()
+	c, err := Parse("null.yaml", []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n  - key: b\n    quota: ~\n"))
+	if err != nil {
+		t.Fatalf("Parse = %v, want an empty rate_limit to mean none, as in envoyproxy/ratelimit", err)
+	}
+	if r := c.Match(e("a", "x")); r != nil {
+		t.Errorf("Match(a) = %v, want nil", r)
+	}
+}

@@ -383,6 +383,15 @@ func (p *parser) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool) 
 	return 0, false
 }
 
+// nonNull returns n, or nil for a YAML null: an empty "rate_limit:" is no
+// rate limit, as in envoyproxy/ratelimit.
+func nonNull(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil
+	}
+	return n
+}
+
 // level is one list of descriptors, indexed for matching.
 type level struct {
 	exact     map[Entry]*node
@@ -484,14 +493,14 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 	p.fields(n, path, map[string]func(k, v *yaml.Node){
 		"key":             func(k, v *yaml.Node) { keyNode = v; key, keyOK = p.text(v, join(path, "key")) },
 		"value":           func(k, v *yaml.Node) { value, _ = p.text(v, join(path, "value")) },
-		"rate_limit":      func(k, v *yaml.Node) { rlNode = v },
+		"rate_limit":      func(k, v *yaml.Node) { rlNode = nonNull(v) },
 		"descriptors":     func(k, v *yaml.Node) { childNode = v },
 		"shadow_mode":     func(k, v *yaml.Node) { shadow = p.boolean(v, join(path, "shadow_mode")) },
 		"detailed_metric": func(k, v *yaml.Node) { detailed = p.boolean(v, join(path, "detailed_metric")) },
 		"value_to_metric": func(k, v *yaml.Node) { v2m = p.boolean(v, join(path, "value_to_metric")) },
 		"share_threshold": func(k, v *yaml.Node) { shareNode = v; share = p.boolean(v, join(path, "share_threshold")) },
 		"quota_mode":      func(k, v *yaml.Node) { quotaMode = p.boolean(v, join(path, "quota_mode")) },
-		"quota":           func(k, v *yaml.Node) { quotaNode = v },
+		"quota":           func(k, v *yaml.Node) { quotaNode = nonNull(v) },
 	})
 	ok := true
 	switch {
@@ -688,13 +697,18 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	if bad {
 		return nil
 	}
-	_ = rpuNode
 	if burstNode != nil && alg.Windowed() {
 		if algNode == nil {
 			p.add(burstNode.Line, join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket); with no algorithm the rule is a fixed_window, as in envoyproxy/ratelimit: set algorithm")
 		} else {
 			p.add(burstNode.Line, join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket), not %s", alg)
 		}
+		return nil
+	}
+	if rpu > int64(period) {
+		// envoyproxy/ratelimit accepts this (often as "no real limit");
+		// sluice's limits admit at most one event per nanosecond.
+		p.add(rpuNode.Line, join(path, "requests_per_unit"), "%d per %v is more than sluice enforces: at most one event per nanosecond (%d per %v); use unlimited: true for no limit", rpu, period, int64(period), period)
 		return nil
 	}
 	r.Algorithm = alg
