@@ -295,7 +295,7 @@ func (d *decoder) parse(data []byte) *Config {
 		d.list(routesNode, "routes", func(i int, v *yaml.Node, path string) {
 			c.Routes = append(c.Routes, d.route(v, path, c))
 		})
-		if len(c.Routes) == 0 && routesNode.Kind == yaml.SequenceNode {
+		if len(c.Routes) == 0 && (routesNode.Kind == yaml.SequenceNode || routesNode.Tag == "!!null") {
 			d.add(routesNode.Line, "routes", "no routes")
 		}
 		limited := false
