@@ -74,6 +74,11 @@ func newStore(t testing.TB, e env, opts redisstore.Options) *redisstore.Store {
 	if opts.Prefix == "" {
 		opts.Prefix = prefix()
 	}
+	if opts.Timeout == 0 {
+		// Tests that are not about timeouts must not fail on a slow CI
+		// machine.
+		opts.Timeout = 10 * time.Second
+	}
 	s, err := redisstore.New(context.Background(), e.client, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -165,13 +165,31 @@ type Store struct {
 var _ ratelimit.Store = (*Store)(nil)
 
 // New returns a Store using client, which stays the caller's: Close does not
-// close it. A rueidis cluster client makes a Cluster store. ctx bounds
-// nothing yet; it is there for the I/O New may do in the future.
+// close it. A rueidis cluster client makes a Cluster store. New loads the
+// scripts into every node it knows, within ctx; a node that cannot take
+// them then is not an error (the first call loads them).
 func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	return newStore(client, false, opts)
+	s, err := newStore(client, false, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.preload(ctx)
+	return s, nil
+}
+
+// preload sends SCRIPT LOAD for every script to every node, so that the
+// first decisions do not pay for NOSCRIPT and EVAL.
+func (s *Store) preload(ctx context.Context) {
+	for _, node := range s.client.Nodes() {
+		cmds := make(rueidis.Commands, 0, len(scriptSources))
+		for _, src := range scriptSources {
+			cmds = append(cmds, node.B().ScriptLoad().Script(src).Build())
+		}
+		node.DoMulti(ctx, cmds...)
+	}
 }
 
 func newStore(client rueidis.Client, own bool, opts Options) (*Store, error) {
@@ -254,6 +272,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		client.Close()
 		return nil, err
 	}
+	s.preload(ctx)
 	return s, nil
 }
 

@@ -19,25 +19,31 @@ func (e ReplyError) Error() string { return "redistest: server replied " + strin
 // for simple and bulk strings, int64 for integers, []any for arrays, nil
 // for a nil reply, and a ReplyError for an error reply. It is meant for
 // setup and inspection, not for load: each call dials.
-func (s *Server) Do(args ...string) (any, error) {
+func (s *Server) Do(args ...string) (any, error) { return s.DoDB(0, args...) }
+
+// DoDB is Do in database db (SELECT db first, on the same connection).
+func (s *Server) DoDB(db int, args ...string) (any, error) {
 	conn, err := net.DialTimeout("tcp", s.Addr, 2*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	buf := []byte("*" + strconv.Itoa(len(args)) + "\r\n")
-	for _, a := range args {
-		buf = append(buf, '$')
-		buf = strconv.AppendInt(buf, int64(len(a)), 10)
-		buf = append(buf, "\r\n"...)
-		buf = append(buf, a...)
-		buf = append(buf, "\r\n"...)
+	var buf []byte
+	if db != 0 {
+		buf = appendCommand(buf, "SELECT", strconv.Itoa(db))
 	}
+	buf = appendCommand(buf, args...)
 	if _, err := conn.Write(buf); err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	v, err := readReply(bufio.NewReader(conn))
+	r := bufio.NewReader(conn)
+	if db != 0 {
+		if _, err := readReply(r); err != nil {
+			return nil, fmt.Errorf("redistest: SELECT %d: %w", db, err)
+		}
+	}
+	v, err := readReply(r)
 	if err != nil {
 		var re ReplyError
 		if errors.As(err, &re) {
@@ -46,6 +52,20 @@ func (s *Server) Do(args ...string) (any, error) {
 		return nil, fmt.Errorf("redistest: %s: %w", args[0], err)
 	}
 	return v, nil
+}
+
+func appendCommand(buf []byte, args ...string) []byte {
+	buf = append(buf, '*')
+	buf = strconv.AppendInt(buf, int64(len(args)), 10)
+	buf = append(buf, "\r\n"...)
+	for _, a := range args {
+		buf = append(buf, '$')
+		buf = strconv.AppendInt(buf, int64(len(a)), 10)
+		buf = append(buf, "\r\n"...)
+		buf = append(buf, a...)
+		buf = append(buf, "\r\n"...)
+	}
+	return buf
 }
 
 func readReply(r *bufio.Reader) (any, error) {

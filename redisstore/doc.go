@@ -1,0 +1,69 @@
+// Package redisstore is a ratelimit.Store that keeps limiter state in Redis,
+// standalone or Cluster (Valkey too), so that every instance of a service
+// spends from the same budget.
+//
+// Open connects by URL and New wraps a rueidis client you already have:
+//
+//	s, err := redisstore.Open(ctx, "redis://:password@redis:6379/0", redisstore.Options{})
+//	s, err := redisstore.Open(ctx, "redis-cluster://10.0.0.1:6379,10.0.0.2:6379", redisstore.Options{})
+//
+// # Exactly the memory store's decisions
+//
+// Each algorithm's Go step (the ones memstore runs) has a Lua twin, run
+// atomically by EVALSHA (EVAL after a NOSCRIPT). Lua's numbers are doubles,
+// exact only below 2^53, and a time in Unix nanoseconds is not; the scripts
+// carry times as seconds and nanoseconds and compute every difference
+// exactly, and the sliding window counter's float formula is evaluated in
+// the Go step's order. A differential test runs both on random sequences and
+// requires identical decisions, weighted costs and peeks included.
+//
+// State is one Redis key per limiter key and state shape: a TAT string for
+// GCRA, TokenBucket and LeakyBucket (which share it, as in memstore),
+// "start prev curr" for FixedWindow and SlidingWindowCounter, a list of
+// "time cost" entries for SlidingWindowLog. Keys are named
+// Prefix + shape + "{" + key + "}", so Cluster hash-tags them, and expire
+// when their state has decayed to a full quota, which is the same as an
+// absent key.
+//
+// # Clock
+//
+// By default the scripts read the Redis server's clock (TIME), so instances
+// whose clocks disagree still agree on every limit. (On a Cluster each node
+// uses its own clock for its own keys.) Options.Now replaces it, for tests
+// and simulations; the time is then read in the process.
+//
+// # Throughput
+//
+// Concurrent Apply calls are coalesced: while a script call is in flight,
+// the requests that arrive meanwhile wait for the next one, which decides up
+// to Options.MaxBatch of them in one round trip and one script run (on a
+// Cluster, per hash slot). Several such calls are pipelined on one
+// connection by rueidis. A lone request goes out at once: batching adds no
+// delay, it only fills the time a request would have waited anyway.
+//
+// # Failures
+//
+// A denial is a Decision; an error means Redis could not decide (it wraps
+// ErrUnavailable or ErrScript). Each call to Redis is bounded by
+// Options.Timeout (100 ms by default), and after BreakerThreshold
+// consecutive failures a breaker stops calling Redis for BreakerCooldown, so
+// an outage does not add a timeout to every request. Options.OnError then
+// chooses: ReturnError (the default: the caller decides), Allow (fail open,
+// as Stripe does), Deny (fail closed), or Local (an in-process memstore
+// applying the same limits until Redis answers again; each instance then
+// enforces the limit alone, so n instances admit up to n times it). The
+// breaker is store-wide: on a Cluster, one lost node's failures also send
+// the other nodes' keys to the policy while it is open.
+//
+// # Denial cache
+//
+// With Options.DenyCache, a request denied with RetryAfter d is denied
+// locally for d, without a round trip, for the same key, limit and algorithm
+// and any cost at least as large (Cloudflare caches "mitigation active"
+// flags the same way). A denial consumes nothing, so the cache never admits
+// what Redis would deny; it may deny what Redis would admit when capacity
+// comes back sooner than RetryAfter said: when the limit's state was reset
+// or deleted in Redis, and by the skew between the process's clock (which
+// times the cache) and Redis's. Peeks and LeakyBucket requests with a
+// MaxDelay are never cached.
+package redisstore

@@ -1,0 +1,254 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Shared(t)
+	cl := redistest.SharedCluster(t)
+	secret := redistest.Start(t)
+	if _, err := secret.Do("CONFIG", "SET", "requirepass", "s3cret"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, url string
+		db        int // when set, the key must be in this db of srv
+	}{
+		{"standalone", "redis://" + srv.Addr, 0},
+		{"db", "redis://" + srv.Addr + "/3", 3},
+		{"password", "redis://:s3cret@" + secret.Addr, 0},
+		{"cluster", cl.URL(), 0},
+		{"cluster one seed", "redis-cluster://" + cl.Nodes[1].Addr, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := redisstore.Open(ctx, tc.url, redisstore.Options{Prefix: prefix(), Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for i := range 3 {
+				d, err := s.Apply(ctx, ratelimit.Request{Key: "k", Limit: ratelimit.PerMinute(2), N: 1})
+				if err != nil || d.Allowed != (i < 2) {
+					t.Fatalf("call %d: %+v, %v; want allowed only for the first 2", i, d, err)
+				}
+			}
+			if tc.db != 0 {
+				k := s.Key(ratelimit.GCRA, "k")
+				in3, err3 := srv.DoDB(tc.db, "EXISTS", k)
+				in0, err0 := srv.Do("EXISTS", k)
+				if err3 != nil || err0 != nil || in3 != int64(1) || in0 != int64(0) {
+					t.Fatalf("EXISTS in db %d = %v, %v; in db 0 = %v, %v; want 1 and 0", tc.db, in3, err3, in0, err0)
+				}
+			}
+		})
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	ctx := context.Background()
+	secret := redistest.Start(t)
+	if _, err := secret.Do("CONFIG", "SET", "requirepass", "s3cret"); err != nil {
+		t.Fatal(err)
+	}
+	dead := redistest.Start(t)
+	dead.Kill()
+	for _, tc := range []struct{ name, url, want string }{
+		{"scheme", "http://localhost:6379", "want redis://"},
+		{"no host", "redis-cluster://", "no host"},
+		{"refused", "redis://" + dead.Addr, "redis unavailable"},
+		{"wrong password", "redis://:nope@" + secret.Addr, "redis unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := redisstore.Open(ctx, tc.url, redisstore.Options{})
+			if err == nil {
+				s.Close()
+				t.Fatalf("Open(%q): no error", tc.url)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open(%q) = %v, want an error containing %q", tc.url, err, tc.want)
+			}
+			if strings.Contains(err.Error(), "nope") {
+				t.Fatalf("error %q shows the password", err)
+			}
+		})
+	}
+	if _, err := redisstore.New(ctx, nil, redisstore.Options{}); err == nil {
+		t.Error("New(nil client): no error")
+	}
+	e := standalone(t)
+	if _, err := redisstore.New(ctx, e.client, redisstore.Options{Prefix: "a{b}"}); err == nil {
+		t.Error("New with a braced prefix: no error")
+	}
+}
+
+func TestPolicyText(t *testing.T) {
+	for _, p := range []redisstore.Policy{redisstore.ReturnError, redisstore.Allow, redisstore.Deny, redisstore.Local} {
+		b, err := p.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var q redisstore.Policy
+		if err := q.UnmarshalText(b); err != nil || q != p {
+			t.Errorf("round trip of %v: got %v, %v", p, q, err)
+		}
+	}
+	if _, err := redisstore.ParsePolicy("open"); err == nil {
+		t.Error(`ParsePolicy("open"): no error`)
+	}
+}
+
+// TestBatchSameKey sends many concurrent requests for one key, so that
+// batches hold the key several times: exactly the capacity is admitted.
+func TestBatchSameKey(t *testing.T) {
+	both(t, func(t *testing.T, e env) {
+		for _, alg := range ratelimit.Algorithms() {
+			t.Run(alg.String(), func(t *testing.T) {
+				now := ratelimittestT0()
+				s := newStore(t, e, redisstore.Options{Now: fixedClock(now), Pipeline: 2})
+				lim := ratelimit.Limit{Rate: 100, Period: time.Hour, Burst: 100}
+				var admitted atomic.Int64
+				var wg sync.WaitGroup
+				for range 32 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range 10 {
+							d, err := s.Apply(context.Background(), ratelimit.Request{Key: "k", Limit: lim, Algorithm: alg, N: 1})
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if d.Allowed {
+								admitted.Add(1)
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				if got := admitted.Load(); got != 100 {
+					t.Errorf("admitted %d of 320, want exactly 100", got)
+				}
+			})
+		}
+	})
+}
+
+func ratelimittestT0() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+func TestDenyCache(t *testing.T) {
+	srv := redistest.Start(t)
+	now := ratelimittestT0()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
+	s := newStore(t, env{client: ownClient(t, srv.Addr)}, redisstore.Options{Now: clock, DenyCache: true, Timeout: time.Second})
+	ctx := context.Background()
+	lim := ratelimit.Limit{Rate: 1, Period: time.Second, Burst: 2}
+	req := ratelimit.Request{Key: "k", Limit: lim, N: 1}
+	for i := range 2 {
+		if d, err := s.Apply(ctx, req); err != nil || !d.Allowed {
+			t.Fatalf("call %d: %+v, %v", i, d, err)
+		}
+	}
+	denied, err := s.Apply(ctx, req)
+	if err != nil || denied.Allowed || denied.RetryAfter != time.Second {
+		t.Fatalf("third call: %+v, %v; want denied for 1s", denied, err)
+	}
+	// Redis gone: the cached denial still answers, without an error, until
+	// RetryAfter has passed.
+	srv.Kill()
+	set(ratelimittestT0().Add(400 * time.Millisecond))
+	d, err := s.Apply(ctx, req)
+	if err != nil || d.Allowed || d.RetryAfter != 600*time.Millisecond {
+		t.Fatalf("cached: %+v, %v; want denied, RetryAfter 600ms", d, err)
+	}
+	// A bigger cost is denied too; a smaller one (a peek) is not cached.
+	if d, err := s.Apply(ctx, ratelimit.Request{Key: "k", Limit: lim, N: 2}); err != nil || d.Allowed {
+		t.Fatalf("cached, cost 2: %+v, %v; want denied", d, err)
+	}
+	if _, err := s.Apply(ctx, ratelimit.Request{Key: "k", Limit: lim, N: 0}); !errors.Is(err, redisstore.ErrUnavailable) {
+		t.Fatalf("peek with Redis down: err = %v, want ErrUnavailable (peeks are not cached)", err)
+	}
+	// Once RetryAfter has passed, the request goes to Redis again.
+	set(ratelimittestT0().Add(time.Second))
+	if _, err := s.Apply(ctx, req); !errors.Is(err, redisstore.ErrUnavailable) {
+		t.Fatalf("after RetryAfter with Redis down: err = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	e := standalone(t)
+	s := newStore(t, e, redisstore.Options{})
+	s.Close()
+	s.Close()
+	if _, err := s.Apply(context.Background(), ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1), N: 1}); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Fatalf("Apply after Close: err = %v, want ErrClosed", err)
+	}
+}
+
+func TestContextCancelled(t *testing.T) {
+	e := standalone(t)
+	s := newStore(t, e, redisstore.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Apply(ctx, ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1), N: 1})
+	// The call may have been answered before the cancellation was seen.
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Apply with a cancelled context: err = %v, want nil or context.Canceled", err)
+	}
+}
+
+// TestServerClock checks the default clock (Redis TIME) end to end, and
+// that state expires: an idle key's Redis key vanishes.
+func TestServerClock(t *testing.T) {
+	both(t, func(t *testing.T, e env) {
+		s := newStore(t, e, redisstore.Options{})
+		ctx := context.Background()
+		lim := ratelimit.Limit{Rate: 1, Period: 50 * time.Millisecond, Burst: 1}
+		for _, alg := range ratelimit.Algorithms() {
+			req := ratelimit.Request{Key: "clock-" + alg.String(), Limit: lim, Algorithm: alg, N: 1}
+			d, err := s.Apply(ctx, req)
+			if err != nil || !d.Allowed {
+				t.Fatalf("%v: first: %+v, %v", alg, d, err)
+			}
+			d, err = s.Apply(ctx, req)
+			if err != nil || d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > 2*lim.Period {
+				t.Fatalf("%v: second: %+v, %v; want denied for at most 2 periods", alg, d, err)
+			}
+		}
+		// The keys expire on Redis's clock once their state has decayed.
+		node := redistest.Shared(t)
+		if e.name == "cluster" {
+			var err error
+			if node, err = redistest.SharedCluster(t).NodeFor(s.Key(ratelimit.GCRA, "clock-gcra")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			v, err := node.Do("EXISTS", s.Key(ratelimit.GCRA, "clock-gcra"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v == int64(0) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("GCRA key still in Redis 10s after its state decayed")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
