@@ -11,8 +11,9 @@
 //
 //   - a rule without an algorithm is a fixed window aligned to its unit
 //     (epoch-aligned windows, a 30-day month) and every hit counts, even
-//     over the limit: a request denied for costing more than what is left
-//     leaves the window exhausted, as envoyproxy/ratelimit's INCRBY does;
+//     over the limit, as envoyproxy/ratelimit's INCRBY counts them: once a
+//     request has overflowed a window, every later request of that window
+//     is over, even a check with hits_addend 0;
 //   - hits_addend: a descriptor's own hits_addend wins (an explicit 0 checks
 //     without counting), else the request's, where 0 (the proto default)
 //     counts as 1;

@@ -84,23 +84,15 @@ func (m *metrics) forRule(r *rules.Rule, entries []rules.Entry) *ruleStats {
 }
 
 // record counts c's outcome as envoyproxy/ratelimit's base limiter does:
-// with before and after the counts around this request's hits, hits above
-// the limit are over_limit (shadow_mode too for a shadow rule), hits
-// between the near-limit threshold and the limit near_limit, and an
-// admitted request's hits within_limit.
+// with before and after the usage around this request's hits, hits above
+// the limit are over_limit (and shadow_mode for a shadow rule), hits
+// between the near-limit threshold and the limit near_limit, and the hits
+// of a request within the limit within_limit.
 func (rs *ruleStats) record(c *check, nearRatio float64) {
 	hits := uint64(c.hits)
 	rs.totalHits.Add(float64(hits))
 	capacity := uint64(max(0, c.limit.Capacity(c.alg)))
-	remaining := uint64(max(0, c.d.Remaining))
-	var before, after uint64
-	if c.over {
-		before = capacity - min(capacity, remaining)
-		after = before + hits
-	} else {
-		after = capacity - min(capacity, remaining)
-		before = after - min(after, hits)
-	}
+	before, after := uint64(c.before), uint64(c.after)
 	near := uint64(float64(float32(capacity) * float32(nearRatio))) // as envoy: float32, floored
 	if c.over {
 		if before >= capacity {

@@ -204,16 +204,19 @@ const (
 
 // check is one descriptor's resolution and outcome.
 type check struct {
-	kind     kind
-	rule     *rules.Rule // nil for an override
-	limit    ratelimit.Limit
-	alg      ratelimit.Algorithm
-	shadow   bool
-	hits     int64
-	d        ratelimit.Decision
-	over     bool // over the limit (before shadow mode)
-	quotaEnd time.Time
-	stats    *ruleStats
+	kind      kind
+	rule      *rules.Rule // nil for an override
+	limit     ratelimit.Limit
+	alg       ratelimit.Algorithm
+	shadow    bool
+	hits      int64
+	d         ratelimit.Decision
+	over      bool  // over the limit (before shadow mode)
+	remaining int64 // limit_remaining (0 when over)
+	before    int64 // usage before this request's hits, as envoyproxy/ratelimit counts it
+	after     int64 // and after
+	quotaEnd  time.Time
+	stats     *ruleStats
 }
 
 type scratch struct {
@@ -353,25 +356,62 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 	return s.respond(checks), nil
 }
 
-// apply runs c against the store, with envoyproxy/ratelimit's counting for
-// fixed windows: every hit counts, so a request denied for costing more
-// than is left exhausts the window.
+// apply runs c against the store and sets its outcome: c.d, c.over (over
+// the limit, before shadow mode), c.remaining, and c.before and c.after,
+// the usage around this request's hits that the metrics count with.
 func (s *Server) apply(ctx context.Context, c *check, key string) error {
+	if c.alg == ratelimit.FixedWindow && c.quotaEnd.IsZero() {
+		return s.applyEnvoyWindow(ctx, c, key)
+	}
 	d, err := s.store.Apply(ctx, ratelimit.Request{Key: key, Limit: c.limit, Algorithm: c.alg, N: c.hits})
 	if err != nil {
 		return err
 	}
-	c.d = d
-	c.over = !d.Allowed
-	if c.over && c.alg == ratelimit.FixedWindow && d.Remaining > 0 {
-		// envoyproxy/ratelimit INCRBYs the whole hits_addend whatever the
-		// outcome, so the window is over its limit from now on. Consume
-		// what is left so that every later request of this window is
-		// denied here too. A failure here only loses that emulation.
-		if _, err := s.store.Apply(ctx, ratelimit.Request{Key: key, Limit: c.limit, Algorithm: c.alg, N: d.Remaining}); err != nil {
-			return err
-		}
+	capacity := max(0, c.limit.Capacity(c.alg))
+	used := capacity - min(capacity, max(0, d.Remaining))
+	c.d, c.over, c.remaining = d, !d.Allowed, d.Remaining
+	if c.over {
+		c.before, c.after = used, used+c.hits
+		c.remaining = 0
+	} else {
+		c.before, c.after = max(0, used-c.hits), used
 	}
+	return nil
+}
+
+// applyEnvoyWindow applies c as envoyproxy/ratelimit's fixed window does:
+// it INCRBYs the window's count by the whole hits_addend whatever the
+// outcome, and the descriptor is over the limit when the count after the
+// increment exceeds the limit, so once any request has overflowed a window
+// every later request of it, even a check with hits_addend 0, is over.
+//
+// Stores do not count what they deny, so the window is kept with one more
+// event than the limit: a count of Rate+1 stands for "overflowed". A
+// request the store admits is over when it brings the count to Rate+1; a
+// request the store denies overflows the window, and what was left is
+// consumed so that the count reads Rate+1. The only extra store call is
+// that one, for a request costing more than what is left.
+func (s *Server) applyEnvoyWindow(ctx context.Context, c *check, key string) error {
+	lim := ratelimit.Limit{Rate: c.limit.Rate + 1, Period: c.limit.Period}
+	d, err := s.store.Apply(ctx, ratelimit.Request{Key: key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: c.hits})
+	if err != nil {
+		return err
+	}
+	c.d = d
+	count := lim.Rate - min(lim.Rate, max(0, d.Remaining)) // after, when admitted; before, when denied
+	if !d.Allowed {
+		if d.Remaining > 0 {
+			if _, err := s.store.Apply(ctx, ratelimit.Request{Key: key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: d.Remaining}); err != nil {
+				return err
+			}
+		}
+		c.over, c.remaining = true, 0
+		c.before, c.after = count, count+c.hits
+		return nil
+	}
+	c.over = count > c.limit.Rate
+	c.remaining = max(0, c.limit.Rate-count)
+	c.before, c.after = max(0, count-c.hits), count
 	return nil
 }
 
@@ -563,7 +603,7 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 				resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 			}
 		} else {
-			st.LimitRemaining = clamp32(c.d.Remaining)
+			st.LimitRemaining = clamp32(c.remaining)
 		}
 	}
 	if s.headers != HeadersOff {

@@ -351,8 +351,15 @@ func TestSemantics(t *testing.T) {
 			{0, d("bucket", "x"), st{over, 0, 10, 1}},
 		}},
 		{"zero requests_per_unit blocks everything", []step{
+			{0, withHits(d("blocked", "x"), 0), st{ok, 0, 0, 1}}, // a check of an empty window
 			{0, d("blocked", "x"), st{over, 0, 0, 1}},
-			{0, withHits(d("blocked", "x"), 0), st{ok, 0, 0, 1}},
+			{0, withHits(d("blocked", "x"), 0), st{over, 0, 0, 1}}, // the window has overflowed
+		}},
+		{"a check is over only once the window has overflowed, as count > limit", []step{
+			{3, d("user", "alice"), st{ok, 0, 3, 30}},
+			{0, withHits(d("user", "alice"), 0), st{ok, 0, 3, 30}}, // full, not over
+			{0, d("user", "alice"), st{over, 0, 3, 30}},
+			{0, withHits(d("user", "alice"), 0), st{over, 0, 3, 30}},
 		}},
 	} {
 		forEachStore(t, tc.name, func(t *testing.T, store storeFunc) {

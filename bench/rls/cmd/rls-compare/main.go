@@ -1,0 +1,230 @@
+// Command rls-compare runs `sluice rls` and envoyproxy/ratelimit (built
+// from its Go module) on one redis-server with one configuration, checks
+// that they decide alike on one request stream, then measures both with
+// one load generator, interleaved in rounds. See docs/bench-rls.md.
+//
+// Run it from the bench module:
+//
+//	cd bench && go run ./rls/cmd/rls-compare
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/bench/rls"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+func main() {
+	root := flag.String("root", "..", "the sluice module (built as the sluice binary)")
+	configDir := flag.String("config", "rls/config", "configuration directory given to both servers")
+	workDir := flag.String("work", "", "work directory (binaries, envoy runtime); default a temporary one")
+	envoyBin := flag.String("envoy-bin", "", "envoyproxy/ratelimit binary; default: go install it at the pinned version")
+	stream := flag.Int("stream", 3000, "requests in the agreement stream")
+	callers := flag.Int("callers", 64, "concurrent callers of the load generator")
+	conns := flag.Int("conns", 8, "gRPC connections of the load generator")
+	keys := flag.Int("keys", 10000, "distinct descriptor values in the load")
+	descs := flag.Int("descriptors", 1, "descriptors per request in the load")
+	dur := flag.Duration("duration", 10*time.Second, "measurement time per server per round")
+	rounds := flag.Int("rounds", 3, "rounds; each server's median round is reported")
+	only := flag.String("only", "", "run only servers whose name contains this")
+	skipAgree := flag.Bool("skip-agree", false, "skip the agreement check")
+	flag.Parse()
+	ctx := context.Background()
+
+	if *workDir == "" {
+		d, err := os.MkdirTemp("", "rls-compare-")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer os.RemoveAll(d)
+		*workDir = d
+	}
+	cfg, err := filepath.Abs(*configDir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *envoyBin == "" {
+		log.Printf("building envoyproxy/ratelimit %s from its Go module…", rls.EnvoyVersion)
+		if *envoyBin, err = rls.BuildEnvoy(ctx, *workDir); err != nil {
+			log.Fatal(err)
+		}
+	}
+	sluiceBin, err := rls.BuildSluice(ctx, *root, *workDir)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	redis, err := redistest.StartServer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer redis.Close()
+	redisPID, err := redisPID(redis.Addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	envoy, err := rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy"), redis.Addr, rls.EnvoyOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer envoy.Stop()
+	envoyPiped, err := rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy-piped"), redis.Addr,
+		rls.EnvoyOptions{PipelineWindow: 150 * time.Microsecond, PipelineLimit: 8})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer envoyPiped.Stop()
+	sluiceRedis, err := rls.StartSluice(ctx, sluiceBin, cfg, "redis://"+redis.Addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sluiceRedis.Stop()
+	sluiceMem, err := rls.StartSluice(ctx, sluiceBin, cfg, "memory")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sluiceMem.Stop()
+
+	fmt.Printf("go %s, GOMAXPROCS %d, %d CPUs; redis-server at %s; envoyproxy/ratelimit %s\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), redis.Addr, rls.EnvoyVersion)
+
+	if !*skipAgree {
+		if err := agree(ctx, envoy.Addr, sluiceRedis.Addr, *stream); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	procs := []*rls.Proc{envoy, envoyPiped, sluiceRedis, sluiceMem}
+	procs = slices.DeleteFunc(procs, func(p *rls.Proc) bool { return !strings.Contains(p.Name, *only) })
+	load := rls.Load{Callers: *callers, Conns: *conns, Keys: *keys, Descriptors: *descs, Duration: *dur}
+	fmt.Printf("\nthroughput: %d callers over %d connections, %d keys, %d descriptor(s)/request, %v per server per round, %d rounds (median round shown)\n",
+		load.Callers, load.Conns, load.Keys, load.Descriptors, load.Duration, *rounds)
+	results := make(map[string][]rls.Result)
+	for r := range *rounds {
+		for _, p := range procs {
+			pid := p.PID()
+			cpu := func() (time.Duration, time.Duration) {
+				s, _ := rls.CPUTime(pid)
+				rd, _ := rls.CPUTime(redisPID)
+				return s, rd
+			}
+			res, err := rls.Measure(ctx, p.Name, p.Addr, load, cpu)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if res.FirstErr != nil {
+				log.Printf("%s: %d errors, first: %v", p.Name, res.Errors, res.FirstErr)
+			}
+			fmt.Printf("  round %d  %s\n", r+1, res)
+			results[p.Name] = append(results[p.Name], res)
+		}
+	}
+	fmt.Println()
+	med := map[string]rls.Result{}
+	for _, p := range procs {
+		rs := results[p.Name]
+		slices.SortFunc(rs, func(a, b rls.Result) int {
+			switch {
+			case a.PerSecond() < b.PerSecond():
+				return -1
+			case a.PerSecond() > b.PerSecond():
+				return 1
+			}
+			return 0
+		})
+		med[p.Name] = rs[len(rs)/2]
+		fmt.Printf("median  %s\n", med[p.Name])
+	}
+	if e, ok := med[envoy.Name]; ok {
+		for _, p := range procs {
+			if p == envoy {
+				continue
+			}
+			m := med[p.Name]
+			fmt.Printf("%-44s %5.2f× envoyproxy/ratelimit's req/s, p99 %v vs %v\n", p.Name, m.PerSecond()/e.PerSecond(), m.P99.Round(time.Microsecond), e.P99.Round(time.Microsecond))
+		}
+	}
+}
+
+// agree replays one stream against both servers inside one minute window
+// (so that no fixed window rolls over mid-stream), retrying in the next
+// minute when a run would straddle one.
+func agree(ctx context.Context, envoyAddr, sluiceAddr string, n int) error {
+	dial := func(addr string) (pb.RateLimitServiceClient, func()) {
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			log.Fatal(err)
+		}
+		return pb.NewRateLimitServiceClient(c), func() { c.Close() }
+	}
+	e, ce := dial(envoyAddr)
+	defer ce()
+	s, cs := dial(sluiceAddr)
+	defer cs()
+	for attempt := range 5 {
+		now := time.Now()
+		if sec := now.Second(); sec < 1 || sec > 30 {
+			time.Sleep(now.Truncate(time.Minute).Add(time.Minute + time.Second).Sub(now))
+		}
+		start := time.Now()
+		run := strconv.FormatInt(start.UnixNano(), 36)
+		reqs := rls.Stream(42, n, run)
+		ag, err := rls.Agree(ctx, e, s, reqs)
+		if err != nil {
+			return err
+		}
+		if !time.Now().Truncate(time.Minute).Equal(start.Truncate(time.Minute)) {
+			log.Printf("agreement run %d straddled a minute boundary; again", attempt+1)
+			continue
+		}
+		fmt.Printf("\nagreement (envoyproxy/ratelimit vs sluice rls on redis, one stream of %d requests, seed 42, within one minute window):\n", n)
+		fmt.Printf("  %d requests, %d descriptors, %d over the limit; %d requests disagree; duration_until_reset one second apart: %d descriptors\n",
+			ag.Requests, ag.Descriptors, ag.OverLimit, ag.Disagree, ag.ResetOffByOne)
+		if ag.First != "" {
+			fmt.Printf("  first disagreement: %s\n", ag.First)
+		}
+		return nil
+	}
+	return fmt.Errorf("agreement: every run straddled a minute boundary")
+}
+
+// redisPID asks the redis-server at addr for its process id (INFO server).
+func redisPID(addr string) (int, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return 0, err
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+}

@@ -1,0 +1,16 @@
+// Package rls compares `sluice rls` with envoyproxy/ratelimit side by side:
+// both servers run as processes on one redis-server with one configuration
+// directory (config/bench.yaml, in envoyproxy/ratelimit's format), and one
+// client sends both the same requests.
+//
+// Agree replays one deterministic request stream (Stream) against both,
+// request by request, and compares every field of every answer: fixed
+// windows, away from window boundaries, must give identical decisions.
+// Measure drives one server with a closed-loop load generator (callers
+// goroutines over conns gRPC connections) and reports requests per second
+// and latency percentiles; the command rls-compare interleaves the servers
+// in rounds. See docs/bench-rls.md for figures and the command.
+//
+// envoyproxy/ratelimit is built from its Go module (BuildEnvoy runs go
+// install at EnvoyVersion), sluice from this tree (BuildSluice).
+package rls
