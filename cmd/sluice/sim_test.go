@@ -148,3 +148,27 @@ func TestSimUsage(t *testing.T) {
 		t.Errorf("sim --help = %v, printed:\n%s\nwant the scenarios", err, out)
 	}
 }
+
+// TestSimDocsFigures checks that the committed figures of
+// docs/simulations.md are what its commands draw today, for the scenarios
+// quick enough to redraw in a test. Regenerate a stale one with the command
+// in the message.
+func TestSimDocsFigures(t *testing.T) {
+	for _, name := range []string{"objectstore", "buckets"} {
+		want, err := os.ReadFile(filepath.Join("..", "..", "docs", "sim", name+".svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svg := filepath.Join(t.TempDir(), name+".svg")
+		if _, _, err := runSimArgs(t, name, "--svg", svg); err != nil {
+			t.Fatalf("sim %s = %v", name, err)
+		}
+		got, err := os.ReadFile(svg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("docs/sim/%s.svg is stale: run go run ./cmd/sluice sim %s --svg docs/sim/%s.svg", name, name, name)
+		}
+	}
+}
