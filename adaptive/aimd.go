@@ -63,8 +63,12 @@ type Options struct {
 	Decrease float64       // multiplies the rate on congestion, in (0, 1); 0 means 0.8
 	Interval time.Duration // 0 means 1 s
 	// NoSlowStart starts in additive increase instead of doubling the rate
-	// each Interval until the first congestion signal.
+	// every SlowStartInterval until the first congestion signal.
 	NoSlowStart bool
+	// SlowStartInterval is how often slow start doubles the rate. Zero
+	// means 250 ms: from 2/s, a host that takes 100/s is found in under
+	// 2 s, having been sent about 60 requests.
+	SlowStartInterval time.Duration
 	// Tolerance is how far above its baseline the smoothed latency may rise
 	// before it counts as congestion. 0 means 2 (twice the baseline);
 	// negative disables the latency signal.
@@ -88,6 +92,7 @@ type AIMD struct {
 	windowOK     int       // successes in it
 	windowBad    bool      // a congestion signal in it
 	lastDecrease time.Time
+	rateMax      float64 // the rate at the last decrease: where recovery aims
 	holdUntil    time.Time // Retry-After floor: no increase before
 	baseline     float64   // latency baseline, ns (0: none yet)
 	smoothed     float64   // latency EWMA, ns
@@ -114,6 +119,9 @@ func NewAIMD(o Options) *AIMD {
 	}
 	if o.Interval <= 0 {
 		o.Interval = time.Second
+	}
+	if o.SlowStartInterval <= 0 {
+		o.SlowStartInterval = 250 * time.Millisecond
 	}
 	if o.Tolerance == 0 {
 		o.Tolerance = 2
@@ -171,22 +179,33 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 			f = 0.5
 			c.slowStart = false
 		}
+		c.rateMax = c.rate
 		c.rate = clamp(c.rate*f, c.o.Min, c.o.Max)
 		c.lastDecrease = now
 		c.windowStart, c.windowOK, c.windowBad = now, 0, false
 	case s.Signal == Success:
 		c.windowOK++
 	}
-	if now.Sub(c.windowStart) >= c.o.Interval {
+	interval := c.o.Interval
+	if c.slowStart {
+		interval = c.o.SlowStartInterval
+	}
+	if now.Sub(c.windowStart) >= interval {
 		// Increase only a rate that was used (at least half of it), so an
 		// idle host does not accumulate a rate it never tested.
 		used := float64(c.windowOK) >= 0.5*c.rate*now.Sub(c.windowStart).Seconds()
 		if !c.windowBad && used && !now.Before(c.holdUntil) {
-			if c.slowStart {
-				c.rate = clamp(c.rate*2, c.o.Min, c.o.Max)
-			} else {
-				c.rate = clamp(c.rate+c.o.Increase, c.o.Min, c.o.Max)
+			switch {
+			case c.slowStart:
+				c.rate *= 2
+			case c.rate+c.o.Increase < c.rateMax:
+				// Binary-search recovery (BIC): halfway back to the rate
+				// that last failed, never less than the additive step.
+				c.rate = max(c.rate+c.o.Increase, (c.rate+c.rateMax)/2)
+			default:
+				c.rate += c.o.Increase
 			}
+			c.rate = clamp(c.rate, c.o.Min, c.o.Max)
 		}
 		c.windowStart, c.windowOK, c.windowBad = now, 0, false
 	}

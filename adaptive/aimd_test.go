@@ -22,7 +22,7 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 func TestAIMDSlowStartThenAIMD(t *testing.T) {
 	t.Parallel()
-	c := NewAIMD(Options{})
+	c := NewAIMD(Options{SlowStartInterval: time.Second})
 	now := t0
 	if c.Rate() != 2 || !c.SlowStart() {
 		t.Fatalf("initial rate %v (slow start %v), want 2 in slow start", c.Rate(), c.SlowStart())
@@ -45,16 +45,19 @@ func TestAIMDSlowStartThenAIMD(t *testing.T) {
 	if got := c.Rate(); got != 8 {
 		t.Fatalf("after concurrent 429s: rate %v, want still 8", got)
 	}
-	// Additive increase: +1 per second of success.
-	drive(c, &now, 3*time.Second+200*time.Millisecond, 10*time.Millisecond)
-	if got := c.Rate(); got != 11 {
-		t.Fatalf("after 3 s of success: rate %v, want 11", got)
+	// Recovery: halfway back to 16 (the rate that failed) each second,
+	// but at least +1: 12, 14, 15; then +1 a second beyond it.
+	for _, want := range []float64{12, 14, 15, 16, 17} {
+		drive(c, &now, time.Second+20*time.Millisecond, 10*time.Millisecond)
+		if got := c.Rate(); got != want {
+			t.Fatalf("recovering: rate %v, want %v", got, want)
+		}
 	}
-	// A 429 for a request sent after the cut: ×0.8.
+	// A timeout for a request sent after the cut: ×0.8.
 	now = now.Add(time.Second)
 	c.OnResponse(now, Sample{Signal: Timeout, Latency: 10 * time.Millisecond})
-	if got := c.Rate(); !near(got, 8.8) {
-		t.Fatalf("after a timeout: rate %v, want 8.8", got)
+	if got := c.Rate(); !near(got, 17*0.8) {
+		t.Fatalf("after a timeout: rate %v, want 13.6", got)
 	}
 }
 

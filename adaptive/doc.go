@@ -3,10 +3,14 @@
 //
 // AIMD is additive increase, multiplicative decrease, the control law of TCP
 // congestion avoidance, applied to a request rate. It starts in slow start,
-// doubling the rate every Interval of success until the first congestion
-// signal, which halves it; from then on each Interval in which every
-// response succeeded adds Increase, and each congestion signal multiplies
-// the rate by Decrease. Congestion signals are throttling (429 and 503
+// doubling the rate every SlowStartInterval of success until the first
+// congestion signal, which halves it; from then on each congestion signal
+// multiplies the rate by Decrease, and each Interval in which every
+// response succeeded raises it. Below the rate at which the last cut
+// happened it climbs back by binary search, halfway there per Interval (the
+// recovery of BIC-TCP), but never by less than Increase; above that rate
+// it probes by adding Increase per Interval. The rate thus spends its time
+// just under the host's limit, crossing it once per cycle. Congestion signals are throttling (429 and 503
 // answers), timeouts, and latency: when the smoothed latency rises well
 // above its baseline (Tolerance times), the rate eases off before the
 // server starts refusing. A Retry-After acts as a floor on the recovery: no

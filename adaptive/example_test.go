@@ -7,9 +7,11 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 )
 
-// A host that takes 12 requests a second, driven on a virtual clock: slow
-// start finds it, the first 429 halves the rate, additive increase probes
-// back up and each 429 cuts by a fifth.
+// A host that takes 12 requests a second, driven on a virtual clock, one
+// 429 in every second sent above 12/s: slow start doubles the rate four
+// times a second until the first 429 halves it; each later 429 cuts it by a
+// fifth, and each second of success climbs halfway back to the rate that
+// last failed.
 func ExampleAIMD() {
 	c := adaptive.NewAIMD(adaptive.Options{})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -29,16 +31,16 @@ func ExampleAIMD() {
 		fmt.Printf("%2ds %5.2f/s\n", sec, c.Rate())
 	}
 	// Output:
-	//  1s  2.00/s
-	//  2s  4.00/s
-	//  3s  8.00/s
-	//  4s 16.00/s
-	//  5s 16.00/s
-	//  6s 12.80/s
-	//  7s 10.24/s
-	//  8s 11.24/s
-	//  9s 12.24/s
-	// 10s  9.79/s
-	// 11s 10.79/s
-	// 12s 11.79/s
+	//  1s  4.00/s
+	//  2s 16.00/s
+	//  3s 32.00/s
+	//  4s 25.60/s
+	//  5s 20.48/s
+	//  6s 16.38/s
+	//  7s 13.11/s
+	//  8s 10.49/s
+	//  9s 11.80/s
+	// 10s 12.80/s
+	// 11s 10.24/s
+	// 12s 11.52/s
 }
