@@ -16,20 +16,23 @@ type Phase struct {
 	Limit int64         // requests per second the server admits
 }
 
-// DefaultPhases is the hidden capacity of the aimd scenario: 40/s, then a
-// jump to 100/s, a fall to 25/s and a recovery to 60/s, a minute each.
-var DefaultPhases = []Phase{
-	{0, 40},
-	{60 * time.Second, 100},
-	{120 * time.Second, 25},
-	{180 * time.Second, 60},
+// DefaultPhases returns the hidden capacity of the aimd scenario: 40/s,
+// then a jump to 100/s, a fall to 25/s and a recovery to 60/s, a minute
+// each.
+func DefaultPhases() []Phase {
+	return []Phase{
+		{0, 40},
+		{60 * time.Second, 100},
+		{120 * time.Second, 25},
+		{180 * time.Second, 60},
+	}
 }
 
 // AIMDOptions configures [AIMD]. The zero value is the default scenario.
 type AIMDOptions struct {
 	Seed       uint64
 	Runs       int              // 0 means 1; the table averages over runs
-	Phases     []Phase          // nil means DefaultPhases; Start ascending, the first at 0
+	Phases     []Phase          // nil means DefaultPhases(); Start ascending, the first at 0
 	Duration   time.Duration    // 0 means 60 s after the last phase starts
 	Controller adaptive.Options // the client's AIMD; the zero value is adaptive's default
 	Net        time.Duration    // mean of a network leg; 0 means 10 ms
@@ -62,7 +65,7 @@ func (o AIMDOptions) withDefaults() (AIMDOptions, error) {
 		o.Runs = 1
 	}
 	if len(o.Phases) == 0 {
-		o.Phases = DefaultPhases
+		o.Phases = DefaultPhases()
 	}
 	if o.Phases[0].Start != 0 {
 		return o, fmt.Errorf("sim: aimd: the first phase starts at %v, want 0", o.Phases[0].Start)
@@ -216,15 +219,18 @@ func aimdRun(o AIMDOptions, s *Sim, record bool, res *AIMDResult) aimdStats {
 }
 
 // Table returns one row per phase and a last row for the whole run (phase
-// "all"), with the columns phase, start_s, end_s, limit_rps, sent_rps,
-// goodput_rps and throttled_fraction.
+// "all", whose limit is the time-weighted mean), with the columns phase,
+// start_s, end_s, limit_rps, sent_rps, goodput_rps and throttled_fraction.
 func (r *AIMDResult) Table() Table {
-	t := Table{Columns: []Column{{"phase", 0}, {"start_s", 0}, {"end_s", 0}, {"limit_rps", 0},
+	t := Table{Columns: []Column{{"phase", 0}, {"start_s", 0}, {"end_s", 0}, {"limit_rps", 1},
 		{"sent_rps", 1}, {"goodput_rps", 1}, {"throttled_fraction", 3}}}
+	var weighted float64
 	for _, row := range r.Rows {
-		phase, limit := any(fmt.Sprint(row.Phase)), any(int(row.Limit))
+		phase, limit := fmt.Sprint(row.Phase), float64(row.Limit)
 		if row.Phase == 0 {
-			phase, limit = "all", ""
+			phase, limit = "all", weighted/(row.End-row.Start).Seconds()
+		} else {
+			weighted += float64(row.Limit) * (row.End - row.Start).Seconds()
 		}
 		t.Rows = append(t.Rows, []any{phase, int(row.Start.Seconds()), int(row.End.Seconds()), limit,
 			row.Sent, row.Goodput, row.Throttled})

@@ -9,8 +9,11 @@ import (
 	"github.com/sluicehq/sluice/backoff"
 )
 
-// The strategies of the brooker scenario, in the order it reports them.
-var BrookerStrategies = []string{"no-backoff", "exponential", "full-jitter", "equal-jitter", "decorrelated-jitter"}
+// BrookerStrategies returns the strategies of the brooker scenario, in the
+// order it reports them.
+func BrookerStrategies() []string {
+	return []string{"no-backoff", "exponential", "full-jitter", "equal-jitter", "decorrelated-jitter"}
+}
 
 // BrookerOptions configures [Brooker]. The zero value reproduces Brooker's
 // study.
@@ -18,7 +21,7 @@ type BrookerOptions struct {
 	Seed       uint64
 	Runs       int           // runs per point; 0 means 20 (Brooker averaged 100)
 	Clients    []int         // contending clients; nil means 10, 20, …, 190
-	Strategies []string      // from BrookerStrategies; nil means all
+	Strategies []string      // from BrookerStrategies(); nil means all
 	Base       time.Duration // backoff base; 0 means 5 ms
 	Cap        time.Duration // backoff cap; 0 means 2000 ms
 	Net        time.Duration // mean of a network leg; 0 means 10 ms
@@ -59,11 +62,11 @@ func (o BrookerOptions) withDefaults() (BrookerOptions, error) {
 		}
 	}
 	if len(o.Strategies) == 0 {
-		o.Strategies = BrookerStrategies
+		o.Strategies = BrookerStrategies()
 	}
 	for _, s := range o.Strategies {
-		if !slices.Contains(BrookerStrategies, s) {
-			return o, fmt.Errorf("sim: brooker: unknown strategy %q (want %s)", s, strings.Join(BrookerStrategies, ", "))
+		if !slices.Contains(BrookerStrategies(), s) {
+			return o, fmt.Errorf("sim: brooker: unknown strategy %q (want %s)", s, strings.Join(BrookerStrategies(), ", "))
 		}
 	}
 	if o.Base <= 0 {

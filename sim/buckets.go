@@ -18,15 +18,18 @@ type Burst struct {
 	Spread time.Duration
 }
 
-// DefaultBursts is the buckets scenario's trace on top of its background
-// traffic: a burst, one that straddles a window boundary, two quick ones a
-// second and a half apart, and two seconds of sustained overload.
-var DefaultBursts = []Burst{
-	{3 * time.Second, 30, 300 * time.Millisecond},
-	{9800 * time.Millisecond, 30, 400 * time.Millisecond},
-	{17 * time.Second, 15, 100 * time.Millisecond},
-	{18500 * time.Millisecond, 15, 100 * time.Millisecond},
-	{24 * time.Second, 40, 2 * time.Second},
+// DefaultBursts returns the buckets scenario's trace on top of its
+// background traffic: a burst, one that straddles a window boundary, two
+// quick ones a second and a half apart, and two seconds of sustained
+// overload.
+func DefaultBursts() []Burst {
+	return []Burst{
+		{3 * time.Second, 30, 300 * time.Millisecond},
+		{9800 * time.Millisecond, 30, 400 * time.Millisecond},
+		{17 * time.Second, 15, 100 * time.Millisecond},
+		{18500 * time.Millisecond, 15, 100 * time.Millisecond},
+		{24 * time.Second, 40, 2 * time.Second},
+	}
 }
 
 // BucketsOptions configures [Buckets]. The zero value is the default trace.
@@ -35,12 +38,13 @@ type BucketsOptions struct {
 	Rate       int64         // the limit, per second, for every algorithm; 0 means 10
 	Burst      int64         // token bucket capacity and leaky bucket queue; 0 means Rate
 	Background float64       // Poisson arrivals per second besides the bursts; 0 means 4
-	Bursts     []Burst       // nil means DefaultBursts
+	Bursts     []Burst       // nil means DefaultBursts()
 	Duration   time.Duration // 0 means 30 s
 }
 
-// The algorithms of the buckets scenario, in the order it reports them.
-var BucketsAlgorithms = []ratelimit.Algorithm{
+// bucketsAlgorithms are the algorithms of the buckets scenario, in the
+// order it reports them.
+var bucketsAlgorithms = []ratelimit.Algorithm{
 	ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.FixedWindow, ratelimit.SlidingWindowCounter,
 }
 
@@ -77,7 +81,7 @@ func (o BucketsOptions) withDefaults() (BucketsOptions, error) {
 		o.Background = 4
 	}
 	if o.Bursts == nil {
-		o.Bursts = DefaultBursts
+		o.Bursts = DefaultBursts()
 	}
 	if o.Duration <= 0 {
 		o.Duration = 30 * time.Second
@@ -116,7 +120,7 @@ func Buckets(o BucketsOptions) (*BucketsResult, error) {
 
 	res := &BucketsResult{Options: o, Arrivals: arr, decided: map[ratelimit.Algorithm]int{}}
 	lim := ratelimit.Limit{Rate: o.Rate, Period: time.Second, Burst: o.Burst}
-	for ai, alg := range BucketsAlgorithms {
+	for ai, alg := range bucketsAlgorithms {
 		res.decided[alg] = ai
 		req := ratelimit.Request{Limit: lim, Algorithm: alg, N: 1}
 		var tat int64
@@ -226,7 +230,7 @@ func (r *BucketsResult) Figure() Figure {
 		return s
 	}
 	ps := []Series{trailing("arrivals", r.Arrivals, "#bbbbbb")}
-	for i, alg := range BucketsAlgorithms {
+	for i, alg := range bucketsAlgorithms {
 		ps = append(ps, trailing(alg.String(), r.Served[i], palette[i]))
 	}
 	ps = append(ps, Series{Name: fmt.Sprintf("limit %d/s", o.Rate), X: []float64{0, end},

@@ -50,8 +50,9 @@ type ObjectStoreTimeline struct {
 	Throttled []time.Duration // at the store, in order
 }
 
-// The strategies of the objectstore scenario, in the order it reports them.
-var ObjectStoreStrategies = []string{"backoff", "retry-immediately"}
+// objectStoreStrategies are the strategies of the objectstore scenario, in
+// the order it reports them.
+var objectStoreStrategies = []string{"backoff", "retry-immediately"}
 
 func (o ObjectStoreOptions) withDefaults() (ObjectStoreOptions, error) {
 	def := func(v *int, d int) {
@@ -98,13 +99,15 @@ func ObjectStore(o ObjectStoreOptions) (*ObjectStoreResult, error) {
 		return nil, err
 	}
 	res := &ObjectStoreResult{Options: o, Timeline: map[string]ObjectStoreTimeline{}}
-	for _, name := range ObjectStoreStrategies {
+	for _, name := range objectStoreStrategies {
 		row := ObjectStoreRow{Strategy: name}
 		for r := range o.Runs {
 			s := New(o.Seed, uint64(r))
 			var strat backoff.Strategy = backoff.Constant(0)
 			if name == "backoff" {
-				strat = backoff.EqualJitter{Base: o.Base, Max: 1 << 62, Rand: s.Rand.Float64}
+				// Max 20 s: the pseudocode's cap of 10 s on the backoff
+				// before its jitter.
+				strat = backoff.EqualJitter{Base: o.Base, Max: 20 * time.Second, Rand: s.Rand.Float64}
 			}
 			tl, run, err := objectStoreRun(o, strat, s)
 			if err != nil {
@@ -208,7 +211,7 @@ func (r *ObjectStoreResult) Figure() Figure {
 		}
 	}
 	var plots []Plot
-	for i, name := range ObjectStoreStrategies {
+	for i, name := range objectStoreStrategies {
 		tl := r.Timeline[name]
 		landed := cum("writes landed", tl.Landed, palette[2], false)
 		throttled := cum("429s", tl.Throttled, palette[1], true)

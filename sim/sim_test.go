@@ -105,7 +105,7 @@ func render(t *testing.T, r interface {
 }) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	for _, f := range Formats {
+	for _, f := range formats {
 		must(t, r.Table().Write(&b, f))
 	}
 	must(t, r.Figure().WriteSVG(&b))

@@ -14,8 +14,8 @@ import (
 // ErrFormat is returned by [Table.Write] for an unknown output format.
 var ErrFormat = errors.New("sim: unknown format")
 
-// Formats lists the output formats of [Table.Write].
-var Formats = []string{"table", "json", "csv"}
+// formats lists the output formats of Table.Write.
+var formats = []string{"table", "json", "csv"}
 
 // Column is one column of a [Table].
 type Column struct {
@@ -43,7 +43,7 @@ func (t Table) Write(w io.Writer, format string) error {
 	case "csv":
 		return t.writeCSV(w)
 	}
-	return fmt.Errorf("%w %q (want table, json or csv)", ErrFormat, format)
+	return fmt.Errorf("%w %q (want %s)", ErrFormat, format, strings.Join(formats, ", "))
 }
 
 func (t Table) cell(i int, v any) string {

@@ -21,8 +21,8 @@ type WindowsOptions struct {
 	Duration         time.Duration // 0 means one hour
 }
 
-// WindowsLoads are the upper edges of the load classes [Windows] reports.
-var WindowsLoads = []float64{0.5, 0.8, 1, 1.25, 2, math.Inf(1)}
+// windowsLoads are the upper edges of the load classes Windows reports.
+var windowsLoads = []float64{0.5, 0.8, 1, 1.25, 2, math.Inf(1)}
 
 // WindowsRow is one load class (sources whose mean rate over the limit is
 // in (Low, High]), or the whole trace.
@@ -109,7 +109,7 @@ func Windows(o WindowsOptions) (*WindowsResult, error) {
 	for i := range srcs {
 		load := o.MinLoad * math.Pow(o.MaxLoad/o.MinLoad, s.Rand.Float64())
 		c := 0
-		for load > WindowsLoads[c] {
+		for load > windowsLoads[c] {
 			c++
 		}
 		srcs[i] = &source{load: load, class: c,
@@ -119,7 +119,7 @@ func Windows(o WindowsOptions) (*WindowsResult, error) {
 		}
 	}
 	res := &WindowsResult{Options: o, SampleLoad: srcs[sample].load}
-	rows := make([]WindowsRow, len(WindowsLoads)+1)
+	rows := make([]WindowsRow, len(windowsLoads)+1)
 	gapSum := make([]float64, len(rows))
 	gapN := make([]int, len(rows))
 	for _, src := range srcs {
@@ -186,11 +186,11 @@ func Windows(o WindowsOptions) (*WindowsResult, error) {
 		switch {
 		case i == len(rows)-1:
 			rows[i].Class = "all"
-		case math.IsInf(WindowsLoads[i], 1):
+		case math.IsInf(windowsLoads[i], 1):
 			rows[i].Class = fmt.Sprintf(">%g", lo)
 		default:
-			rows[i].Class = fmt.Sprintf("%g-%g", lo, WindowsLoads[i])
-			lo = WindowsLoads[i]
+			rows[i].Class = fmt.Sprintf("%g-%g", lo, windowsLoads[i])
+			lo = windowsLoads[i]
 		}
 		if gapN[i] > 0 {
 			rows[i].Gap = gapSum[i] / float64(gapN[i])

@@ -181,7 +181,7 @@ func simBrooker(fs *flag.FlagSet) func(simCommon) (simResult, error) {
 	clients := intList{}
 	fs.Var(&clients, "clients", "comma-separated numbers of clients (default 10,20,…,190)")
 	strategies := stringList{}
-	fs.Var(&strategies, "strategies", "comma-separated strategies (default all: "+strings.Join(sim.BrookerStrategies, ",")+")")
+	fs.Var(&strategies, "strategies", "comma-separated strategies (default all: "+strings.Join(sim.BrookerStrategies(), ",")+")")
 	base := fs.Duration("base", 5*time.Millisecond, "backoff base")
 	maxd := fs.Duration("cap", 2*time.Second, "backoff cap")
 	return func(c simCommon) (simResult, error) {
