@@ -15,6 +15,10 @@ import (
 // what the Go steps compute. Calendar quotas (a day, a month) fit well inside.
 const MaxPeriod = time.Duration(1 << 53)
 
+// MaxRate is the largest Rate (and Burst) a Limit may have: 2^53, the
+// largest integer a float64 holds exactly, for the same reason as MaxPeriod.
+const MaxRate = 1 << 53
+
 // ErrInvalidLimit is wrapped by every error about a Limit that cannot be
 // enforced (a negative rate, a zero period, a rate finer than a nanosecond…).
 var ErrInvalidLimit = errors.New("ratelimit: invalid limit")
@@ -68,7 +72,10 @@ func (l Limit) Normalize() Limit {
 }
 
 // Validate reports why l cannot be enforced, or nil. The error wraps
-// ErrInvalidLimit.
+// ErrInvalidLimit. A Rate above one event per nanosecond (envoyproxy/
+// ratelimit configs use 4294967295 per second for "no real limit") is valid
+// here but only the window algorithms accept it: Request.Validate checks
+// that.
 func (l Limit) Validate() error {
 	bad := func(msg string, args ...any) error {
 		return fmt.Errorf("%w %v: %s", ErrInvalidLimit, l, fmt.Sprintf(msg, args...))
@@ -78,14 +85,16 @@ func (l Limit) Validate() error {
 		return bad("rate is negative")
 	case l.Burst < 0:
 		return bad("burst is negative")
+	case l.Rate > MaxRate || l.Burst > MaxRate:
+		return bad("rate or burst above 2^53")
 	case l.Period <= 0:
 		return bad("period must be positive")
 	case l.Period > MaxPeriod:
 		return bad("period is longer than %v", MaxPeriod)
-	case l.Rate == 0:
+	case l.Rate == 0 || l.Rate > int64(l.Period):
+		// Finer than one event per nanosecond: only the window algorithms,
+		// which never divide Period by Rate, accept it (Request.Validate).
 		return nil
-	case int64(l.Period) < l.Rate:
-		return bad("more than one event per nanosecond")
 	}
 	n := l.Normalize()
 	if hi, lo := bits.Mul64(uint64(n.Burst), uint64(n.Interval())); hi != 0 || lo > uint64(MaxPeriod) {
@@ -244,6 +253,8 @@ func (r Request) Validate() error {
 		return err
 	}
 	switch {
+	case r.Limit.Rate > int64(r.Limit.Period) && !r.Algorithm.Windowed():
+		return fmt.Errorf("%w %v: more than one event per nanosecond (only the window algorithms count that finely)", ErrInvalidLimit, r.Limit)
 	case r.N < 0:
 		return fmt.Errorf("%w: negative cost %d", ErrInvalidRequest, r.N)
 	case !r.Algorithm.Valid():

@@ -705,10 +705,11 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		}
 		return nil
 	}
-	if rpu > int64(period) {
-		// envoyproxy/ratelimit accepts this (often as "no real limit");
-		// sluice's limits admit at most one event per nanosecond.
-		p.add(rpuNode.Line, join(path, "requests_per_unit"), "%d per %v is more than sluice enforces: at most one event per nanosecond (%d per %v); use unlimited: true for no limit", rpu, period, int64(period), period)
+	if rpu > int64(period) && !alg.Windowed() {
+		// envoyproxy/ratelimit accepts this (often as "no real limit") and
+		// so do sluice's window algorithms, its default; the bucket
+		// algorithms refill at most one event per nanosecond.
+		p.add(rpuNode.Line, join(path, "requests_per_unit"), "%d per %v is more than %s enforces: at most one event per nanosecond (%d per %v); use a window algorithm or unlimited: true", rpu, period, alg, int64(period), period)
 		return nil
 	}
 	r.Algorithm = alg

@@ -276,3 +276,17 @@ func TestLoadDirAndSet(t *testing.T) {
 		t.Errorf("errors.Is(%v, ErrInvalid) = false", err)
 	}
 }
+
+// envoyproxy/ratelimit configs often say 4294967295 per second for "no
+// real limit"; with no algorithm the rule is a fixed window, which counts
+// that finely, so the config loads unchanged.
+func TestHugeRequestsPerUnitLoadsAsFixedWindow(t *testing.T) {
+	cfg, err := Parse("huge.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 4294967295\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Match([]Entry{{Key: "k", Value: "v"}})
+	if r == nil || r.Limit.Rate != 4294967295 || r.Algorithm != ratelimit.FixedWindow {
+		t.Fatalf("Match = %+v, want the 4294967295/s fixed window", r)
+	}
+}

@@ -69,9 +69,9 @@ func Step(log []Entry, now int64, req ratelimit.Request) ([]Entry, ratelimit.Dec
 	case req.N > lim.Rate:
 		d.Unsatisfiable = true
 		return log, d
-	case sum+req.N > lim.Rate:
+	case req.N > lim.Rate-sum: // not sum+N: no overflow
 		// Wait until enough of the oldest entries have left the window.
-		over := sum + req.N - lim.Rate
+		over := req.N - (lim.Rate - sum)
 		for _, e := range log {
 			over -= e.N
 			if over <= 0 {

@@ -107,7 +107,7 @@ func Fixed(s State, now int64, req ratelimit.Request) (State, ratelimit.Decision
 	case req.N > lim.Rate:
 		d.Unsatisfiable = true
 		return s, d
-	case ns.Curr+req.N > lim.Rate:
+	case req.N > lim.Rate-ns.Curr: // not Curr+N: no overflow
 		d.RetryAfter = untilEnd // the next window is empty and N ≤ Rate
 		return s, d
 	}

@@ -260,6 +260,7 @@ func testInvalid(t *testing.T, newStore NewStore) {
 		{"negative burst", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: 1, Period: time.Second, Burst: -1}, N: 1}, ratelimit.ErrInvalidLimit},
 		{"sub-nanosecond interval", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: 2, Period: 1}, N: 1}, ratelimit.ErrInvalidLimit},
 		{"period too long", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: 1, Period: ratelimit.MaxPeriod + 1}, N: 1}, ratelimit.ErrInvalidLimit},
+		{"rate above MaxRate", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: ratelimit.MaxRate + 1, Period: time.Hour}, Algorithm: ratelimit.FixedWindow, N: 1}, ratelimit.ErrInvalidLimit},
 		{"burst too long", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: 1, Period: time.Hour, Burst: math.MaxInt64}, N: 1}, ratelimit.ErrInvalidLimit},
 		{"negative cost", ratelimit.Request{Key: k, Limit: limitsFor(), N: -1}, ratelimit.ErrInvalidRequest},
 		{"unknown algorithm", ratelimit.Request{Key: k, Limit: limitsFor(), Algorithm: 200, N: 1}, ratelimit.ErrInvalidRequest},
@@ -269,6 +270,14 @@ func testInvalid(t *testing.T, newStore NewStore) {
 		d, err := store.Apply(context.Background(), tc.req)
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: Apply = %+v, %v; want error wrapping %v", tc.name, d, err, tc.want)
+		}
+	}
+	// Finer than a nanosecond is fine for the windows, which never divide
+	// by Rate (envoyproxy/ratelimit configs say 4294967295 per second).
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
+		huge := ratelimit.Request{Key: k + "/huge/" + alg.String(), Limit: ratelimit.Limit{Rate: 4294967295, Period: time.Second}, Algorithm: alg, N: 1000}
+		if d, err := store.Apply(context.Background(), huge); err != nil || !d.Allowed || d.Remaining != 4294967295-1000 {
+			t.Errorf("%v with 4294967295/s: Apply = %+v, %v; want allowed with %d remaining", alg, d, err, 4294967295-1000)
 		}
 	}
 	// The bad requests left nothing behind.
