@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/httplimit"
@@ -8,6 +10,10 @@ import (
 
 // metrics are the gateway's Prometheus collectors.
 type metrics struct {
+	// counters caches the decision counter of each rule and outcome, so
+	// that the hot path does not hash label values.
+	counters sync.Map // counterKey → prometheus.Counter
+
 	decisions     *prometheus.CounterVec
 	shadowDenials *prometheus.CounterVec
 	storeErrors   *prometheus.CounterVec
@@ -47,9 +53,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+type counterKey struct {
+	rule    string
+	outcome httplimit.Outcome
+}
+
 // observe is the httplimit.Middleware.Observe hook.
 func (m *metrics) observe(e httplimit.Event) {
-	m.decisions.WithLabelValues(e.Policy, e.Outcome.String()).Inc()
+	k := counterKey{e.Policy, e.Outcome}
+	c, ok := m.counters.Load(k)
+	if !ok {
+		c, _ = m.counters.LoadOrStore(k, m.decisions.WithLabelValues(e.Policy, e.Outcome.String()))
+	}
+	c.(prometheus.Counter).Inc()
 	switch e.Outcome {
 	case httplimit.ShadowDenied:
 		m.shadowDenials.WithLabelValues(e.Policy).Inc()

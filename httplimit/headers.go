@@ -73,34 +73,51 @@ func quotaOf(a *applied) (q, w int64) {
 func setHeaders(h http.Header, mode HeaderMode, as []applied, denied int, now time.Time) {
 	switch mode {
 	case IETF:
-		var pol, rl []byte
-		for i := range as {
-			a := &as[i]
-			if a.shadow {
-				continue
+		// Both fields are built in one buffer and become one string and one
+		// []string: two allocations for the pair.
+		var buf [256]byte
+		b := buf[:0]
+		n := 0
+		for pass := 0; pass < 2; pass++ {
+			if pass == 1 {
+				n = len(b)
 			}
-			q, w := quotaOf(a)
-			if a.rule.Quota != nil {
-				w = quotaSeconds(a)
+			first := true
+			for i := range as {
+				a := &as[i]
+				if a.shadow {
+					continue
+				}
+				if !first {
+					b = append(b, ", "...)
+				}
+				first = false
+				b = appendSFString(b, a.policy)
+				if pass == 0 {
+					q, w := quotaOf(a)
+					if a.rule.Quota != nil {
+						w = quotaSeconds(a)
+					}
+					b = append(b, ";q="...)
+					b = strconv.AppendInt(b, q, 10)
+					b = append(b, ";w="...)
+					b = strconv.AppendInt(b, w, 10)
+				} else {
+					b = append(b, ";r="...)
+					b = strconv.AppendInt(b, a.d.Remaining, 10)
+					b = append(b, ";t="...)
+					b = strconv.AppendInt(b, ratelimit.DurationCeil(a.d.ResetAfter), 10)
+				}
 			}
-			if len(pol) > 0 {
-				pol = append(pol, ", "...)
-				rl = append(rl, ", "...)
+			if first {
+				break // no enforced policy
 			}
-			pol = appendSFString(pol, a.policy)
-			pol = append(pol, ";q="...)
-			pol = strconv.AppendInt(pol, q, 10)
-			pol = append(pol, ";w="...)
-			pol = strconv.AppendInt(pol, w, 10)
-			rl = appendSFString(rl, a.policy)
-			rl = append(rl, ";r="...)
-			rl = strconv.AppendInt(rl, a.d.Remaining, 10)
-			rl = append(rl, ";t="...)
-			rl = strconv.AppendInt(rl, ratelimit.DurationCeil(a.d.ResetAfter), 10)
 		}
-		if len(pol) > 0 {
-			h["Ratelimit-Policy"] = []string{string(pol)}
-			h["Ratelimit"] = []string{string(rl)}
+		if n > 0 {
+			str := string(b)
+			vals := []string{str[:n], str[n:]}
+			h["Ratelimit-Policy"] = vals[0:1:1]
+			h["Ratelimit"] = vals[1:2:2]
 		}
 	case Legacy:
 		best := -1
