@@ -215,7 +215,7 @@ func (r *ObjectStoreResult) Figure() Figure {
 		tl := r.Timeline[name]
 		landed := cum("writes landed", tl.Landed, palette[2], false)
 		throttled := cum("429s", tl.Throttled, palette[1], true)
-		budget := Series{Name: fmt.Sprintf("budget: %d per tick, cumulative", o.Budget), Step: true, Color: "#888888", Dashed: true}
+		budget := Series{Name: "budget (cumulative)", Step: true, Color: "#888888", Dashed: true}
 		for k := 0.0; k*ms(o.Tick) <= end+ms(o.Tick); k++ {
 			budget.X = append(budget.X, k*ms(o.Tick))
 			budget.Y = append(budget.Y, min(float64(o.Requests), (k+1)*float64(o.Budget)))

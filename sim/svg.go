@@ -234,7 +234,13 @@ func (p Plot) draw(b *strings.Builder, top int) {
 			fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"%s/>`+"\n",
 				num(lx), num(y), num(lx+26), num(y), colors[i], dash)
 		}
-		fmt.Fprintf(b, `<text x="%s" y="%s" font-size="13">%s</text>`+"\n", num(lx+32), num(y+4), esc(s.Name))
+		// About 7 px a character at 13 px: shrink names that would run off
+		// the drawing.
+		size := 13.0
+		if n := len([]rune(s.Name)); n > 23 {
+			size = max(8, 13*23/float64(n))
+		}
+		fmt.Fprintf(b, `<text x="%s" y="%s" font-size="%s">%s</text>`+"\n", num(lx+32), num(y+4), num(size), esc(s.Name))
 	}
 }
 
