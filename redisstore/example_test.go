@@ -24,6 +24,7 @@ func ExampleOpen() {
 
 	store, err := redisstore.Open(ctx, "redis://"+srv.Addr, redisstore.Options{
 		OnError: redisstore.Local, // Redis down: each instance limits alone
+		Timeout: time.Second,      // default 100 ms
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -59,7 +60,8 @@ func ExampleOptions_now() {
 
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	store, err := redisstore.Open(ctx, "redis://"+srv.Addr, redisstore.Options{
-		Now: func() time.Time { return now },
+		Now:     func() time.Time { return now },
+		Timeout: time.Second,
 	})
 	if err != nil {
 		log.Fatal(err)

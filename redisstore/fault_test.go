@@ -54,7 +54,7 @@ func load(t *testing.T, s *redisstore.Store, req ratelimit.Request, stop <-chan 
 					errs.Add(1)
 				}
 				if d := time.Since(t0); d > bound {
-					t.Errorf("Apply took %v, want at most %v", d, bound)
+					t.Errorf("Apply took %v (started %s), want at most %v", d, t0.Format("05.000"), bound)
 				}
 			}
 		}()

@@ -106,7 +106,9 @@ type Options struct {
 	// that they agree. With Now set, keys also live at least MinTTLWithNow
 	// in Redis, since Redis expires them on its own clock.
 	Now func() time.Time
-	// Timeout bounds each call to Redis. Default 100 ms.
+	// Timeout bounds each Apply's wait for Redis, queueing included.
+	// Default 100 ms. A request that timed out may still be counted by
+	// Redis when its batch runs late.
 	Timeout time.Duration
 	// OnError is what Apply does when Redis cannot decide. Default
 	// ReturnError.
@@ -263,6 +265,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	co.DisableCache = true
+	if co.Dialer.Timeout == 0 {
+		// rueidis waits this long for a connection's handshake whatever the
+		// call's context says; the default (5 s) would hold a worker that
+		// long while Redis restarts.
+		co.Dialer.Timeout = max(opts.Timeout, time.Second)
+	}
 	client, err := rueidis.NewClient(co)
 	if err != nil {
 		return nil, fmt.Errorf("%w: connect to %s: %v", ErrUnavailable, redactURL(rawURL), err)
@@ -397,10 +405,20 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 	if !s.batch.submit(g, c) {
 		return ratelimit.Decision{}, ratelimit.ErrClosed
 	}
+	// The wait is bounded here, not only in the client library: some of its
+	// waits (a connection's handshake while Redis restarts) do not end with
+	// the call's context.
+	timer := time.NewTimer(s.opts.Timeout)
 	select {
 	case <-c.done:
+		timer.Stop()
 	case <-ctx.Done():
+		timer.Stop()
 		return ratelimit.Decision{}, ctx.Err()
+	case <-timer.C:
+		// The batch's own outcome, when it comes, is what the breaker
+		// counts.
+		return s.fallback(ctx, req, fmt.Errorf("%w: no reply within %v", ErrUnavailable, s.opts.Timeout))
 	}
 	if c.err != nil {
 		return s.fallback(ctx, req, c.err)
