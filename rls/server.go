@@ -101,6 +101,13 @@ type Options struct {
 	// NearLimitRatio is the fraction of a limit past which hits count as
 	// near_limit. Zero means DefaultNearLimitRatio.
 	NearLimitRatio float64
+	// ParallelDescriptors applies the descriptors of one request to the
+	// store concurrently rather than one after the other: set it for a
+	// remote store (Redis), where it turns one round trip per descriptor
+	// into about one per request, as envoyproxy/ratelimit's pipeline does.
+	// Leave it off for the memory store, where a goroutine costs more than
+	// the decision.
+	ParallelDescriptors bool
 	// Now is the clock for what the store does not report: the reset of a
 	// window nobody has hit yet, and calendar quota periods. Nil means
 	// time.Now.
@@ -120,6 +127,7 @@ type Server struct {
 	health    *health.Server
 	headers   HeaderMode
 	nearRatio float64
+	parallel  bool
 	now       func() time.Time
 	scratch   sync.Pool // *scratch
 	loaded    atomic.Pointer[loaded]
@@ -140,6 +148,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		headers:   opts.Headers,
 		nearRatio: opts.NearLimitRatio,
 		now:       opts.Now,
+		parallel:  opts.ParallelDescriptors,
 		health:    health.NewServer(),
 	}
 	if s.log == nil {
@@ -205,6 +214,7 @@ const (
 // check is one descriptor's resolution and outcome.
 type check struct {
 	kind      kind
+	key       string      // storage key
 	rule      *rules.Rule // nil for an override
 	limit     ratelimit.Limit
 	alg       ratelimit.Algorithm
@@ -336,22 +346,41 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 	}
 
 	// Apply.
+	limited := 0
 	for i, desc := range descs {
 		c := &checks[i]
 		if c.kind != kindLimited {
 			continue
 		}
+		limited++
 		sc.entries = sc.entries[:0]
 		for _, e := range desc.GetEntries() {
 			sc.entries = append(sc.entries, rules.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		sc.key = s.storageKey(sc.key[:0], domain, c, sc.entries)
-		if err := s.apply(ctx, c, string(sc.key)); err != nil {
-			s.m.storeError.Inc()
-			s.log.LogAttrs(ctx, slog.LevelError, "rls: store failed", slog.String("domain", domain), slog.Any("error", err))
-			return nil, status.Errorf(codes.Unavailable, "rls: store: %v", err)
+		c.key = string(sc.key)
+	}
+	var err error
+	if s.parallel && limited > 1 {
+		err = s.applyParallel(ctx, checks)
+	} else {
+		for i := range checks {
+			if c := &checks[i]; c.kind == kindLimited {
+				if err = s.apply(ctx, c); err != nil {
+					break
+				}
+			}
 		}
-		c.stats.record(c, s.nearRatio)
+	}
+	if err != nil {
+		s.m.storeError.Inc()
+		s.log.LogAttrs(ctx, slog.LevelError, "rls: store failed", slog.String("domain", domain), slog.Any("error", err))
+		return nil, status.Errorf(codes.Unavailable, "rls: store: %v", err)
+	}
+	for i := range checks {
+		if c := &checks[i]; c.kind == kindLimited {
+			c.stats.record(c, s.nearRatio)
+		}
 	}
 	return s.respond(checks), nil
 }
@@ -359,7 +388,8 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 // apply runs c against the store and sets its outcome: c.d, c.over (over
 // the limit, before shadow mode), c.remaining, and c.before and c.after,
 // the usage around this request's hits that the metrics count with.
-func (s *Server) apply(ctx context.Context, c *check, key string) error {
+func (s *Server) apply(ctx context.Context, c *check) error {
+	key := c.key
 	if c.alg == ratelimit.FixedWindow && c.quotaEnd.IsZero() {
 		return s.applyEnvoyWindow(ctx, c, key)
 	}
@@ -377,6 +407,32 @@ func (s *Server) apply(ctx context.Context, c *check, key string) error {
 		c.before, c.after = max(0, used-c.hits), used
 	}
 	return nil
+}
+
+// applyParallel applies the limited checks concurrently, so that a remote
+// store sees them at once (one round trip, when it batches) instead of one
+// after the other. It returns the first error.
+func (s *Server) applyParallel(ctx context.Context, checks []check) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(checks))
+	first := -1
+	for i := range checks {
+		if checks[i].kind != kindLimited {
+			continue
+		}
+		if first < 0 {
+			first = i // run on this goroutine, after starting the others
+			continue
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = s.apply(ctx, &checks[i])
+		}(i)
+	}
+	errs[first] = s.apply(ctx, &checks[first])
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // applyEnvoyWindow applies c as envoyproxy/ratelimit's fixed window does:

@@ -122,6 +122,10 @@ func writeConfig(t testing.TB, dir, name, content string) {
 	}
 }
 
+// serverOptions are the gRPC server's options in tests (the benchmark
+// compares with and without rls.ServerOptions).
+var serverOptions = rls.ServerOptions()
+
 // serve starts s on a loopback gRPC listener and returns a client.
 func serve(t testing.TB, s *rls.Server) *grpc.ClientConn {
 	t.Helper()
@@ -129,7 +133,7 @@ func serve(t testing.TB, s *rls.Server) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(serverOptions...)
 	s.Register(g)
 	done := make(chan struct{})
 	go func() { defer close(done); g.Serve(lis) }()
@@ -147,6 +151,10 @@ func serve(t testing.TB, s *rls.Server) *grpc.ClientConn {
 
 // storeFunc returns a store reading the clock now.
 type storeFunc func(t testing.TB, now func() time.Time) ratelimit.Store
+
+// parallelStores names the tests whose store is remote: their servers
+// apply descriptors concurrently, as sluice rls does with Redis.
+var parallelStores sync.Map
 
 func memoryStore(t testing.TB, now func() time.Time) ratelimit.Store {
 	s := memstore.New(memstore.Options{Now: now})
@@ -180,6 +188,7 @@ func forEachStore(t *testing.T, name string, f func(t *testing.T, store storeFun
 				url = redistest.SharedCluster(t).URL()
 			}
 			f(t, func(t testing.TB, now func() time.Time) ratelimit.Store {
+				parallelStores.Store(t.Name(), true)
 				s, err := redisstore.Open(context.Background(), url, redisstore.Options{Now: now, Prefix: redistest.Prefix(t), Timeout: 10 * time.Second})
 				if err != nil {
 					t.Fatal(err)
@@ -203,7 +212,9 @@ func newHarness(t testing.TB, store storeFunc, opts rls.Options) *harness {
 		store = memoryStore
 	}
 	opts.Now = h.clock.Now
-	h.srv, err = rls.New(store(t, h.clock.Now), set, opts)
+	st := store(t, h.clock.Now)
+	_, opts.ParallelDescriptors = parallelStores.Load(t.Name())
+	h.srv, err = rls.New(st, set, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

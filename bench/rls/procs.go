@@ -237,9 +237,6 @@ func StartSluice(ctx context.Context, bin, configDir, store string, extra ...str
 	} else {
 		name += " (redis)"
 	}
-	if len(extra) > 0 {
-		name += " " + strings.Join(extra, " ")
-	}
 	return start(ctx, name, addr, cmd)
 }
 

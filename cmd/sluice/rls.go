@@ -37,6 +37,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	grpcListen := fs.String("grpc-listen", ":8081", "gRPC `ADDR`ess (envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health)")
 	httpListen := fs.String("http-listen", ":8080", "HTTP `ADDR`ess (POST /json, /healthcheck, /metrics); empty disables it")
 	storeURL := fs.String("store", "memory", "where counters live: memory, or a redis://, rediss://, unix:// or redis-cluster://host:port,host:port `URL`")
+	storeTimeout := fs.Duration("store-timeout", redisstore.DefaultTimeout, "bound on each Redis call; past it the call fails and --on-store-error applies (envoyproxy/ratelimit's REDIS_TIMEOUT is 10s; Envoy's filter gives up after 20ms by default)")
 	onError := fs.String("on-store-error", "error", "what to answer when Redis cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
 	headers := fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) or legacy (X-RateLimit-Limit, -Remaining, -Reset)")
 	poll := fs.Duration("poll", rls.DefaultPollInterval, "how often to look for config changes")
@@ -68,13 +69,14 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("rls: config: %w", err)
 	}
 
-	store, closeStore, err := openRLSStore(ctx, *storeURL, policy, log)
+	store, closeStore, err := openRLSStore(ctx, *storeURL, policy, *storeTimeout, log)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 
-	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: hm, NearLimitRatio: *nearRatio})
+	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: hm, NearLimitRatio: *nearRatio,
+		ParallelDescriptors: *storeURL != "memory"})
 	if err != nil {
 		return err
 	}
@@ -96,7 +98,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 
-	g := grpc.NewServer()
+	g := grpc.NewServer(rls.ServerOptions()...)
 	srv.Register(g)
 	var hs *http.Server
 	if hln != nil {
@@ -160,13 +162,14 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // openRLSStore opens the store named by raw: "memory" or a Redis URL.
-func openRLSStore(ctx context.Context, raw string, policy redisstore.Policy, log *slog.Logger) (ratelimit.Store, func(), error) {
+func openRLSStore(ctx context.Context, raw string, policy redisstore.Policy, timeout time.Duration, log *slog.Logger) (ratelimit.Store, func(), error) {
 	if raw == "memory" || raw == "" {
 		s := memstore.New(memstore.Options{})
 		return s, func() { s.Close() }, nil
 	}
 	s, err := redisstore.Open(ctx, raw, redisstore.Options{
 		OnError: policy,
+		Timeout: timeout,
 		OnFailure: func(err error) {
 			log.Warn("sluice rls: redis failed", "err", err, "policy", policy.String())
 		},

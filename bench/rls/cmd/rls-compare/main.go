@@ -92,7 +92,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer envoyPiped.Stop()
-	sluiceRedis, err := rls.StartSluice(ctx, sluiceBin, cfg, "redis://"+redis.Addr)
+	sluiceRedis, err := rls.StartSluice(ctx, sluiceBin, cfg, "redis://"+redis.Addr, "--store-timeout", "10s")
 	if err != nil {
 		log.Fatal(err)
 	}
