@@ -7,10 +7,11 @@ import (
 )
 
 // Epoch is the wall-clock instant of virtual time zero, for components that
-// take a time.Time (memstore's Now). It is a whole number of seconds after
-// the Unix epoch, so windows aligned to the Unix epoch (fixed windows, ticks
-// of any whole fraction of a second) start at virtual time zero too.
-var Epoch = time.Unix(1_700_000_000, 0).UTC()
+// take a time.Time (memstore's Now) or Unix nanoseconds (the limiter steps).
+// It is a whole hour (2023-11-14 22:00 UTC), so windows aligned to the Unix
+// epoch, as the stores align them, of a second, a minute or an hour start
+// at virtual time zero.
+var Epoch = time.Unix(472_222*3600, 0).UTC()
 
 // Sim is a discrete-event simulation: a virtual clock, a queue of events
 // ordered by time (ties run in the order they were scheduled) and a seeded
