@@ -78,8 +78,12 @@ func (o AIMDOptions) withDefaults() (AIMDOptions, error) {
 			return o, fmt.Errorf("sim: aimd: phase %d starts at %v, not after phase %d", i+1, p.Start, i)
 		}
 	}
+	last := o.Phases[len(o.Phases)-1].Start
 	if o.Duration <= 0 {
-		o.Duration = o.Phases[len(o.Phases)-1].Start + time.Minute
+		o.Duration = last + time.Minute
+	}
+	if o.Duration <= last {
+		return o, fmt.Errorf("sim: aimd: duration %v ends before the last phase starts (%v)", o.Duration, last)
 	}
 	if o.Net <= 0 {
 		o.Net = 10 * time.Millisecond

@@ -130,6 +130,7 @@ func TestSimUsage(t *testing.T) {
 		{[]string{"brooker", "--strategies", "linear"}, errUsage},
 		{[]string{"brooker", "--clients", "0"}, errUsage},
 		{[]string{"aimd", "--phases", "40"}, errUsage},
+		{[]string{"aimd", "--phases", "0s:40,60s:100", "--duration", "30s"}, errUsage},
 		{[]string{"buckets", "--runs", "3"}, errUsage},
 		{[]string{"objectstore", "extra"}, errUsage},
 		{[]string{"brooker", "--help"}, flag.ErrHelp},
