@@ -45,12 +45,12 @@ func prepared(b *testing.B, c Contender, keys []string) Limiter {
 func BenchmarkCore(b *testing.B) {
 	keys := keyNames(numKeys)
 	b.Run("one-key", func(b *testing.B) {
-		for _, c := range Contenders() {
+		for _, c := range all() {
 			b.Run(c.Name, func(b *testing.B) { benchSerial(b, prepared(b, c, keys[:1]), keys[:1]) })
 		}
 	})
 	b.Run("100k-serial", func(b *testing.B) {
-		for _, c := range Contenders() {
+		for _, c := range all() {
 			if c.OneKey {
 				continue
 			}
@@ -58,7 +58,7 @@ func BenchmarkCore(b *testing.B) {
 		}
 	})
 	b.Run("100k-parallel", func(b *testing.B) {
-		for _, c := range Contenders() {
+		for _, c := range all() {
 			if c.OneKey {
 				continue
 			}
@@ -121,7 +121,7 @@ func benchParallel(b *testing.B, l Limiter, keys []string) {
 // runtime.ReadMemStats after a GC before and after. ns/op is the time to
 // create the million keys.
 func BenchmarkHeapPerKey(b *testing.B) {
-	for _, c := range Contenders() {
+	for _, c := range all() {
 		if c.OneKey {
 			continue
 		}
@@ -155,7 +155,7 @@ func heapAlloc() uint64 {
 // one key: 1000 admitted at once, then denials (except uber-go/ratelimit,
 // which delays instead of denying).
 func TestContendersAgree(t *testing.T) {
-	for _, c := range Contenders() {
+	for _, c := range all() {
 		if c.OneKey {
 			continue
 		}
@@ -185,3 +185,6 @@ func BenchmarkTimeNow(b *testing.B) {
 	}
 	runtime.KeepAlive(sink)
 }
+
+// all is the contenders and then the design studies.
+func all() []Contender { return append(Contenders(), Studies()...) }

@@ -1,0 +1,155 @@
+package core
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/gcra"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// flatStore is a design study, not part of sluice: memstore's GCRA path with
+// each shard's map[uint64]int64 replaced by a flat open-addressing table
+// ([]struct{hash, tat}, linear probing, grown at 3/4 full), so that a lookup
+// touches one cache line of slots instead of the Swiss map's directory,
+// table and group, and an update writes the slot it found instead of
+// hashing again (map assign). Everything else is what memstore does:
+// Request.Validate, the same 256 mutex-guarded shards, gcra.Step, the same
+// clock modes. It has no eviction or sweeping (deleting from a linear-probing
+// table needs backward-shift deletion, which the sweeper would do).
+type flatStore struct {
+	shards  []flatShard
+	seed    maphash.Seed
+	cached  atomic.Int64
+	useTick bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type flatSlot struct {
+	h   uint64 // 0: empty
+	tat int64
+}
+
+type flatShard struct {
+	mu    sync.Mutex
+	slots []flatSlot // length a power of two
+	n     int
+	_     [64 - 8 - 24 - 8]byte
+}
+
+const flatShards = 256
+
+func newFlatStore(res time.Duration) *flatStore {
+	s := &flatStore{shards: make([]flatShard, flatShards), seed: maphash.MakeSeed(), stop: make(chan struct{})}
+	for i := range s.shards {
+		s.shards[i].slots = make([]flatSlot, 8)
+	}
+	if res > 0 {
+		s.useTick = true
+		s.cached.Store(time.Now().UnixNano())
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			t := time.NewTicker(res)
+			defer t.Stop()
+			for {
+				select {
+				case <-s.stop:
+					return
+				case now := <-t.C:
+					s.cached.Store(now.UnixNano())
+				}
+			}
+		}()
+	}
+	return s
+}
+
+func (s *flatStore) Close() {
+	close(s.stop)
+	s.wg.Wait()
+}
+
+func (s *flatStore) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if err := req.Validate(); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	var now int64
+	if s.useTick {
+		now = s.cached.Load()
+	} else {
+		now = time.Now().UnixNano()
+	}
+	h := maphash.String(s.seed, req.Key) | 1
+	sh := &s.shards[h>>56]
+	sh.mu.Lock()
+	m := uint64(len(sh.slots) - 1)
+	i := h & m
+	for sh.slots[i].h != 0 && sh.slots[i].h != h {
+		i = (i + 1) & m
+	}
+	old := sh.slots[i].tat
+	tat, d := gcra.Step(old, now, req)
+	if tat != old {
+		if sh.slots[i].h == 0 {
+			sh.n++
+			if sh.n*4 > len(sh.slots)*3 {
+				sh.grow()
+				for i = h & uint64(len(sh.slots)-1); sh.slots[i].h != 0; i = (i + 1) & uint64(len(sh.slots)-1) {
+				}
+			}
+		}
+		sh.slots[i] = flatSlot{h, tat}
+	}
+	sh.mu.Unlock()
+	return d, nil
+}
+
+func (sh *flatShard) grow() {
+	old := sh.slots
+	sh.slots = make([]flatSlot, 2*len(old))
+	m := uint64(len(sh.slots) - 1)
+	for _, e := range old {
+		if e.h == 0 {
+			continue
+		}
+		i := e.h & m
+		for sh.slots[i].h != 0 {
+			i = (i + 1) & m
+		}
+		sh.slots[i] = e
+	}
+}
+
+type flatLimiter struct {
+	s   *flatStore
+	ctx context.Context
+}
+
+func (l *flatLimiter) Allow(key string) bool {
+	d, err := l.s.Apply(l.ctx, ratelimit.Request{Key: key, Limit: sluiceLimit, N: 1})
+	return err == nil && d.Allowed
+}
+
+func (l *flatLimiter) Close() { l.s.Close() }
+
+// Studies lists the design studies: run with the contenders, reported
+// apart, never counted as peers.
+func Studies() []Contender {
+	return []Contender{
+		{
+			Name:      "study-flat-table-clock-per-call",
+			Algorithm: "memstore's GCRA path on a flat open-addressing table (design study)",
+			New:       func(int) Limiter { return &flatLimiter{newFlatStore(0), context.Background()} },
+		},
+		{
+			Name:      "study-flat-table-clock-cached-1ms",
+			Algorithm: "the same with the clock cached every 1 ms",
+			New:       func(int) Limiter { return &flatLimiter{newFlatStore(time.Millisecond), context.Background()} },
+		},
+	}
+}
