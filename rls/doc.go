@@ -19,7 +19,9 @@
 //     counts as 1;
 //   - a descriptor's limit override replaces the configured rule (never in
 //     shadow mode), within a known domain;
-//   - shadow_mode rules are counted and reported but answer OK;
+//   - shadow_mode rules are counted and reported but answer OK, and so do
+//     quota_mode rules (without duration_until_reset); Options.ShadowMode is
+//     the global shadow mode;
 //   - unlimited rules answer OK with limit_remaining 4294967295 and count
 //     nothing;
 //   - a matched rule's replaces drops the named rules matched by other

@@ -17,6 +17,7 @@ type metrics struct {
 
 	configLoadSuccess, configLoadError prometheus.Counter
 	serviceError, storeError           prometheus.Counter
+	globalShadow                       prometheus.Counter
 
 	byKey sync.Map // metric key ("domain.key_value") -> *ruleStats
 }
@@ -45,9 +46,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		configLoadError:   counter("config_load_error", "Configurations refused (the previous one stays)."),
 		serviceError:      counter("call_should_rate_limit_service_error", "Requests refused as invalid."),
 		storeError:        counter("call_should_rate_limit_store_error", "Requests failed because the store failed."),
+		globalShadow:      counter("global_shadow_mode", "Requests over the limit answered OK by the global shadow mode."),
 	}
 	for _, c := range []prometheus.Collector{m.totalHits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode,
-		m.configLoadSuccess, m.configLoadError, m.serviceError, m.storeError} {
+		m.configLoadSuccess, m.configLoadError, m.serviceError, m.storeError, m.globalShadow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

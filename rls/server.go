@@ -101,6 +101,11 @@ type Options struct {
 	// NearLimitRatio is the fraction of a limit past which hits count as
 	// near_limit. Zero means DefaultNearLimitRatio.
 	NearLimitRatio float64
+	// ShadowMode answers every request OK while counting and reporting as
+	// usual (each descriptor's status still says OVER_LIMIT): the global
+	// shadow mode of envoyproxy/ratelimit's SHADOW_MODE, for trying a
+	// configuration on live traffic.
+	ShadowMode bool
 	// ParallelDescriptors applies the descriptors of one request to the
 	// store concurrently rather than one after the other: set it for a
 	// remote store (Redis), where it turns one round trip per descriptor
@@ -128,6 +133,7 @@ type Server struct {
 	headers   HeaderMode
 	nearRatio float64
 	parallel  bool
+	shadow    bool
 	now       func() time.Time
 	scratch   sync.Pool // *scratch
 	loaded    atomic.Pointer[loaded]
@@ -149,6 +155,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		nearRatio: opts.NearLimitRatio,
 		now:       opts.Now,
 		parallel:  opts.ParallelDescriptors,
+		shadow:    opts.ShadowMode,
 		health:    health.NewServer(),
 	}
 	if s.log == nil {
@@ -361,7 +368,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 		c.key = string(sc.key)
 	}
 	var err error
-	if s.parallel && limited > 1 {
+	if s.parallel && limited > 1 && distinctKeys(checks) {
 		err = s.applyParallel(ctx, checks)
 	} else {
 		for i := range checks {
@@ -407,6 +414,23 @@ func (s *Server) apply(ctx context.Context, c *check) error {
 		c.before, c.after = max(0, used-c.hits), used
 	}
 	return nil
+}
+
+// distinctKeys reports whether no two limited checks share a storage key.
+// When some do, they must be applied in order, as envoyproxy/ratelimit's
+// pipeline applies them.
+func distinctKeys(checks []check) bool {
+	for i := range checks {
+		if checks[i].kind != kindLimited {
+			continue
+		}
+		for j := i + 1; j < len(checks); j++ {
+			if checks[j].kind == kindLimited && checks[j].key == checks[i].key {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // applyParallel applies the limited checks concurrently, so that a remote
@@ -654,7 +678,14 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 		st.CurrentLimit = currentLimit(c)
 		st.DurationUntilReset = durationpb.New(s.resetAfter(c))
 		if c.over {
-			if !c.shadow {
+			switch {
+			case c.shadow:
+				// Counted and reported, answered OK.
+			case c.rule != nil && c.rule.QuotaMode:
+				// envoyproxy/ratelimit's quota_mode: OK, with the limit and
+				// no reset.
+				st.DurationUntilReset = nil
+			default:
 				st.Code = pb.RateLimitResponse_OVER_LIMIT
 				resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 			}
@@ -664,6 +695,10 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 	}
 	if s.headers != HeadersOff {
 		resp.ResponseHeadersToAdd = s.responseHeaders(checks, resp)
+	}
+	if s.shadow && resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+		resp.OverallCode = pb.RateLimitResponse_OK
+		s.m.globalShadow.Inc()
 	}
 	return resp
 }

@@ -84,6 +84,11 @@ descriptors:
       unit: second
       requests_per_unit: 10
       burst: 2
+  - key: quota
+    quota_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
   - key: blocked
     rate_limit:
       unit: second
@@ -333,6 +338,10 @@ func TestSemantics(t *testing.T) {
 			{0, d("shadow", "x"), st{ok, 0, 1, 30}},
 			{0, d("shadow", "x"), st{ok, 0, 1, 30}},
 		}},
+		{"quota mode answers OK, with no reset", []step{
+			{0, d("quota", "x"), st{ok, 0, 1, 30}},
+			{0, d("quota", "x"), st{ok, 0, 1, -1}},
+		}},
 		{"unlimited", []step{
 			{0, d("free", "x"), st{ok, math.MaxUint32, 0, -1}},
 			{1000, d("free", "x"), st{ok, math.MaxUint32, 0, -1}},
@@ -444,6 +453,22 @@ func TestMultipleDescriptors(t *testing.T) {
 	})
 }
 
+// Descriptors of one request apply in order, also with a remote store
+// where distinct keys apply concurrently: the same key twice sees the
+// first one's hits.
+func TestRepeatedDescriptorInOrder(t *testing.T) {
+	forEachStore(t, "", func(t *testing.T, store storeFunc) {
+		h := newHarness(t, store, rls.Options{})
+		resp := h.call(t, 0, withHits(d("user", "u"), 5), d("user", "u"), d("path", "/api/a"), d("path", "/api/b"))
+		want := []st{{over, 0, 3, 30}, {over, 0, 3, 30}, {ok, 1, 2, 30}, {ok, 1, 2, 30}}
+		for i, w := range want {
+			if got := statusOf(resp.Statuses[i]); got != w {
+				t.Errorf("statuses[%d] = %+v, want %+v", i, got, w)
+			}
+		}
+	})
+}
+
 func TestLimitOverride(t *testing.T) {
 	forEachStore(t, "", func(t *testing.T, store storeFunc) {
 		h := newHarness(t, store, rls.Options{})
@@ -545,6 +570,19 @@ func TestHeaders(t *testing.T) {
 			t.Errorf("headers = %v, want none", got)
 		}
 	})
+}
+
+func TestGlobalShadowMode(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, rls.Options{ShadowMode: true})
+	h.call(t, 0, d("general", "g"))
+	resp := h.call(t, 0, d("general", "g"))
+	if resp.OverallCode != ok || resp.Statuses[0].Code != over {
+		t.Errorf("global shadow mode: overall %v, status %v; want OK overall and OVER_LIMIT in the status", resp.OverallCode, resp.Statuses[0].Code)
+	}
+	if got := metricValue(h.srv, "ratelimit_service_global_shadow_mode"); got != 1 {
+		t.Errorf("global_shadow_mode = %v, want 1", got)
+	}
 }
 
 func TestMetrics(t *testing.T) {

@@ -15,7 +15,8 @@ import (
 // Stream returns n requests for config/bench.yaml's domain, drawn from a
 // random source seeded with seed: one to three descriptors each, over
 // every rule kind of the config (plain, unlimited, nested with a wildcard,
-// replaces, shadow mode, detailed metric, a zero limit, an unknown key and
+// replaces, shadow mode, quota mode, detailed metric, a zero limit, an
+// unknown key and
 // limit overrides), with request and descriptor hits_addend (including
 // explicit zeros and costs above what is left). Values carry run, so
 // every run starts from fresh counters.
@@ -44,9 +45,12 @@ func Stream(seed uint64, n int, run string) []*pb.RateLimitRequest {
 		case 7:
 			d.Entries = append(d.Entries, entry("generic_key", "detailed"))
 		case 8:
-			if rng.IntN(2) == 0 {
+			switch rng.IntN(3) {
+			case 0:
 				d.Entries = append(d.Entries, entry("generic_key", "blocked"))
-			} else {
+			case 1:
+				d.Entries = append(d.Entries, entry("generic_key", "quota"))
+			default:
 				d.Entries = append(d.Entries, entry("unknown", "x"))
 			}
 		case 9:

@@ -36,7 +36,8 @@ func main() {
 	configDir := flag.String("config", "rls/config", "configuration directory given to both servers")
 	workDir := flag.String("work", "", "work directory (binaries, envoy runtime); default a temporary one")
 	envoyBin := flag.String("envoy-bin", "", "envoyproxy/ratelimit binary; default: go install it at the pinned version")
-	stream := flag.Int("stream", 3000, "requests in the agreement stream")
+	stream := flag.Int("stream", 3000, "requests in each agreement stream")
+	seeds := flag.Int("seeds", 3, "agreement streams (seeds 1..n), each in its own minute window")
 	callers := flag.Int("callers", 64, "concurrent callers of the load generator")
 	conns := flag.Int("conns", 8, "gRPC connections of the load generator")
 	keys := flag.Int("keys", 10000, "distinct descriptor values in the load")
@@ -107,8 +108,10 @@ func main() {
 		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), redis.Addr, rls.EnvoyVersion)
 
 	if !*skipAgree {
-		if err := agree(ctx, envoy.Addr, sluiceRedis.Addr, *stream); err != nil {
-			log.Fatal(err)
+		for seed := range *seeds {
+			if err := agree(ctx, envoy.Addr, sluiceRedis.Addr, uint64(seed+1), *stream); err != nil {
+				log.Fatal(err)
+			}
 		}
 	}
 
@@ -167,7 +170,7 @@ func main() {
 // agree replays one stream against both servers inside one minute window
 // (so that no fixed window rolls over mid-stream), retrying in the next
 // minute when a run would straddle one.
-func agree(ctx context.Context, envoyAddr, sluiceAddr string, n int) error {
+func agree(ctx context.Context, envoyAddr, sluiceAddr string, seed uint64, n int) error {
 	dial := func(addr string) (pb.RateLimitServiceClient, func()) {
 		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -186,7 +189,7 @@ func agree(ctx context.Context, envoyAddr, sluiceAddr string, n int) error {
 		}
 		start := time.Now()
 		run := strconv.FormatInt(start.UnixNano(), 36)
-		reqs := rls.Stream(42, n, run)
+		reqs := rls.Stream(seed, n, run)
 		ag, err := rls.Agree(ctx, e, s, reqs)
 		if err != nil {
 			return err
@@ -195,7 +198,7 @@ func agree(ctx context.Context, envoyAddr, sluiceAddr string, n int) error {
 			log.Printf("agreement run %d straddled a minute boundary; again", attempt+1)
 			continue
 		}
-		fmt.Printf("\nagreement (envoyproxy/ratelimit vs sluice rls on redis, one stream of %d requests, seed 42, within one minute window):\n", n)
+		fmt.Printf("\nagreement (envoyproxy/ratelimit vs sluice rls on redis, one stream of %d requests, seed %d, within one minute window):\n", n, seed)
 		fmt.Printf("  %d requests, %d descriptors, %d over the limit; %d requests disagree; duration_until_reset one second apart: %d descriptors\n",
 			ag.Requests, ag.Descriptors, ag.OverLimit, ag.Disagree, ag.ResetOffByOne)
 		if ag.First != "" {
