@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/identity"
@@ -130,6 +131,28 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return h
 }
 
+// scratch is one request's working memory, pooled: a descriptor's
+// entries (which escape through the Matcher interface; they are only used
+// until the rule's store key is built) and the applied rules.
+type scratch struct {
+	entries []rules.Entry
+	as      []applied
+}
+
+var scratchPool = sync.Pool{New: func() any {
+	return &scratch{entries: make([]rules.Entry, 0, 16), as: make([]applied, 0, 4)}
+}}
+
+func (sc *scratch) release() {
+	if cap(sc.entries) > 64 || cap(sc.as) > 16 {
+		return // an unusual request; let it go
+	}
+	clear(sc.entries[:cap(sc.entries)])
+	clear(sc.as[:cap(sc.as)])
+	sc.entries, sc.as = sc.entries[:0], sc.as[:0]
+	scratchPool.Put(sc)
+}
+
 type handler struct {
 	m        Middleware
 	next     http.Handler
@@ -179,12 +202,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// Match every descriptor, then drop replaced rules.
-	var buf [4]applied
-	as := buf[:0]
-	var entries [8]rules.Entry
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	as := sc.as[:0]
 	now := time.Time{}
 	for _, d := range m.Descriptors {
-		es, ok := entries[:0], true
+		es, ok := sc.entries[:0], true
 		for _, a := range d.Actions {
 			e, produced := a.Entry(r, id)
 			if !produced {
@@ -194,6 +217,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if e.Key != "" {
 				es = append(es, e)
 			}
+		}
+		if cap(es) > cap(sc.entries) {
+			sc.entries = es[:0] // keep the bigger array
 		}
 		if !ok || len(es) == 0 {
 			continue

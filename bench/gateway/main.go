@@ -70,19 +70,27 @@ func main() {
 	dur := flag.Duration("d", time.Second, "duration of one round")
 	rounds := flag.Int("rounds", 30, "rounds per variant (they alternate)")
 	inProcess := flag.Bool("inprocess", false, "serve both gateways in this process (no CPU figures)")
+	aa := flag.Bool("aa", false, "A/A run: limits off against limits off, to see the noise floor")
 	flag.Parse()
+	variants := [2]bool{true, false}
+	if *aa {
+		variants[1] = true
+	}
 	var servers [2]server
 	var err error
 	if *inProcess {
-		servers, err = startInProcess(context.Background())
+		servers, err = startInProcess(context.Background(), variants)
 	} else {
-		servers, err = startProcesses(context.Background())
+		servers, err = startProcesses(context.Background(), variants)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/gateway:", err)
 		os.Exit(1)
 	}
 	res := run(servers, *conc, *dur, *rounds)
+	if *aa {
+		res.On.Name = "limits off (again)"
+	}
 	for _, s := range servers {
 		s.stop()
 	}
@@ -98,9 +106,9 @@ type server struct {
 	stop func()
 }
 
-func startInProcess(ctx context.Context) ([2]server, error) {
+func startInProcess(ctx context.Context, disabled [2]bool) ([2]server, error) {
 	var out [2]server
-	for i, disabled := range []bool{true, false} {
+	for i, disabled := range disabled {
 		cfg, err := gateway.Parse("bench.yaml", fmt.Appendf(nil, config, fmt.Sprint(disabled)))
 		if err != nil {
 			return out, err
@@ -128,7 +136,7 @@ func startInProcess(ctx context.Context) ([2]server, error) {
 
 // startProcesses builds sluice from the checkout above bench/ and starts
 // one `sluice serve` per variant.
-func startProcesses(ctx context.Context) ([2]server, error) {
+func startProcesses(ctx context.Context, disabled [2]bool) ([2]server, error) {
 	var out [2]server
 	dir, err := os.MkdirTemp("", "bench-gateway-")
 	if err != nil {
@@ -141,7 +149,7 @@ func startProcesses(ctx context.Context) ([2]server, error) {
 		return out, fmt.Errorf("build sluice (run from bench/): %v\n%s", err, b)
 	}
 	re := regexp.MustCompile(`msg="sluice serve: listening" addr=(\S+)`)
-	for i, disabled := range []bool{true, false} {
+	for i, disabled := range disabled {
 		file := filepath.Join(dir, fmt.Sprintf("gw%d.yaml", i))
 		if err := os.WriteFile(file, fmt.Appendf(nil, config, fmt.Sprint(disabled)), 0o644); err != nil {
 			return out, err
@@ -283,11 +291,7 @@ func (r Result) Table() string {
 func run(servers [2]server, conc int, dur time.Duration, rounds int) Result {
 	off, on := servers[0], servers[1]
 	r := Result{Off: Variant{Name: "limits off"}, On: Variant{Name: "limits on (per-IP token bucket)"}}
-	clients := make([]*http.Client, conc)
-	for i := range clients {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, byte(i/200), byte(2+i%200))}}
-		clients[i] = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 1}, Timeout: 10 * time.Second}
-	}
+	clients := clientsFor(conc)
 	defer func() {
 		for _, c := range clients {
 			c.Transport.(*http.Transport).CloseIdleConnections()
@@ -312,6 +316,17 @@ func run(servers [2]server, conc int, dur time.Duration, rounds int) Result {
 		r.On.add(b)
 	}
 	return r
+}
+
+// clientsFor returns n clients, each connecting from its own loopback
+// address.
+func clientsFor(n int) []*http.Client {
+	clients := make([]*http.Client, n)
+	for i := range clients {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, byte(i/200), byte(2+i%200))}}
+		clients[i] = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 1}, Timeout: 10 * time.Second}
+	}
+	return clients
 }
 
 // load runs a closed loop of one request at a time per client for d.

@@ -9,7 +9,7 @@ import (
 // TestRun checks the harness, not the speed: both variants serve without
 // errors or denials, and only limits on sets RateLimit headers.
 func TestRun(t *testing.T) {
-	servers, err := startInProcess(context.Background())
+	servers, err := startInProcess(context.Background(), [2]bool{true, false})
 	if err != nil {
 		t.Fatal(err)
 	}
