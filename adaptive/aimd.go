@@ -65,9 +65,10 @@ type Options struct {
 	// NoSlowStart starts in additive increase instead of doubling the rate
 	// every SlowStartInterval until the first congestion signal.
 	NoSlowStart bool
-	// SlowStartInterval is how often slow start doubles the rate. Zero
-	// means 250 ms: from 2/s, a host that takes 100/s is found in under
-	// 2 s, having been sent about 60 requests.
+	// SlowStartInterval is the time in which slow start doubles the rate
+	// (it grows with each success, as TCP's window grows with each ack).
+	// Zero means 250 ms: from 2/s, a host that takes 100/s is found in
+	// about 1.5 s.
 	SlowStartInterval time.Duration
 	// Tolerance is how far above its baseline the smoothed latency may rise
 	// before it counts as congestion. 0 means 2 (twice the baseline);
@@ -93,6 +94,11 @@ type AIMD struct {
 	windowBad    bool      // a congestion signal in it
 	lastDecrease time.Time
 	rateMax      float64 // the rate at the last decrease: where recovery aims
+	probe        float64 // the next increase beyond rateMax; doubles each time
+	// Delivery: successes in the current and previous half second, to
+	// measure the rate the host actually served.
+	dStart      time.Time
+	dCur, dPrev int
 	holdUntil    time.Time // Retry-After floor: no increase before
 	baseline     float64   // latency baseline, ns (0: none yet)
 	smoothed     float64   // latency EWMA, ns
@@ -174,42 +180,95 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 				break
 			}
 		}
-		f := c.o.Decrease
 		if c.slowStart {
-			f = 0.5
+			// Leaving slow start, the rate has overshot by up to the
+			// growth during the signal's delay, so halving it is not
+			// enough: fall back to what the host actually served, which
+			// becomes the rate recovery aims at.
 			c.slowStart = false
+			served := c.delivered(now)
+			if el := now.Sub(c.dStart); el >= 100*time.Millisecond {
+				// The trailing second lags a rate that doubles four
+				// times a second; the current half second does not.
+				served = max(served, float64(c.dCur)/el.Seconds())
+			}
+			c.rateMax = max(served, c.o.Min)
+			c.rate = clamp(min(c.rate/2, 0.9*served), c.o.Min, c.o.Max)
+		} else {
+			c.rateMax = c.rate
+			c.rate = clamp(c.rate*c.o.Decrease, c.o.Min, c.o.Max)
 		}
-		c.rateMax = c.rate
-		c.rate = clamp(c.rate*f, c.o.Min, c.o.Max)
+		c.probe = c.o.Increase
 		c.lastDecrease = now
 		c.windowStart, c.windowOK, c.windowBad = now, 0, false
 	case s.Signal == Success:
 		c.windowOK++
+		c.deliver(now)
+		if c.slowStart && c.delivered(now) >= 0.25*c.rate {
+			// Exponential growth, one step per success: ln 2 per
+			// SlowStartInterval, spread over the successes that arrive
+			// at the current rate.
+			c.rate = clamp(c.rate+math.Ln2/c.o.SlowStartInterval.Seconds(), c.o.Min, c.o.Max)
+		}
 	}
-	interval := c.o.Interval
-	if c.slowStart {
-		interval = c.o.SlowStartInterval
-	}
-	if now.Sub(c.windowStart) >= interval {
+	if !c.slowStart && now.Sub(c.windowStart) >= c.o.Interval {
 		// Increase only a rate that was used (at least half of it), so an
 		// idle host does not accumulate a rate it never tested.
 		used := float64(c.windowOK) >= 0.5*c.rate*now.Sub(c.windowStart).Seconds()
 		if !c.windowBad && used && !now.Before(c.holdUntil) {
 			switch {
-			case c.slowStart:
-				c.rate *= 2
 			case c.rate+c.o.Increase < c.rateMax:
 				// Binary-search recovery (BIC): halfway back to the rate
 				// that last failed, never less than the additive step.
 				c.rate = max(c.rate+c.o.Increase, (c.rate+c.rateMax)/2)
 			default:
-				c.rate += c.o.Increase
+				// Past the old maximum, probe for a new one (BIC's max
+				// probing): +Increase, then twice that, and so on, at
+				// most a quarter of the rate per interval.
+				step := max(c.probe, c.o.Increase)
+				c.rate += min(step, max(c.o.Increase, c.rate/4))
+				c.probe = step * 2
 			}
 			c.rate = clamp(c.rate, c.o.Min, c.o.Max)
 		}
 		c.windowStart, c.windowOK, c.windowBad = now, 0, false
 	}
+	if c.slowStart && now.Sub(c.windowStart) >= c.o.Interval {
+		c.windowStart, c.windowOK, c.windowBad = now, 0, false
+	}
 	return c.rate
+}
+
+// deliverSpan is the length of each of the two buckets that measure the
+// rate the host served.
+const deliverSpan = 500 * time.Millisecond
+
+// deliver counts a success at now.
+func (c *AIMD) deliver(now time.Time) {
+	c.roll(now)
+	c.dCur++
+}
+
+func (c *AIMD) roll(now time.Time) {
+	switch el := now.Sub(c.dStart); {
+	case c.dStart.IsZero() || el >= 2*deliverSpan:
+		c.dStart, c.dCur, c.dPrev = now, 0, 0
+	case el >= deliverSpan:
+		c.dStart, c.dPrev, c.dCur = c.dStart.Add(deliverSpan), c.dCur, 0
+	}
+}
+
+// delivered returns the successes per second over the last half second
+// to second (never over less than half a second, so that one quick answer
+// does not read as a high rate).
+func (c *AIMD) delivered(now time.Time) float64 {
+	c.roll(now)
+	span := now.Sub(c.dStart)
+	if c.dPrev > 0 {
+		span += deliverSpan
+	}
+	span = max(span, deliverSpan)
+	return float64(c.dPrev+c.dCur) / span.Seconds()
 }
 
 // latencyHigh updates the latency estimates with one sample (ns) and reports

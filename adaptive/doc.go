@@ -9,8 +9,11 @@
 // response succeeded raises it. Below the rate at which the last cut
 // happened it climbs back by binary search, halfway there per Interval (the
 // recovery of BIC-TCP), but never by less than Increase; above that rate
-// it probes by adding Increase per Interval. The rate thus spends its time
-// just under the host's limit, crossing it once per cycle. Congestion signals are throttling (429 and 503
+// it probes for a new maximum, adding Increase, then twice that, and so on
+// (at most a quarter of the rate per Interval). The rate thus spends its
+// time just under the host's limit, crossing it once per cycle. Leaving
+// slow start, where the rate overshoots, it falls to just under the rate
+// the host actually served. Congestion signals are throttling (429 and 503
 // answers), timeouts, and latency: when the smoothed latency rises well
 // above its baseline (Tolerance times), the rate eases off before the
 // server starts refusing. A Retry-After acts as a floor on the recovery: no

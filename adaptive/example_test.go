@@ -9,9 +9,9 @@ import (
 
 // A host that takes 12 requests a second, driven on a virtual clock, one
 // 429 in every second sent above 12/s: slow start doubles the rate four
-// times a second until the first 429 halves it; each later 429 cuts it by a
-// fifth, and each second of success climbs halfway back to the rate that
-// last failed.
+// times a second until the first 429, which sets it just under what the host
+// served; each later 429 cuts it by a fifth, and each second of success
+// climbs halfway back to the rate that last failed.
 func ExampleAIMD() {
 	c := adaptive.NewAIMD(adaptive.Options{})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -31,16 +31,16 @@ func ExampleAIMD() {
 		fmt.Printf("%2ds %5.2f/s\n", sec, c.Rate())
 	}
 	// Output:
-	//  1s  4.00/s
-	//  2s 16.00/s
-	//  3s 32.00/s
-	//  4s 25.60/s
-	//  5s 20.48/s
-	//  6s 16.38/s
-	//  7s 13.11/s
-	//  8s 10.49/s
-	//  9s 11.80/s
-	// 10s 12.80/s
-	// 11s 10.24/s
-	// 12s 11.52/s
+	//  1s  7.55/s
+	//  2s 26.95/s
+	//  3s 23.40/s
+	//  4s 18.72/s
+	//  5s 14.98/s
+	//  6s 11.98/s
+	//  7s 13.48/s
+	//  8s 10.78/s
+	//  9s 12.13/s
+	// 10s  9.70/s
+	// 11s 10.92/s
+	// 12s 11.92/s
 }

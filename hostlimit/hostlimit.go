@@ -30,14 +30,15 @@ const (
 var ErrStore = errors.New("hostlimit: store failed")
 
 // Options configures a Limiter. The zero value is the default: an adaptive
-// rate per host starting at 2 requests a second, a burst of 1, 4 requests
+// rate per host starting at 2 requests a second, a burst of 0.1 s of it, 4 requests
 // in flight per host, a 5 s ramp after each pause, state in process.
 type Options struct {
 	// Rate is each host's rate, in requests per second. Zero means
 	// adaptive: an AIMD controller per host, configured by Adaptive.
 	Rate float64
 	// Burst is the most requests a host's bucket lets start at once. Zero
-	// means 1.
+	// means a tenth of a second's worth at the current rate, at least 1:
+	// enough to absorb timer lateness, which at burst 1 is lost for good.
 	Burst int
 	// Concurrency is the most requests in flight per host. Zero means
 	// DefaultConcurrency (4).
@@ -98,8 +99,8 @@ type host struct {
 
 // New returns a Limiter.
 func New(o Options) *Limiter {
-	if o.Burst <= 0 {
-		o.Burst = 1
+	if o.Burst < 0 {
+		o.Burst = 0
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
@@ -248,8 +249,12 @@ func (l *Limiter) limit(h *host, now time.Time) ratelimit.Limit {
 		rate = h.ctrl.Rate()
 	}
 	burst := int64(l.o.Burst)
+	if burst == 0 {
+		burst = max(1, int64(math.Ceil(rate/10)))
+	}
 	if f, ramping := h.ramp(now); ramping {
-		burst = 1
+		// The burst grows from 1 with the ramp, like the concurrency.
+		burst = 1 + int64(f*float64(burst-1))
 		if h.ctrl == nil {
 			rate *= 0.25 + 0.75*f
 		}

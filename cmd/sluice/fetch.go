@@ -72,7 +72,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	input := fs.String("i", "", "read URLs from `FILE`, one per line (# comments; - for stdin)")
 	rate := fs.Float64("rate", 0, "requests per second per host (0: adaptive, found by AIMD)")
-	burst := fs.Int("burst", 1, "most requests a host's bucket starts at once")
+	burst := fs.Int("burst", 0, "most requests a host's bucket starts at once (0: a tenth of a second's worth)")
 	conc := fs.Int("concurrency", 4, "most requests in flight per host")
 	adapt := fs.Bool("adaptive", false, "adapt each host's rate with AIMD (the default without --rate; with --rate, start there)")
 	maxAttempts := fs.Int("max-attempts", 7, "most attempts per URL, the first included")
@@ -107,8 +107,8 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		parsed[i] = u
 	}
 	switch {
-	case *rate < 0, *burst < 1, *conc < 1, *maxAttempts < 1, *maxDelay <= 0, *base <= 0, *timeout < 0:
-		return fmt.Errorf("%w: --rate must be >= 0; --burst, --concurrency, --max-attempts >= 1; durations positive", errUsage)
+	case *rate < 0, *burst < 0, *conc < 1, *maxAttempts < 1, *maxDelay <= 0, *base <= 0, *timeout < 0:
+		return fmt.Errorf("%w: --rate and --burst must be >= 0; --concurrency, --max-attempts >= 1; durations positive", errUsage)
 	}
 	bo, err := fetchBackoff(*strategy, *base, *maxDelay)
 	if err != nil {
