@@ -155,21 +155,29 @@ func TestSimUsage(t *testing.T) {
 // quick enough to redraw in a test. Regenerate a stale one with the command
 // in the message.
 func TestSimDocsFigures(t *testing.T) {
-	for _, name := range []string{"objectstore", "buckets"} {
-		want, err := os.ReadFile(filepath.Join("..", "..", "docs", "sim", name+".svg"))
+	for _, tt := range []struct {
+		file string
+		args []string
+	}{
+		{"objectstore.svg", []string{"objectstore"}},
+		{"objectstore-200ms.svg", []string{"objectstore", "--tick", "200ms"}},
+		{"buckets.svg", []string{"buckets"}},
+	} {
+		want, err := os.ReadFile(filepath.Join("..", "..", "docs", "sim", tt.file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		svg := filepath.Join(t.TempDir(), name+".svg")
-		if _, _, err := runSimArgs(t, name, "--svg", svg); err != nil {
-			t.Fatalf("sim %s = %v", name, err)
+		svg := filepath.Join(t.TempDir(), tt.file)
+		if _, _, err := runSimArgs(t, append(tt.args, "--svg", svg)...); err != nil {
+			t.Fatalf("sim %v = %v", tt.args, err)
 		}
 		got, err := os.ReadFile(svg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("docs/sim/%s.svg is stale: run go run ./cmd/sluice sim %s --svg docs/sim/%s.svg", name, name, name)
+			t.Errorf("docs/sim/%s is stale: run go run ./cmd/sluice sim %s --svg docs/sim/%s",
+				tt.file, strings.Join(tt.args, " "), tt.file)
 		}
 	}
 }
