@@ -31,7 +31,8 @@
 // Rules in shadow mode (the rule's shadow_mode, or [Middleware.Shadow] for
 // all of them) are applied and counted, and a would-be denial is reported
 // to [Middleware.Observe] and logged, but never denies and never shows in
-// the headers. Rules marked unlimited, rules listed in
+// the headers. A rule with envoyproxy/ratelimit's quota_mode is counted the
+// same way and never denies, but shows in the headers. Rules marked unlimited, rules listed in
 // [Middleware.DisabledRules] and, with [Middleware.Disabled], all rules are
 // skipped: that is the kill switch.
 //

@@ -287,7 +287,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	failed := false
 	if countEnforced(as) > 1 {
 		for i := range as {
-			if as[i].shadow {
+			if as[i].shadow || as[i].rule.QuotaMode {
 				continue
 			}
 			p := as[i].req
@@ -326,7 +326,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.observe(Event{Rule: a.rule, Policy: a.policy, Outcome: Allowed, Latency: lat})
 				continue
 			}
-			if a.shadow {
+			if a.shadow || a.rule.QuotaMode {
+				// envoyproxy/ratelimit's quota_mode: reported, never denied.
 				m.Logger.Info("httplimit: shadow denial", "rule", a.policy, "key", a.req.Key)
 				h.observe(Event{Rule: a.rule, Policy: a.policy, Outcome: ShadowDenied, Latency: lat})
 				continue
@@ -392,7 +393,7 @@ func (h *handler) observe(e Event) {
 func countEnforced(as []applied) int {
 	n := 0
 	for i := range as {
-		if !as[i].shadow {
+		if !as[i].shadow && !as[i].rule.QuotaMode {
 			n++
 		}
 	}

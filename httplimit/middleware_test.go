@@ -332,3 +332,26 @@ func TestQuotaPolicy(t *testing.T) {
 		t.Fatalf("3rd request: %d Retry-After %q %s; want 429 820800 and a monthly quota body", w.Code, w.Header().Get("Retry-After"), w.Body)
 	}
 }
+
+func TestQuotaModeReportsNeverDenies(t *testing.T) {
+	t.Parallel()
+	set := mustRules(t, `
+domain: test
+descriptors:
+  - key: remote_address
+    quota_mode: true
+    rate_limit: {name: qm, unit: hour, requests_per_unit: 1}
+`)
+	rec := &recorder{}
+	mw := &httplimit.Middleware{Store: newStore(t), Rules: set, Domain: "test", Observe: rec.observe,
+		Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.RemoteAddress{}}}}}
+	h := mw.Handler(ok)
+	for i := range 3 {
+		if w := do(h, "192.0.2.1:1"); w.Code != 200 || !strings.HasPrefix(w.Header().Get("RateLimit"), `"qm";r=0`) {
+			t.Errorf("request %d: %d RateLimit %q, want 200 and the policy reported", i, w.Code, w.Header().Get("RateLimit"))
+		}
+	}
+	if got := strings.Join(rec.events, " "); got != "qm:allowed qm:shadow_denied qm:shadow_denied" {
+		t.Errorf("events %q", got)
+	}
+}
