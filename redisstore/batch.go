@@ -11,12 +11,14 @@ import (
 
 // call is one Apply waiting for its batch.
 type call struct {
-	key  string
-	args []string // the request's ARGV fields
-	lim  ratelimit.Limit
-	done chan struct{}
-	d    ratelimit.Decision
-	err  error
+	key       string
+	spec      spec
+	n         int64
+	sec, nsec int64 // now, when Options.Now is set
+	lim       ratelimit.Limit
+	done      chan struct{}
+	d         ratelimit.Decision
+	err       error
 }
 
 // group is what calls must share to go in one script call: the script and,
@@ -135,15 +137,36 @@ func (s *Store) exec(g group, calls []*call) (err error) {
 		}
 	}()
 	keys := make([]string, len(calls))
-	n := 1
-	for _, c := range calls {
-		n += len(c.args)
-	}
-	args := make([]string, 0, n)
-	args = append(args, strconv.FormatInt(s.minTTL, 10))
+	perNow := s.opts.Now != nil
+	// The distinct specs, and each call's (from 1). A batch rarely holds
+	// more than a few limits: a linear search is the fastest.
+	specs := make([]spec, 0, 4)
+	idx := make([]int, len(calls))
 	for i, c := range calls {
 		keys[i] = c.key
-		args = append(args, c.args...)
+		j := 0
+		for j < len(specs) && specs[j] != c.spec {
+			j++
+		}
+		if j == len(specs) {
+			specs = append(specs, c.spec)
+		}
+		idx[i] = j + 1
+	}
+	per := 2
+	if perNow {
+		per = 4
+	}
+	args := make([]string, 0, 3+4*len(specs)+per*len(calls))
+	args = append(args, strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(specs)))
+	for _, sp := range specs {
+		args = appendSpec(args, g.shape, sp)
+	}
+	for i, c := range calls {
+		args = append(args, strconv.Itoa(idx[i]), strconv.FormatInt(c.n, 10))
+		if perNow {
+			args = append(args, strconv.FormatInt(c.sec, 10), strconv.FormatInt(c.nsec, 10))
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
@@ -151,11 +174,13 @@ func (s *Store) exec(g group, calls []*call) (err error) {
 	if err != nil {
 		return s.failure(err, len(calls))
 	}
-	if len(reply) != replyWidth*len(calls) {
-		return fmt.Errorf("%w: %d integers for %d requests", ErrScript, len(reply), len(calls))
+	for _, c := range calls {
+		if c.d, reply, err = decodeNext(reply, c.lim, g.shape); err != nil {
+			return err
+		}
 	}
-	for i, c := range calls {
-		c.d, c.err = decode(reply[i*replyWidth:(i+1)*replyWidth], c.lim, g.shape)
+	if len(reply) != 0 {
+		return fmt.Errorf("%w: %d integers left over after %d decisions", ErrScript, len(reply), len(calls))
 	}
 	return nil
 }

@@ -28,13 +28,12 @@ const (
 )
 
 var shapeInfo = [numShapes]struct {
-	file   string
-	tag    string // key namespace: prefix + tag + "{" + key + "}"
-	fields int    // ARGV fields per request
+	file string
+	tag  string // key namespace: prefix + tag + "{" + key + "}"
 }{
-	shapeBucket: {"gcra.lua", "b", 7},
-	shapeWindow: {"window.lua", "w", 6},
-	shapeLog:    {"log.lua", "l", 5},
+	shapeBucket: {"gcra.lua", "b"},
+	shapeWindow: {"window.lua", "w"},
+	shapeLog:    {"log.lua", "l"},
 }
 
 func shapeOf(a ratelimit.Algorithm) shape {
@@ -78,58 +77,74 @@ func newScripts() (out [numShapes]*rueidis.Lua) {
 // doubles, exact below 2^53.
 const maxExact = int64(ratelimit.MaxPeriod)
 
-// appendArgs appends req's ARGV fields: now (or "" "" for the server's
-// clock) and the step's parameters. req is valid, its rate positive and its
-// cost within capacity (or zero).
-func appendArgs(args []string, sh shape, req ratelimit.Request, now time.Time, useNow bool) []string {
-	if useNow {
-		args = append(args, strconv.FormatInt(now.Unix(), 10), strconv.Itoa(now.Nanosecond()))
-	} else {
-		args = append(args, "", "")
-	}
+// spec is the part of a request that many requests of a batch share: the
+// script's parameters for one limit. A batch sends each distinct spec once.
+type spec struct {
+	a, b int64 // bucket: interval, Burst·interval; windows: rate, period
+	flag bool  // bucket: leaky; window: sliding
+	c    int64 // bucket: max delay
+}
+
+func specOf(sh shape, req ratelimit.Request) spec {
 	lim := req.Limit.Normalize()
-	n := strconv.FormatInt(req.N, 10)
 	switch sh {
 	case shapeBucket:
 		t := int64(lim.Interval())
-		leaky, maxDelay := "0", "0"
+		sp := spec{a: t, b: lim.Burst * t}
 		if req.Algorithm == ratelimit.LeakyBucket {
-			leaky = "1"
-			maxDelay = strconv.FormatInt(min(int64(req.MaxDelay), maxExact), 10)
+			sp.flag, sp.c = true, min(int64(req.MaxDelay), maxExact)
 		}
-		return append(args, n, strconv.FormatInt(t, 10), strconv.FormatInt(lim.Burst*t, 10), leaky, maxDelay)
+		return sp
 	case shapeWindow:
-		sliding := "0"
-		if req.Algorithm == ratelimit.SlidingWindowCounter {
-			sliding = "1"
-		}
-		return append(args, n, strconv.FormatInt(lim.Rate, 10), strconv.FormatInt(int64(lim.Period), 10), sliding)
+		return spec{a: lim.Rate, b: int64(lim.Period), flag: req.Algorithm == ratelimit.SlidingWindowCounter}
 	}
-	return append(args, n, strconv.FormatInt(lim.Rate, 10), strconv.FormatInt(int64(lim.Period), 10))
+	return spec{a: lim.Rate, b: int64(lim.Period)}
 }
 
-// replyWidth is the number of integers a script returns per request.
-const replyWidth = 7
+func bit(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
 
-// decode turns one request's reply into a Decision.
-// The durations come in two parts, r[2] + r[5]·unit and r[3] + r[6]·unit,
-// where unit is a second for the bucket script and the window for the
+// appendSpec appends sp's fields as the shape's script reads them.
+func appendSpec(args []string, sh shape, sp spec) []string {
+	a, b := strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10)
+	switch sh {
+	case shapeBucket:
+		return append(args, a, b, bit(sp.flag), strconv.FormatInt(sp.c, 10))
+	case shapeWindow:
+		return append(args, a, b, bit(sp.flag))
+	}
+	return append(args, a, b)
+}
+
+// decodeNext reads the next decision from a script's reply and returns it
+// with the rest of the reply. The durations come in two parts, d + x·unit,
+// where unit is a second for the bucket script and the period for the
 // window script: a double cannot hold every duration up to 2·MaxPeriod,
-// int64 can.
-func decode(r []int64, lim ratelimit.Limit, sh shape) (ratelimit.Decision, error) {
-	if len(r) != replyWidth || r[0] < 0 || r[0] > 1 {
-		return ratelimit.Decision{}, fmt.Errorf("%w: malformed script reply %v", ErrScript, r)
+// an int64 can.
+func decodeNext(r []int64, lim ratelimit.Limit, sh shape) (ratelimit.Decision, []int64, error) {
+	if len(r) < 4 || r[0] < 0 || r[0] > 3 || (r[0]&2 != 0 && len(r) < 7) {
+		return ratelimit.Decision{}, nil, fmt.Errorf("%w: malformed script reply %v", ErrScript, r[:min(len(r), 7)])
 	}
-	w := int64(time.Second)
-	if sh == shapeWindow {
-		w = int64(lim.Period)
-	}
-	return ratelimit.Decision{
-		Allowed:    r[0] == 1,
+	d := ratelimit.Decision{
+		Allowed:    r[0]&1 == 1,
 		Limit:      lim,
 		Remaining:  r[1],
-		RetryAfter: time.Duration(r[2] + r[5]*w),
-		ResetAfter: time.Duration(r[3] + r[6]*w),
-		Delay:      time.Duration(r[4]),
-	}, nil
+		RetryAfter: time.Duration(r[2]),
+		ResetAfter: time.Duration(r[3]),
+	}
+	if r[0]&2 == 0 {
+		return d, r[4:], nil
+	}
+	unit := int64(time.Second)
+	if sh == shapeWindow {
+		unit = int64(lim.Period)
+	}
+	d.Delay = time.Duration(r[4])
+	d.RetryAfter += time.Duration(r[5] * unit)
+	d.ResetAfter += time.Duration(r[6] * unit)
+	return d, r[7:], nil
 }

@@ -394,9 +394,13 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 	sh := shapeOf(req.Algorithm)
 	c := &call{
 		key:  s.key(sh, req.Key),
-		args: appendArgs(make([]string, 0, shapeInfo[sh].fields), sh, sent, now, useNow),
+		spec: specOf(sh, sent),
+		n:    sent.N,
 		lim:  lim,
 		done: make(chan struct{}),
+	}
+	if useNow {
+		c.sec, c.nsec = now.Unix(), int64(now.Nanosecond())
 	}
 	g := group{shape: sh}
 	if s.cluster {

@@ -7,14 +7,25 @@
 -- 2^53 ns (ratelimit.Limit.Validate), so differences of times are exact.
 --
 -- Every script applies a batch of requests, one per key, in order:
--- ARGV[1] is the minimum expiry in milliseconds, then each request has F
--- arguments (F set by the script), the first two being now as seconds and
--- nanoseconds, or "" and "" for the server's clock (TIME, read once per
--- batch). Each request's step returns 7 integers; the script returns them
--- all, flattened.
+--
+--   ARGV[1]  the minimum expiry, in milliseconds
+--   ARGV[2]  "1" when each request carries its own now, "0" to read the
+--            server's clock (TIME) once for the batch
+--   ARGV[3]  the number of limit specs; then the specs, S fields each (S
+--            and the fields are the script's)
+--   then per request: its spec's index (from 1), its cost n and, when
+--            ARGV[2] is "1", now as seconds and nanoseconds.
+--
+-- Each decision is returned as 4 integers {code, remaining, retry_after,
+-- reset_after}, or 7 when code has bit 2 set: {…, delay, retry_x,
+-- reset_x}, where the durations are retry_after + retry_x·unit and
+-- reset_after + reset_x·unit, in two parts because a double cannot hold
+-- every duration up to 2·MaxPeriod (the unit is the script's). Bit 1 of
+-- code is "allowed".
 local E9 = 1000000000
 local fmod, floor = math.fmod, math.floor
 local min_ttl = tonumber(ARGV[1])
+local TWO53 = 9007199254740992
 
 -- parse reads a decimal int64 (possibly negative) as (s, ns).
 local function parse(str)
@@ -80,23 +91,43 @@ local function pttl(d, min_ms)
   return ms
 end
 
--- run applies step to every request of the batch.
-local function run(F, step)
-  local out, ts, tns = {}, nil, nil
+-- out is the reply being built, k its length.
+local out, k = {}, 0
+
+-- emit appends one decision.
+local function emit(allowed, remaining, retry, reset, delay, rx, sx)
+  if delay == 0 and rx == 0 and sx == 0 then
+    out[k + 1], out[k + 2], out[k + 3], out[k + 4] = allowed, remaining, retry, reset
+    k = k + 4
+  else
+    out[k + 1], out[k + 2], out[k + 3], out[k + 4] = allowed + 2, remaining, retry, reset
+    out[k + 5], out[k + 6], out[k + 7] = delay, rx, sx
+    k = k + 7
+  end
+end
+
+-- run parses the S-field specs with prepare, then applies step to every
+-- request of the batch.
+local function run(S, prepare, step)
+  local specs, o = {}, 4
+  for i = 1, tonumber(ARGV[3]) do
+    specs[i] = prepare(o)
+    o = o + S
+  end
+  local per_now, s, ns = ARGV[2] == '1', 0, 0
+  if not per_now then
+    local t = redis.call('TIME')
+    s, ns = tonumber(t[1]), tonumber(t[2]) * 1000
+  end
   for i = 1, #KEYS do
-    local o = 2 + (i - 1) * F
-    local s, ns
-    if ARGV[o] == '' then
-      if not ts then
-        local t = redis.call('TIME')
-        ts, tns = tonumber(t[1]), tonumber(t[2]) * 1000
-      end
-      s, ns = ts, tns
+    local sp, n = specs[tonumber(ARGV[o])], tonumber(ARGV[o + 1])
+    if per_now then
+      s, ns = tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
+      o = o + 4
     else
-      s, ns = tonumber(ARGV[o]), tonumber(ARGV[o + 1])
+      o = o + 2
     end
-    local r = step(KEYS[i], s, ns, o + 2)
-    for j = 1, 7 do out[#out + 1] = r[j] end
+    step(KEYS[i], s, ns, n, sp)
   end
   return out
 end

@@ -1,117 +1,123 @@
 -- FixedWindow and SlidingWindowCounter: internal/window.Fixed and Sliding.
 -- KEYS[i]: "start prev curr", start a decimal int64 of Unix nanoseconds.
--- Per request (F = 6): now_s, now_ns, n, rate, w (Period ns), sliding (0|1).
--- Returns {allowed, remaining, retry_after, reset_after, 0, retry_w,
--- reset_w}: the durations are retry_after + retry_w·w and
--- reset_after + reset_w·w (2·w may exceed 2^53, so Go adds).
-local function step(key, now_s, now_ns, a)
-local n, rate, w = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-local sliding = ARGV[a + 3] == '1'
-
-local st_s, st_ns, prev, curr = 0, 0, 0, 0
-local v = redis.call('GET', key)
-if v then
-  local a, b, c = string.match(v, '^(%-?%d+) (%d+) (%d+)$')
-  st_s, st_ns = parse(a)
-  prev, curr = tonumber(b), tonumber(c)
+-- Spec (S = 3): rate, w (the Period, ns), sliding (0|1). The unit of the
+-- two-part durations is w (2·w may pass 2^53).
+local function prepare(o)
+  return {tonumber(ARGV[o]), tonumber(ARGV[o + 1]), ARGV[o + 2] == '1'}
 end
 
--- now mod w, for now = now_s·1e9 + now_ns, exactly: fmod is exact, and
--- fmod(now_s, w)·1e9 is a multiple of 512 below 2^62 (until 2112).
-local x = fmod(fmod(now_s, w) * E9, w)
-local y = fmod(now_ns, w)
-local m
-if x <= 0 then
-  m = x + y
-elseif y >= w - x then
-  m = y - (w - x)
-else
-  m = x + y
-end
-if m < 0 then m = m + w end
-local ws_s, ws_ns = add(now_s, now_ns, -m)
+local function step(key, now_s, now_ns, n, sp)
+  local rate, w, sliding = sp[1], sp[2], sp[3]
 
--- roll
-local ns_s, ns_ns, nprev, ncurr = st_s, st_ns, prev, curr
-if st_s == 0 and st_ns == 0 and prev == 0 and curr == 0 then
-  ns_s, ns_ns = ws_s, ws_ns
-elseif less(ws_s, ws_ns, st_s, st_ns) then
-  now_s, now_ns = st_s, st_ns
-elseif ws_s == st_s and ws_ns == st_ns then
-  -- same window
-else
-  local nx_s, nx_ns = add(st_s, st_ns, w)
-  if ws_s == nx_s and ws_ns == nx_ns then
-    nprev, ncurr = curr, 0
+  local st_s, st_ns, prev, curr = 0, 0, 0, 0
+  local v = redis.call('GET', key)
+  if v then
+    local a, b, c = string.match(v, '^(%-?%d+) (%d+) (%d+)$')
+    st_s, st_ns = parse(a)
+    prev, curr = tonumber(b), tonumber(c)
+  end
+
+  -- now mod w, for now = now_s·1e9 + now_ns, exactly: fmod is exact, and
+  -- fmod(now_s, w)·1e9 is a multiple of 512 below 2^62 (until 2112).
+  local x = fmod(fmod(now_s, w) * E9, w)
+  local y = fmod(now_ns, w)
+  local m
+  if x <= 0 then
+    m = x + y
+  elseif y >= w - x then
+    m = y - (w - x)
   else
-    nprev, ncurr = 0, 0
+    m = x + y
   end
-  ns_s, ns_ns = ws_s, ws_ns
-end
-local elapsed = diff(now_s, now_ns, ns_s, ns_ns)
+  if m < 0 then m = m + w end
+  local ws_s, ws_ns = add(now_s, now_ns, -m)
 
-local function save(ttl_ns)
-  redis.call('SET', key, format(ns_s, ns_ns) .. ' ' .. string.format('%d %d', nprev, ncurr),
-    'PX', pttl(ttl_ns, min_ttl))
-end
+  -- roll to the window holding now; time that went back into an earlier
+  -- window stays in the newest one, at its start.
+  local ns_s, ns_ns, nprev, ncurr = st_s, st_ns, prev, curr
+  if st_s == 0 and st_ns == 0 and prev == 0 and curr == 0 then
+    ns_s, ns_ns = ws_s, ws_ns
+  elseif less(ws_s, ws_ns, st_s, st_ns) then
+    now_s, now_ns = st_s, st_ns
+  elseif ws_s == st_s and ws_ns == st_ns then
+    -- same window
+  else
+    local nx_s, nx_ns = add(st_s, st_ns, w)
+    if ws_s == nx_s and ws_ns == nx_ns then
+      nprev, ncurr = curr, 0
+    else
+      nprev, ncurr = 0, 0
+    end
+    ns_s, ns_ns = ws_s, ws_ns
+  end
+  local elapsed = diff(now_s, now_ns, ns_s, ns_ns)
 
-if not sliding then
-  nprev = 0
-  local until_end = w - elapsed
-  local reset = 0
-  if ncurr > 0 then reset = until_end end
-  local remaining = rate - ncurr
-  if remaining < 0 then remaining = 0 end
-  if n == 0 then return {1, remaining, 0, reset, 0, 0, 0} end
-  if ncurr + n > rate then return {0, remaining, until_end, reset, 0, 0, 0} end
+  local function save(ttl_ns)
+    redis.call('SET', key, format(ns_s, ns_ns) .. ' ' .. string.format('%d %d', nprev, ncurr),
+      'PX', pttl(ttl_ns, min_ttl))
+  end
+
+  if not sliding then
+    local until_end = w - elapsed
+    local reset = 0
+    if ncurr > 0 then reset = until_end end
+    local rem = rate - ncurr
+    if rem < 0 then rem = 0 end
+    if n == 0 then return emit(1, rem, 0, reset, 0, 0, 0) end
+    if ncurr + n > rate then return emit(0, rem, until_end, reset, 0, 0, 0) end
+    nprev, ncurr = 0, ncurr + n
+    save(until_end)
+    return emit(1, rate - ncurr, 0, until_end, 0, 0, 0)
+  end
+
+  local function used(p, c, e)
+    local est = p * (w - e) / w
+    return est + c
+  end
+  local function admits(p, c, e)
+    return used(p, c, e) + n <= rate
+  end
+  local function earliest(p, c, from)
+    if not admits(p, c, w - 1) then return nil end
+    local lo, hi = from, w - 1
+    while lo < hi do
+      local mid = lo + floor((hi - lo) / 2)
+      if admits(p, c, mid) then hi = mid else lo = mid + 1 end
+    end
+    return lo
+  end
+  local function remaining(p, c)
+    local r = floor(rate - used(p, c, elapsed))
+    if r < 0 then return 0 end
+    return r
+  end
+  -- durations as (d, x): d + x·w, folded into d when that is exact.
+  local function fold(d, x)
+    if x > 0 and w <= TWO53 / 4 then return d + x * w, 0 end
+    return d, x
+  end
+  local function reset(p, c)
+    if c > 0 then return fold(w - elapsed, 1) end
+    if p > 0 then return w - elapsed, 0 end
+    return 0, 0
+  end
+
+  local rem = remaining(nprev, ncurr)
+  local ra, rx = reset(nprev, ncurr)
+  if n == 0 then return emit(1, rem, 0, ra, 0, 0, rx) end
+  if not admits(nprev, ncurr, elapsed) then
+    local e = earliest(nprev, ncurr, elapsed)
+    if e then return emit(0, rem, e - elapsed, ra, 0, 0, rx) end
+    local d, x
+    e = earliest(ncurr, 0, 0)
+    if e then d, x = fold(e - elapsed, 1) else d, x = fold(-elapsed, 2) end
+    return emit(0, rem, d, ra, 0, x, rx)
+  end
   ncurr = ncurr + n
-  save(until_end)
-  return {1, rate - ncurr, 0, until_end, 0, 0, 0}
+  rem = remaining(nprev, ncurr)
+  ra, rx = reset(nprev, ncurr)
+  save(ra + rx * w)
+  return emit(1, rem, 0, ra, 0, 0, rx)
 end
 
-local function used(p, c, e)
-  local est = p * (w - e) / w
-  return est + c
-end
-local function admits(p, c, e)
-  return used(p, c, e) + n <= rate
-end
-local function earliest(p, c, from)
-  if not admits(p, c, w - 1) then return nil end
-  local lo, hi = from, w - 1
-  while lo < hi do
-    local mid = lo + floor((hi - lo) / 2)
-    if admits(p, c, mid) then hi = mid else lo = mid + 1 end
-  end
-  return lo
-end
-local function remaining(p, c)
-  local r = floor(rate - used(p, c, elapsed))
-  if r < 0 then return 0 end
-  return r
-end
--- reset as {after, w multiples}
-local function reset(p, c)
-  if c > 0 then return w - elapsed, 1 end
-  if p > 0 then return w - elapsed, 0 end
-  return 0, 0
-end
-
-local rem = remaining(nprev, ncurr)
-local ra, rw = reset(nprev, ncurr)
-if n == 0 then return {1, rem, 0, ra, 0, 0, rw} end
-if not admits(nprev, ncurr, elapsed) then
-  local e = earliest(nprev, ncurr, elapsed)
-  if e then return {0, rem, e - elapsed, ra, 0, 0, rw} end
-  e = earliest(ncurr, 0, 0)
-  if e then return {0, rem, e - elapsed, ra, 0, 1, rw} end
-  return {0, rem, -elapsed, ra, 0, 2, rw}
-end
-ncurr = ncurr + n
-rem = remaining(nprev, ncurr)
-ra, rw = reset(nprev, ncurr)
-save(ra + rw * w)
-return {1, rem, 0, ra, 0, 0, rw}
-end
-
-return run(6, step)
+return run(3, prepare, step)
