@@ -49,6 +49,7 @@ type Config struct {
 	Disabled        bool     // disabled: the kill switch for all limiting
 	DisabledRules   []string // disabled_rules: the kill switch per rule (by name)
 	Domain          string   // domain: the rules domain; defaults to the only one
+	Pprof           bool     // pprof: serve net/http/pprof on the admin listener
 	Identity        IdentityConfig
 	Routes          []Route
 	Rules           *rules.Set
@@ -225,6 +226,7 @@ func (d *decoder) parse(data []byte) *Config {
 			c.Headers = m
 		},
 		"fail_closed":    func(k, v *yaml.Node) { c.FailClosed = d.boolean(v, "fail_closed") },
+		"pprof":          func(k, v *yaml.Node) { c.Pprof = d.boolean(v, "pprof") },
 		"shadow":         func(k, v *yaml.Node) { c.Shadow = d.boolean(v, "shadow") },
 		"disabled":       func(k, v *yaml.Node) { c.Disabled = d.boolean(v, "disabled") },
 		"disabled_rules": func(k, v *yaml.Node) { c.DisabledRules = d.strs(v, "disabled_rules") },

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -156,9 +157,17 @@ func (g *Gateway) Handler() http.Handler {
 }
 
 // AdminHandler returns the admin handler: /metrics (Prometheus), /healthz
-// (the process is up) and /readyz (it serves traffic; 503 while draining).
+// (the process is up) and /readyz (it serves traffic; 503 while draining),
+// and /debug/pprof/ when the config at start says pprof: true.
 func (g *Gateway) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
+	if g.Config().Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
@@ -281,6 +290,15 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		}
 		upstream = g.proxy(target)
 	}
+	var names []string
+	if cfg.Rules != nil {
+		for _, dom := range cfg.Rules.Domains() {
+			for _, r := range cfg.Rules.Config(dom).Rules() {
+				names = append(names, r.Name)
+			}
+		}
+	}
+	observe := g.metrics.observer(names)
 	routes := make([]*route, 0, len(cfg.Routes))
 	for _, rc := range cfg.Routes {
 		rt := &route{Route: rc}
@@ -307,7 +325,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			Disabled:      cfg.Disabled,
 			DisabledRules: cfg.DisabledRules,
 			FailClosed:    cfg.FailClosed,
-			Observe:       g.metrics.observe,
+			Observe:       observe,
 			Logger:        g.log,
 		}
 		rt.handler = mw.Handler(next)

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/httplimit"
@@ -10,10 +8,6 @@ import (
 
 // metrics are the gateway's Prometheus collectors.
 type metrics struct {
-	// counters caches the decision counter of each rule and outcome, so
-	// that the hot path does not hash label values.
-	counters sync.Map // counterKey → prometheus.Counter
-
 	decisions     *prometheus.CounterVec
 	shadowDenials *prometheus.CounterVec
 	storeErrors   *prometheus.CounterVec
@@ -53,26 +47,50 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-type counterKey struct {
-	rule    string
-	outcome httplimit.Outcome
+// ruleCounters are one rule's counters, looked up once per config.
+type ruleCounters struct {
+	outcomes [4]prometheus.Counter // by httplimit.Outcome
+	shadow   prometheus.Counter
+	storeErr prometheus.Counter
 }
 
-// observe is the httplimit.Middleware.Observe hook.
-func (m *metrics) observe(e httplimit.Event) {
-	k := counterKey{e.Policy, e.Outcome}
-	c, ok := m.counters.Load(k)
-	if !ok {
-		c, _ = m.counters.LoadOrStore(k, m.decisions.WithLabelValues(e.Policy, e.Outcome.String()))
+func (m *metrics) countersFor(rule string) *ruleCounters {
+	rc := &ruleCounters{
+		shadow:   m.shadowDenials.WithLabelValues(rule),
+		storeErr: m.storeErrors.WithLabelValues(rule),
 	}
-	c.(prometheus.Counter).Inc()
-	switch e.Outcome {
-	case httplimit.ShadowDenied:
-		m.shadowDenials.WithLabelValues(e.Policy).Inc()
-	case httplimit.StoreError:
-		m.storeErrors.WithLabelValues(e.Policy).Inc()
+	for o := range rc.outcomes {
+		rc.outcomes[o] = m.decisions.WithLabelValues(rule, httplimit.Outcome(o).String())
 	}
-	if e.Latency > 0 {
-		m.latency.Observe(e.Latency.Seconds())
+	return rc
+}
+
+// observer returns the httplimit.Middleware.Observe hook for a config
+// whose rules are named names: their counters are looked up once, here,
+// so that the hot path does not hash label values.
+func (m *metrics) observer(names []string) func(httplimit.Event) {
+	byRule := make(map[string]*ruleCounters, len(names))
+	for _, n := range names {
+		if byRule[n] == nil {
+			byRule[n] = m.countersFor(n)
+		}
+	}
+	return func(e httplimit.Event) {
+		rc := byRule[e.Policy]
+		if rc == nil {
+			rc = m.countersFor(e.Policy) // not expected: every rule is known
+		}
+		if int(e.Outcome) < len(rc.outcomes) {
+			rc.outcomes[e.Outcome].Inc()
+		}
+		switch e.Outcome {
+		case httplimit.ShadowDenied:
+			rc.shadow.Inc()
+		case httplimit.StoreError:
+			rc.storeErr.Inc()
+		}
+		if e.Latency > 0 {
+			m.latency.Observe(e.Latency.Seconds())
+		}
 	}
 }
