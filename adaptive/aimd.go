@@ -62,6 +62,10 @@ type Options struct {
 	Increase float64       // added per Interval of success; 0 means 1
 	Decrease float64       // multiplies the rate on congestion, in (0, 1); 0 means 0.8
 	Interval time.Duration // 0 means 1 s
+	// Hold is the number of intervals the rate stays just under the rate
+	// that last failed (2% under) before probing above it. Zero means 10;
+	// negative probes at once.
+	Hold int
 	// NoSlowStart starts in additive increase instead of doubling the rate
 	// every SlowStartInterval until the first congestion signal.
 	NoSlowStart bool
@@ -76,7 +80,8 @@ type Options struct {
 	Tolerance float64
 	// MinRise is the least rise of the smoothed latency over its baseline
 	// that counts, whatever the ratio: sub-millisecond latencies double on
-	// noise alone. Zero means 50 ms.
+	// noise alone, and a busy client machine adds tens of milliseconds of
+	// scheduling delay. Zero means 100 ms.
 	MinRise time.Duration
 }
 
@@ -95,6 +100,7 @@ type AIMD struct {
 	lastDecrease time.Time
 	rateMax      float64 // the rate at the last decrease: where recovery aims
 	probe        float64 // the next increase beyond rateMax; doubles each time
+	held         int     // intervals spent just under rateMax
 	// Delivery: successes in the current and previous half second, to
 	// measure the rate the host actually served.
 	dStart      time.Time
@@ -126,6 +132,12 @@ func NewAIMD(o Options) *AIMD {
 	if o.Interval <= 0 {
 		o.Interval = time.Second
 	}
+	switch {
+	case o.Hold == 0:
+		o.Hold = 10
+	case o.Hold < 0:
+		o.Hold = 0
+	}
 	if o.SlowStartInterval <= 0 {
 		o.SlowStartInterval = 250 * time.Millisecond
 	}
@@ -133,7 +145,7 @@ func NewAIMD(o Options) *AIMD {
 		o.Tolerance = 2
 	}
 	if o.MinRise <= 0 {
-		o.MinRise = 50 * time.Millisecond
+		o.MinRise = 100 * time.Millisecond
 	}
 	return &AIMD{o: o, rate: clamp(o.Initial, o.Min, o.Max), slowStart: !o.NoSlowStart}
 }
@@ -195,10 +207,17 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 			c.rateMax = max(served, c.o.Min)
 			c.rate = clamp(min(c.rate/2, 0.9*served), c.o.Min, c.o.Max)
 		} else {
-			c.rateMax = c.rate
-			c.rate = clamp(c.rate*c.o.Decrease, c.o.Min, c.o.Max)
+			// Cut the rate that was really getting through: a rate set
+			// above what the host served overstates the load.
+			eff := c.rate
+			if served := c.delivered(now); served > 0 && served < eff {
+				eff = served
+			}
+			c.rateMax = eff
+			c.rate = clamp(eff*c.o.Decrease, c.o.Min, c.o.Max)
 		}
 		c.probe = c.o.Increase
+		c.held = 0
 		c.lastDecrease = now
 		c.windowStart, c.windowOK, c.windowBad = now, 0, false
 	case s.Signal == Success:
@@ -216,11 +235,17 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 		// idle host does not accumulate a rate it never tested.
 		used := float64(c.windowOK) >= 0.5*c.rate*now.Sub(c.windowStart).Seconds()
 		if !c.windowBad && used && !now.Before(c.holdUntil) {
+			aim := c.rateMax * (1 - holdMargin)
 			switch {
-			case c.rate+c.o.Increase < c.rateMax:
-				// Binary-search recovery (BIC): halfway back to the rate
-				// that last failed, never less than the additive step.
-				c.rate = max(c.rate+c.o.Increase, (c.rate+c.rateMax)/2)
+			case c.rate+c.o.Increase < aim:
+				// Binary-search recovery (BIC): halfway back to just under
+				// the rate that last failed, at least the additive step.
+				c.rate = min(max(c.rate+c.o.Increase, (c.rate+aim)/2), aim)
+			case c.held < c.o.Hold:
+				// Just under the last failure: stay a while before
+				// probing, since the host said no a little above.
+				c.rate = max(c.rate, aim)
+				c.held++
 			default:
 				// Past the old maximum, probe for a new one (BIC's max
 				// probing): +Increase, then twice that, and so on, at
@@ -238,6 +263,9 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 	}
 	return c.rate
 }
+
+// holdMargin is how far under the rate that last failed recovery aims.
+const holdMargin = 0.02
 
 // deliverSpan is the length of each of the two buckets that measure the
 // rate the host served.
@@ -282,7 +310,7 @@ func (c *AIMD) latencyHigh(l float64) bool {
 		c.baseline, c.smoothed = l, l
 		return false
 	}
-	c.smoothed += (l - c.smoothed) / 8
+	c.smoothed += (l - c.smoothed) / 16
 	// The baseline follows the smoothed latency down at once and up
 	// slowly, so that one lucky sample does not set it, and a lasting
 	// change of path (a new server, bigger pages) becomes the new normal.
@@ -291,7 +319,7 @@ func (c *AIMD) latencyHigh(l float64) bool {
 	} else {
 		c.baseline += (c.smoothed - c.baseline) / 64
 	}
-	return c.samples >= 10 && c.smoothed > c.o.Tolerance*c.baseline &&
+	return c.samples >= 20 && c.smoothed > c.o.Tolerance*c.baseline &&
 		c.smoothed-c.baseline >= float64(c.o.MinRise)
 }
 

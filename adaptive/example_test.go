@@ -11,7 +11,8 @@ import (
 // 429 in every second sent above 12/s: slow start doubles the rate four
 // times a second until the first 429, which sets it just under what the host
 // served; each later 429 cuts it by a fifth, and each second of success
-// climbs halfway back to the rate that last failed.
+// climbs halfway back to just under the rate that last failed, where it
+// stays (for Hold seconds, then it probes above).
 func ExampleAIMD() {
 	c := adaptive.NewAIMD(adaptive.Options{})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -34,13 +35,13 @@ func ExampleAIMD() {
 	//  1s  7.55/s
 	//  2s 26.95/s
 	//  3s 23.40/s
-	//  4s 18.72/s
-	//  5s 14.98/s
-	//  6s 11.98/s
-	//  7s 13.48/s
-	//  8s 10.78/s
-	//  9s 12.13/s
-	// 10s  9.70/s
-	// 11s 10.92/s
-	// 12s 11.92/s
+	//  4s 17.60/s
+	//  5s 12.80/s
+	//  6s  9.60/s
+	//  7s 10.68/s
+	//  8s 11.68/s
+	//  9s 11.76/s
+	// 10s 11.76/s
+	// 11s 11.76/s
+	// 12s 11.76/s
 }

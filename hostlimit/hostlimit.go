@@ -30,15 +30,16 @@ const (
 var ErrStore = errors.New("hostlimit: store failed")
 
 // Options configures a Limiter. The zero value is the default: an adaptive
-// rate per host starting at 2 requests a second, a burst of 0.1 s of it, 4 requests
+// rate per host starting at 2 requests a second, a burst of 20 ms of it, 4 requests
 // in flight per host, a 5 s ramp after each pause, state in process.
 type Options struct {
 	// Rate is each host's rate, in requests per second. Zero means
 	// adaptive: an AIMD controller per host, configured by Adaptive.
 	Rate float64
 	// Burst is the most requests a host's bucket lets start at once. Zero
-	// means a tenth of a second's worth at the current rate, at least 1:
-	// enough to absorb timer lateness, which at burst 1 is lost for good.
+	// means 20 ms worth at the current rate, at least 1: enough to absorb
+	// timer lateness (which at burst 1 is capacity lost for good), small
+	// enough not to bunch requests at the server.
 	Burst int
 	// Concurrency is the most requests in flight per host. Zero means
 	// DefaultConcurrency (4).
@@ -250,7 +251,7 @@ func (l *Limiter) limit(h *host, now time.Time) ratelimit.Limit {
 	}
 	burst := int64(l.o.Burst)
 	if burst == 0 {
-		burst = max(1, int64(math.Ceil(rate/10)))
+		burst = max(1, int64(math.Ceil(rate/50)))
 	}
 	if f, ramping := h.ramp(now); ramping {
 		// The burst grows from 1 with the ramp, like the concurrency.

@@ -17,7 +17,7 @@ import (
 // fetchAll gets n URLs of base concurrently with c and reports failures.
 func fetchAll(t *testing.T, c *http.Client, base string, n int) (failed int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
 	var bad atomic.Int64

@@ -29,8 +29,7 @@ type Options struct {
 	// adaptive: AIMD per host, configured by Adaptive.
 	Rate float64
 	// Burst is the most requests a host's bucket starts at once. Zero
-	// means a tenth of a second's worth at the host's current rate, at
-	// least 1.
+	// means 20 ms worth at the host's current rate, at least 1.
 	Burst int
 	// Concurrency is the most requests in flight per host. Zero means 4.
 	Concurrency int

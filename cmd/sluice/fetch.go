@@ -72,7 +72,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	input := fs.String("i", "", "read URLs from `FILE`, one per line (# comments; - for stdin)")
 	rate := fs.Float64("rate", 0, "requests per second per host (0: adaptive, found by AIMD)")
-	burst := fs.Int("burst", 0, "most requests a host's bucket starts at once (0: a tenth of a second's worth)")
+	burst := fs.Int("burst", 0, "most requests a host's bucket starts at once (0: 20 ms worth at the current rate)")
 	conc := fs.Int("concurrency", 4, "most requests in flight per host")
 	adapt := fs.Bool("adaptive", false, "adapt each host's rate with AIMD (the default without --rate; with --rate, start there)")
 	maxAttempts := fs.Int("max-attempts", 7, "most attempts per URL, the first included")
