@@ -613,8 +613,8 @@ func overrideMetricKey(domain string, entries []rules.Entry) string {
 // currentLimit is the limit as Envoy's RateLimit message says it: the
 // longest unit dividing the period, with unit_multiplier when it is more
 // than one unit.
-func currentLimit(c *check) *pb.RateLimitResponse_RateLimit {
-	rl := &pb.RateLimitResponse_RateLimit{RequestsPerUnit: clamp32(c.limit.Rate)}
+func currentLimit(rl *pb.RateLimitResponse_RateLimit, c *check) *pb.RateLimitResponse_RateLimit {
+	rl.RequestsPerUnit = clamp32(c.limit.Rate)
 	if c.rule != nil && c.rule.HasName() {
 		rl.Name = c.rule.Name
 	}
@@ -662,10 +662,17 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 		OverallCode: pb.RateLimitResponse_OK,
 		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(checks)),
 	}
-	statuses := make([]pb.RateLimitResponse_DescriptorStatus, len(checks))
+	// One allocation for every descriptor's status, limit and reset.
+	type block struct {
+		st    pb.RateLimitResponse_DescriptorStatus
+		limit pb.RateLimitResponse_RateLimit
+		reset durationpb.Duration
+	}
+	blocks := make([]block, len(checks))
 	for i := range checks {
 		c := &checks[i]
-		st := &statuses[i]
+		b := &blocks[i]
+		st := &b.st
 		resp.Statuses[i] = st
 		st.Code = pb.RateLimitResponse_OK
 		switch c.kind {
@@ -675,8 +682,9 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 			st.LimitRemaining = math.MaxUint32
 			continue
 		}
-		st.CurrentLimit = currentLimit(c)
-		st.DurationUntilReset = durationpb.New(s.resetAfter(c))
+		st.CurrentLimit = currentLimit(&b.limit, c)
+		b.reset.Seconds = int64(s.resetAfter(c) / time.Second)
+		st.DurationUntilReset = &b.reset
 		if c.over {
 			switch {
 			case c.shadow:

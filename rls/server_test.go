@@ -127,10 +127,6 @@ func writeConfig(t testing.TB, dir, name, content string) {
 	}
 }
 
-// serverOptions are the gRPC server's options in tests (the benchmark
-// compares with and without rls.ServerOptions).
-var serverOptions = rls.ServerOptions()
-
 // serve starts s on a loopback gRPC listener and returns a client.
 func serve(t testing.TB, s *rls.Server) *grpc.ClientConn {
 	t.Helper()
@@ -138,7 +134,7 @@ func serve(t testing.TB, s *rls.Server) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(serverOptions...)
+	g := grpc.NewServer(rls.ServerOptions()...)
 	s.Register(g)
 	done := make(chan struct{})
 	go func() { defer close(done); g.Serve(lis) }()
