@@ -305,7 +305,6 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 			c.kind = kindLimited
 			c.limit = lim
 			c.alg = ratelimit.FixedWindow
-			c.stats = s.m.forKey(domain, overrideMetricKey(domain, sc.entries))
 			continue
 		}
 		r := set.Match(domain, sc.entries)
@@ -339,7 +338,6 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 		} else {
 			c.limit = r.Limit
 		}
-		c.stats = s.m.forRule(r, sc.entries)
 	}
 	if anyReplaces {
 		for i := range checks {
@@ -366,6 +364,12 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 		}
 		sc.key = s.storageKey(sc.key[:0], domain, c, sc.entries)
 		c.key = string(sc.key)
+		// Counters only for what is applied: a replaced rule counts nothing.
+		if c.rule != nil {
+			c.stats = s.m.forRule(c.rule, sc.entries)
+		} else {
+			c.stats = s.m.forKey(domain, overrideMetricKey(domain, sc.entries))
+		}
 	}
 	var err error
 	if s.parallel && limited > 1 && distinctKeys(checks) {
