@@ -429,6 +429,10 @@ func TestReplaces(t *testing.T) {
 				}
 			}
 		}
+		// The replaced rule counted only its own two requests.
+		if got, err := gatherOne(h.srv, "ratelimit_service_rate_limit_total_hits", "general"); got != 2 {
+			t.Errorf("total_hits{key=general} = %v (%v), want 2", got, err)
+		}
 	})
 }
 
