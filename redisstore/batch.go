@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -16,9 +18,19 @@ type call struct {
 	n         int64
 	sec, nsec int64 // now, when Options.Now is set
 	lim       ratelimit.Limit
+	enq       int64 // when queued, on the batcher's monotonic clock
+	state     atomic.Uint32
 	done      chan struct{}
 	d         ratelimit.Decision
 	err       error
+}
+
+// finish hands c its result, once: the worker and the watchdog race to it.
+func (c *call) finish(d ratelimit.Decision, err error) {
+	if c.state.CompareAndSwap(0, 1) {
+		c.d, c.err = d, err
+		close(c.done)
+	}
 }
 
 // group is what calls must share to go in one script call: the script and,
@@ -28,35 +40,57 @@ type group struct {
 	slot  uint16
 }
 
+// flight is a batch on its way to Redis.
+type flight struct {
+	start int64
+	calls []*call
+}
+
 // batcher coalesces concurrent Applies into one script call per group, so
 // that under load one round trip and one script run serve many decisions.
 // A call waits for nothing but a free worker: with workers idle it goes out
 // at once, alone; while all workers are busy, calls pile up and the next
 // free worker takes up to max of them. Workers' calls share connections by
 // rueidis's automatic pipelining.
+//
+// A watchdog fails the calls that have waited longer than the timeout,
+// queued or in flight: some waits of the client library (a connection's
+// handshake while Redis restarts) do not end with the call's context.
 type batcher struct {
 	s       *Store
 	max     int
+	timeout int64
+	epoch   time.Time
 	mu      sync.Mutex
 	cond    *sync.Cond
 	pending map[group][]*call
 	order   []group // groups with pending calls, oldest first
+	flying  map[*flight]struct{}
 	closed  bool
+	stop    chan struct{}
 	wg      sync.WaitGroup
 }
 
-func newBatcher(s *Store, workers, max int) *batcher {
-	b := &batcher{s: s, max: max, pending: make(map[group][]*call)}
+func newBatcher(s *Store, workers, maxBatch int, timeout time.Duration) *batcher {
+	b := &batcher{
+		s: s, max: maxBatch, timeout: int64(timeout), epoch: time.Now(),
+		pending: make(map[group][]*call), flying: make(map[*flight]struct{}),
+		stop: make(chan struct{}),
+	}
 	b.cond = sync.NewCond(&b.mu)
-	b.wg.Add(workers)
+	b.wg.Add(workers + 1)
 	for range workers {
 		go b.work()
 	}
+	go b.watch(max(timeout/4, time.Millisecond))
 	return b
 }
 
+func (b *batcher) now() int64 { return int64(time.Since(b.epoch)) }
+
 // submit queues c. It returns false when the batcher is closed.
 func (b *batcher) submit(g group, c *call) bool {
+	c.enq = b.now()
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -94,12 +128,58 @@ func (b *batcher) work() {
 		} else {
 			delete(b.pending, g)
 		}
+		if len(take) == 0 {
+			b.mu.Unlock()
+			continue
+		}
+		f := &flight{start: b.now(), calls: take}
+		b.flying[f] = struct{}{}
 		more := len(b.order) > 0
 		b.mu.Unlock()
 		if more {
 			b.cond.Signal()
 		}
 		b.s.run(g, take)
+		b.mu.Lock()
+		delete(b.flying, f)
+		b.mu.Unlock()
+	}
+}
+
+// watch fails the calls older than the timeout, every tick.
+func (b *batcher) watch(tick time.Duration) {
+	defer b.wg.Done()
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	err := fmt.Errorf("%w: no reply within %v", ErrUnavailable, time.Duration(b.timeout))
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		now := b.now()
+		b.mu.Lock()
+		for g, q := range b.pending {
+			kept := q[:0]
+			for _, c := range q {
+				if now-c.enq > b.timeout {
+					c.finish(ratelimit.Decision{}, err)
+				} else {
+					kept = append(kept, c)
+				}
+			}
+			clear(q[len(kept):])
+			b.pending[g] = kept
+		}
+		for f := range b.flying {
+			if now-f.start > b.timeout {
+				for _, c := range f.calls {
+					c.finish(ratelimit.Decision{}, err)
+				}
+			}
+		}
+		b.mu.Unlock()
 	}
 }
 
@@ -109,31 +189,31 @@ func (b *batcher) close() {
 	b.closed = true
 	b.mu.Unlock()
 	b.cond.Broadcast()
+	close(b.stop)
 	b.wg.Wait()
 }
 
 // run executes one batch and hands every call its result.
 func (s *Store) run(g group, calls []*call) {
-	err := s.exec(g, calls)
-	if err != nil {
-		for _, c := range calls {
-			c.err = err
-		}
-	}
+	ds, err := s.exec(g, calls)
 	s.brk.record(err)
 	if err != nil && s.opts.OnFailure != nil {
 		s.opts.OnFailure(err)
 	}
-	for _, c := range calls {
-		close(c.done)
+	for i, c := range calls {
+		if err != nil {
+			c.finish(ratelimit.Decision{}, err)
+		} else {
+			c.finish(ds[i], nil)
+		}
 	}
 }
 
-func (s *Store) exec(g group, calls []*call) (err error) {
+func (s *Store) exec(g group, calls []*call) (ds []ratelimit.Decision, err error) {
 	defer func() {
 		// The client library must not take the caller down with it.
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: client panicked: %v", ErrUnavailable, p)
+			ds, err = nil, fmt.Errorf("%w: client panicked: %v", ErrUnavailable, p)
 		}
 	}()
 	keys := make([]string, len(calls))
@@ -172,15 +252,16 @@ func (s *Store) exec(g group, calls []*call) (err error) {
 	defer cancel()
 	reply, err := s.scripts[g.shape].Exec(ctx, s.client, keys, args).AsIntSlice()
 	if err != nil {
-		return s.failure(err, len(calls))
+		return nil, s.failure(err, len(calls))
 	}
-	for _, c := range calls {
-		if c.d, reply, err = decodeNext(reply, c.lim, g.shape); err != nil {
-			return err
+	ds = make([]ratelimit.Decision, len(calls))
+	for i, c := range calls {
+		if ds[i], reply, err = decodeNext(reply, c.lim, g.shape); err != nil {
+			return nil, err
 		}
 	}
 	if len(reply) != 0 {
-		return fmt.Errorf("%w: %d integers left over after %d decisions", ErrScript, len(reply), len(calls))
+		return nil, fmt.Errorf("%w: %d integers left over after %d decisions", ErrScript, len(reply), len(calls))
 	}
-	return nil
+	return ds, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,7 @@ const (
 	DefaultBreakerThreshold = 3
 	DefaultBreakerCooldown  = time.Second
 	DefaultMaxBatch         = 128
+	DefaultPipeline         = 4
 	DefaultDenyCacheSize    = 1 << 16
 )
 
@@ -106,9 +106,10 @@ type Options struct {
 	// that they agree. With Now set, keys also live at least MinTTLWithNow
 	// in Redis, since Redis expires them on its own clock.
 	Now func() time.Time
-	// Timeout bounds each Apply's wait for Redis, queueing included.
-	// Default 100 ms. A request that timed out may still be counted by
-	// Redis when its batch runs late.
+	// Timeout bounds each Apply's wait for Redis, queueing included (it is
+	// checked every Timeout/4, so a wait may last 1.25·Timeout). Default
+	// 100 ms. A request that timed out may still be counted by Redis when
+	// its batch runs late.
 	Timeout time.Duration
 	// OnError is what Apply does when Redis cannot decide. Default
 	// ReturnError.
@@ -132,8 +133,7 @@ type Options struct {
 	// MaxBatch is the most requests one script call decides. Default 128;
 	// 1 disables batching.
 	MaxBatch int
-	// Pipeline is the most script calls in flight at once. Default
-	// 4·GOMAXPROCS.
+	// Pipeline is the most script calls in flight at once. Default 4.
 	Pipeline int
 	// OnFailure, when set, is called with every failed call to Redis (a
 	// batch of requests), for logging and metrics. It must not block.
@@ -217,7 +217,7 @@ func newStore(client rueidis.Client, own bool, opts Options) (*Store, error) {
 		opts.MaxBatch = DefaultMaxBatch
 	}
 	if opts.Pipeline <= 0 {
-		opts.Pipeline = 4 * runtime.GOMAXPROCS(0)
+		opts.Pipeline = DefaultPipeline
 	}
 	if opts.DenyCacheSize <= 0 {
 		opts.DenyCacheSize = DefaultDenyCacheSize
@@ -246,7 +246,7 @@ func newStore(client rueidis.Client, own bool, opts Options) (*Store, error) {
 		lo.Now = opts.Now
 		s.local = memstore.New(lo)
 	}
-	s.batch = newBatcher(s, opts.Pipeline, opts.MaxBatch)
+	s.batch = newBatcher(s, opts.Pipeline, opts.MaxBatch, opts.Timeout)
 	return s, nil
 }
 
@@ -409,20 +409,15 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 	if !s.batch.submit(g, c) {
 		return ratelimit.Decision{}, ratelimit.ErrClosed
 	}
-	// The wait is bounded here, not only in the client library: some of its
-	// waits (a connection's handshake while Redis restarts) do not end with
-	// the call's context.
-	timer := time.NewTimer(s.opts.Timeout)
-	select {
-	case <-c.done:
-		timer.Stop()
-	case <-ctx.Done():
-		timer.Stop()
-		return ratelimit.Decision{}, ctx.Err()
-	case <-timer.C:
-		// The batch's own outcome, when it comes, is what the breaker
-		// counts.
-		return s.fallback(ctx, req, fmt.Errorf("%w: no reply within %v", ErrUnavailable, s.opts.Timeout))
+	// The watchdog finishes the call at the timeout if Redis does not.
+	if done := ctx.Done(); done == nil {
+		<-c.done
+	} else {
+		select {
+		case <-c.done:
+		case <-done:
+			return ratelimit.Decision{}, ctx.Err()
+		}
 	}
 	if c.err != nil {
 		return s.fallback(ctx, req, c.err)

@@ -11,11 +11,11 @@ local function remaining(ttl, t, tau)
   return idiv(tau - ttl, t)
 end
 
-local function step(key, now_s, now_ns, n, sp)
+local function step(key, i, now_s, now_ns, n, sp)
   local t, tau, leaky, max_delay = sp[1], sp[2], sp[3], sp[4]
 
   local tat_s, tat_ns = 0, 0
-  local v = redis.call('GET', key)
+  local v = get(key, i)
   if v then tat_s, tat_ns = parse(v) end
 
   -- backlog = max(tat, now) − now. After the clock went back it may pass
@@ -45,8 +45,8 @@ local function step(key, now_s, now_ns, n, sp)
   end
   local ttl = backlog + n * t
   local new_s, new_ns = add(base_s, base_ns, n * t)
-  redis.call('SET', key, format(new_s, new_ns), 'PX', pttl(ttl, min_ttl))
+  set(key, format(new_s, new_ns), pttl(ttl, min_ttl))
   return emit(1, remaining(ttl, t, tau), 0, ttl, delay, 0, 0)
 end
 
-return run(4, prepare, step)
+return run(4, prepare, step, true)

@@ -6,7 +6,7 @@ local function prepare(o)
   return {tonumber(ARGV[o]), tonumber(ARGV[o + 1])}
 end
 
-local function step(key, now_s, now_ns, n, sp)
+local function step(key, i, now_s, now_ns, n, sp)
   local rate, w = sp[1], sp[2]
 
   local raw = redis.call('LRANGE', key, 0, -1)
@@ -59,4 +59,4 @@ local function step(key, now_s, now_ns, n, sp)
   return emit(1, rate - sum - n, 0, w, 0, 0, 0)
 end
 
-return run(2, prepare, step)
+return run(2, prepare, step, false)

@@ -106,14 +106,31 @@ local function emit(allowed, remaining, retry, reset, delay, rx, sx)
   end
 end
 
+-- Reads of string states: one MGET for the batch, then what the batch
+-- itself wrote (a key may come several times in a batch).
+local fetched, written = nil, {}
+
+local function get(key, i)
+  local v = written[key]
+  if v == nil then v = fetched[i] end
+  return v
+end
+
+local function set(key, v, px)
+  written[key] = v
+  redis.call('SET', key, v, 'PX', px)
+end
+
 -- run parses the S-field specs with prepare, then applies step to every
--- request of the batch.
-local function run(S, prepare, step)
+-- request of the batch (with i, its index in KEYS). With mget, the string
+-- states of all the keys are read first, in one MGET.
+local function run(S, prepare, step, mget)
   local specs, o = {}, 4
   for i = 1, tonumber(ARGV[3]) do
     specs[i] = prepare(o)
     o = o + S
   end
+  if mget then fetched = redis.call('MGET', unpack(KEYS)) end
   local per_now, s, ns = ARGV[2] == '1', 0, 0
   if not per_now then
     local t = redis.call('TIME')
@@ -127,7 +144,7 @@ local function run(S, prepare, step)
     else
       o = o + 2
     end
-    step(KEYS[i], s, ns, n, sp)
+    step(KEYS[i], i, s, ns, n, sp)
   end
   return out
 end

@@ -6,11 +6,11 @@ local function prepare(o)
   return {tonumber(ARGV[o]), tonumber(ARGV[o + 1]), ARGV[o + 2] == '1'}
 end
 
-local function step(key, now_s, now_ns, n, sp)
+local function step(key, i, now_s, now_ns, n, sp)
   local rate, w, sliding = sp[1], sp[2], sp[3]
 
   local st_s, st_ns, prev, curr = 0, 0, 0, 0
-  local v = redis.call('GET', key)
+  local v = get(key, i)
   if v then
     local a, b, c = string.match(v, '^(%-?%d+) (%d+) (%d+)$')
     st_s, st_ns = parse(a)
@@ -53,8 +53,7 @@ local function step(key, now_s, now_ns, n, sp)
   local elapsed = diff(now_s, now_ns, ns_s, ns_ns)
 
   local function save(ttl_ns)
-    redis.call('SET', key, format(ns_s, ns_ns) .. ' ' .. string.format('%d %d', nprev, ncurr),
-      'PX', pttl(ttl_ns, min_ttl))
+    set(key, format(ns_s, ns_ns) .. ' ' .. string.format('%d %d', nprev, ncurr), pttl(ttl_ns, min_ttl))
   end
 
   if not sliding then
@@ -120,4 +119,4 @@ local function step(key, now_s, now_ns, n, sp)
   return emit(1, rem, 0, ra, 0, 0, rx)
 end
 
-return run(3, prepare, step)
+return run(3, prepare, step, true)
