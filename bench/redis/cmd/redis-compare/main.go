@@ -1,0 +1,141 @@
+// Command redis-compare measures sluice's Redis store against
+// go-redis/redis_rate and envoyproxy/ratelimit's fixed-window pattern, and
+// the two client libraries sluice could use, on one local redis-server,
+// interleaving the contenders in rounds. See docs/bench-redis.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/bench/redis"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+func main() {
+	callers := flag.Int("callers", 64, "concurrent callers")
+	dur := flag.Duration("duration", time.Second, "measurement time per contender per round")
+	rounds := flag.Int("rounds", 10, "rounds; the contenders take turns, and each one's rounds are pooled")
+	addr := flag.String("addr", "", "use this redis-server instead of starting one")
+	verbose := flag.Bool("v", false, "print every round")
+	only := flag.String("only", "", "comma-free substring: run only contenders whose name contains it")
+	flag.Parse()
+	ctx := context.Background()
+
+	if *addr == "" {
+		s, err := redistest.StartServer()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer s.Close()
+		*addr = s.Addr
+	}
+	rdb := goredis.NewClient(&goredis.Options{Addr: *addr})
+	defer rdb.Close()
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{*addr}, DisableCache: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rc.Close()
+	src, err := redis.GCRAScript()
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	contenders := []contender{
+		{"redis_rate Allow (go-redis)", redis.RedisRate(rdb, "rr:")},
+		{"gcra.lua via go-redis", redis.GoRedisScript(rdb, src, "gr:")},
+		{"gcra.lua via rueidis", redis.RueidisScript(rc, src, "ru:")},
+		{"envoy fixed window (pipe)", redis.EnvoyFixedWindow(rdb, "ev:")},
+	}
+	contenders = append(contenders, sluiceContenders(ctx, *addr)...)
+
+	results := map[string][]redis.Result{}
+	fmt.Fprintf(os.Stderr, "%d callers, %v per contender per round, %d rounds, GOMAXPROCS default, server %s\n", *callers, *dur, *rounds, *addr)
+	for r := 0; r < *rounds; r++ {
+		for _, c := range contenders {
+			if *only != "" && !contains(c.name, *only) {
+				continue
+			}
+			rdb.FlushAll(ctx)
+			cpu0 := serverCPU(ctx, rdb)
+			res := redis.Measure(ctx, c.name, *callers, *dur, c.op)
+			res.ServerCPU = serverCPU(ctx, rdb) - cpu0
+			if *verbose {
+				fmt.Fprintln(os.Stderr, "round", r+1, res)
+			}
+			if res.FirstErr != nil {
+				fmt.Fprintln(os.Stderr, "  first error:", res.FirstErr)
+			}
+			results[c.name] = append(results[c.name], res)
+		}
+	}
+	fmt.Println()
+	fmt.Println("| contender | decisions/s | p50 | p99 | CPU per decision: redis-server | client | throughput vs redis_rate | p99 vs redis_rate |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
+	var base redis.Result
+	if rr := results[contenders[0].name]; len(rr) > 0 {
+		base = redis.Merge(rr)
+	}
+	for _, c := range contenders {
+		rs := results[c.name]
+		if len(rs) == 0 {
+			continue
+		}
+		m := redis.Merge(rs)
+		fmt.Fprintln(os.Stderr, "pooled", m)
+		if m.FirstErr != nil {
+			fmt.Fprintln(os.Stderr, "  first error:", m.FirstErr)
+		}
+		ratio, p99 := "-", "-"
+		if base.Decisions > 0 {
+			ratio = fmt.Sprintf("%.2f×", m.PerSecond()/base.PerSecond())
+			p99 = fmt.Sprintf("%.2f×", m.P99.Seconds()/base.P99.Seconds())
+		}
+		per := func(d time.Duration) string {
+			return fmt.Sprintf("%.1f µs", d.Seconds()*1e6/float64(max(1, m.Decisions)))
+		}
+		fmt.Printf("| %s | %.0f | %v | %v | %s | %s | %s | %s |\n", c.name, m.PerSecond(), m.P50.Round(time.Microsecond), m.P99.Round(time.Microsecond),
+			per(m.ServerCPU), per(m.ClientCPU), ratio, p99)
+	}
+}
+
+type contender struct {
+	name string
+	op   redis.Op
+}
+
+// serverCPU returns the CPU time redis-server has used (user + system).
+func serverCPU(ctx context.Context, rdb *goredis.Client) time.Duration {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,132 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Keys is the number of distinct keys the contenders spread their calls
+// over, and BenchLimit the limit each key gets: with 64 callers most calls
+// are admitted, as in a service that is not under attack.
+const Keys = 10000
+
+// BenchLimit is the limit every contender applies to each key.
+var BenchLimit = ratelimit.Limit{Rate: 100, Period: time.Second, Burst: 100}
+
+func key(prefix string, rng *rand.Rand) string {
+	return prefix + strconv.Itoa(rng.IntN(Keys))
+}
+
+// RedisRate is go-redis/redis_rate's Allow (GCRA in Lua, EVALSHA per call).
+func RedisRate(rdb *goredis.Client, prefix string) Op {
+	l := redis_rate.NewLimiter(rdb)
+	lim := redis_rate.Limit{Rate: int(BenchLimit.Rate), Burst: int(BenchLimit.Burst), Period: BenchLimit.Period}
+	return func(ctx context.Context, rng *rand.Rand) (bool, error) {
+		res, err := l.Allow(ctx, key(prefix, rng), lim)
+		if err != nil {
+			return false, err
+		}
+		return res.Allowed > 0, nil
+	}
+}
+
+// EnvoyFixedWindow is envoyproxy/ratelimit's Redis pattern: for each
+// decision, INCRBY the window's key and EXPIRE it, pipelined in one round
+// trip, and compare the count with the limit in the client.
+func EnvoyFixedWindow(rdb *goredis.Client, prefix string) Op {
+	period := int64(BenchLimit.Period / time.Second)
+	return func(ctx context.Context, rng *rand.Rand) (bool, error) {
+		now := time.Now().Unix()
+		k := key(prefix, rng) + "_" + strconv.FormatInt(now/period*period, 10)
+		pipe := rdb.Pipeline()
+		incr := pipe.IncrBy(ctx, k, 1)
+		pipe.Expire(ctx, k, BenchLimit.Period)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return false, err
+		}
+		return incr.Val() <= BenchLimit.Rate, nil
+	}
+}
+
+// GCRAScript returns the source of redisstore's GCRA script (prelude and
+// step), read from the repository, for the client-library comparison.
+func GCRAScript() (string, error) {
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "redisstore", "lua")
+	pre, err := os.ReadFile(filepath.Join(dir, "prelude.lua"))
+	if err != nil {
+		return "", err
+	}
+	step, err := os.ReadFile(filepath.Join(dir, "gcra.lua"))
+	if err != nil {
+		return "", err
+	}
+	return string(pre) + "\n" + string(step), nil
+}
+
+func gcraArgs() []string {
+	lim := BenchLimit.Normalize()
+	t := int64(lim.Interval())
+	// ARGV: min expiry (ms), "0" (the server's clock), one spec (t, τ, not
+	// leaky, no max delay), one request (spec 1, cost 1).
+	return []string{"1", "0", "1", strconv.FormatInt(t, 10), strconv.FormatInt(lim.Burst*t, 10), "0", "0", "1", "1"}
+}
+
+func allowedReply(v []int64) (bool, error) {
+	if len(v) < 1 {
+		return false, fmt.Errorf("short reply %v", v)
+	}
+	return v[0]&1 == 1, nil
+}
+
+// GoRedisScript runs redisstore's GCRA script through go-redis v9
+// (EVALSHA, one round trip per call on a pooled connection).
+func GoRedisScript(rdb *goredis.Client, src, prefix string) Op {
+	script := goredis.NewScript(src)
+	args := gcraArgs()
+	argv := make([]any, len(args))
+	for i, a := range args {
+		argv[i] = a
+	}
+	return func(ctx context.Context, rng *rand.Rand) (bool, error) {
+		v, err := script.Run(ctx, rdb, []string{key(prefix, rng)}, argv...).Int64Slice()
+		if err != nil {
+			return false, err
+		}
+		return allowedReply(v)
+	}
+}
+
+// RueidisScript runs redisstore's GCRA script through rueidis, whose
+// concurrent calls share connections by automatic pipelining.
+func RueidisScript(c rueidis.Client, src, prefix string) Op {
+	script := rueidis.NewLuaScript(src)
+	args := gcraArgs()
+	return func(ctx context.Context, rng *rand.Rand) (bool, error) {
+		v, err := script.Exec(ctx, c, []string{key(prefix, rng)}, args).AsIntSlice()
+		if err != nil {
+			return false, err
+		}
+		return allowedReply(v)
+	}
+}
+
+// Sluice is sluice's redisstore deciding alg for BenchLimit.
+func Sluice(s ratelimit.Store, alg ratelimit.Algorithm, prefix string) Op {
+	return func(ctx context.Context, rng *rand.Rand) (bool, error) {
+		d, err := s.Apply(ctx, ratelimit.Request{Key: key(prefix, rng), Limit: BenchLimit, Algorithm: alg, N: 1})
+		return d.Allowed, err
+	}
+}
