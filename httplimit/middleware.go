@@ -143,13 +143,14 @@ var scratchPool = sync.Pool{New: func() any {
 	return &scratch{entries: make([]rules.Entry, 0, 16), as: make([]applied, 0, 4)}
 }}
 
-func (sc *scratch) release() {
+// release clears what the request used (so that the pool does not keep
+// its strings alive) and returns sc to the pool.
+func (sc *scratch) release(nEntries, nApplied int) {
 	if cap(sc.entries) > 64 || cap(sc.as) > 16 {
 		return // an unusual request; let it go
 	}
-	clear(sc.entries[:cap(sc.entries)])
-	clear(sc.as[:cap(sc.as)])
-	sc.entries, sc.as = sc.entries[:0], sc.as[:0]
+	clear(sc.entries[:min(nEntries, cap(sc.entries))])
+	clear(sc.as[:min(nApplied, cap(sc.as))])
 	scratchPool.Put(sc)
 }
 
@@ -203,8 +204,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// Match every descriptor, then drop replaced rules.
 	sc := scratchPool.Get().(*scratch)
-	defer sc.release()
+	nEntries := 0
 	as := sc.as[:0]
+	defer func() { sc.release(nEntries, len(as)) }()
 	now := time.Time{}
 	for _, d := range m.Descriptors {
 		es, ok := sc.entries[:0], true
@@ -218,6 +220,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				es = append(es, e)
 			}
 		}
+		nEntries = max(nEntries, len(es))
 		if cap(es) > cap(sc.entries) {
 			sc.entries = es[:0] // keep the bigger array
 		}
