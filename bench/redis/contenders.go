@@ -17,16 +17,16 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// Keys is the number of distinct keys the contenders spread their calls
+// KeySpace is the number of distinct keys the contenders spread their calls
 // over, and BenchLimit the limit each key gets: with 64 callers most calls
 // are admitted, as in a service that is not under attack.
-const Keys = 10000
+var KeySpace = 10000
 
 // BenchLimit is the limit every contender applies to each key.
 var BenchLimit = ratelimit.Limit{Rate: 100, Period: time.Second, Burst: 100}
 
 func key(prefix string, rng *rand.Rand) string {
-	return prefix + strconv.Itoa(rng.IntN(Keys))
+	return prefix + strconv.Itoa(rng.IntN(KeySpace))
 }
 
 // RedisRate is go-redis/redis_rate's Allow (GCRA in Lua, EVALSHA per call).

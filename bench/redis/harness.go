@@ -24,8 +24,8 @@ type Result struct {
 	Elapsed   time.Duration
 	P50, P99  time.Duration
 	FirstErr  error
-	ServerCPU time.Duration // redis-server's CPU time during the measurement
-	ClientCPU time.Duration // this process's CPU time during the measurement
+	ServerCPU time.Duration   // redis-server's CPU time during the measurement
+	ClientCPU time.Duration   // this process's CPU time during the measurement
 	Latencies []time.Duration // every call's, sorted
 }
 
