@@ -207,11 +207,13 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 			c.rateMax = max(served, c.o.Min)
 			c.rate = clamp(min(c.rate/2, 0.9*served), c.o.Min, c.o.Max)
 		} else {
-			// Cut the rate that was really getting through: a rate set
-			// above what the host served overstates the load.
+			// After a 429, cut the rate that was really getting through:
+			// a rate set above what the host served overstates the load.
+			// Not below half the rate, and not for the other signals,
+			// when what got through was held back by latency.
 			eff := c.rate
-			if served := c.delivered(now); served > 0 && served < eff {
-				eff = served
+			if served := c.delivered(now); s.Signal == Throttled && served > 0 && served < eff {
+				eff = max(served, eff/2)
 			}
 			c.rateMax = eff
 			c.rate = clamp(eff*c.o.Decrease, c.o.Min, c.o.Max)

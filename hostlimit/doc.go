@@ -12,9 +12,10 @@
 // attempt or retry, until max(Retry-After, the pause backoff) has passed.
 // The other requests in flight do not each retry on their own; they queue
 // behind the pause like everything else. Then the host ramps back up over
-// Options.Ramp: one request at a time and a burst of one at first, the
-// concurrency growing linearly back to its limit (and, with a fixed rate,
-// the rate growing from a quarter of it), so that recovery is not a spike.
+// Options.Ramp: a quarter of the concurrency (at least one request) and a
+// burst of one at first, both growing linearly back to their limits (and,
+// with a fixed rate, the rate growing from a quarter of it), so that
+// recovery is not a spike.
 //
 // Most callers use package httpclient, which drives a Limiter from an
 // http.RoundTripper; a Limiter is also usable alone:

@@ -354,7 +354,7 @@ func (h *host) waitPause(ctx context.Context) error {
 }
 
 // acquireSlot takes a concurrency slot. During a ramp the number of slots
-// grows linearly from 1 to limit.
+// grows linearly from a quarter of limit (at least 1) to limit.
 func (h *host) acquireSlot(ctx context.Context, limit int) error {
 	for {
 		now := time.Now()
@@ -363,7 +363,8 @@ func (h *host) acquireSlot(ctx context.Context, limit int) error {
 		if now.Before(h.rampEnd) && !now.Before(h.pauseUntil) && limit > 1 {
 			total := h.rampEnd.Sub(h.pauseUntil)
 			f := float64(now.Sub(h.pauseUntil)) / float64(total)
-			slots = 1 + int(f*float64(limit-1))
+			first := max(1, limit/4)
+			slots = first + int(f*float64(limit-first))
 			recheck = total / time.Duration(limit-1)
 		}
 		if h.inflight < slots {
