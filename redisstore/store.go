@@ -21,7 +21,7 @@ const (
 	DefaultBreakerThreshold = 3
 	DefaultBreakerCooldown  = time.Second
 	DefaultMaxBatch         = 128
-	DefaultPipeline         = 4
+	DefaultPipeline         = 2
 	DefaultDenyCacheSize    = 1 << 16
 )
 
@@ -133,7 +133,9 @@ type Options struct {
 	// MaxBatch is the most requests one script call decides. Default 128;
 	// 1 disables batching.
 	MaxBatch int
-	// Pipeline is the most script calls in flight at once. Default 4.
+	// Pipeline is the most script calls in flight at once. Default 2:
+	// with more, batches get smaller and cost more CPU per decision, on
+	// both sides (docs/bench-redis.md).
 	Pipeline int
 	// OnFailure, when set, is called with every failed call to Redis (a
 	// batch of requests), for logging and metrics. It must not block.
