@@ -87,6 +87,8 @@ type host struct {
 	key  string
 	ctrl *adaptive.AIMD // nil with a fixed rate
 
+	gate chan struct{} // held by the one request waiting for the bucket
+
 	mu         sync.Mutex
 	inflight   int
 	wake       chan struct{} // closed when a slot frees up
@@ -138,7 +140,7 @@ func (l *Limiter) host(key string, now time.Time) *host {
 		if len(l.hosts) >= l.o.MaxHosts {
 			l.evict(now)
 		}
-		h = &host{key: key, wake: make(chan struct{})}
+		h = &host{key: key, wake: make(chan struct{}), gate: make(chan struct{}, 1)}
 		if l.o.Rate == 0 {
 			h.ctrl = adaptive.NewAIMD(l.o.Adaptive)
 		}
@@ -199,39 +201,57 @@ func (l *Limiter) Acquire(ctx context.Context, host string) (*Permit, error) {
 		if err := h.acquireSlot(ctx, l.o.Concurrency); err != nil {
 			return nil, err
 		}
-		for {
-			now := time.Now()
-			if h.paused(now) {
-				h.release()
-				break // wait out the new pause
-			}
-			d, err := l.store.Apply(ctx, ratelimit.Request{
-				Key:       l.o.KeyPrefix + host,
-				Limit:     l.limit(h, now),
-				Algorithm: ratelimit.TokenBucket,
-				N:         1,
-			})
+		p, err := l.takeToken(ctx, h)
+		if p != nil || err != nil {
 			if err != nil {
-				if l.o.FailOpen && ctx.Err() == nil {
-					return l.permit(h, now), nil
-				}
 				h.release()
-				if cerr := ctx.Err(); cerr != nil {
-					return nil, cerr
-				}
-				return nil, fmt.Errorf("%w: %s: %w", ErrStore, host, err)
 			}
-			if d.Allowed {
+			return p, err
+		}
+		h.release() // a pause began: wait it out
+	}
+}
+
+// takeToken waits for a token of h's bucket. Only one request per host
+// waits for the bucket at a time (the gate), so that each token costs one
+// wake-up, not one per waiting request. It returns nil, nil when a pause
+// begins meanwhile.
+func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
+	select {
+	case h.gate <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-h.gate }()
+	for {
+		now := time.Now()
+		if h.paused(now) {
+			return nil, nil
+		}
+		d, err := l.store.Apply(ctx, ratelimit.Request{
+			Key:       l.o.KeyPrefix + h.key,
+			Limit:     l.limit(h, now),
+			Algorithm: ratelimit.TokenBucket,
+			N:         1,
+		})
+		if err != nil {
+			if l.o.FailOpen && ctx.Err() == nil {
 				return l.permit(h, now), nil
 			}
-			wait := d.RetryAfter
-			if wait <= 0 {
-				wait = time.Millisecond
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
 			}
-			if err := sleep(ctx, wait); err != nil {
-				h.release()
-				return nil, err
-			}
+			return nil, fmt.Errorf("%w: %s: %w", ErrStore, h.key, err)
+		}
+		if d.Allowed {
+			return l.permit(h, now), nil
+		}
+		wait := d.RetryAfter
+		if wait <= 0 {
+			wait = time.Millisecond
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, err
 		}
 	}
 }
