@@ -163,14 +163,17 @@ func TestContendersAgree(t *testing.T) {
 			l := c.New(1)
 			defer l.Close()
 			n := 0
+			start := time.Now()
 			for range 2 * Burst {
 				if l.Allow("k") {
 					n++
 				}
 			}
-			// A refill may land while the loop runs (1 per ms).
-			if n < Burst || n > Burst+20 {
-				t.Errorf("admitted %d of %d at once, want about %d", n, 2*Burst, Burst)
+			// Refills land while the loop runs (one a ms), and a busy
+			// machine can stretch the loop.
+			refills := int(time.Since(start)/time.Millisecond) + 2
+			if n < Burst || n > Burst+refills {
+				t.Errorf("admitted %d of %d at once, want %d plus at most %d refills", n, 2*Burst, Burst, refills)
 			}
 		})
 	}
