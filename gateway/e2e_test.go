@@ -469,3 +469,31 @@ func TestTwoGatewaysOnRedisShareOneBudget(t *testing.T) {
 		t.Errorf("anonymous across two gateways: %v, want [200 200 200 429]", got)
 	}
 }
+
+// The upstream sees X-Forwarded-For set from the peer, and a client's own
+// X-Forwarded-For only when the peer is a trusted proxy.
+func TestForwardedHeadersUpstream(t *testing.T) {
+	t.Parallel()
+	seen := make(chan string, 4)
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("X-Forwarded-For")
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	go up.Serve(ln)
+	t.Cleanup(func() { up.Close() })
+	cfg := fmt.Sprintf("upstream: http://%s\nroutes: [{path: /}]\n", ln.Addr())
+	for _, tc := range []struct {
+		cfg  string
+		want string
+	}{
+		{cfg, "127.0.0.2"},
+		{cfg + "identity: {trusted_proxies: [127.0.0.2]}\n", "198.51.100.7, 127.0.0.2"},
+	} {
+		s := start(t, "", "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n"+tc.cfg)
+		get(t, clientFrom(t, "127.0.0.2"), s.url+"/", "X-Forwarded-For", "198.51.100.7")
+		if got := <-seen; got != tc.want {
+			t.Errorf("upstream X-Forwarded-For = %q, want %q", got, tc.want)
+		}
+	}
+}

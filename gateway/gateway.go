@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/http/pprof"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -288,7 +289,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: upstream: %w", err)
 		}
-		upstream = g.proxy(target)
+		upstream = g.proxy(target, cfg.Identity.TrustedProxies)
 	}
 	var names []string
 	if cfg.Rules != nil {
@@ -314,7 +315,6 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		}
 		mw := &httplimit.Middleware{
 			Store:         g.store,
-			Rules:         cfg.Rules,
 			Domain:        cfg.Domain,
 			Descriptors:   rc.Descriptors,
 			Identity:      res,
@@ -327,6 +327,9 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			FailClosed:    cfg.FailClosed,
 			Observe:       observe,
 			Logger:        g.log,
+		}
+		if cfg.Rules != nil {
+			mw.Rules = cfg.Rules // never a typed nil in the interface
 		}
 		rt.handler = mw.Handler(next)
 		routes = append(routes, rt)
@@ -362,14 +365,18 @@ func withTimeout(h http.Handler, d time.Duration) http.Handler {
 
 // proxy returns a reverse proxy to target. Forwarding headers from the
 // client are dropped (ReverseProxy does so before Rewrite) and set afresh
-// from the peer.
-func (g *Gateway) proxy(target *url.URL) http.Handler {
+// from the peer; only when the peer is a trusted proxy is its
+// X-Forwarded-For kept, with the peer appended.
+func (g *Gateway) proxy(target *url.URL, trusted []netip.Prefix) http.Handler {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 256
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
+			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 && peerTrusted(pr.In.RemoteAddr, trusted) {
+				pr.Out.Header["X-Forwarded-For"] = xff
+			}
 			pr.SetXForwarded()
 		},
 		Transport: tr,
@@ -385,6 +392,20 @@ func (g *Gateway) proxy(target *url.URL) http.Handler {
 			httplimit.WriteProblem(w, httplimit.Problem{Status: status, Detail: "the upstream did not answer"})
 		},
 	}
+}
+
+func peerTrusted(remoteAddr string, trusted []netip.Prefix) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Serve serves the public handler on ln and the admin handler on admin

@@ -355,3 +355,54 @@ descriptors:
 		t.Errorf("events %q", got)
 	}
 }
+
+// A matched rule with replaces removes the rule it names, as in
+// envoyproxy/ratelimit: premium users get the premium limit only.
+func TestReplaces(t *testing.T) {
+	t.Parallel()
+	set := mustRules(t, `
+domain: test
+descriptors:
+  - key: user
+    rate_limit: {name: per_user, unit: hour, requests_per_unit: 2}
+    descriptors:
+      - key: tier
+        value: premium
+        rate_limit:
+          name: premium
+          unit: hour
+          requests_per_unit: 5
+          replaces: [{name: per_user}]
+`)
+	mw := &httplimit.Middleware{Store: newStore(t), Rules: set, Domain: "test", Identity: tiered{},
+		Descriptors: []httplimit.Descriptor{
+			{Actions: []httplimit.Action{httplimit.IdentityKey{}}},
+			{Actions: []httplimit.Action{httplimit.IdentityKey{}, httplimit.Tier{}}},
+		}}
+	h := mw.Handler(ok)
+	for _, tc := range []struct {
+		key   string
+		codes string
+		rl    string
+	}{
+		{"free", "[200 200 429]", `"per_user";r=0;t=3600`},
+		{"premium", "[200 200 200]", `"premium";r=2;t=3600`},
+	} {
+		var got []int
+		var w *httptest.ResponseRecorder
+		for range 3 {
+			w = do(h, "192.0.2.1:1", "X-API-Key", tc.key)
+			got = append(got, w.Code)
+		}
+		if fmt.Sprint(got) != tc.codes || w.Header().Get("RateLimit") != tc.rl {
+			t.Errorf("%s: %v RateLimit %q, want %s %q", tc.key, got, w.Header().Get("RateLimit"), tc.codes, tc.rl)
+		}
+	}
+}
+
+// tiered makes the API key the tier of user u.
+type tiered struct{}
+
+func (tiered) Resolve(r *http.Request) (identity.Identity, error) {
+	return identity.Identity{User: "u-" + r.Header.Get("X-API-Key"), Tier: r.Header.Get("X-API-Key"), Authenticated: true}, nil
+}
