@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -255,4 +256,31 @@ func TestServerClock(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+}
+
+// TestCloseStopsGoroutines checks that Close stops every goroutine the
+// store started (its workers and its watchdog).
+func TestCloseStopsGoroutines(t *testing.T) {
+	e := standalone(t)
+	ctx := context.Background()
+	// Warm the shared client up, so its own goroutines are already there.
+	warm := newStore(t, e, redisstore.Options{})
+	if _, err := warm.Apply(ctx, ratelimit.Request{Key: "warm", Limit: ratelimit.PerSecond(1), N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	s, err := redisstore.New(ctx, e.client, redisstore.Options{Prefix: prefix(), Pipeline: 8, OnError: redisstore.Local, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(ctx, ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1), N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := runtime.NumGoroutine(); n <= before {
+		t.Fatalf("%d goroutines with a store, %d without: the store started none?", n, before)
+	}
+	s.Close()
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after Close, %d before New", n, before)
+	}
 }
