@@ -28,8 +28,8 @@ const serveSynopsis = "[--config FILE] [--listen ADDR] [--admin-listen ADDR]"
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", serveSynopsis, stderr)
 	configFile := fs.String("config", "", "gateway config `FILE` (YAML); without it, the built-in demo config (builtin:echo upstream, memory store, demo API key)")
-	listen := fs.String("listen", "", "public `ADDR`ess, overriding the config's listen")
-	adminListen := fs.String("admin-listen", "", "admin `ADDR`ess for /metrics, /healthz and /readyz, overriding the config's admin_listen")
+	listen := fs.String("listen", "", "listen on `ADDR` (host:port), overriding the config's listen")
+	adminListen := fs.String("admin-listen", "", "serve /metrics, /healthz and /readyz on `ADDR`, overriding the config's admin_listen")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
