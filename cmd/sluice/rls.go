@@ -41,6 +41,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	onError := fs.String("on-store-error", "error", "what to answer when Redis cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
 	headers := fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) or legacy (X-RateLimit-Limit, -Remaining, -Reset)")
 	poll := fs.Duration("poll", rls.DefaultPollInterval, "how often to look for config changes")
+	parallel := fs.Bool("parallel-descriptors", true, "with Redis, apply the descriptors of one request concurrently (one round trip) rather than one after the other")
 	shadow := fs.Bool("shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
 	nearRatio := fs.Float64("near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
 	if err := parseFlags(fs, args); err != nil {
@@ -77,7 +78,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer closeStore()
 
 	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: hm, NearLimitRatio: *nearRatio,
-		ParallelDescriptors: *storeURL != "memory", ShadowMode: *shadow})
+		ParallelDescriptors: *parallel && *storeURL != "memory", ShadowMode: *shadow})
 	if err != nil {
 		return err
 	}

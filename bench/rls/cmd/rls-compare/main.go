@@ -45,6 +45,7 @@ func main() {
 	dur := flag.Duration("duration", 10*time.Second, "measurement time per server per round")
 	rounds := flag.Int("rounds", 3, "rounds; each server's median round is reported")
 	only := flag.String("only", "", "run only servers whose name contains this")
+	sluiceArgs := flag.String("sluice-args", "", "extra flags for sluice rls on redis, space-separated")
 	skipAgree := flag.Bool("skip-agree", false, "skip the agreement check")
 	flag.Parse()
 	ctx := context.Background()
@@ -93,7 +94,8 @@ func main() {
 		log.Fatal(err)
 	}
 	defer envoyPiped.Stop()
-	sluiceRedis, err := rls.StartSluice(ctx, sluiceBin, cfg, "redis://"+redis.Addr, "--store-timeout", "10s")
+	sluiceRedis, err := rls.StartSluice(ctx, sluiceBin, cfg, "redis://"+redis.Addr,
+		append([]string{"--store-timeout", "10s"}, strings.Fields(*sluiceArgs)...)...)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -162,7 +164,11 @@ func main() {
 				continue
 			}
 			m := med[p.Name]
-			fmt.Printf("%-44s %5.2f× envoyproxy/ratelimit's req/s, p99 %v vs %v\n", p.Name, m.PerSecond()/e.PerSecond(), m.P99.Round(time.Microsecond), e.P99.Round(time.Microsecond))
+			perReq := func(r rls.Result) float64 { return float64(r.ServerCPU) / float64(max(1, r.Requests)) }
+			perReqAll := func(r rls.Result) float64 { return float64(r.ServerCPU+r.RedisCPU) / float64(max(1, r.Requests)) }
+			fmt.Printf("%-44s %5.2f× envoyproxy/ratelimit's req/s, p99 %v vs %v; %4.2f× less server CPU per request (%4.2f× with Redis's)\n",
+				p.Name, m.PerSecond()/e.PerSecond(), m.P99.Round(time.Microsecond), e.P99.Round(time.Microsecond),
+				perReq(e)/perReq(m), perReqAll(e)/perReqAll(m))
 		}
 	}
 }
