@@ -170,8 +170,9 @@ var _ ratelimit.Store = (*Store)(nil)
 
 // New returns a Store using client, which stays the caller's: Close does not
 // close it. A rueidis cluster client makes a Cluster store. New loads the
-// scripts into every node it knows, within ctx; a node that cannot take
-// them then is not an error (the first call loads them).
+// scripts into every node it knows, within ctx (and at most a second or
+// Timeout); a node that cannot take them then is not an error: the first
+// call loads them.
 func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
@@ -187,6 +188,8 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 // preload sends SCRIPT LOAD for every script to every node, so that the
 // first decisions do not pay for NOSCRIPT and EVAL.
 func (s *Store) preload(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, time.Second))
+	defer cancel()
 	for _, node := range s.client.Nodes() {
 		cmds := make(rueidis.Commands, 0, len(scriptSources))
 		for _, src := range scriptSources {
