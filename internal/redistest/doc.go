@@ -11,7 +11,7 @@
 // Tests sharing a server must use distinct keys; Prefix returns one per
 // test.
 //
-// Servers can be killed and restarted on the same port (Kill, Restart) for
-// fault tests. Do talks RESP to a server without a client library, which is
+// Servers can be killed and restarted on the same port (Kill, Restart), or
+// stopped and continued (Pause, Resume: a hung server), for fault tests. Do talks RESP to a server without a client library, which is
 // all the package needs to wait for readiness and for cluster_state:ok.
 package redistest
