@@ -154,7 +154,27 @@ func Studies() []Contender {
 		{
 			Name:      "study-lean-clock-cached-1ms",
 			Algorithm: "the flat table bound to one limit: validated and divided once, decision by pointer",
-			New:       func(int) Limiter { return leanLimiter{newLeanStore(time.Millisecond, sluiceLimit)} },
+			New:       func(int) Limiter { return leanLimiter{s: newLeanStore(time.Millisecond, sluiceLimit)} },
+		},
+	}
+}
+
+// Ablations weigh the lean study's cuts one at a time (corepair -ablations).
+func Ablations() []Contender {
+	return []Contender{
+		{
+			Name:      "study-lean+validate-clock-cached-1ms",
+			Algorithm: "the lean study plus Request.Validate on every call",
+			New: func(int) Limiter {
+				return leanLimiter{s: newLeanStore(time.Millisecond, sluiceLimit), validate: true}
+			},
+		},
+		{
+			Name:      "study-lean+step-clock-cached-1ms",
+			Algorithm: "the lean study with gcra.Step by value instead of the bound arithmetic",
+			New: func(int) Limiter {
+				return leanLimiter{s: newLeanStore(time.Millisecond, sluiceLimit), step: true}
+			},
 		},
 	}
 }
@@ -229,12 +249,54 @@ func (s *leanStore) take(key string, n int64, d *ratelimit.Decision) {
 	d.Remaining = (s.tau - ttl) / s.t
 }
 
-type leanLimiter struct{ s *leanStore }
+type leanLimiter struct {
+	s *leanStore
+	// Put back one of the costs the lean study removes, to weigh it:
+	validate bool // Request.Validate on every call
+	step     bool // gcra.Step (by value, dividing on every call) instead of the bound arithmetic
+}
 
 func (l leanLimiter) Allow(key string) bool {
+	if l.validate {
+		req := ratelimit.Request{Key: key, Limit: sluiceLimit, N: 1}
+		if req.Validate() != nil {
+			return false
+		}
+	}
+	if l.step {
+		return l.s.takeStep(ratelimit.Request{Key: key, Limit: sluiceLimit, N: 1}).Allowed
+	}
 	var d ratelimit.Decision
 	l.s.take(key, 1, &d)
 	return d.Allowed
+}
+
+// takeStep is take with gcra.Step computing the decision.
+func (s *leanStore) takeStep(req ratelimit.Request) ratelimit.Decision {
+	now := s.cached.Load()
+	h := maphash.String(s.seed, req.Key) | 1
+	sh := &s.shards[h>>56]
+	sh.mu.Lock()
+	m := uint64(len(sh.slots) - 1)
+	i := h & m
+	for sh.slots[i].h != 0 && sh.slots[i].h != h {
+		i = (i + 1) & m
+	}
+	old := sh.slots[i].tat
+	tat, d := gcra.Step(old, now, req)
+	if tat != old {
+		if sh.slots[i].h == 0 {
+			sh.n++
+			if sh.n*4 > len(sh.slots)*3 {
+				sh.grow()
+				for i = h & uint64(len(sh.slots)-1); sh.slots[i].h != 0; i = (i + 1) & uint64(len(sh.slots)-1) {
+				}
+			}
+		}
+		sh.slots[i] = flatSlot{h, tat}
+	}
+	sh.mu.Unlock()
+	return d
 }
 
 func (l leanLimiter) Close() { l.s.Close() }
