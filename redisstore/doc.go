@@ -46,9 +46,9 @@
 // A denial is a Decision; an error means Redis could not decide (it wraps
 // ErrUnavailable or ErrScript). No Apply waits for Redis longer than
 // Options.Timeout (100 ms by default; a watchdog checks every quarter of
-// it), and after BreakerThreshold
-// consecutive failures a breaker stops calling Redis for BreakerCooldown, so
-// an outage does not add a timeout to every request. Options.OnError then
+// it), and after BreakerThreshold consecutive failures a breaker stops
+// calling Redis for BreakerCooldown, so an outage does not add a timeout to
+// every request. Options.OnError then
 // chooses: ReturnError (the default: the caller decides), Allow (fail open,
 // as Stripe does), Deny (fail closed), or Local (an in-process memstore
 // applying the same limits until Redis answers again; each instance then
