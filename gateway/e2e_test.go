@@ -2,10 +2,14 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -495,5 +499,69 @@ func TestForwardedHeadersUpstream(t *testing.T) {
 		if got := <-seen; got != tc.want {
 			t.Errorf("upstream X-Forwarded-For = %q, want %q", got, tc.want)
 		}
+	}
+}
+
+// hs256 returns a JWT signed with secret.
+func hs256(secret []byte, claims string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	signing := enc([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." + enc([]byte(claims))
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(signing))
+	return signing + "." + enc(m.Sum(nil))
+}
+
+// A JWT (HS256, key from a file) makes the caller its subject: one bucket
+// per user whichever key or token it uses, and a bad or expired token is 401.
+func TestJWTIdentity(t *testing.T) {
+	t.Parallel()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	cfg := strings.Replace(baseConfig, "  api_keys_file: keys.txt\n", "  api_keys_file: keys.txt\n  jwt: {alg: HS256, key_file: jwt.key, tier_claim: plan}\n", 1)
+	s := start(t, "", cfg, "jwt.key", string(secret)+"\n")
+	c := clientFrom(t, "127.0.0.2")
+	exp := time.Now().Add(time.Hour).Unix()
+	tok := hs256(secret, fmt.Sprintf(`{"sub":"alice","plan":"pro","exp":%d}`, exp))
+	var got []int
+	for i := range 6 {
+		if i%2 == 0 {
+			got = append(got, get(t, c, s.url+"/", "Authorization", "Bearer "+tok).code)
+		} else {
+			got = append(got, get(t, c, s.url+"/", "X-API-Key", "key-alice").code)
+		}
+	}
+	if fmt.Sprint(got) != "[200 200 200 200 200 429]" {
+		t.Errorf("alice by JWT and by key: %v, want one bucket of 5", got)
+	}
+	for name, bad := range map[string]string{
+		"expired":    hs256(secret, fmt.Sprintf(`{"sub":"bob","exp":%d}`, time.Now().Add(-time.Hour).Unix())),
+		"bad secret": hs256([]byte("fedcba9876543210fedcba9876543210"), fmt.Sprintf(`{"sub":"bob","exp":%d}`, exp)),
+	} {
+		if r := get(t, c, s.url+"/", "Authorization", "Bearer "+bad); r.code != 401 {
+			t.Errorf("%s token: %d, want 401", name, r.code)
+		}
+	}
+}
+
+// IPv6 clients can be limited per /64: two addresses of one /64 share a
+// bucket.
+func TestIPv6Prefix(t *testing.T) {
+	t.Parallel()
+	cfg := strings.Replace(baseConfig, "identity:\n", "identity:\n  ipv6_prefix: 64\n", 1)
+	c, err := gateway.Parse("gw.yaml", []byte(strings.Replace(cfg, "api_keys_file: keys.txt", "", 1)))
+	must(t, err)
+	g, err := gateway.New(t.Context(), c, gateway.Options{})
+	must(t, err)
+	defer g.Close()
+	h := g.Handler()
+	var got []int
+	for _, ip := range []string{"[2001:db8:1:2::1]:1", "[2001:db8:1:2::2]:1", "[2001:db8:1:2:ffff::3]:1", "[2001:db8:1:2::4]:1", "[2001:db8:1:3::1]:1"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = ip
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		got = append(got, w.Code)
+	}
+	if fmt.Sprint(got) != "[200 200 200 429 200]" {
+		t.Errorf("per /64: %v, want [200 200 200 429 200]", got)
 	}
 }
