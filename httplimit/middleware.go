@@ -371,7 +371,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if a.d.Unsatisfiable {
 			detail = "the request's cost exceeds the capacity of rate limit " + strconv.Quote(a.policy)
 		} else if a.rule.Quota != nil {
-			detail = a.rule.Quota.Period + "ly quota " + strconv.Quote(a.policy) + " exhausted"
+			period := "monthly"
+			if a.rule.Quota.Period == rules.QuotaDay {
+				period = "daily"
+			}
+			detail = period + " quota " + strconv.Quote(a.policy) + " exhausted"
 		}
 		writeProblem(w, http.StatusTooManyRequests, detail, a.policy)
 		return

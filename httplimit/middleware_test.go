@@ -406,3 +406,23 @@ type tiered struct{}
 func (tiered) Resolve(r *http.Request) (identity.Identity, error) {
 	return identity.Identity{User: "u-" + r.Header.Get("X-API-Key"), Tier: r.Header.Get("X-API-Key"), Authenticated: true}, nil
 }
+
+func TestDailyQuotaBody(t *testing.T) {
+	t.Parallel()
+	set := mustRules(t, `
+domain: test
+descriptors:
+  - key: remote_address
+    quota: {period: day, limit: 1}
+`)
+	mw := &httplimit.Middleware{Store: newStore(t), Rules: set, Domain: "test", Now: func() time.Time { return t0 },
+		Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.RemoteAddress{}}}}}
+	h := mw.Handler(ok)
+	do(h, "192.0.2.1:1")
+	w := do(h, "192.0.2.1:1")
+	// 12:00 UTC: 12 hours to the end of the day.
+	if w.Code != 429 || !strings.Contains(w.Body.String(), "daily quota") || w.Header().Get("Retry-After") != "43200" ||
+		w.Header().Get("RateLimit-Policy") != `"test.remote_address";q=1;w=86400` {
+		t.Errorf("2nd request: %d %s Retry-After %q RateLimit-Policy %q", w.Code, w.Body, w.Header().Get("Retry-After"), w.Header().Get("RateLimit-Policy"))
+	}
+}
