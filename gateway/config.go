@@ -188,6 +188,7 @@ func (d *decoder) parse(data []byte) *Config {
 	var cfgs []*rules.Config
 	var rulesNode, routesNode *yaml.Node
 	var domainLine int
+	var disabledLines []int
 	hasRulesFiles := false
 	d.fields(root, "", map[string]func(k, v *yaml.Node){
 		"listen":       func(k, v *yaml.Node) { c.Listen = d.str(v, "listen") },
@@ -229,7 +230,12 @@ func (d *decoder) parse(data []byte) *Config {
 		"pprof":          func(k, v *yaml.Node) { c.Pprof = d.boolean(v, "pprof") },
 		"shadow":         func(k, v *yaml.Node) { c.Shadow = d.boolean(v, "shadow") },
 		"disabled":       func(k, v *yaml.Node) { c.Disabled = d.boolean(v, "disabled") },
-		"disabled_rules": func(k, v *yaml.Node) { c.DisabledRules = d.strs(v, "disabled_rules") },
+		"disabled_rules": func(k, v *yaml.Node) {
+			d.list(v, "disabled_rules", func(_ int, v *yaml.Node, path string) {
+				c.DisabledRules = append(c.DisabledRules, d.str(v, path))
+				disabledLines = append(disabledLines, v.Line)
+			})
+		},
 		"domain":         func(k, v *yaml.Node) { c.Domain, domainLine = d.str(v, "domain"), v.Line },
 		"identity":       func(k, v *yaml.Node) { d.identity(v, &c.Identity, rel) },
 		"routes":         func(k, v *yaml.Node) { routesNode = v },
@@ -282,9 +288,9 @@ func (d *decoder) parse(data []byte) *Config {
 				known[r.Name] = true
 			}
 		}
-		for _, n := range c.DisabledRules {
+		for i, n := range c.DisabledRules {
 			if !known[n] {
-				d.add(0, "disabled_rules", "no rule named %q", n)
+				d.add(disabledLines[i], fmt.Sprintf("disabled_rules[%d]", i), "no rule named %q", n)
 			}
 		}
 	}

@@ -165,12 +165,6 @@ func (d *decoder) str(n *yaml.Node, path string) string {
 	return n.Value
 }
 
-func (d *decoder) strs(n *yaml.Node, path string) []string {
-	var out []string
-	d.list(n, path, func(_ int, v *yaml.Node, p string) { out = append(out, d.str(v, p)) })
-	return out
-}
-
 func (d *decoder) boolean(n *yaml.Node, path string) bool {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
 		var b bool
