@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -23,11 +24,18 @@ var periods = []time.Duration{
 func randomLimit(rng *rand.Rand, alg ratelimit.Algorithm) ratelimit.Limit {
 	for {
 		lim := ratelimit.Limit{Period: periods[rng.IntN(len(periods))]}
-		switch rng.IntN(4) {
+		switch rng.IntN(6) {
 		case 0:
 			lim.Rate = 1 + rng.Int64N(3)
 		case 1:
 			lim.Rate = 1 + rng.Int64N(1000)
+		case 2:
+			// Huge rates, up to MaxRate (and finer than a nanosecond, which
+			// only the windows accept), where sums pass 2^53.
+			lim.Rate = ratelimit.MaxRate - rng.Int64N(1000)
+			if rng.IntN(2) == 0 {
+				lim.Rate = 4294967295
+			}
 		default:
 			lim.Rate = 1 + rng.Int64N(20)
 		}
@@ -59,9 +67,15 @@ func nextTime(rng *rand.Rand, now time.Time, lim ratelimit.Limit) time.Time {
 }
 
 func randomCost(rng *rand.Rand, lim ratelimit.Limit, alg ratelimit.Algorithm) int64 {
-	switch r := rng.IntN(10); {
+	c := lim.Capacity(alg)
+	switch r := rng.IntN(12); {
 	case r == 0:
 		return 0
+	case r == 10:
+		// Close to the capacity: with huge rates, sums pass 2^53.
+		return max(1, c-rng.Int64N(3))
+	case r == 11:
+		return max(1, c/2+rng.Int64N(3)-1)
 	case r < 6:
 		return 1
 	case r == 6:
@@ -132,6 +146,43 @@ func differential(t *testing.T, e env, alg ratelimit.Algorithm, rng *rand.Rand, 
 		if got != want {
 			t.Fatalf("seq %d step %d: limit %v, at %d, key %q, n %d, max delay %v:\nredis %+v\ngo    %+v",
 				seq, i, lim, at.UnixNano(), req.Key, req.N, req.MaxDelay, got, want)
+		}
+	}
+}
+
+// TestExtremes replays, on memstore and on Redis, sequences built to reach
+// the edges of the doubles: counts that sum past 2^53, and the largest
+// periods.
+func TestExtremes(t *testing.T) {
+	e := standalone(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 1, time.UTC)
+	clock := fixedClock(now)
+	mem := memstore.New(memstore.Options{Now: clock, SweepInterval: -1})
+	defer mem.Close()
+	red := newStore(t, e, redisstore.Options{Now: clock})
+	ctx := context.Background()
+	big := ratelimit.Limit{Rate: ratelimit.MaxRate, Period: time.Hour}
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
+		for i, costs := range [][]int64{
+			{ratelimit.MaxRate - 1, 2},    // 2^53 − 1 + 2 rounds to 2^53 in a double
+			{ratelimit.MaxRate - 1, 1, 1}, // exactly full, then one more
+			{ratelimit.MaxRate / 2, ratelimit.MaxRate/2 + 1},
+			{3, ratelimit.MaxRate - 2, ratelimit.MaxRate - 3},
+		} {
+			for j, n := range costs {
+				req := ratelimit.Request{Key: fmt.Sprintf("x%d", i), Limit: big, Algorithm: alg, N: n}
+				want, err := mem.Apply(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := red.Apply(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Errorf("%v, sequence %d, step %d (n %d):\nredis %+v\ngo    %+v", alg, i, j, n, got, want)
+				}
+			}
 		}
 	}
 }

@@ -37,9 +37,10 @@ local function step(key, i, now_s, now_ns, n, sp)
   if first <= len then reset = diff(at_s[len], at_ns[len], now_s, now_ns) + w end
 
   if n == 0 then return emit(1, rem, 0, reset, 0, 0, 0) end
-  if sum + n > rate then
+  -- n > rate − sum, not sum + n > rate: the sum may pass 2^53.
+  if n > rate - sum then
     -- Wait until enough of the oldest entries have left the window.
-    local over = sum + n - rate
+    local over = n - (rate - sum)
     local retry = 0
     for i = first, len do
       over = over - cost[i]

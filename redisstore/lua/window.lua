@@ -63,7 +63,8 @@ local function step(key, i, now_s, now_ns, n, sp)
     local rem = rate - ncurr
     if rem < 0 then rem = 0 end
     if n == 0 then return emit(1, rem, 0, reset, 0, 0, 0) end
-    if ncurr + n > rate then return emit(0, rem, until_end, reset, 0, 0, 0) end
+    -- n > rate − curr, not curr + n > rate: the sum may pass 2^53.
+    if n > rate - ncurr then return emit(0, rem, until_end, reset, 0, 0, 0) end
     nprev, ncurr = 0, ncurr + n
     save(until_end)
     return emit(1, rate - ncurr, 0, until_end, 0, 0, 0)
