@@ -187,6 +187,13 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 			if congestion && s.Latency > 0 && !sent.After(c.lastDecrease) {
 				break
 			}
+			// Nor does a cut show its effect at once: a host whose bucket
+			// is empty refuses for a while at any rate. At most two cuts
+			// an Interval.
+			if now.Sub(c.lastDecrease) < c.o.Interval/2 {
+				c.windowBad = true
+				break
+			}
 			c.windowBad = true
 			if (slow || s.Latency <= 0) && now.Sub(c.lastDecrease) < c.o.Interval {
 				break
@@ -199,13 +206,12 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 			// becomes the rate recovery aims at.
 			c.slowStart = false
 			served := c.delivered(now)
-			if el := now.Sub(c.dStart); el >= 100*time.Millisecond {
-				// The trailing second lags a rate that doubles four
-				// times a second; the current half second does not.
-				served = max(served, float64(c.dCur)/el.Seconds())
-			}
-			c.rateMax = max(served, c.o.Min)
-			c.rate = clamp(min(c.rate/2, 0.9*served), c.o.Min, c.o.Max)
+			// What was served may be less than the host takes when the
+			// client itself was slow (latency, a busy machine); half the
+			// rate, one doubling ago, passed, unless the signal came late,
+			// so trust it up to twice what was served.
+			c.rateMax = max(served, min(c.rate/2, 2*served), c.o.Min)
+			c.rate = clamp(0.9*c.rateMax, c.o.Min, c.o.Max)
 		} else {
 			// After a 429, cut the rate that was really getting through:
 			// a rate set above what the host served overstates the load.

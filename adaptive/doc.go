@@ -20,8 +20,10 @@
 // increase happens before it has passed.
 //
 // One cut per window: signals about requests sent before the last decrease
-// do not cut again, so a burst of concurrent 429s halves the rate once, not
-// once per request (TCP makes the same rule, one reduction per window).
+// do not cut again, so a burst of concurrent 429s cuts the rate once, not
+// once per request (TCP makes the same rule, one reduction per window); and
+// at most two cuts per Interval, since an emptied server bucket refuses for
+// a while whatever the new rate.
 //
 // Blocks are not congestion: a 403 or a challenge page says "no", not
 // "slower", and Block leaves the rate alone (the caller should stop, not
