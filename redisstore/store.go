@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -143,6 +144,10 @@ type Options struct {
 	// Local configures the memstore of the Local policy (its Now is set to
 	// this Options' Now).
 	Local memstore.Options
+	// TLSConfig, when set, is the TLS configuration of Open's rediss:// and
+	// rediss-cluster:// connections (a private CA's roots, client
+	// certificates). Nil means the system's roots.
+	TLSConfig *tls.Config
 }
 
 // MinTTLWithNow is the shortest expiry of a key written with Options.Now
@@ -261,6 +266,7 @@ func newStore(client rueidis.Client, own bool, opts Options) (*Store, error) {
 //	redis://[user:password@]host:port[/db]      standalone
 //	rediss://[user:password@]host:port[/db]     standalone over TLS
 //	redis-cluster://[user:password@]host:port,host:port,…  Redis Cluster
+//	rediss-cluster://…                            Redis Cluster over TLS
 //
 // Query parameters of rueidis.ParseURL (dial_timeout, …) are accepted for
 // redis:// and rediss://. Open fails when no server answers.
@@ -270,6 +276,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	co.DisableCache = true
+	if co.TLSConfig != nil && opts.TLSConfig != nil {
+		tc := opts.TLSConfig.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName = co.TLSConfig.ServerName
+		}
+		co.TLSConfig = tc
+	}
 	if co.Dialer.Timeout == 0 {
 		// rueidis waits this long for a connection's handshake whatever the
 		// call's context says; the default (5 s) would hold a worker that
@@ -290,20 +303,21 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 }
 
 func parseURL(raw string) (rueidis.ClientOption, error) {
-	const clusterScheme = "redis-cluster://"
-	if !strings.HasPrefix(raw, clusterScheme) {
-		if !strings.HasPrefix(raw, "redis://") && !strings.HasPrefix(raw, "rediss://") && !strings.HasPrefix(raw, "unix://") {
-			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis://, rediss://, unix:// or redis-cluster://", redactURL(raw))
-		}
+	scheme, rest, _ := strings.Cut(raw, "://")
+	switch scheme {
+	case "redis", "rediss", "unix":
 		co, err := rueidis.ParseURL(raw)
 		if err != nil {
 			return co, fmt.Errorf("redisstore: URL %q: %v", redactURL(raw), err)
 		}
 		return co, nil
+	case "redis-cluster", "rediss-cluster":
+	default:
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis://, rediss://, unix://, redis-cluster:// or rediss-cluster://", redactURL(raw))
 	}
+	single := strings.TrimSuffix(scheme, "-cluster")
 	// redis-cluster://user:pass@h1:p1,h2:p2/?… : net/url cannot parse a
 	// host list, so split it off and parse the rest as redis://.
-	rest := raw[len(clusterScheme):]
 	userinfo := ""
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
 		userinfo, rest = rest[:at+1], rest[at+1:]
@@ -321,7 +335,7 @@ func parseURL(raw string) (rueidis.ClientOption, error) {
 	if len(addrs) == 0 {
 		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: no host", redactURL(raw))
 	}
-	co, err := rueidis.ParseURL("redis://" + userinfo + addrs[0] + tail)
+	co, err := rueidis.ParseURL(single + "://" + userinfo + addrs[0] + tail)
 	if err != nil {
 		return co, fmt.Errorf("redisstore: URL %q: %v", redactURL(raw), err)
 	}

@@ -72,11 +72,13 @@ type Server struct {
 	closed bool
 }
 
-// Start starts a standalone server for tb and stops it when tb ends.
-func Start(tb testing.TB) *Server {
+// Start starts a standalone server for tb and stops it when tb ends. Extra
+// arguments go to redis-server after sluice's own (for example
+// "--tls-port", "0", …); the server must still answer PING on Addr.
+func Start(tb testing.TB, extra ...string) *Server {
 	tb.Helper()
 	Require(tb)
-	s, err := startServer(tb.TempDir(), false)
+	s, err := startServer(tb.TempDir(), false, extra...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -104,7 +106,7 @@ func StartServer() (*Server, error) {
 	return s, nil
 }
 
-func startServer(dir string, cluster bool) (*Server, error) {
+func startServer(dir string, cluster bool, extra ...string) (*Server, error) {
 	var last error
 	for attempt := 0; attempt < 8; attempt++ {
 		port, err := freePort(cluster)
@@ -137,6 +139,7 @@ func startServer(dir string, cluster bool) (*Server, error) {
 				"--cluster-require-full-coverage", "no",
 			)
 		}
+		s.args = append(s.args, extra...)
 		if last = s.launch(); last == nil {
 			return s, nil
 		}
@@ -145,6 +148,10 @@ func startServer(dir string, cluster bool) (*Server, error) {
 	}
 	return nil, last
 }
+
+// FreePort returns a loopback port that was free a moment ago, for a
+// second listener of a server (a TLS port).
+func FreePort() (int, error) { return freePort(false) }
 
 // freePort returns a loopback port that was free a moment ago. A cluster
 // node also needs port+10000 (its bus port).
