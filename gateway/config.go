@@ -226,20 +226,20 @@ func (d *decoder) parse(data []byte) *Config {
 			}
 			c.Headers = m
 		},
-		"fail_closed":    func(k, v *yaml.Node) { c.FailClosed = d.boolean(v, "fail_closed") },
-		"pprof":          func(k, v *yaml.Node) { c.Pprof = d.boolean(v, "pprof") },
-		"shadow":         func(k, v *yaml.Node) { c.Shadow = d.boolean(v, "shadow") },
-		"disabled":       func(k, v *yaml.Node) { c.Disabled = d.boolean(v, "disabled") },
+		"fail_closed": func(k, v *yaml.Node) { c.FailClosed = d.boolean(v, "fail_closed") },
+		"pprof":       func(k, v *yaml.Node) { c.Pprof = d.boolean(v, "pprof") },
+		"shadow":      func(k, v *yaml.Node) { c.Shadow = d.boolean(v, "shadow") },
+		"disabled":    func(k, v *yaml.Node) { c.Disabled = d.boolean(v, "disabled") },
 		"disabled_rules": func(k, v *yaml.Node) {
 			d.list(v, "disabled_rules", func(_ int, v *yaml.Node, path string) {
 				c.DisabledRules = append(c.DisabledRules, d.str(v, path))
 				disabledLines = append(disabledLines, v.Line)
 			})
 		},
-		"domain":         func(k, v *yaml.Node) { c.Domain, domainLine = d.str(v, "domain"), v.Line },
-		"identity":       func(k, v *yaml.Node) { d.identity(v, &c.Identity, rel) },
-		"routes":         func(k, v *yaml.Node) { routesNode = v },
-		"rules":          func(k, v *yaml.Node) { rulesNode = v },
+		"domain":   func(k, v *yaml.Node) { c.Domain, domainLine = d.str(v, "domain"), v.Line },
+		"identity": func(k, v *yaml.Node) { d.identity(v, &c.Identity, rel) },
+		"routes":   func(k, v *yaml.Node) { routesNode = v },
+		"rules":    func(k, v *yaml.Node) { rulesNode = v },
 		"rules_files": func(k, v *yaml.Node) {
 			hasRulesFiles = true
 			d.list(v, "rules_files", func(_ int, v *yaml.Node, path string) {
