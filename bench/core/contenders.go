@@ -8,8 +8,16 @@
 // of 1000 (or the nearest thing it can express), and the same keys,
 // "user:0" … "user:99999", each applied once before the timer starts, so
 // the timed loop measures the hot path on existing keys. What each
-// library's limit means differs; Contenders says how. docs/bench-core.md
-// has the figures.
+// library's limit means differs; Contenders says how.
+//
+// On a machine shared with other work, the paired rounds of corepair give
+// steadier ratios than one long run per contender:
+//
+//	go run ./core/cmd/corepair -rounds 30
+//
+// Studies are design studies of memstore (study.go), reported beside the
+// contenders and never counted as peers. docs/bench-core.md has the figures
+// and bench/core/results the raw outputs.
 package core
 
 import (
