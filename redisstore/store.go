@@ -386,6 +386,9 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 	if s.closed.Load() {
 		return ratelimit.Decision{}, ratelimit.ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		return ratelimit.Decision{}, err
+	}
 	lim := req.Limit.Normalize()
 	if lim.Rate == 0 {
 		// Nothing is ever admitted, and there is no state to consult.
