@@ -165,7 +165,7 @@ func memoryStore(t testing.TB, now func() time.Time) ratelimit.Store {
 
 // forEachStore runs f as parallel subtests (named name/store) against the
 // memory store and, when redis-server is installed (always under CI=true),
-// a real Redis and a real 3-master Redis Cluster.
+// a real Redis (also with its deny cache) and a real 3-master Redis Cluster.
 func forEachStore(t *testing.T, name string, f func(t *testing.T, store storeFunc)) {
 	t.Helper()
 	if name != "" {
@@ -175,7 +175,7 @@ func forEachStore(t *testing.T, name string, f func(t *testing.T, store storeFun
 		t.Parallel()
 		f(t, memoryStore)
 	})
-	for _, kind := range []string{"redis", "redis-cluster"} {
+	for _, kind := range []string{"redis", "redis-cluster", "redis-denycache"} {
 		t.Run(name+kind, func(t *testing.T) {
 			if testing.Short() {
 				t.Skip("-short: no Redis")
@@ -183,14 +183,17 @@ func forEachStore(t *testing.T, name string, f func(t *testing.T, store storeFun
 			redistest.Require(t)
 			t.Parallel()
 			url := ""
-			if kind == "redis" {
-				url = redistest.Shared(t).URL()
-			} else {
+			if kind == "redis-cluster" {
 				url = redistest.SharedCluster(t).URL()
+			} else {
+				url = redistest.Shared(t).URL()
 			}
 			f(t, func(t testing.TB, now func() time.Time) ratelimit.Store {
 				parallelStores.Store(t.Name(), true)
-				s, err := redisstore.Open(context.Background(), url, redisstore.Options{Now: now, Prefix: redistest.Prefix(t), Timeout: 10 * time.Second})
+				s, err := redisstore.Open(context.Background(), url, redisstore.Options{
+					Now: now, Prefix: redistest.Prefix(t), Timeout: 10 * time.Second,
+					DenyCache: kind == "redis-denycache", // as sluice rls --deny-cache
+				})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -38,6 +38,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	httpListen := fs.String("http-listen", ":8080", "HTTP `ADDR`ess (POST /json, /healthcheck, /metrics); empty disables it")
 	storeURL := fs.String("store", "memory", "where counters live: memory, or a redis://, rediss://, unix:// or redis-cluster://host:port,host:port `URL`")
 	storeTimeout := fs.Duration("store-timeout", redisstore.DefaultTimeout, "bound on each Redis call; past it the call fails and --on-store-error applies (envoyproxy/ratelimit's REDIS_TIMEOUT is 10s; Envoy's filter gives up after 20ms by default)")
+	denyCache := fs.Bool("deny-cache", false, "with Redis, remember over-limit keys in process until their window ends and answer them without a round trip (envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES)")
 	onError := fs.String("on-store-error", "error", "what to answer when Redis cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
 	headers := fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) or legacy (X-RateLimit-Limit, -Remaining, -Reset)")
 	poll := fs.Duration("poll", rls.DefaultPollInterval, "how often to look for config changes")
@@ -71,7 +72,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("rls: config: %w", err)
 	}
 
-	store, closeStore, err := openRLSStore(ctx, *storeURL, policy, *storeTimeout, log)
+	store, closeStore, err := openRLSStore(ctx, *storeURL, redisstore.Options{OnError: policy, Timeout: *storeTimeout, DenyCache: *denyCache}, log)
 	if err != nil {
 		return err
 	}
@@ -164,18 +165,15 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // openRLSStore opens the store named by raw: "memory" or a Redis URL.
-func openRLSStore(ctx context.Context, raw string, policy redisstore.Policy, timeout time.Duration, log *slog.Logger) (ratelimit.Store, func(), error) {
+func openRLSStore(ctx context.Context, raw string, opts redisstore.Options, log *slog.Logger) (ratelimit.Store, func(), error) {
 	if raw == "memory" || raw == "" {
 		s := memstore.New(memstore.Options{})
 		return s, func() { s.Close() }, nil
 	}
-	s, err := redisstore.Open(ctx, raw, redisstore.Options{
-		OnError: policy,
-		Timeout: timeout,
-		OnFailure: func(err error) {
-			log.Warn("sluice rls: redis failed", "err", err, "policy", policy.String())
-		},
-	})
+	opts.OnFailure = func(err error) {
+		log.Warn("sluice rls: redis failed", "err", err, "policy", opts.OnError.String())
+	}
+	s, err := redisstore.Open(ctx, raw, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("rls: store: %w", err)
 	}
