@@ -372,7 +372,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 		}
 	}
 	var err error
-	if s.parallel && limited > 1 && distinctKeys(checks) {
+	if s.parallel && limited > 1 && limited <= maxParallel && distinctKeys(checks) {
 		err = s.applyParallel(ctx, checks)
 	} else {
 		for i := range checks {
@@ -419,6 +419,11 @@ func (s *Server) apply(ctx context.Context, c *check) error {
 	}
 	return nil
 }
+
+// maxParallel bounds the goroutines one request may start: a request with
+// more limited descriptors than this (Envoy sends a handful) applies them
+// one after the other.
+const maxParallel = 32
 
 // distinctKeys reports whether no two limited checks share a storage key.
 // When some do, they must be applied in order, as envoyproxy/ratelimit's
