@@ -64,10 +64,21 @@ type Store struct {
 // and the map's overhead.
 type shard struct {
 	mu   sync.Mutex
+	memo limitMemo
 	tat  map[uint64]int64     // GCRA, TokenBucket, LeakyBucket
 	win  map[uint64]winEntry  // FixedWindow, SlidingWindowCounter
 	logs map[uint64]*logEntry // SlidingWindowLog
-	_    [64 - 8 - 3*8]byte   // keep shards on separate cache lines
+	_    [64]byte             // keep shards' hot fields on separate cache lines
+}
+
+// limitMemo remembers the last limit and algorithm a shard validated, and
+// the GCRA parameters derived from it. Callers apply few distinct limits,
+// so most calls skip validation and the divisions behind it.
+type limitMemo struct {
+	limit ratelimit.Limit
+	alg   ratelimit.Algorithm
+	ok    bool
+	p     gcra.Params
 }
 
 type winEntry struct {
@@ -178,16 +189,23 @@ func (s *Store) shardOf(h uint64) *shard {
 // Apply decides req and records what it consumed. It returns an error only
 // for an invalid request or a closed store.
 func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	if err := req.Validate(); err != nil {
-		return ratelimit.Decision{}, err
-	}
 	if s.closed.Load() {
 		return ratelimit.Decision{}, ratelimit.ErrClosed
+	}
+	if req.N < 0 || req.MaxDelay < 0 {
+		return ratelimit.Decision{}, req.Validate()
 	}
 	now := s.clock()
 	h := s.hash.sum(req.Key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
+	if m := &sh.memo; !m.ok || m.limit != req.Limit || m.alg != req.Algorithm {
+		if err := req.Validate(); err != nil {
+			sh.mu.Unlock()
+			return ratelimit.Decision{}, err
+		}
+		*m = limitMemo{limit: req.Limit, alg: req.Algorithm, ok: true, p: gcra.NewParams(req.Limit)}
+	}
 	d := s.apply(sh, h, now, req)
 	sh.mu.Unlock()
 	return d, nil
@@ -231,7 +249,7 @@ func (s *Store) apply(sh *shard, h uint64, now int64, req ratelimit.Request) rat
 		return d
 	}
 	old, ok := sh.tat[h]
-	tat, d := gcra.Step(old, now, req)
+	tat, d := gcra.StepParams(old, now, req, sh.memo.p)
 	if tat != old {
 		if !ok {
 			s.makeRoom(sh, now)

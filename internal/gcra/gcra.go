@@ -32,15 +32,36 @@ import (
 // Time going backwards never adds capacity: an earlier now only makes
 // TAT − now larger.
 func Step(tat, now int64, req ratelimit.Request) (int64, ratelimit.Decision) {
-	lim := req.Limit.Normalize()
+	return StepParams(tat, now, req, NewParams(req.Limit))
+}
+
+// Params is what Step derives from a limit: the limit normalized, the
+// emission interval T and the tolerance τ = Burst·T. A store that applies the
+// same limit many times computes it once (two divisions fewer a call).
+type Params struct {
+	Limit ratelimit.Limit // normalized
+	T     int64           // Period/Rate, ns; 0 for a zero rate
+	Tau   int64           // Burst·T, ns
+}
+
+// NewParams derives the parameters of l, which must be valid.
+func NewParams(l ratelimit.Limit) Params {
+	l = l.Normalize()
+	t := int64(l.Interval())
+	return Params{Limit: l, T: t, Tau: l.Burst * t} // τ ≤ ratelimit.MaxPeriod by Limit.Validate
+}
+
+// StepParams is Step with the limit's parameters derived beforehand by
+// NewParams(req.Limit).
+func StepParams(tat, now int64, req ratelimit.Request, p Params) (int64, ratelimit.Decision) {
+	lim := p.Limit
 	d := ratelimit.Decision{Limit: lim}
 	if lim.Rate == 0 {
 		d.Allowed = req.N == 0
 		d.Unsatisfiable = req.N > 0
 		return tat, d
 	}
-	t := int64(lim.Interval())
-	tau := lim.Burst * t // ≤ ratelimit.MaxPeriod by Limit.Validate
+	t, tau := p.T, p.Tau
 	base := max(tat, now)
 	backlog := base - now // time until the bucket is full again, ≥ 0
 
