@@ -627,6 +627,13 @@ func currentLimit(rl *pb.RateLimitResponse_RateLimit, c *check) *pb.RateLimitRes
 	if c.rule != nil && c.rule.HasName() {
 		rl.Name = c.rule.Name
 	}
+	if c.rule != nil && c.rule.Quota != nil {
+		rl.Unit = pb.RateLimitResponse_RateLimit_DAY
+		if c.rule.Quota.Period == rules.QuotaMonth {
+			rl.Unit = pb.RateLimitResponse_RateLimit_MONTH
+		}
+		return rl
+	}
 	p := c.limit.Period
 	for _, u := range units {
 		if p >= u.d && p%u.d == 0 {

@@ -89,6 +89,10 @@ descriptors:
     rate_limit:
       unit: minute
       requests_per_unit: 1
+  - key: daily
+    quota:
+      period: day
+      limit: 2
   - key: blocked
     rate_limit:
       unit: second
@@ -341,6 +345,11 @@ func TestSemantics(t *testing.T) {
 			{0, d("quota", "x"), st{ok, 0, 1, 30}},
 			{0, d("quota", "x"), st{ok, 0, 1, -1}},
 		}},
+		{"calendar quota (sluice): a UTC day, reset at midnight", []step{
+			{0, d("daily", "x"), st{ok, 1, 2, 50370}},
+			{0, d("daily", "x"), st{ok, 0, 2, 50370}},
+			{0, d("daily", "x"), st{over, 0, 2, 50370}},
+		}},
 		{"unlimited", []step{
 			{0, d("free", "x"), st{ok, math.MaxUint32, 0, -1}},
 			{1000, d("free", "x"), st{ok, math.MaxUint32, 0, -1}},
@@ -408,6 +417,9 @@ func TestCurrentLimit(t *testing.T) {
 	}
 	if got := resp.Statuses[1].CurrentLimit; got.GetName() != "" || got.GetUnit() != pb.RateLimitResponse_RateLimit_HOUR {
 		t.Errorf("current_limit = %v, want unnamed 2/HOUR", got)
+	}
+	if got := h.call(t, 0, d("daily", "x")).Statuses[0].CurrentLimit; got.GetUnit() != pb.RateLimitResponse_RateLimit_DAY || got.GetRequestsPerUnit() != 2 {
+		t.Errorf("current_limit of a daily quota = %v, want 2/DAY", got)
 	}
 }
 
