@@ -87,7 +87,7 @@ type winEntry struct {
 }
 
 type logEntry struct {
-	log []slidinglog.Entry
+	log slidinglog.Log
 	exp int64
 }
 
@@ -233,19 +233,14 @@ func (s *Store) apply(sh *shard, h uint64, now int64, req ratelimit.Request) rat
 	case ratelimit.SlidingWindowLog:
 		e, ok := sh.logs[h]
 		if !ok {
-			if req.N == 0 {
-				_, d := slidinglog.Step(nil, now, req)
-				return d
-			}
 			e = &logEntry{}
 		}
-		var d ratelimit.Decision
-		e.log, d = slidinglog.Step(e.log, now, req)
-		if !ok && d.Allowed {
+		d := e.log.Step(now, req)
+		if !ok && d.Allowed && req.N > 0 {
 			s.makeRoom(sh, now)
 			sh.logs[h] = e
 		}
-		e.exp = slidinglog.Expiry(e.log, req.Limit.Period)
+		e.exp = e.log.Expiry(req.Limit.Period)
 		return d
 	}
 	old, ok := sh.tat[h]

@@ -55,7 +55,7 @@ func (s *Store) Snapshot(w io.Writer) error {
 		}
 		for k, v := range sh.logs {
 			if v.exp > now {
-				snap.Logs[k] = snapLog{append([]slidinglog.Entry(nil), v.log...), v.exp}
+				snap.Logs[k] = snapLog{append([]slidinglog.Entry(nil), v.log.Entries()...), v.exp}
 			}
 		}
 		sh.mu.Unlock()
@@ -109,7 +109,7 @@ func (s *Store) Restore(r io.Reader) error {
 		if v.Exp > now {
 			sh := s.shardOf(k)
 			sh.mu.Lock()
-			sh.logs[k] = &logEntry{log: v.Log, exp: v.Exp}
+			sh.logs[k] = &logEntry{log: slidinglog.NewLog(v.Log), exp: v.Exp}
 			sh.mu.Unlock()
 		}
 	}

@@ -31,63 +31,102 @@ func Expiry(log []Entry, period time.Duration) int64 {
 
 // Step applies req at now (Unix ns) to log, oldest entry first, and returns
 // the new log and the decision. It reuses log's array. req must be valid.
+// It costs O(len(log)) a call; a store keeps a Log instead, which costs
+// O(1) amortized.
+func Step(log []Entry, now int64, req ratelimit.Request) ([]Entry, ratelimit.Decision) {
+	l := Log{entries: log}
+	for _, e := range log {
+		l.sum += e.N
+	}
+	d := l.Step(now, req)
+	return l.Entries(), d
+}
+
+// Log is a key's log with a running sum: the entries of the current window
+// are entries[head:], and sum is their total cost. The zero Log is empty.
+type Log struct {
+	entries []Entry
+	head    int
+	sum     int64
+}
+
+// NewLog returns a Log holding entries, oldest first.
+func NewLog(entries []Entry) Log {
+	l := Log{entries: entries}
+	for _, e := range entries {
+		l.sum += e.N
+	}
+	return l
+}
+
+// Entries returns the live entries, oldest first. The slice aliases the
+// log's array.
+func (l *Log) Entries() []Entry { return l.entries[l.head:] }
+
+// Expiry returns the time (Unix ns) from which the log holds nothing.
+func (l *Log) Expiry(period time.Duration) int64 { return Expiry(l.Entries(), period) }
+
+// Step applies req at now (Unix ns) and returns the decision. req must be
+// valid.
 //
 // When time goes backwards, now is taken to be the newest entry's time:
 // nothing leaves the window early.
-func Step(log []Entry, now int64, req ratelimit.Request) ([]Entry, ratelimit.Decision) {
+func (l *Log) Step(now int64, req ratelimit.Request) ratelimit.Decision {
 	lim := req.Limit.Normalize()
 	d := ratelimit.Decision{Limit: lim}
 	if lim.Rate == 0 {
 		d.Allowed = req.N == 0
 		d.Unsatisfiable = req.N > 0
-		return log, d
+		return d
 	}
 	w := int64(lim.Period)
-	if n := len(log); n > 0 && log[n-1].At > now {
-		now = log[n-1].At
+	if n := len(l.entries); n > l.head && l.entries[n-1].At > now {
+		now = l.entries[n-1].At
 	}
 	// Drop what has left the window (now−w, now].
-	i := 0
-	for i < len(log) && log[i].At <= now-w {
-		i++
+	for l.head < len(l.entries) && l.entries[l.head].At <= now-w {
+		l.sum -= l.entries[l.head].N
+		l.head++
 	}
-	if i > 0 {
-		log = log[:copy(log, log[i:])]
+	if l.head == len(l.entries) {
+		l.entries, l.head = l.entries[:0], 0
+	} else if l.head > len(l.entries)/2 {
+		// Compact once half the array is dead: amortized O(1) a call.
+		l.entries = l.entries[:copy(l.entries, l.entries[l.head:])]
+		l.head = 0
 	}
-	var sum int64
-	for _, e := range log {
-		sum += e.N
-	}
-	d.Remaining = max(0, lim.Rate-sum)
-	if len(log) > 0 {
-		d.ResetAfter = time.Duration(log[len(log)-1].At + w - now)
+	live := l.entries[l.head:]
+	d.Remaining = max(0, lim.Rate-l.sum)
+	if len(live) > 0 {
+		d.ResetAfter = time.Duration(live[len(live)-1].At + w - now)
 	}
 	switch {
 	case req.N == 0:
 		d.Allowed = true
-		return log, d
+		return d
 	case req.N > lim.Rate:
 		d.Unsatisfiable = true
-		return log, d
-	case req.N > lim.Rate-sum: // not sum+N: no overflow
+		return d
+	case req.N > lim.Rate-l.sum: // not sum+N: no overflow
 		// Wait until enough of the oldest entries have left the window.
-		over := req.N - (lim.Rate - sum)
-		for _, e := range log {
+		over := req.N - (lim.Rate - l.sum)
+		for _, e := range live {
 			over -= e.N
 			if over <= 0 {
 				d.RetryAfter = time.Duration(e.At + w - now)
 				break
 			}
 		}
-		return log, d
+		return d
 	}
-	if n := len(log); n > 0 && log[n-1].At == now {
-		log[n-1].N += req.N // same instant: one entry
+	if n := len(l.entries); n > l.head && l.entries[n-1].At == now {
+		l.entries[n-1].N += req.N // same instant: one entry
 	} else {
-		log = append(log, Entry{At: now, N: req.N})
+		l.entries = append(l.entries, Entry{At: now, N: req.N})
 	}
+	l.sum += req.N
 	d.Allowed = true
-	d.Remaining = lim.Rate - sum - req.N
+	d.Remaining = lim.Rate - l.sum
 	d.ResetAfter = time.Duration(w)
-	return log, d
+	return d
 }
