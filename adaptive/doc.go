@@ -4,19 +4,21 @@
 // AIMD is additive increase, multiplicative decrease, the control law of TCP
 // congestion avoidance, applied to a request rate. It starts in slow start,
 // doubling the rate every SlowStartInterval of success until the first
-// congestion signal, which halves it; from then on each congestion signal
-// multiplies the rate by Decrease, and each Interval in which every
-// response succeeded raises it. Below the rate at which the last cut
-// happened it climbs back by binary search, halfway there per Interval (the
-// recovery of BIC-TCP), but never by less than Increase; above that rate
-// it probes for a new maximum, adding Increase, then twice that, and so on
-// (at most a quarter of the rate per Interval). The rate thus spends its
-// time just under the host's limit, crossing it once per cycle. Leaving
-// slow start, where the rate overshoots, it falls to just under the rate
-// the host actually served. Congestion signals are throttling (429 and 503
-// answers), timeouts, and latency: when the smoothed latency rises well
-// above its baseline (Tolerance times), the rate eases off before the
-// server starts refusing. A Retry-After acts as a floor on the recovery: no
+// congestion signal; since the rate overshoots in slow start, it then falls
+// to just under the rate the host actually served. From then on each
+// congestion signal multiplies the rate by Decrease (after a 429, the rate
+// that got through, if lower), and each Interval in which every response
+// succeeded raises it: halfway back to just under the rate at which the
+// last cut happened (the binary-search recovery of BIC-TCP), never by less
+// than Increase; there it holds for Hold intervals, then probes for a new
+// maximum, adding Increase, then twice that, and so on (at most a quarter
+// of the rate per Interval). The rate thus spends its time just under the
+// host's limit, crossing it once per cycle.
+//
+// Congestion signals are throttling (429 and 503 answers), timeouts, and
+// latency: when the smoothed latency rises well above its baseline
+// (Tolerance times, and by MinRise), the rate eases off before the server
+// starts refusing. A Retry-After acts as a floor on the recovery: no
 // increase happens before it has passed.
 //
 // One cut per window: signals about requests sent before the last decrease
