@@ -105,10 +105,10 @@ type AIMD struct {
 	// measure the rate the host actually served.
 	dStart      time.Time
 	dCur, dPrev int
-	holdUntil    time.Time // Retry-After floor: no increase before
-	baseline     float64   // latency baseline, ns (0: none yet)
-	smoothed     float64   // latency EWMA, ns
-	samples      int
+	holdUntil   time.Time // Retry-After floor: no increase before
+	baseline    float64   // latency baseline, ns (0: none yet)
+	smoothed    float64   // latency EWMA, ns
+	samples     int
 }
 
 // NewAIMD returns a controller at its initial rate.
