@@ -186,3 +186,43 @@ func TestExtremes(t *testing.T) {
 		}
 	}
 }
+
+// TestLongLog fills a sliding log with hundreds of entries, so that
+// dropping and the RetryAfter walk cross the script's chunks, and compares
+// every decision with memstore's.
+func TestLongLog(t *testing.T) {
+	e := standalone(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	mem := memstore.New(memstore.Options{Now: clock, SweepInterval: -1})
+	defer mem.Close()
+	red := newStore(t, e, redisstore.Options{Now: clock})
+	ctx := context.Background()
+	lim := ratelimit.Limit{Rate: 500, Period: time.Second}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 3000 {
+		mu.Lock()
+		now = now.Add(time.Duration(rng.Int64N(int64(4 * time.Millisecond))))
+		mu.Unlock()
+		n := int64(1)
+		switch rng.IntN(20) {
+		case 0:
+			n = 1 + rng.Int64N(300) // a big cost: a long RetryAfter walk
+		case 1:
+			n = 0
+		}
+		req := ratelimit.Request{Key: "long", Limit: lim, Algorithm: ratelimit.SlidingWindowLog, N: n}
+		want, err := mem.Apply(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := red.Apply(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("step %d (n %d):\nredis %+v\ngo    %+v", i, n, got, want)
+		}
+	}
+}

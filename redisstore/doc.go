@@ -19,8 +19,9 @@
 //
 // State is one Redis key per limiter key and state shape: a TAT string for
 // GCRA, TokenBucket and LeakyBucket (which share it, as in memstore),
-// "start prev curr" for FixedWindow and SlidingWindowCounter, a list of
-// "time cost" entries for SlidingWindowLog. Keys are named
+// "start prev curr" for FixedWindow and SlidingWindowCounter, and for
+// SlidingWindowLog a list of the running sum followed by "time cost"
+// entries, so that a call costs O(1) amortized, not O(Rate). Keys are named
 // Prefix + shape + "{" + key + "}", so Cluster hash-tags them, and expire
 // when their state has decayed to a full quota, which is the same as an
 // absent key.

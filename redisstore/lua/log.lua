@@ -1,63 +1,92 @@
--- SlidingWindowLog: internal/slidinglog.Step.
--- KEYS[i]: a list of "at n" entries, oldest first, at a decimal int64 of
--- Unix nanoseconds and n the cost admitted then.
+-- SlidingWindowLog: internal/slidinglog (Log.Step), O(1) amortized a call.
+-- KEYS[i]: a list whose element 0 is the sum of the costs logged, followed
+-- by the "at n" entries, oldest first, at a decimal int64 of Unix
+-- nanoseconds and n the cost admitted then.
 -- Spec (S = 2): rate, w (the Period, ns). Every duration fits in a double.
 local function prepare(o)
   return {tonumber(ARGV[o]), tonumber(ARGV[o + 1])}
 end
 
+local function entry(v)
+  local a, c = string.match(v, '^(%S+) (%d+)$')
+  local s, ns = parse(a)
+  return s, ns, tonumber(c)
+end
+
 local function step(key, i, now_s, now_ns, n, sp)
   local rate, w = sp[1], sp[2]
 
-  local raw = redis.call('LRANGE', key, 0, -1)
-  local at_s, at_ns, cost = {}, {}, {}
-  for i = 1, #raw do
-    local a, c = string.match(raw[i], '^(%S+) (%d+)$')
-    at_s[i], at_ns[i] = parse(a)
-    cost[i] = tonumber(c)
+  local len = redis.call('LLEN', key)
+  if len == 1 then
+    -- A sum without entries: never written so, but empty all the same.
+    redis.call('DEL', key)
+    len = 0
   end
-  local len = #raw
-  -- Time that went back is taken to be the newest entry's.
-  if len > 0 and less(now_s, now_ns, at_s[len], at_ns[len]) then
-    now_s, now_ns = at_s[len], at_ns[len]
+  local count = len - 1 -- entries
+  local sum, last_s, last_ns, last_n = 0, 0, 0, 0
+  if count < 0 then count = 0 end
+  if count > 0 then
+    sum = tonumber(redis.call('LINDEX', key, 0))
+    last_s, last_ns, last_n = entry(redis.call('LINDEX', key, -1))
+    -- Time that went back is taken to be the newest entry's.
+    if less(now_s, now_ns, last_s, last_ns) then now_s, now_ns = last_s, last_ns end
   end
-  -- Drop what has left the window (now−w, now].
-  local first = 1
-  while first <= len and diff(at_s[first], at_ns[first], now_s, now_ns) <= -w do
-    first = first + 1
+  -- Drop what has left the window (now−w, now] from the head.
+  local k = 0
+  while k < count do
+    local as, ans, c = entry(redis.call('LINDEX', key, k + 1))
+    if diff(as, ans, now_s, now_ns) > -w then break end
+    sum = sum - c
+    k = k + 1
   end
-  if first > 1 then
-    redis.call('LTRIM', key, first - 1, -1)
+  if k > 0 then
+    if k == count then
+      redis.call('DEL', key)
+      count, sum = 0, 0
+    else
+      -- Keep entries k+1…; the k-th (dropped) becomes the sum's slot.
+      redis.call('LTRIM', key, k, -1)
+      redis.call('LSET', key, 0, string.format('%d', sum))
+      count = count - k
+    end
   end
-  local sum = 0
-  for i = first, len do sum = sum + cost[i] end
   local rem = rate - sum
   if rem < 0 then rem = 0 end
   local reset = 0
-  if first <= len then reset = diff(at_s[len], at_ns[len], now_s, now_ns) + w end
+  if count > 0 then reset = diff(last_s, last_ns, now_s, now_ns) + w end
 
   if n == 0 then return emit(1, rem, 0, reset, 0, 0, 0) end
   -- n > rate − sum, not sum + n > rate: the sum may pass 2^53.
   if n > rate - sum then
     -- Wait until enough of the oldest entries have left the window.
     local over = n - (rate - sum)
-    local retry = 0
-    for i = first, len do
-      over = over - cost[i]
-      if over <= 0 then
-        retry = diff(at_s[i], at_ns[i], now_s, now_ns) + w
-        break
+    local retry, from, size = 0, 1, 16
+    while from <= count do
+      local chunk = redis.call('LRANGE', key, from, from + size - 1)
+      for j = 1, #chunk do
+        local as, ans, c = entry(chunk[j])
+        over = over - c
+        if over <= 0 then
+          retry = diff(as, ans, now_s, now_ns) + w
+          return emit(0, rem, retry, reset, 0, 0, 0)
+        end
       end
+      from, size = from + size, size * 4
     end
     return emit(0, rem, retry, reset, 0, 0, 0)
   end
-  if first <= len and at_s[len] == now_s and at_ns[len] == now_ns then
-    redis.call('LSET', key, -1, format(now_s, now_ns) .. ' ' .. string.format('%d', cost[len] + n))
-  else
+  sum = sum + n
+  if count > 0 and last_s == now_s and last_ns == now_ns then
+    redis.call('LSET', key, -1, format(now_s, now_ns) .. ' ' .. string.format('%d', last_n + n))
+    redis.call('LSET', key, 0, string.format('%d', sum))
+  elseif count > 0 then
     redis.call('RPUSH', key, format(now_s, now_ns) .. ' ' .. string.format('%d', n))
+    redis.call('LSET', key, 0, string.format('%d', sum))
+  else
+    redis.call('RPUSH', key, string.format('%d', sum), format(now_s, now_ns) .. ' ' .. string.format('%d', n))
   end
   redis.call('PEXPIRE', key, pttl(w, min_ttl))
-  return emit(1, rate - sum - n, 0, w, 0, 0, 0)
+  return emit(1, rate - sum, 0, w, 0, 0, 0)
 end
 
 return run(2, prepare, step, false)
