@@ -36,6 +36,9 @@ func TestAgreement(t *testing.T) {
 	}
 	envoyBin, err := rls.BuildEnvoy(ctx, binDir)
 	if err != nil {
+		if os.Getenv("CI") != "true" {
+			t.Skipf("cannot build envoyproxy/ratelimit (no module proxy?): %v", err)
+		}
 		t.Fatal(err)
 	}
 	work := t.TempDir()
