@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/sfv"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -63,10 +64,9 @@ func quotaOf(a *applied) (q, w int64) {
 	switch {
 	case a.rule.Quota != nil:
 		return a.rule.Quota.Limit, ratelimit.DurationCeil(a.d.ResetAfter)
-	case a.req.Algorithm.Windowed():
-		return lim.Rate, ratelimit.DurationCeil(lim.Period)
 	default:
-		return lim.Burst, ratelimit.DurationCeil(time.Duration(lim.Burst) * lim.Interval())
+		q, window := lim.Policy(a.req.Algorithm)
+		return q, ratelimit.DurationCeil(window)
 	}
 }
 
@@ -92,7 +92,7 @@ func setHeaders(h http.Header, mode HeaderMode, as []applied, denied int, now ti
 					b = append(b, ", "...)
 				}
 				first = false
-				b = appendSFString(b, a.policy)
+				b = sfv.AppendString(b, a.policy)
 				if pass == 0 {
 					q, w := quotaOf(a)
 					if a.rule.Quota != nil {
@@ -160,23 +160,4 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
-}
-
-// appendSFString appends s as a structured field string (RFC 8941):
-// quoted, with '"' and '\' escaped and bytes outside printable ASCII
-// replaced by '?'.
-func appendSFString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '?')
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
 }

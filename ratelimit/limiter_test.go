@@ -196,3 +196,21 @@ func TestLimitString(t *testing.T) {
 		}
 	}
 }
+
+func TestLimitPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		l      ratelimit.Limit
+		a      ratelimit.Algorithm
+		q      int64
+		window time.Duration
+	}{
+		{ratelimit.Limit{Rate: 1, Period: time.Second, Burst: 20}, ratelimit.TokenBucket, 20, 20 * time.Second},
+		{ratelimit.PerMinute(5), ratelimit.GCRA, 5, time.Minute},
+		{ratelimit.Limit{Rate: 100, Period: time.Minute, Burst: 7}, ratelimit.FixedWindow, 100, time.Minute},
+		{ratelimit.Limit{Rate: 10, Period: time.Hour}, ratelimit.SlidingWindowCounter, 10, time.Hour},
+	} {
+		if q, w := tc.l.Policy(tc.a); q != tc.q || w != tc.window {
+			t.Errorf("%v.Policy(%v) = %d, %v; want %d, %v", tc.l, tc.a, q, w, tc.q, tc.window)
+		}
+	}
+}

@@ -127,6 +127,18 @@ func (l Limit) Capacity(a Algorithm) int64 {
 	return l.Normalize().Burst
 }
 
+// Policy returns the quota and window that describe l under algorithm a, as
+// the IETF RateLimit-Policy header advertises them (q and w): a window
+// algorithm holds Rate events per Period; a bucket holds Burst events and
+// refills completely in Burst·Interval.
+func (l Limit) Policy(a Algorithm) (quota int64, window time.Duration) {
+	n := l.Normalize()
+	if a.Windowed() {
+		return n.Rate, n.Period
+	}
+	return n.Burst, time.Duration(n.Burst) * n.Interval()
+}
+
 // String formats l as "10/1s burst 20".
 func (l Limit) String() string {
 	s := strconv.FormatInt(l.Rate, 10) + "/" + l.Period.String()

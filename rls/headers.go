@@ -2,12 +2,12 @@ package rls
 
 import (
 	"strconv"
-	"time"
 
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/internal/sfv"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -29,11 +29,8 @@ func policyName(c *check, i int) string {
 // holds Rate events per Period, a bucket Burst events refilled in
 // Burst·Interval.
 func quotaOf(c *check) (q, w int64) {
-	lim := c.limit.Normalize()
-	if c.alg.Windowed() {
-		return lim.Rate, ratelimit.DurationCeil(lim.Period)
-	}
-	return lim.Burst, ratelimit.DurationCeil(time.Duration(lim.Burst) * lim.Interval())
+	q, window := c.limit.Policy(c.alg)
+	return q, ratelimit.DurationCeil(window)
 }
 
 func (s *Server) responseHeaders(checks []check, resp *pb.RateLimitResponse) []*corepb.HeaderValue {
@@ -52,12 +49,12 @@ func (s *Server) responseHeaders(checks []check, resp *pb.RateLimitResponse) []*
 				rl = append(rl, ", "...)
 			}
 			name := policyName(c, i)
-			pol = appendSFString(pol, name)
+			pol = sfv.AppendString(pol, name)
 			pol = append(pol, ";q="...)
 			pol = strconv.AppendInt(pol, q, 10)
 			pol = append(pol, ";w="...)
 			pol = strconv.AppendInt(pol, w, 10)
-			rl = appendSFString(rl, name)
+			rl = sfv.AppendString(rl, name)
 			rl = append(rl, ";r="...)
 			rl = strconv.AppendUint(rl, uint64(resp.Statuses[i].LimitRemaining), 10)
 			rl = append(rl, ";t="...)
@@ -105,23 +102,4 @@ func (s *Server) responseHeaders(checks []check, resp *pb.RateLimitResponse) []*
 		}
 	}
 	return nil
-}
-
-// appendSFString appends s as a structured field string (RFC 8941):
-// quoted, with '"' and '\' escaped and bytes outside printable ASCII
-// replaced by '?'.
-func appendSFString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '?')
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
 }

@@ -1,0 +1,24 @@
+// Package sfv writes the structured field values of RFC 8941 that sluice's
+// rate limit headers (draft-ietf-httpapi-ratelimit-headers) need: the
+// gateway's RateLimit/RateLimit-Policy and the RLS's response_headers_to_add
+// share it.
+package sfv
+
+// AppendString appends s as a structured field string: quoted, with '"'
+// and '\' escaped and bytes outside printable ASCII (which a string may not
+// hold) replaced by '?'.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
