@@ -458,6 +458,19 @@ func (l *Limiter) Hosts() []HostState {
 	return out
 }
 
+// PauseLeft returns how long host stays paused, 0 if it is not.
+func (l *Limiter) PauseLeft(host string) time.Duration {
+	l.mu.Lock()
+	h := l.hosts[host]
+	l.mu.Unlock()
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return max(0, time.Until(h.pauseUntil))
+}
+
 // Rate returns host's current rate in requests per second (its initial
 // rate if the Limiter has not seen it yet).
 func (l *Limiter) Rate(host string) float64 {

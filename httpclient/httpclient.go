@@ -143,6 +143,13 @@ func New(o Options) *Transport {
 	return t
 }
 
+func (t *Transport) maxDelay() time.Duration {
+	if t.o.MaxDelay > 0 {
+		return t.o.MaxDelay
+	}
+	return retry.DefaultMaxDelay
+}
+
 // NewClient returns an *http.Client whose Transport is New(o).
 func NewClient(o Options) *http.Client {
 	return &http.Client{Transport: New(o)}
@@ -305,6 +312,18 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, 
 			}
 			return nil, retry.Permanent(fmt.Errorf("httpclient: %s: %w", key, err))
 		}
+	}
+	if left := t.limiter.PauseLeft(key); left > t.maxDelay() {
+		// The host is paused (an earlier Retry-After) for longer than
+		// this request may wait: fail now, with the delay, as the retry
+		// loop does for a Retry-After of its own.
+		if hs.breaker != nil {
+			hs.breaker.Record(time.Now(), probe, breaker.Ignore, 0)
+		}
+		if attempt > 1 {
+			closeBody(r)
+		}
+		return nil, retry.WithDelay(fmt.Errorf("httpclient: %s paused for another %v", key, left.Round(time.Second)), left)
 	}
 	waitStart := time.Now()
 	permit, err := t.limiter.Acquire(ctx, key)

@@ -99,6 +99,30 @@ func TestRetryAfterTooLong(t *testing.T) {
 	})
 }
 
+// TestPausedHostFailsFast: after a Retry-After longer than MaxDelay, the
+// host is paused; later requests fail at once with the delay, instead of
+// waiting an hour for it.
+func TestPausedHostFailsFast(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{steps: []http.HandlerFunc{status(429, "Retry-After", "3600"), status(200)}}
+		c := NewClient(fast(s))
+		t0 := time.Now()
+		for i := range 2 {
+			_, err := get(t, c)
+			if !errors.Is(err, retry.ErrDelayTooLong) {
+				t.Fatalf("request %d: err = %v, want ErrDelayTooLong", i+1, err)
+			}
+			if i == 1 && !strings.Contains(err.Error(), "paused for another 1h0m0s") {
+				t.Errorf("request 2: err = %v, want it to say the host is paused", err)
+			}
+		}
+		if s.calls() != 1 || time.Since(t0) != 0 {
+			t.Errorf("%d calls in %v, want 1, at once", s.calls(), time.Since(t0))
+		}
+	})
+}
+
 func TestReplay(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
