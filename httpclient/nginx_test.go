@@ -198,7 +198,9 @@ func TestNginx(t *testing.T) {
 	hosts := c.Transport.(*Transport).Hosts()
 	t.Logf("nginx 40r/s burst 5: %d URLs in %v, %d attempts, %d 429s, failed %d, final rate %.1f/s",
 		n, time.Since(start).Round(time.Millisecond), attempts.Load(), throttled.Load(), failed.Load(), hosts[0].Rate)
-	if got := throttled.Load(); got > n/10 {
-		t.Errorf("%d 429s for %d URLs, want at most %d", got, n, n/10)
+	// At most the requests in flight when the first 429 came back, and a
+	// few more: "few 429s".
+	if got := throttled.Load(); got > n/8 {
+		t.Errorf("%d 429s for %d URLs, want at most %d", got, n, n/8)
 	}
 }
