@@ -15,7 +15,7 @@ func TestCompare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three clients against a throttling server")
 	}
-	cfg := Config{N: 150, Rate: 100, Burst: 10, Concurrency: 8, RetryAfter: true}
+	cfg := Config{N: 200, Rate: 100, Burst: 10, Concurrency: 16, RetryAfter: true}
 	rs := Compare(context.Background(), cfg)
 	var out bytes.Buffer
 	Print(&out, cfg, rs)
