@@ -26,7 +26,7 @@ type Func func(attempt int) time.Duration
 // Delay returns f(attempt).
 func (f Func) Delay(attempt int) time.Duration { return f(attempt) }
 
-// Constant waits the same Wait before every retry.
+// Constant waits the same delay before every retry.
 type Constant time.Duration
 
 // Delay returns d.
