@@ -42,8 +42,8 @@ type Options struct {
 	// redisstore shares each host's budget across a fleet.
 	Store ratelimit.Store
 	// HostKey names the host a request counts against. Nil means the
-	// URL's host (with port), lowercased. To pool a registrable domain's
-	// hosts, map them with golang.org/x/net/publicsuffix here.
+	// URL's host (with port), lowercased. RegistrableDomain pools the
+	// hosts of a site.
 	HostKey func(*http.Request) string
 
 	// MaxAttempts is the most attempts per request, the first included.

@@ -83,6 +83,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	outDir := fs.String("o", "", "save bodies under `DIR` (DIR/host/path); default: discard")
 	jsonOut := fs.Bool("json", false, "print the summary as one JSON object")
 	progress := fs.Bool("progress", true, "show a progress bar when stderr is a terminal")
+	byDomain := fs.Bool("by-domain", false, "limit per registrable domain (www.example.com and img.example.com together) instead of per host")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -126,6 +127,11 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		AttemptTimeout: *timeout,
 		Observer:       httpclient.ObserverFunc(st.observe),
 	}
+	hostKey := func(u *url.URL) string { return strings.ToLower(u.Host) }
+	if *byDomain {
+		opts.HostKey = httpclient.RegistrableDomain
+		hostKey = func(u *url.URL) string { return httpclient.RegistrableDomain(&http.Request{URL: u}) }
+	}
 	if *rate > 0 {
 		if *adapt {
 			opts.Adaptive = adaptive.Options{Initial: *rate, NoSlowStart: true}
@@ -141,7 +147,7 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	byHost := map[string][]int{}
 	var hosts []string
 	for i, u := range parsed {
-		h := strings.ToLower(u.Host)
+		h := hostKey(u)
 		if _, ok := byHost[h]; !ok {
 			hosts = append(hosts, h)
 		}
