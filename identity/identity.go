@@ -136,7 +136,9 @@ func (r *Resolver) Resolve(req *http.Request) (Identity, error) {
 		}
 		found = append(found, got)
 	}
-	if vals := req.Header.Values("X-API-Key"); len(vals) > 0 && r.opts.APIKeys != nil {
+	// "X-Api-Key" is the canonical form of X-API-Key: looking it up
+	// allocates nothing.
+	if vals := req.Header.Values("X-Api-Key"); len(vals) > 0 && r.opts.APIKeys != nil {
 		if len(vals) > 1 {
 			return id, fmt.Errorf("identity: more than one X-API-Key header: %w", ErrUnauthorized)
 		}
