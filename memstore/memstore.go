@@ -206,22 +206,22 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decis
 		}
 		*m = limitMemo{limit: req.Limit, alg: req.Algorithm, ok: true, p: gcra.NewParams(req.Limit)}
 	}
-	d := s.apply(sh, h, now, req)
+	var d ratelimit.Decision
+	s.apply(sh, h, now, &req, &d)
 	sh.mu.Unlock()
 	return d, nil
 }
 
-func (s *Store) apply(sh *shard, h uint64, now int64, req ratelimit.Request) ratelimit.Decision {
+func (s *Store) apply(sh *shard, h uint64, now int64, req *ratelimit.Request, d *ratelimit.Decision) {
 	switch req.Algorithm {
 	case ratelimit.FixedWindow, ratelimit.SlidingWindowCounter:
 		sliding := req.Algorithm == ratelimit.SlidingWindowCounter
 		old, ok := sh.win[h]
 		var st window.State
-		var d ratelimit.Decision
 		if sliding {
-			st, d = window.Sliding(old.State, now, req)
+			st, *d = window.Sliding(old.State, now, *req)
 		} else {
-			st, d = window.Fixed(old.State, now, req)
+			st, *d = window.Fixed(old.State, now, *req)
 		}
 		if st != old.State {
 			if !ok {
@@ -229,29 +229,27 @@ func (s *Store) apply(sh *shard, h uint64, now int64, req ratelimit.Request) rat
 			}
 			sh.win[h] = winEntry{State: st, exp: st.Expiry(sliding, req.Limit.Period)}
 		}
-		return d
+		return
 	case ratelimit.SlidingWindowLog:
 		e, ok := sh.logs[h]
 		if !ok {
 			e = &logEntry{}
 		}
-		d := e.log.Step(now, req)
+		*d = e.log.Step(now, *req)
 		if !ok && d.Allowed && req.N > 0 {
 			s.makeRoom(sh, now)
 			sh.logs[h] = e
 		}
 		e.exp = e.log.Expiry(req.Limit.Period)
-		return d
+		return
 	}
 	old, ok := sh.tat[h]
-	tat, d := gcra.StepParams(old, now, req, sh.memo.p)
-	if tat != old {
+	if tat := gcra.StepInto(old, now, req, &sh.memo.p, d); tat != old {
 		if !ok {
 			s.makeRoom(sh, now)
 		}
 		sh.tat[h] = tat
 	}
-	return d
 }
 
 // evictSample is how many keys makeRoom looks at when no key it meets has

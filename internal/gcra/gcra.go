@@ -54,12 +54,22 @@ func NewParams(l ratelimit.Limit) Params {
 // StepParams is Step with the limit's parameters derived beforehand by
 // NewParams(req.Limit).
 func StepParams(tat, now int64, req ratelimit.Request, p Params) (int64, ratelimit.Decision) {
+	var d ratelimit.Decision
+	tat = StepInto(tat, now, &req, &p, &d)
+	return tat, d
+}
+
+// StepInto is StepParams writing the decision through d: on a store's hot
+// path this saves copying a Request, the Params and the Decision across
+// calls (about a quarter of memstore's time on one key). It returns the new
+// state.
+func StepInto(tat, now int64, req *ratelimit.Request, p *Params, d *ratelimit.Decision) int64 {
 	lim := p.Limit
-	d := ratelimit.Decision{Limit: lim}
+	*d = ratelimit.Decision{Limit: lim}
 	if lim.Rate == 0 {
 		d.Allowed = req.N == 0
 		d.Unsatisfiable = req.N > 0
-		return tat, d
+		return tat
 	}
 	t, tau := p.T, p.Tau
 	base := max(tat, now)
@@ -76,12 +86,12 @@ func StepParams(tat, now int64, req ratelimit.Request, p Params) (int64, ratelim
 		d.Allowed = true
 		d.Remaining = remaining(backlog)
 		d.ResetAfter = time.Duration(backlog)
-		return tat, d
+		return tat
 	case req.N > lim.Burst:
 		d.Unsatisfiable = true
 		d.Remaining = remaining(backlog)
 		d.ResetAfter = time.Duration(backlog)
-		return tat, d
+		return tat
 	}
 
 	newTAT := base + req.N*t // N·T ≤ τ: no overflow
@@ -89,7 +99,7 @@ func StepParams(tat, now int64, req ratelimit.Request, p Params) (int64, ratelim
 		d.RetryAfter = time.Duration(ttl - tau)
 		d.Remaining = remaining(backlog)
 		d.ResetAfter = time.Duration(backlog)
-		return tat, d
+		return tat
 	}
 	if req.Algorithm == ratelimit.LeakyBucket {
 		if req.MaxDelay > 0 && backlog > int64(req.MaxDelay) {
@@ -98,7 +108,7 @@ func StepParams(tat, now int64, req ratelimit.Request, p Params) (int64, ratelim
 			d.RetryAfter = time.Duration(backlog) - req.MaxDelay
 			d.Remaining = remaining(backlog)
 			d.ResetAfter = time.Duration(backlog)
-			return tat, d
+			return tat
 		}
 		d.Delay = time.Duration(backlog)
 	}
@@ -106,5 +116,5 @@ func StepParams(tat, now int64, req ratelimit.Request, p Params) (int64, ratelim
 	d.Allowed = true
 	d.Remaining = remaining(ttl)
 	d.ResetAfter = time.Duration(ttl)
-	return newTAT, d
+	return newTAT
 }
