@@ -73,35 +73,6 @@ func TestContention(t *testing.T) {
 	}
 }
 
-func TestWindowContention(t *testing.T) {
-	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
-		t.Run(alg.String(), func(t *testing.T) {
-			clock := ratelimittest.NewClock(ratelimittest.T0)
-			s := memstore.New(memstore.Options{Now: clock.Now})
-			defer s.Close()
-			lim := ratelimit.Limit{Rate: 100, Period: time.Minute}
-			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			for range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range 100 {
-						d, _ := s.Apply(context.Background(), ratelimit.Request{Key: "hot", Limit: lim, Algorithm: alg, N: 1})
-						if d.Allowed {
-							admitted.Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			if got := admitted.Load(); got != 100 {
-				t.Errorf("admitted %d of 1600 in one window, want exactly 100", got)
-			}
-		})
-	}
-}
-
 func TestMaxKeysEvictsDecayedFirst(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.T0)
 	s := memstore.New(memstore.Options{Now: clock.Now, MaxKeys: 100, Shards: 1, SweepInterval: -1})

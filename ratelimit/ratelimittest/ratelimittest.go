@@ -3,7 +3,8 @@
 // GCRA, golang.org/x/time/rate's admitted sequences for the token bucket,
 // nginx limit_req's delays for the leaky bucket, the window formulas), edge
 // cases (time going backwards, huge costs, zero and invalid limits, long and
-// unicode keys) and randomized invariants (never more than the bound, never
+// unicode keys), concurrent callers on one key (exactly the capacity, no lost
+// updates) and randomized invariants (never more than the bound, never
 // negative remaining, an honest RetryAfter).
 //
 // A store's test calls Run with a constructor that builds a store on the
@@ -26,6 +27,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +102,43 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Keys", func(t *testing.T) { testKeys(t, newStore) })
 	t.Run("Peek", func(t *testing.T) { testPeek(t, newStore) })
 	t.Run("Invariants", func(t *testing.T) { testInvariants(t, newStore) })
+	t.Run("Contention", func(t *testing.T) { testContention(t, newStore) })
+}
+
+// testContention runs many goroutines on one key with the clock stopped:
+// every algorithm must admit exactly its capacity, no more (lost updates)
+// and no less.
+func testContention(t *testing.T, newStore NewStore) {
+	clock := NewClock(T0)
+	store := newStore(t, clock.Now)
+	lim := ratelimit.Limit{Rate: 100, Period: time.Hour, Burst: 100}
+	for _, alg := range ratelimit.Algorithms() {
+		t.Run(alg.String(), func(t *testing.T) {
+			req := ratelimit.Request{Key: key(t, "hot"), Limit: lim, Algorithm: alg, N: 1}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 20 {
+						d, err := store.Apply(context.Background(), req)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if got := admitted.Load(); got != 100 {
+				t.Errorf("admitted %d of 320 concurrent requests on one key, want exactly the capacity 100", got)
+			}
+		})
+	}
 }
 
 // key returns a key unique to the running test.
