@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/internal/didyoumean"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -121,13 +122,7 @@ func (d *decoder) fields(n *yaml.Node, path string, handlers map[string]func(k, 
 				known = append(known, name)
 			}
 			sort.Strings(known)
-			best, bestD := "", 3
-			for _, name := range known {
-				if dist := editDistance(k.Value, name); dist < bestD {
-					best, bestD = name, dist
-				}
-			}
-			if best != "" {
+			if best := didyoumean.Closest(k.Value, known); best != "" {
 				d.add(k.Line, path, "unknown field %q (did you mean %q?)", k.Value, best)
 				continue
 			}
@@ -199,27 +194,4 @@ func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
 		return 0
 	}
 	return v
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

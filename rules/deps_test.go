@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestDeps keeps rules on the standard library, yaml.v3 and sluice's own
-// vocabulary.
+// TestDeps keeps rules on the standard library, yaml.v3, sluice's own
+// vocabulary and its standard-library-only internal helpers.
 func TestDeps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
@@ -18,7 +18,7 @@ func TestDeps(t *testing.T) {
 	}
 	for _, p := range strings.Fields(string(out)) {
 		switch {
-		case p == "gopkg.in/yaml.v3", strings.HasPrefix(p, "github.com/sluicehq/sluice/rules"), p == "github.com/sluicehq/sluice/ratelimit":
+		case p == "gopkg.in/yaml.v3", strings.HasPrefix(p, "github.com/sluicehq/sluice/rules"), p == "github.com/sluicehq/sluice/ratelimit", p == "github.com/sluicehq/sluice/internal/didyoumean":
 		default:
 			t.Errorf("rules depends on %s", p)
 		}

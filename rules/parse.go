@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/internal/didyoumean"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -281,41 +282,10 @@ func suggest(name string, handlers map[string]func(k, v *yaml.Node)) string {
 		known = append(known, k)
 	}
 	sort.Strings(known)
-	squash := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "")) }
-	best, bestD := "", 3
-	for _, k := range known {
-		d := editDistance(squash(name), squash(k))
-		if d < bestD {
-			best, bestD = k, d
-		}
-	}
-	if best != "" {
+	if best := didyoumean.Closest(name, known); best != "" {
 		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	return " (want " + orList(known) + ")"
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func join(path, field string) string {
