@@ -301,29 +301,37 @@ func TestSharedStore(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
-		var mu sync.Mutex
-		started := 0
-		var wg sync.WaitGroup
-		for _, l := range workers {
-			for range 4 {
-				wg.Go(func() {
-					for {
-						p, err := l.Acquire(ctx, "a.example")
-						if err != nil {
-							return
-						}
-						mu.Lock()
-						started++
-						mu.Unlock()
-						p.Done(Feedback{Signal: adaptive.Success})
-					}
-				})
-			}
-		}
-		wg.Wait()
+		started := startAll(ctx, workers, "a.example")
 		// 10/s for 2 s with a burst of 1: 20 (or 21 at the very edge), not 40.
 		if started < 19 || started > 21 {
 			t.Errorf("two workers sharing a store started %d requests in 2 s, want about 20 (one budget)", started)
 		}
 	})
+}
+
+// startAll runs four goroutines per worker, each starting requests to host
+// (and finishing them at once, successfully) until ctx ends, and returns
+// how many were started in all.
+func startAll(ctx context.Context, workers []*Limiter, host string) int {
+	var mu sync.Mutex
+	started := 0
+	var wg sync.WaitGroup
+	for _, l := range workers {
+		for range 4 {
+			wg.Go(func() {
+				for {
+					p, err := l.Acquire(ctx, host)
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					started++
+					mu.Unlock()
+					p.Done(Feedback{Signal: adaptive.Success})
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return started
 }

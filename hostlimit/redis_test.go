@@ -2,13 +2,11 @@ package hostlimit
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
-	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -41,26 +39,7 @@ func TestFleetSharesRedis(t *testing.T) {
 	const window = 1500 * time.Millisecond
 	ctx, cancel := context.WithTimeout(t.Context(), window)
 	defer cancel()
-	var mu sync.Mutex
-	started := 0
-	var wg sync.WaitGroup
-	for _, l := range workers {
-		for range 4 {
-			wg.Go(func() {
-				for {
-					p, err := l.Acquire(ctx, "a.example")
-					if err != nil {
-						return
-					}
-					mu.Lock()
-					started++
-					mu.Unlock()
-					p.Done(Feedback{Signal: adaptive.Success})
-				}
-			})
-		}
-	}
-	wg.Wait()
+	started := startAll(ctx, workers, "a.example")
 	// 20/s for 1.5 s, burst 1: about 30 (fewer if the machine is slow),
 	// never the 60 of two separate budgets.
 	if started > 32 || started < 15 {
