@@ -158,3 +158,60 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// BenchmarkLimiter is BenchmarkApply's GCRA case through ratelimit.Limiter,
+// which binds the limit once (Store.Bind): what a caller with one limit
+// writes.
+func BenchmarkLimiter(b *testing.B) {
+	keys := benchKeyNames(benchKeys)
+	for _, c := range benchClocks {
+		b.Run(c.name, func(b *testing.B) {
+			for _, n := range []int{1, benchKeys} {
+				s := newBenchStore(b, c.res, ratelimit.GCRA, keys[:n])
+				l, err := ratelimit.NewLimiter(s, ratelimit.GCRA, benchLimit)
+				if err != nil {
+					b.Fatal(err)
+				}
+				name := "one-key"
+				if n > 1 {
+					name = "100k-serial"
+				}
+				b.Run(name, func(b *testing.B) {
+					ctx := context.Background()
+					i, admitted := 0, 0
+					b.ReportAllocs()
+					for b.Loop() {
+						d, err := l.Allow(ctx, keys[i])
+						if err != nil {
+							b.Fatal(err)
+						}
+						if i++; i == n {
+							i = 0
+						}
+						if d.Allowed {
+							admitted++
+						}
+					}
+					b.ReportMetric(float64(admitted)/float64(b.N), "admits/op")
+				})
+				if n == 1 {
+					continue
+				}
+				b.Run("100k-parallel", func(b *testing.B) {
+					var seq atomic.Int64
+					b.ReportAllocs()
+					b.RunParallel(func(pb *testing.PB) {
+						ctx := context.Background()
+						i := int(seq.Add(1)*7919) % n
+						for pb.Next() {
+							l.Allow(ctx, keys[i])
+							if i++; i == n {
+								i = 0
+							}
+						}
+					})
+				})
+			}
+		})
+	}
+}

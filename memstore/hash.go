@@ -39,7 +39,7 @@ const (
 	p2 = 0x8ebc6af09c88c6e3
 )
 
-// sum returns the hash of s.
+// sum returns the hash of s, never 0 (tatTable's empty slot).
 func (h keyHash) sum(s string) uint64 {
 	a := h.k0 ^ mix(uint64(len(s))^p0, h.k1)
 	for len(s) >= 8 {
@@ -53,5 +53,13 @@ func (h keyHash) sum(s string) uint64 {
 		w |= uint64(s[i]) << (8 * i)
 	}
 	a = mix(a^w^p2, h.k1^p1)
-	return mix(a^h.k0, p0)
+	return nonzero(mix(a^h.k0, p0))
+}
+
+// nonzero maps 0 to 1 and leaves every other hash alone.
+func nonzero(h uint64) uint64 {
+	if h == 0 {
+		return 1
+	}
+	return h
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/gcra"
 	"github.com/sluicehq/sluice/internal/slidinglog"
@@ -59,17 +60,28 @@ type Store struct {
 	wg     sync.WaitGroup
 }
 
-// shard is one lock and the maps it guards, one map per state shape, keyed
-// by the key's hash (keyHash): a GCRA key costs 8 bytes of hash, one int64
-// and the map's overhead.
+// shard is one lock and the tables it guards, one per state shape, keyed by
+// the key's hash (keyHash): a GCRA key costs one 16-byte slot of a flat
+// table (see tatTable); the window shapes, less hot, live in maps.
+//
+// The layout is part of the hot path. Everything a request writes (the
+// lock, the table's header) shares the first cache line, so a request
+// whose shard was last used on another core moves one line, not three; the
+// memo, read on every request but written only when the limit changes,
+// sits on lines of its own and stays cached on every core.
 type shard struct {
 	mu   sync.Mutex
+	tat  tatTable               // GCRA, TokenBucket, LeakyBucket
+	win  map[uint64]winEntry    // FixedWindow, SlidingWindowCounter
+	logs map[uint64]*logEntry   // SlidingWindowLog
+	_    [64 - 8 - 32 - 16]byte // end of the first cache line
 	memo limitMemo
-	tat  map[uint64]int64     // GCRA, TokenBucket, LeakyBucket
-	win  map[uint64]winEntry  // FixedWindow, SlidingWindowCounter
-	logs map[uint64]*logEntry // SlidingWindowLog
-	_    [64]byte             // keep shards' hot fields on separate cache lines
+	_    [shardSize - 64 - unsafe.Sizeof(limitMemo{})]byte
 }
+
+// shardSize is a shard's size: whole cache lines, so that shards in a
+// slice never share one.
+const shardSize = 192
 
 // limitMemo remembers the last limit and algorithm a shard validated, and
 // the GCRA parameters derived from it. Callers apply few distinct limits,
@@ -91,7 +103,7 @@ type logEntry struct {
 	exp int64
 }
 
-func (sh *shard) len() int { return len(sh.tat) + len(sh.win) + len(sh.logs) }
+func (sh *shard) len() int { return sh.tat.n + len(sh.win) + len(sh.logs) }
 
 var _ ratelimit.Store = (*Store)(nil)
 
@@ -126,7 +138,6 @@ func New(opts Options) *Store {
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.tat = make(map[uint64]int64)
 		sh.win = make(map[uint64]winEntry)
 		sh.logs = make(map[uint64]*logEntry)
 	}
@@ -207,12 +218,52 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decis
 		*m = limitMemo{limit: req.Limit, alg: req.Algorithm, ok: true, p: gcra.NewParams(req.Limit)}
 	}
 	var d ratelimit.Decision
-	s.apply(sh, h, now, &req, &d)
+	s.apply(sh, h, now, &req, &sh.memo.p, &d)
 	sh.mu.Unlock()
 	return d, nil
 }
 
-func (s *Store) apply(sh *shard, h uint64, now int64, req *ratelimit.Request, d *ratelimit.Decision) {
+var _ ratelimit.Binder = (*Store)(nil)
+
+// Bind prepares a and limit for a ratelimit.Limiter: the limit is validated
+// and the GCRA parameters derived once, not compared and looked up on
+// every request.
+func (s *Store) Bind(a ratelimit.Algorithm, limit ratelimit.Limit) (ratelimit.Bound, error) {
+	if err := (ratelimit.Request{Limit: limit, Algorithm: a, N: 1}).Validate(); err != nil {
+		return nil, err
+	}
+	return &bound{s: s, alg: a, limit: limit, p: gcra.NewParams(limit)}, nil
+}
+
+type bound struct {
+	s     *Store
+	alg   ratelimit.Algorithm
+	limit ratelimit.Limit
+	p     gcra.Params
+}
+
+func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Duration) (ratelimit.Decision, error) {
+	s := b.s
+	if s.closed.Load() {
+		return ratelimit.Decision{}, ratelimit.ErrClosed
+	}
+	req := ratelimit.Request{Key: key, Limit: b.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}
+	if n < 0 || maxDelay < 0 {
+		return ratelimit.Decision{}, req.Validate()
+	}
+	now := s.clock()
+	h := s.hash.sum(key)
+	sh := s.shardOf(h)
+	var d ratelimit.Decision
+	sh.mu.Lock()
+	s.apply(sh, h, now, &req, &b.p, &d)
+	sh.mu.Unlock()
+	return d, nil
+}
+
+// apply decides req for the key hashed to h in sh, which the caller has
+// locked; p holds req.Limit's GCRA parameters.
+func (s *Store) apply(sh *shard, h uint64, now int64, req *ratelimit.Request, p *gcra.Params, d *ratelimit.Decision) {
 	switch req.Algorithm {
 	case ratelimit.FixedWindow, ratelimit.SlidingWindowCounter:
 		sliding := req.Algorithm == ratelimit.SlidingWindowCounter
@@ -225,7 +276,7 @@ func (s *Store) apply(sh *shard, h uint64, now int64, req *ratelimit.Request, d 
 		}
 		if st != old.State {
 			if !ok {
-				s.makeRoom(sh, now)
+				s.makeRoom(sh, h, now)
 			}
 			sh.win[h] = winEntry{State: st, exp: st.Expiry(sliding, req.Limit.Period)}
 		}
@@ -237,18 +288,24 @@ func (s *Store) apply(sh *shard, h uint64, now int64, req *ratelimit.Request, d 
 		}
 		*d = e.log.Step(now, *req)
 		if !ok && d.Allowed && req.N > 0 {
-			s.makeRoom(sh, now)
+			s.makeRoom(sh, h, now)
 			sh.logs[h] = e
 		}
 		e.exp = e.log.Expiry(req.Limit.Period)
 		return
 	}
-	old, ok := sh.tat[h]
-	if tat := gcra.StepInto(old, now, req, &sh.memo.p, d); tat != old {
-		if !ok {
-			s.makeRoom(sh, now)
+	i, ok := sh.tat.find(h)
+	var old int64
+	if ok {
+		old = sh.tat.slots[i].tat
+	}
+	if tat := gcra.StepInto(old, now, req, p, d); tat != old {
+		if ok {
+			sh.tat.slots[i].tat = tat
+			return
 		}
-		sh.tat[h] = tat
+		s.makeRoom(sh, h, now)
+		sh.tat.insert(h, tat)
 	}
 }
 
@@ -256,11 +313,13 @@ func (s *Store) apply(sh *shard, h uint64, now int64, req *ratelimit.Request, d 
 // decayed.
 const evictSample = 16
 
-// makeRoom ensures sh can take one more key. It drops decayed keys first:
-// their state is the same as absence, so dropping them changes no decision.
-// If a whole sample has not decayed, it drops the one closest to decay,
-// which frees the least capacity early. Called with sh.mu held.
-func (s *Store) makeRoom(sh *shard, now int64) {
+// makeRoom ensures sh can take one more key, h. It drops decayed keys
+// first: their state is the same as absence, so dropping them changes no
+// decision. If a whole sample has not decayed, it drops the one closest to
+// decay, which frees the least capacity early. The GCRA sample starts at a
+// slot chosen by h, so successive evictions look at different keys. Called
+// with sh.mu held.
+func (s *Store) makeRoom(sh *shard, h uint64, now int64) {
 	if s.perShard <= 0 || sh.len() < s.perShard {
 		return
 	}
@@ -282,11 +341,10 @@ func (s *Store) makeRoom(sh *shard, now int64) {
 		return seen >= evictSample
 	}
 	done := false
-	for k, tat := range sh.tat {
-		if done = consider(k, tat, 0); done {
-			break
-		}
-	}
+	sh.tat.all(h>>20, func(k uint64, tat int64) bool {
+		done = consider(k, tat, 0)
+		return !done
+	})
 	if !done {
 		for k, e := range sh.win {
 			if done = consider(k, e.exp, 1); done {
@@ -303,7 +361,9 @@ func (s *Store) makeRoom(sh *shard, now int64) {
 	}
 	switch kind {
 	case 0:
-		delete(sh.tat, victim)
+		if i, ok := sh.tat.find(victim); ok {
+			sh.tat.deleteAt(i)
+		}
 	case 1:
 		delete(sh.win, victim)
 	case 2:
@@ -333,11 +393,7 @@ func (s *Store) Sweep() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, tat := range sh.tat {
-			if tat <= now {
-				delete(sh.tat, k)
-			}
-		}
+		sh.tat.deleteWhere(func(tat int64) bool { return tat <= now })
 		for k, e := range sh.win {
 			if e.exp <= now {
 				delete(sh.win, k)

@@ -43,11 +43,12 @@ func (s *Store) Snapshot(w io.Writer) error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, v := range sh.tat {
+		sh.tat.all(0, func(k uint64, v int64) bool {
 			if v > now {
 				snap.TAT[k] = v
 			}
-		}
+			return true
+		})
 		for k, v := range sh.win {
 			if v.exp > now {
 				snap.Win[k] = snapWin{v.State, v.exp}
@@ -91,14 +92,20 @@ func (s *Store) Restore(r io.Reader) error {
 	now := s.clock()
 	for k, v := range snap.TAT {
 		if v > now {
+			k = nonzero(k) // as sum maps it
 			sh := s.shardOf(k)
 			sh.mu.Lock()
-			sh.tat[k] = v
+			if i, ok := sh.tat.find(k); ok {
+				sh.tat.slots[i].tat = max(sh.tat.slots[i].tat, v)
+			} else {
+				sh.tat.insert(k, v)
+			}
 			sh.mu.Unlock()
 		}
 	}
 	for k, v := range snap.Win {
 		if v.Exp > now {
+			k = nonzero(k)
 			sh := s.shardOf(k)
 			sh.mu.Lock()
 			sh.win[k] = winEntry{State: v.State, exp: v.Exp}
@@ -107,6 +114,7 @@ func (s *Store) Restore(r io.Reader) error {
 	}
 	for k, v := range snap.Logs {
 		if v.Exp > now {
+			k = nonzero(k)
 			sh := s.shardOf(k)
 			sh.mu.Lock()
 			sh.logs[k] = &logEntry{log: slidinglog.NewLog(v.Log), exp: v.Exp}

@@ -30,6 +30,7 @@ func (deadlineError) Is(target error) bool {
 // denied) and Wait in clients (delay until admitted).
 type Limiter struct {
 	store     Store
+	bound     Bound // non-nil when store is a Binder
 	algorithm Algorithm
 	limit     Limit
 }
@@ -43,7 +44,15 @@ func NewLimiter(store Store, a Algorithm, limit Limit) (*Limiter, error) {
 	if err := (Request{Limit: limit, Algorithm: a, N: 1}).Validate(); err != nil {
 		return nil, err
 	}
-	return &Limiter{store: store, algorithm: a, limit: limit.Normalize()}, nil
+	l := &Limiter{store: store, algorithm: a, limit: limit.Normalize()}
+	if b, ok := store.(Binder); ok {
+		bound, err := b.Bind(a, l.limit)
+		if err != nil {
+			return nil, err
+		}
+		l.bound = bound
+	}
+	return l, nil
 }
 
 // Limit returns the limiter's limit, normalized.
@@ -61,7 +70,14 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // so. With LeakyBucket an allowed decision may carry a Delay the caller must
 // honour; Wait does that for you.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	return l.store.Apply(ctx, Request{Key: key, Limit: l.limit, Algorithm: l.algorithm, N: n})
+	return l.apply(ctx, key, n, 0)
+}
+
+func (l *Limiter) apply(ctx context.Context, key string, n int64, maxDelay time.Duration) (Decision, error) {
+	if l.bound != nil {
+		return l.bound.Take(ctx, key, n, maxDelay)
+	}
+	return l.store.Apply(ctx, Request{Key: key, Limit: l.limit, Algorithm: l.algorithm, N: n, MaxDelay: maxDelay})
 }
 
 // Wait is WaitN(ctx, key, 1).
@@ -88,16 +104,16 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 		if err := ctx.Err(); err != nil {
 			return Decision{}, err
 		}
-		req := Request{Key: key, Limit: l.limit, Algorithm: l.algorithm, N: n}
+		var maxDelay time.Duration
 		deadline, hasDeadline := ctx.Deadline()
 		if hasDeadline && l.algorithm == LeakyBucket {
 			left := time.Until(deadline)
 			if left <= 0 {
 				return Decision{}, ErrDeadline
 			}
-			req.MaxDelay = left
+			maxDelay = left
 		}
-		d, err := l.store.Apply(ctx, req)
+		d, err := l.apply(ctx, key, n, maxDelay)
 		if err != nil {
 			return d, err
 		}

@@ -315,6 +315,26 @@ type Store interface {
 	Apply(ctx context.Context, req Request) (Decision, error)
 }
 
+// Binder is implemented by stores that can prepare one algorithm and one
+// limit for many requests: validate the limit and derive what every
+// decision needs from it once, instead of on each Apply. NewLimiter binds
+// when its store is a Binder, so a Limiter's requests take the prepared
+// path; callers of Apply are not affected.
+type Binder interface {
+	Store
+	// Bind returns a, limit prepared, or the error Apply would return for
+	// a request with that algorithm and limit.
+	Bind(a Algorithm, limit Limit) (Bound, error)
+}
+
+// Bound decides requests under the algorithm and limit it was bound to.
+type Bound interface {
+	// Take decides exactly as the store's Apply decides
+	// Request{Key: key, Limit: limit, Algorithm: a, N: n, MaxDelay: maxDelay}
+	// with the bound a and limit.
+	Take(ctx context.Context, key string, n int64, maxDelay time.Duration) (Decision, error)
+}
+
 // DurationCeil converts d to whole seconds, rounding up, as HTTP headers
 // (Retry-After) need them: 1ns becomes 1.
 func DurationCeil(d time.Duration) int64 {

@@ -103,6 +103,28 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Peek", func(t *testing.T) { testPeek(t, newStore) })
 	t.Run("Invariants", func(t *testing.T) { testInvariants(t, newStore) })
 	t.Run("Contention", func(t *testing.T) { testContention(t, newStore) })
+	t.Run("Bound", func(t *testing.T) {
+		if _, ok := newStore(t, NewClock(T0).Now).(ratelimit.Binder); !ok {
+			t.Skip("the store is not a ratelimit.Binder")
+		}
+		// The whole suite again, every request through Bind and Take.
+		Run(t, func(t *testing.T, now func() time.Time) ratelimit.Store {
+			return boundStore{newStore(t, now).(ratelimit.Binder)}
+		})
+	})
+}
+
+// boundStore sends every request through its store's Bind and Take, so the
+// suite checks a Binder's prepared path against the same references as its
+// Apply.
+type boundStore struct{ b ratelimit.Binder }
+
+func (s boundStore) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	bound, err := s.b.Bind(req.Algorithm, req.Limit)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	return bound.Take(ctx, req.Key, req.N, req.MaxDelay)
 }
 
 // testContention runs many goroutines on one key with the clock stopped:
