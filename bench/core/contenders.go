@@ -68,13 +68,20 @@ func Contenders() []Contender {
 	return []Contender{
 		{
 			Name: "sluice-gcra-clock-per-call", Sluice: true,
-			Algorithm: "GCRA, time.Now on every call (default Options)",
+			Algorithm: "GCRA through ratelimit.Limiter, time.Now on every call (default Options)",
 			New:       func(keys int) Limiter { return newSluice(0, keys) },
 		},
 		{
 			Name: "sluice-gcra-clock-cached-1ms", Sluice: true,
-			Algorithm: "GCRA, clock cached every 1 ms (Options.Resolution)",
+			Algorithm: "GCRA through ratelimit.Limiter, clock cached every 1 ms (Options.Resolution)",
 			New:       func(keys int) Limiter { return newSluice(time.Millisecond, keys) },
+		},
+		{
+			Name: "sluice-gcra-store-apply-clock-cached-1ms", Sluice: true,
+			Algorithm: "GCRA through Store.Apply (the request names its limit), clock cached every 1 ms",
+			New: func(keys int) Limiter {
+				return &sluiceApply{memstore.New(memstore.Options{Resolution: time.Millisecond, MaxKeys: 2*keys + 1024}), context.Background()}
+			},
 		},
 		{
 			Name:      "x-time-rate-map-mutex",
@@ -112,26 +119,46 @@ func Contenders() []Contender {
 
 // sluice
 
+// sluiceLimiter is what a user who applies one limit writes: a
+// ratelimit.Limiter on a memstore (the peers, too, are configured with
+// their one limit up front).
 type sluiceLimiter struct {
 	s   *memstore.Store
+	l   *ratelimit.Limiter
 	ctx context.Context
 }
 
 func newSluice(res time.Duration, keys int) Limiter {
 	// MaxKeys leaves room for every key (the default, 2^20, is a hair above
 	// the million-key case and is per shard, so a full shard would evict).
-	return &sluiceLimiter{
-		s:   memstore.New(memstore.Options{Resolution: res, MaxKeys: 2*keys + 1024}),
-		ctx: context.Background(),
+	s := memstore.New(memstore.Options{Resolution: res, MaxKeys: 2*keys + 1024})
+	l, err := ratelimit.NewLimiter(s, ratelimit.GCRA, sluiceLimit)
+	if err != nil {
+		panic(err)
 	}
+	return &sluiceLimiter{s: s, l: l, ctx: context.Background()}
 }
 
 var sluiceLimit = ratelimit.Limit{Rate: Rate, Period: Period, Burst: Burst}
 
 func (l *sluiceLimiter) Allow(key string) bool {
+	d, err := l.l.Allow(l.ctx, key)
+	return err == nil && d.Allowed
+}
+
+// sluiceApply calls Store.Apply with the whole request, as a caller with
+// many limits (the gateway's rules) does.
+type sluiceApply struct {
+	s   *memstore.Store
+	ctx context.Context
+}
+
+func (l *sluiceApply) Allow(key string) bool {
 	d, err := l.s.Apply(l.ctx, ratelimit.Request{Key: key, Limit: sluiceLimit, N: 1})
 	return err == nil && d.Allowed
 }
+
+func (l *sluiceApply) Close() { l.s.Close() }
 
 func (l *sluiceLimiter) Close() { l.s.Close() }
 
