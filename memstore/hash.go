@@ -39,27 +39,50 @@ const (
 	p2 = 0x8ebc6af09c88c6e3
 )
 
-// sum returns the hash of s, never 0 (tatTable's empty slot).
+// sum returns the hash of s, never 0 or 1 (tatTable's empty slot and
+// tombstone).
+//
+// Keys are short (an IP address, a user ID, a route and an API key), so sum
+// reads up to 16 bytes as two overlapping words and mixes them in one
+// multiplication, and folds longer keys 16 bytes a multiplication: on the
+// hot path the hash is the first link of a dependent chain (hash, slot
+// address, cache miss), so its latency counts more than its throughput.
 func (h keyHash) sum(s string) uint64 {
-	a := h.k0 ^ mix(uint64(len(s))^p0, h.k1)
-	for len(s) >= 8 {
-		w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-		a = mix(a^w^p1, h.k1^bits.RotateLeft64(w, 29))
-		s = s[8:]
+	n := len(s)
+	seed := h.k0 ^ mix(uint64(n)^p0, h.k1)
+	var a, b uint64
+	switch {
+	case n > 16:
+		for t := s; len(t) > 16; t = t[16:] {
+			seed = mix(le64(t)^p1, le64(t[8:])^seed)
+		}
+		a, b = le64(s[n-16:]), le64(s[n-8:])
+	case n >= 8:
+		a, b = le64(s), le64(s[n-8:])
+	case n >= 4:
+		a, b = uint64(le32(s)), uint64(le32(s[n-4:]))
+	case n > 0:
+		a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
 	}
-	var w uint64
-	for i := 0; i < len(s); i++ {
-		w |= uint64(s[i]) << (8 * i)
-	}
-	a = mix(a^w^p2, h.k1^p1)
-	return nonzero(mix(a^h.k0, p0))
+	a = mix(a^p1, b^seed)
+	return nonzero(mix(a^h.k1, p2^uint64(n)))
 }
 
-// nonzero maps 0 to 1 and leaves every other hash alone.
+// nonzero maps 0 and 1 to 2 and 3 and leaves every other hash alone.
 func nonzero(h uint64) uint64 {
-	if h == 0 {
-		return 1
+	if h < 2 {
+		return h + 2
 	}
 	return h
+}
+
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func le32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
 }

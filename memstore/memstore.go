@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/gcra"
 	"github.com/sluicehq/sluice/internal/slidinglog"
@@ -55,6 +54,8 @@ type Store struct {
 	useCached bool         // Resolution > 0 and Now is nil
 	cached    atomic.Int64 // the cached clock, Unix ns
 
+	memos [memoSlots]atomic.Pointer[limitMemo]
+
 	closed atomic.Bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -62,36 +63,37 @@ type Store struct {
 
 // shard is one lock and the tables it guards, one per state shape, keyed by
 // the key's hash (keyHash): a GCRA key costs one 16-byte slot of a flat
-// table (see tatTable); the window shapes, less hot, live in maps.
+// table (see tatTable), whose existing keys are updated without the lock;
+// the window shapes, less hot, live in maps behind the lock.
 //
-// The layout is part of the hot path. Everything a request writes (the
-// lock, the table's header) shares the first cache line, so a request
-// whose shard was last used on another core moves one line, not three; the
-// memo, read on every request but written only when the limit changes,
-// sits on lines of its own and stays cached on every core.
+// A shard fills whole cache lines, so that shards never share one: the
+// lock-free path only reads the shard (the table's pointer), and a line
+// that is only read stays cached on every core.
 type shard struct {
 	mu   sync.Mutex
-	tat  tatTable               // GCRA, TokenBucket, LeakyBucket
-	win  map[uint64]winEntry    // FixedWindow, SlidingWindowCounter
-	logs map[uint64]*logEntry   // SlidingWindowLog
-	_    [64 - 8 - 32 - 16]byte // end of the first cache line
-	memo limitMemo
-	_    [shardSize - 64 - unsafe.Sizeof(limitMemo{})]byte
+	tat  tatTable             // GCRA, TokenBucket, LeakyBucket
+	win  map[uint64]winEntry  // FixedWindow, SlidingWindowCounter
+	logs map[uint64]*logEntry // SlidingWindowLog
+	_    [shardSize - 8 - 24 - 16]byte
 }
 
-// shardSize is a shard's size: whole cache lines, so that shards in a
-// slice never share one.
-const shardSize = 192
+// shardSize is a shard's size: one cache line.
+const shardSize = 64
 
-// limitMemo remembers the last limit and algorithm a shard validated, and
-// the GCRA parameters derived from it. Callers apply few distinct limits,
-// so most calls skip validation and the divisions behind it.
+// limitMemo is a validated limit and algorithm with the GCRA parameters
+// derived from it. Callers apply few distinct limits, so Apply finds most
+// in the store's memo cache and skips validation and the divisions behind
+// it. A limitMemo is never changed once published.
 type limitMemo struct {
 	limit ratelimit.Limit
 	alg   ratelimit.Algorithm
-	ok    bool
 	p     gcra.Params
 }
+
+// memoSlots is the size of the store's memo cache: a direct-mapped table
+// of the limits seen last, so a handful of limits in turn (a gateway's
+// rules) all stay cached.
+const memoSlots = 64
 
 type winEntry struct {
 	window.State
@@ -206,28 +208,36 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decis
 	if req.N < 0 || req.MaxDelay < 0 {
 		return ratelimit.Decision{}, req.Validate()
 	}
-	now := s.clock()
-	h := s.hash.sum(req.Key)
-	sh := s.shardOf(h)
-	sh.mu.Lock()
-	if m := &sh.memo; !m.ok || m.limit != req.Limit || m.alg != req.Algorithm {
-		if err := req.Validate(); err != nil {
-			sh.mu.Unlock()
-			return ratelimit.Decision{}, err
-		}
-		*m = limitMemo{limit: req.Limit, alg: req.Algorithm, ok: true, p: gcra.NewParams(req.Limit)}
+	m, err := s.memo(&req)
+	if err != nil {
+		return ratelimit.Decision{}, err
 	}
 	var d ratelimit.Decision
-	s.apply(sh, h, now, &req, &sh.memo.p, &d)
-	sh.mu.Unlock()
+	s.apply(s.clock(), &req, &m.p, &d)
 	return d, nil
+}
+
+// memo returns req's limit and algorithm validated, from the cache when it
+// holds them.
+func (s *Store) memo(req *ratelimit.Request) (*limitMemo, error) {
+	l := req.Limit
+	i := (uint64(l.Rate)*0x9e3779b97f4a7c15 ^ uint64(l.Period)*0xc2b2ae3d27d4eb4f ^
+		uint64(l.Burst)*0x165667b19e3779f9 ^ uint64(req.Algorithm)) >> 58 // memoSlots = 2^6
+	if m := s.memos[i].Load(); m != nil && m.limit == l && m.alg == req.Algorithm {
+		return m, nil
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	m := &limitMemo{limit: l, alg: req.Algorithm, p: gcra.NewParams(l)}
+	s.memos[i].Store(m)
+	return m, nil
 }
 
 var _ ratelimit.Binder = (*Store)(nil)
 
 // Bind prepares a and limit for a ratelimit.Limiter: the limit is validated
-// and the GCRA parameters derived once, not compared and looked up on
-// every request.
+// and the GCRA parameters derived once, not looked up on every request.
 func (s *Store) Bind(a ratelimit.Algorithm, limit ratelimit.Limit) (ratelimit.Bound, error) {
 	if err := (ratelimit.Request{Limit: limit, Algorithm: a, N: 1}).Validate(); err != nil {
 		return nil, err
@@ -242,46 +252,81 @@ type bound struct {
 	p     gcra.Params
 }
 
-func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Duration) (ratelimit.Decision, error) {
+func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Duration) (d ratelimit.Decision, err error) {
 	s := b.s
 	if s.closed.Load() {
-		return ratelimit.Decision{}, ratelimit.ErrClosed
+		return d, ratelimit.ErrClosed
 	}
-	req := ratelimit.Request{Key: key, Limit: b.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}
 	if n < 0 || maxDelay < 0 {
-		return ratelimit.Decision{}, req.Validate()
+		return d, ratelimit.Request{Key: key, Limit: b.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}.Validate()
 	}
 	now := s.clock()
-	h := s.hash.sum(key)
-	sh := s.shardOf(h)
-	var d ratelimit.Decision
-	sh.mu.Lock()
-	s.apply(sh, h, now, &req, &b.p, &d)
-	sh.mu.Unlock()
+	if b.alg.Windowed() {
+		req := ratelimit.Request{Key: key, Limit: b.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}
+		s.applyWindow(s.hash.sum(key), now, &req, &d)
+		return d, nil
+	}
+	s.applyTAT(s.hash.sum(key), now, n, b.alg == ratelimit.LeakyBucket, maxDelay, &b.p, &d)
 	return d, nil
 }
 
-// apply decides req for the key hashed to h in sh, which the caller has
-// locked; p holds req.Limit's GCRA parameters.
-func (s *Store) apply(sh *shard, h uint64, now int64, req *ratelimit.Request, p *gcra.Params, d *ratelimit.Decision) {
-	switch req.Algorithm {
-	case ratelimit.FixedWindow, ratelimit.SlidingWindowCounter:
-		sliding := req.Algorithm == ratelimit.SlidingWindowCounter
-		old, ok := sh.win[h]
-		var st window.State
-		if sliding {
-			st, *d = window.Sliding(old.State, now, *req)
-		} else {
-			st, *d = window.Fixed(old.State, now, *req)
-		}
-		if st != old.State {
-			if !ok {
-				s.makeRoom(sh, h, now)
-			}
-			sh.win[h] = winEntry{State: st, exp: st.Expiry(sliding, req.Limit.Period)}
-		}
+// apply decides req, which is valid, at now; p holds req.Limit's GCRA
+// parameters.
+func (s *Store) apply(now int64, req *ratelimit.Request, p *gcra.Params, d *ratelimit.Decision) {
+	h := s.hash.sum(req.Key)
+	if req.Algorithm.Windowed() {
+		s.applyWindow(h, now, req, d)
 		return
-	case ratelimit.SlidingWindowLog:
+	}
+	s.applyTAT(h, now, req.N, req.Algorithm == ratelimit.LeakyBucket, req.MaxDelay, p, d)
+}
+
+// applyTAT decides a request of cost n for GCRA, TokenBucket or
+// LeakyBucket (leaky) on the key hashed to h. An existing key is updated
+// without the lock (see tatTable).
+func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Duration, p *gcra.Params, d *ratelimit.Decision) {
+	sh := s.shardOf(h)
+	for {
+		e := sh.tat.lookup(h)
+		if e == nil {
+			break
+		}
+		old := e.tat.Load()
+		if old == frozen {
+			break // moving; ask under the lock
+		}
+		tat := gcra.StepCost(old, now, n, leaky, maxDelay, p, d)
+		if tat == old || e.tat.CompareAndSwap(old, tat) {
+			return
+		}
+		// Another request spent from the key meanwhile: decide again.
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for {
+		e := sh.tat.lookup(h)
+		if e == nil {
+			if tat := gcra.StepCost(0, now, n, leaky, maxDelay, p, d); tat != 0 {
+				s.makeRoom(sh, h, now)
+				sh.tat.insert(h, tat)
+			}
+			return
+		}
+		// Under the lock a key's slot is not frozen, but lock-free
+		// updates still race with this one.
+		old := e.tat.Load()
+		if tat := gcra.StepCost(old, now, n, leaky, maxDelay, p, d); tat == old || e.tat.CompareAndSwap(old, tat) {
+			return
+		}
+	}
+}
+
+// applyWindow decides a window algorithm's req on the key hashed to h.
+func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, d *ratelimit.Decision) {
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if req.Algorithm == ratelimit.SlidingWindowLog {
 		e, ok := sh.logs[h]
 		if !ok {
 			e = &logEntry{}
@@ -294,18 +339,19 @@ func (s *Store) apply(sh *shard, h uint64, now int64, req *ratelimit.Request, p 
 		e.exp = e.log.Expiry(req.Limit.Period)
 		return
 	}
-	i, ok := sh.tat.find(h)
-	var old int64
-	if ok {
-		old = sh.tat.slots[i].tat
+	sliding := req.Algorithm == ratelimit.SlidingWindowCounter
+	old, ok := sh.win[h]
+	var st window.State
+	if sliding {
+		st, *d = window.Sliding(old.State, now, *req)
+	} else {
+		st, *d = window.Fixed(old.State, now, *req)
 	}
-	if tat := gcra.StepInto(old, now, req, p, d); tat != old {
-		if ok {
-			sh.tat.slots[i].tat = tat
-			return
+	if st != old.State {
+		if !ok {
+			s.makeRoom(sh, h, now)
 		}
-		s.makeRoom(sh, h, now)
-		sh.tat.insert(h, tat)
+		sh.win[h] = winEntry{State: st, exp: st.Expiry(sliding, req.Limit.Period)}
 	}
 }
 
@@ -323,51 +369,53 @@ func (s *Store) makeRoom(sh *shard, h uint64, now int64) {
 	if s.perShard <= 0 || sh.len() < s.perShard {
 		return
 	}
+	type candidate struct {
+		kind int // 0: GCRA (slot), 1: window (key), 2: log (key)
+		key  uint64
+		slot *tatSlot
+		exp  int64
+	}
 	var (
-		victim    uint64
-		victimExp int64
-		kind      int
-		seen      int
+		victim candidate
+		seen   int
 	)
-	consider := func(k uint64, exp int64, which int) bool {
-		if exp <= now {
-			victim, kind, victimExp = k, which, exp
+	consider := func(c candidate) (done bool) {
+		if c.exp <= now {
+			victim = c
 			return true
 		}
-		if seen == 0 || exp < victimExp {
-			victim, kind, victimExp = k, which, exp
+		if seen == 0 || c.exp < victim.exp {
+			victim = c
 		}
 		seen++
 		return seen >= evictSample
 	}
 	done := false
-	sh.tat.all(h>>20, func(k uint64, tat int64) bool {
-		done = consider(k, tat, 0)
+	sh.tat.all(h>>20, func(e *tatSlot, k uint64) bool {
+		done = consider(candidate{kind: 0, slot: e, exp: e.tat.Load()})
 		return !done
 	})
 	if !done {
 		for k, e := range sh.win {
-			if done = consider(k, e.exp, 1); done {
+			if done = consider(candidate{kind: 1, key: k, exp: e.exp}); done {
 				break
 			}
 		}
 	}
 	if !done {
 		for k, e := range sh.logs {
-			if consider(k, e.exp, 2) {
+			if consider(candidate{kind: 2, key: k, exp: e.exp}) {
 				break
 			}
 		}
 	}
-	switch kind {
+	switch victim.kind {
 	case 0:
-		if i, ok := sh.tat.find(victim); ok {
-			sh.tat.deleteAt(i)
-		}
+		sh.tat.remove(victim.slot)
 	case 1:
-		delete(sh.win, victim)
+		delete(sh.win, victim.key)
 	case 2:
-		delete(sh.logs, victim)
+		delete(sh.logs, victim.key)
 	}
 }
 
@@ -393,7 +441,7 @@ func (s *Store) Sweep() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.tat.deleteWhere(func(tat int64) bool { return tat <= now })
+		sh.tat.removeWhere(func(tat int64) bool { return tat <= now })
 		for k, e := range sh.win {
 			if e.exp <= now {
 				delete(sh.win, k)

@@ -11,7 +11,7 @@ import (
 )
 
 // snapshotVersion changes whenever the snapshot layout does.
-const snapshotVersion = 2
+const snapshotVersion = 3 // 3: keyHash.sum changed
 
 type snapshot struct {
 	Version int
@@ -43,8 +43,8 @@ func (s *Store) Snapshot(w io.Writer) error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.tat.all(0, func(k uint64, v int64) bool {
-			if v > now {
+		sh.tat.all(0, func(e *tatSlot, k uint64) bool {
+			if v := e.tat.Load(); v > now {
 				snap.TAT[k] = v
 			}
 			return true
@@ -95,8 +95,8 @@ func (s *Store) Restore(r io.Reader) error {
 			k = nonzero(k) // as sum maps it
 			sh := s.shardOf(k)
 			sh.mu.Lock()
-			if i, ok := sh.tat.find(k); ok {
-				sh.tat.slots[i].tat = max(sh.tat.slots[i].tat, v)
+			if e := sh.tat.lookup(k); e != nil {
+				e.tat.Store(max(e.tat.Load(), v)) // the store is not serving yet
 			} else {
 				sh.tat.insert(k, v)
 			}

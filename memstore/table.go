@@ -1,145 +1,208 @@
 package memstore
 
+import (
+	"math"
+	"sync/atomic"
+)
+
 // tatTable maps key hashes to GCRA state (a theoretical arrival time, Unix
-// ns) for one shard: an open-addressing table with linear probing, kept
-// between 3/8 and 3/4 full. It replaces a map[uint64]int64 on the hottest
-// path of the store, for two reasons measured in bench/core:
+// ns) for one shard: an open-addressing table with linear probing whose
+// existing keys are updated without the shard's lock, by compare-and-swap
+// on the slot. It replaces a map[uint64]int64 behind a mutex on the hottest
+// path of the store, for three reasons measured in bench/core:
 //
 //   - a lookup touches the one cache line holding the key's home slot and,
 //     usually, its neighbours, where a Swiss-table map also reads its
-//     directory and the group's control word (at 100k keys every one of
-//     those is a cache miss);
+//     directory and the group's control word (at 100k keys each of those is
+//     a cache miss);
 //   - an update writes the slot the lookup found, where a map assignment
-//     hashes and probes again.
+//     hashes and probes again;
+//   - no lock is taken, so a request does not pull the shard's lock line
+//     from the core that used the shard last: the slot is the only line it
+//     writes.
+//
+// The lock (the shard's mu) serialises the structural changes: inserting a
+// key, deleting one, rebuilding the table. They keep the lock-free updates
+// safe with two rules:
+//
+//   - A slot's key changes only from empty to a key (insert) and from a key
+//     to a tombstone (delete), never back, so a slot found holding a key
+//     held that key all along. Tombstones are reclaimed only by rebuilding
+//     into a new array.
+//   - Before a key's slot is deleted, or copied into a rebuilt array, its
+//     state is frozen: swapped, by CAS, for the value frozen. An update in
+//     flight then fails its CAS, or reads frozen, and retries under the
+//     lock, where it finds the key's new home (or its absence). No update
+//     is lost and none lands on another key.
 //
 // A slot is 16 bytes, so an idle key costs 21–43 bytes of table (33.5 at a
-// million keys in 256 shards). Hash 0 marks an empty slot; keyHash.sum never
-// returns it. Deletion shifts the following run of the probe sequence back
-// (no tombstones), so lookups never slow down as keys come and go, and the
-// sweeper shrinks a table that has emptied.
+// million keys in 256 shards). Hash values 0 (empty) and 1 (tombstone) are
+// reserved; keyHash.sum never returns them.
 type tatTable struct {
-	slots []tatSlot // len is 0 or a power of two
-	n     int       // occupied slots
+	cur  atomic.Pointer[tatArray]
+	n    int // keys held; guarded by the shard's mu
+	dead int // tombstones in cur; guarded by the shard's mu
+}
+
+type tatArray struct {
+	mask  uint64
+	slots []tatSlot // len a power of two
 }
 
 type tatSlot struct {
-	h   uint64 // key hash; 0: empty
-	tat int64
+	h   atomic.Uint64 // key hash, or empty, or tomb
+	tat atomic.Int64  // state, or frozen
 }
 
-const minTableSlots = 8
+const (
+	empty uint64 = 0
+	tomb  uint64 = 1
 
-// find returns the index of h's slot and true, or false when h is absent.
-func (t *tatTable) find(h uint64) (int, bool) {
-	if len(t.slots) == 0 {
-		return 0, false
-	}
-	m := uint64(len(t.slots) - 1)
-	for i := h & m; ; i = (i + 1) & m {
-		switch t.slots[i].h {
+	// frozen marks a slot whose state has moved (deleted, or copied into a
+	// rebuilt array). No state is ever this value: a TAT is at least the
+	// clock's reading.
+	frozen int64 = math.MinInt64
+
+	minTableSlots = 8
+)
+
+// find returns h's slot in a, or nil. It is safe without the lock.
+func (a *tatArray) find(h uint64) *tatSlot {
+	for i := h & a.mask; ; i = (i + 1) & a.mask {
+		switch a.slots[i].h.Load() {
 		case h:
-			return int(i), true
-		case 0:
-			return 0, false
+			return &a.slots[i]
+		case empty:
+			return nil
 		}
 	}
 }
 
-// insert adds h, which must be absent, growing the table when it would be
-// more than 3/4 full.
-func (t *tatTable) insert(h uint64, tat int64) {
-	if (t.n+1)*4 > len(t.slots)*3 {
-		t.resize(max(minTableSlots, 2*len(t.slots)))
+// lookup returns h's slot in the current array, or nil. Safe without the
+// lock.
+func (t *tatTable) lookup(h uint64) *tatSlot {
+	if a := t.cur.Load(); a != nil {
+		return a.find(h)
 	}
-	t.place(h, tat)
+	return nil
+}
+
+// insert adds h, which must be absent, with state tat. Called with the lock
+// held.
+func (t *tatTable) insert(h uint64, tat int64) {
+	a := t.cur.Load()
+	if a == nil || (t.n+t.dead+1)*4 > len(a.slots)*3 {
+		a = t.rebuild(t.n + 1)
+	}
+	for i := h & a.mask; ; i = (i + 1) & a.mask {
+		if e := &a.slots[i]; e.h.Load() == empty {
+			// State first: a reader that sees the key sees its state.
+			e.tat.Store(tat)
+			e.h.Store(h)
+			break
+		}
+	}
 	t.n++
 }
 
-// place puts h in the first empty slot of its probe sequence.
-func (t *tatTable) place(h uint64, tat int64) {
-	m := uint64(len(t.slots) - 1)
-	i := h & m
-	for t.slots[i].h != 0 {
-		i = (i + 1) & m
-	}
-	t.slots[i] = tatSlot{h, tat}
-}
-
-func (t *tatTable) resize(size int) {
-	old := t.slots
-	t.slots = make([]tatSlot, size)
-	for _, e := range old {
-		if e.h != 0 {
-			t.place(e.h, e.tat)
+// freeze swaps e's state for frozen and returns the state it held. Called
+// with the lock held, on a slot that holds a key.
+func freeze(e *tatSlot) int64 {
+	for {
+		if v := e.tat.Load(); e.tat.CompareAndSwap(v, frozen) {
+			return v
 		}
 	}
 }
 
-// deleteAt empties slot i and moves back the entries after it whose probe
-// sequence passes through i, so that every entry stays reachable from its
-// home slot without tombstones.
-func (t *tatTable) deleteAt(i int) {
-	m := len(t.slots) - 1
-	for j := (i + 1) & m; t.slots[j].h != 0; j = (j + 1) & m {
-		home := int(t.slots[j].h) & m
-		// The entry at j may move to the hole at i unless its home lies
-		// cyclically in (i, j]: then the hole is before its home.
-		var stays bool
-		if i <= j {
-			stays = i < home && home <= j
-		} else {
-			stays = i < home || home <= j
-		}
-		if !stays {
-			t.slots[i] = t.slots[j]
-			i = j
-		}
-	}
-	t.slots[i] = tatSlot{}
+// remove deletes the key in slot e, which must hold one. Called with the
+// lock held.
+func (t *tatTable) remove(e *tatSlot) {
+	freeze(e)
+	e.h.Store(tomb)
 	t.n--
+	t.dead++
 }
 
-// deleteWhere drops every entry for which drop(tat) holds, then shrinks the
-// table if it is less than 1/8 full.
-func (t *tatTable) deleteWhere(drop func(tat int64) bool) {
-	for i := 0; i < len(t.slots); {
-		if e := t.slots[i]; e.h != 0 && drop(e.tat) {
-			// Backward shift may move an unvisited entry into i (or, past
-			// the wrap, a visited one, which is checked again harmlessly).
-			t.deleteAt(i)
+// rebuild moves every key into a new array sized for want keys (at most
+// half full) and returns it. Called with the lock held.
+func (t *tatTable) rebuild(want int) *tatArray {
+	size := minTableSlots
+	for size < 2*want {
+		size *= 2
+	}
+	next := &tatArray{mask: uint64(size - 1), slots: make([]tatSlot, size)}
+	if old := t.cur.Load(); old != nil {
+		for i := range old.slots {
+			e := &old.slots[i]
+			h := e.h.Load()
+			if h == empty || h == tomb {
+				continue
+			}
+			v := freeze(e)
+			for j := h & next.mask; ; j = (j + 1) & next.mask {
+				if f := &next.slots[j]; f.h.Load() == empty {
+					f.tat.Store(v)
+					f.h.Store(h)
+					break
+				}
+			}
+		}
+	}
+	t.cur.Store(next)
+	t.dead = 0
+	return next
+}
+
+// removeWhere deletes every key whose state satisfies drop, then rebuilds
+// the table if tombstones fill a quarter of it or keys fill less than an
+// eighth (giving the memory back). Called with the lock held.
+func (t *tatTable) removeWhere(drop func(tat int64) bool) {
+	a := t.cur.Load()
+	if a == nil {
+		return
+	}
+	for i := range a.slots {
+		e := &a.slots[i]
+		if h := e.h.Load(); h == empty || h == tomb {
 			continue
 		}
-		i++
+		for {
+			v := e.tat.Load()
+			if !drop(v) {
+				break
+			}
+			// Delete only the state drop saw: a concurrent update may
+			// have just spent from this key.
+			if e.tat.CompareAndSwap(v, frozen) {
+				e.h.Store(tomb)
+				t.n--
+				t.dead++
+				break
+			}
+		}
 	}
-	t.shrink()
+	switch {
+	case t.n == 0:
+		t.cur.Store(nil)
+		t.dead = 0
+	case t.dead*4 > len(a.slots) || (t.n*8 < len(a.slots) && len(a.slots) > minTableSlots):
+		t.rebuild(t.n)
+	}
 }
 
-// shrink halves the table while it stays at most half full, and frees it
-// when empty.
-func (t *tatTable) shrink() {
-	if t.n == 0 {
-		t.slots = nil
+// all calls f for every key, starting at slot from (mod the table's size),
+// until f returns false. Called with the lock held, which keeps each key in
+// its slot; lock-free updates may still change the slot's state, so f reads
+// it with e.tat.Load().
+func (t *tatTable) all(from uint64, f func(e *tatSlot, h uint64) bool) {
+	a := t.cur.Load()
+	if a == nil {
 		return
 	}
-	if t.n*8 >= len(t.slots) || len(t.slots) <= minTableSlots {
-		return
-	}
-	size := len(t.slots)
-	for size > minTableSlots && t.n*2 <= size/2 {
-		size /= 2
-	}
-	t.resize(size)
-}
-
-// all calls f for every entry, starting at the slot from (mod the table's
-// size), until f returns false.
-func (t *tatTable) all(from uint64, f func(h uint64, tat int64) bool) {
-	if len(t.slots) == 0 {
-		return
-	}
-	m := uint64(len(t.slots) - 1)
-	for k := range uint64(len(t.slots)) {
-		if e := t.slots[(from+k)&m]; e.h != 0 && !f(e.h, e.tat) {
+	for k := range uint64(len(a.slots)) {
+		e := &a.slots[(from+k)&a.mask]
+		if h := e.h.Load(); h != empty && h != tomb && !f(e, h) {
 			return
 		}
 	}

@@ -64,11 +64,18 @@ func StepParams(tat, now int64, req ratelimit.Request, p Params) (int64, ratelim
 // calls (about a quarter of memstore's time on one key). It returns the new
 // state.
 func StepInto(tat, now int64, req *ratelimit.Request, p *Params, d *ratelimit.Decision) int64 {
+	return StepCost(tat, now, req.N, req.Algorithm == ratelimit.LeakyBucket, req.MaxDelay, p, d)
+}
+
+// StepCost is StepInto with the request's fields that matter passed alone:
+// its cost n, whether it queues (LeakyBucket) and, if so, the longest wait
+// it accepts. A store's hot path then builds no Request.
+func StepCost(tat, now, n int64, leaky bool, maxDelay time.Duration, p *Params, d *ratelimit.Decision) int64 {
 	lim := p.Limit
 	*d = ratelimit.Decision{Limit: lim}
 	if lim.Rate == 0 {
-		d.Allowed = req.N == 0
-		d.Unsatisfiable = req.N > 0
+		d.Allowed = n == 0
+		d.Unsatisfiable = n > 0
 		return tat
 	}
 	t, tau := p.T, p.Tau
@@ -82,30 +89,30 @@ func StepInto(tat, now int64, req *ratelimit.Request, p *Params, d *ratelimit.De
 		return (tau - ttl) / t
 	}
 	switch {
-	case req.N == 0: // peek
+	case n == 0: // peek
 		d.Allowed = true
 		d.Remaining = remaining(backlog)
 		d.ResetAfter = time.Duration(backlog)
 		return tat
-	case req.N > lim.Burst:
+	case n > lim.Burst:
 		d.Unsatisfiable = true
 		d.Remaining = remaining(backlog)
 		d.ResetAfter = time.Duration(backlog)
 		return tat
 	}
 
-	newTAT := base + req.N*t // N·T ≤ τ: no overflow
+	newTAT := base + n*t // N·T ≤ τ: no overflow
 	if ttl := newTAT - now; ttl > tau {
 		d.RetryAfter = time.Duration(ttl - tau)
 		d.Remaining = remaining(backlog)
 		d.ResetAfter = time.Duration(backlog)
 		return tat
 	}
-	if req.Algorithm == ratelimit.LeakyBucket {
-		if req.MaxDelay > 0 && backlog > int64(req.MaxDelay) {
+	if leaky {
+		if maxDelay > 0 && backlog > int64(maxDelay) {
 			// The queue has room, but the slot is later than the caller
 			// can wait.
-			d.RetryAfter = time.Duration(backlog) - req.MaxDelay
+			d.RetryAfter = time.Duration(backlog) - maxDelay
 			d.Remaining = remaining(backlog)
 			d.ResetAfter = time.Duration(backlog)
 			return tat
