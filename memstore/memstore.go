@@ -19,7 +19,10 @@ const DefaultMaxKeys = 1 << 20
 // Options configures a Store. The zero value is a good default.
 type Options struct {
 	// Now returns the current time. Nil means the real clock, read on every
-	// call (see Resolution). Set it for tests and simulations.
+	// call (see Resolution): the wall time when New ran plus the monotonic
+	// time since, which costs one clock read instead of time.Now's two and
+	// does not jump when the system's wall clock is stepped. Set Now for
+	// tests and simulations.
 	Now func() time.Time
 	// Resolution, when positive and Now is nil, replaces the per-call clock
 	// read (about 45 ns on a cloud VM) with a clock cached by a background
@@ -51,6 +54,8 @@ type Store struct {
 	perShard int // most keys per shard; ≤ 0 unbounded
 
 	now       func() time.Time
+	monoStart time.Time    // when New ran, with its monotonic reading
+	wallStart int64        // monoStart, Unix ns
 	useCached bool         // Resolution > 0 and Now is nil
 	cached    atomic.Int64 // the cached clock, Unix ns
 
@@ -126,12 +131,14 @@ func New(opts Options) *Store {
 		}
 	}
 	s := &Store{
-		shards: make([]shard, n),
-		mask:   uint64(n - 1),
-		hash:   newKeyHash(),
-		now:    opts.Now,
-		stop:   make(chan struct{}),
+		shards:    make([]shard, n),
+		mask:      uint64(n - 1),
+		hash:      newKeyHash(),
+		now:       opts.Now,
+		monoStart: time.Now(),
+		stop:      make(chan struct{}),
 	}
+	s.wallStart = s.monoStart.UnixNano()
 	switch {
 	case opts.MaxKeys == 0:
 		s.perShard = max(1, DefaultMaxKeys/n)
@@ -145,7 +152,7 @@ func New(opts Options) *Store {
 	}
 	if s.now == nil && opts.Resolution > 0 {
 		s.useCached = true
-		s.cached.Store(time.Now().UnixNano())
+		s.cached.Store(s.wallStart)
 		s.wg.Add(1)
 		go s.tick(opts.Resolution)
 	}
@@ -179,19 +186,25 @@ func (s *Store) tick(every time.Duration) {
 		case <-s.stop:
 			return
 		case now := <-t.C:
-			s.cached.Store(now.UnixNano())
+			s.cached.Store(s.wallStart + int64(now.Sub(s.monoStart)))
 		}
 	}
 }
 
+// clock returns the store's time, Unix ns. The cached clock's read is
+// inlined into the hot path.
 func (s *Store) clock() int64 {
-	switch {
-	case s.now != nil:
-		return s.now().UnixNano()
-	case s.useCached:
+	if s.useCached {
 		return s.cached.Load()
 	}
-	return time.Now().UnixNano()
+	return s.readClock()
+}
+
+func (s *Store) readClock() int64 {
+	if s.now != nil {
+		return s.now().UnixNano()
+	}
+	return s.wallStart + int64(time.Since(s.monoStart))
 }
 
 func (s *Store) shardOf(h uint64) *shard {
