@@ -21,10 +21,22 @@ func FuzzInvariants(f *testing.F) {
 	f.Add(uint8(3), int64(100), int64(250), int64(0), uint64(4))
 	f.Add(uint8(4), int64(7), int64(3600000), int64(0), uint64(5))
 	f.Add(uint8(5), int64(13), int64(1), int64(0), uint64(6))
+	// envoyproxy/ratelimit's year (365 days) and the longest period
+	// here (400 days), which only the window algorithms accept.
+	f.Add(uint8(3), int64(3), int64(31536000000), int64(0), uint64(7))
+	f.Add(uint8(4), int64(10), int64(31536000000), int64(0), uint64(8))
+	f.Add(uint8(5), int64(5), int64(31536000000), int64(0), uint64(9))
+	f.Add(uint8(4), int64(7), int64(34560000000), int64(0), uint64(10))
 	f.Fuzz(func(t *testing.T, alg uint8, rate, periodMs, burst int64, seed uint64) {
 		a := ratelimit.Algorithm(alg % 6)
 		lim := ratelimit.Limit{Rate: rate, Period: time.Duration(periodMs) * time.Millisecond, Burst: burst}
-		if lim.Validate() != nil || rate == 0 || lim.Capacity(a) > 1<<20 || lim.Period < 4 {
+		// CheckInvariants moves the clock forward from 2026, 60 times by up
+		// to Period/4 and after a denial by RetryAfter (up to 2·Period):
+		// with periods past 400 days it could pass 2262, where Unix
+		// nanoseconds end. (FuzzExtremes, and internal/window's and
+		// internal/slidinglog's fuzz tests, take periods up to MaxWindow.)
+		if periodMs > 34560000000 || (ratelimit.Request{Limit: lim, Algorithm: a}).Validate() != nil ||
+			rate == 0 || lim.Capacity(a) > 1<<20 || lim.Period < 4 {
 			return
 		}
 		clock := ratelimittest.NewClock(ratelimittest.T0)
@@ -42,6 +54,11 @@ func FuzzExtremes(f *testing.F) {
 	f.Add(uint8(0), int64(1), int64(1), int64(1), int64(1), int64(0))
 	f.Add(uint8(3), int64(1<<62), int64(1<<53), int64(1<<62), int64(1<<62), int64(-1<<62))
 	f.Add(uint8(5), int64(2), int64(1<<53), int64(0), int64(9223372036854775807), int64(1<<62))
+	// Long windows (a year, MaxWindow) early and late in int64 time.
+	f.Add(uint8(3), int64(3), int64(31536000000000000), int64(0), int64(1), int64(1767225600000000000))
+	f.Add(uint8(4), int64(1<<53), int64(1<<60), int64(0), int64(1<<52), int64(9223372036854775807))
+	f.Add(uint8(5), int64(4), int64(1<<60), int64(0), int64(2), int64(-9223372036854775808))
+	f.Add(uint8(0), int64(1), int64(31536000000000000), int64(0), int64(1), int64(0))
 	f.Fuzz(func(t *testing.T, alg uint8, rate, period, burst, n, at int64) {
 		now := time.Unix(0, at)
 		s := memstore.New(memstore.Options{Now: func() time.Time { return now }, SweepInterval: -1})

@@ -9,11 +9,23 @@ import (
 	"time"
 )
 
-// MaxPeriod is the longest Period, and the longest Burst·Interval, a
-// Limit may have: 2^53 nanoseconds, about 104 days. Durations up to it are
-// exact in a float64, so the Lua scripts of the Redis store compute exactly
-// what the Go steps compute. Calendar quotas (a day, a month) fit well inside.
+// MaxPeriod is the longest Period, and the longest Burst·Interval, of a
+// limit under the bucket algorithms (GCRA, TokenBucket, LeakyBucket): 2^53
+// nanoseconds, about 104 days. Their durations are then exact in a
+// float64, so the Redis store's Lua scripts compute exactly what the Go
+// steps compute. The window algorithms accept periods up to MaxWindow.
 const MaxPeriod = time.Duration(1 << 53)
+
+// MaxWindow is the longest Period of a limit under the window algorithms
+// (FixedWindow, SlidingWindowCounter, SlidingWindowLog): 2^60 nanoseconds,
+// about 36.5 years. It holds envoyproxy/ratelimit's longest unit, the year
+// of 365 days, many times over, with room for the arithmetic: twice
+// MaxWindow (a sliding counter's reset) added to any time before the year
+// 2189 still fits an int64 of Unix nanoseconds, and the Redis store's
+// scripts carry the longer durations as whole seconds and nanoseconds,
+// each exact in a double, so they decide to the nanosecond what the Go
+// steps decide.
+const MaxWindow = time.Duration(1 << 60)
 
 // MaxRate is the largest Rate (and Burst) a Limit may have: 2^53, the
 // largest integer a float64 holds exactly, for the same reason as MaxPeriod.
@@ -72,10 +84,11 @@ func (l Limit) Normalize() Limit {
 }
 
 // Validate reports why l cannot be enforced, or nil. The error wraps
-// ErrInvalidLimit. A Rate above one event per nanosecond (envoyproxy/
-// ratelimit configs use 4294967295 per second for "no real limit") is valid
-// here but only the window algorithms accept it: Request.Validate checks
-// that.
+// ErrInvalidLimit. Two kinds of limit are valid here that only the window
+// algorithms accept, and Request.Validate checks the algorithm: a Rate
+// above one event per nanosecond (envoyproxy/ratelimit configs use
+// 4294967295 per second for "no real limit"), and a Period longer than
+// MaxPeriod, up to MaxWindow (envoyproxy/ratelimit's unit: year).
 func (l Limit) Validate() error {
 	bad := func(msg string, args ...any) error {
 		return fmt.Errorf("%w %v: %s", ErrInvalidLimit, l, fmt.Sprintf(msg, args...))
@@ -89,11 +102,12 @@ func (l Limit) Validate() error {
 		return bad("rate or burst above 2^53")
 	case l.Period <= 0:
 		return bad("period must be positive")
-	case l.Period > MaxPeriod:
-		return bad("period is longer than %v", MaxPeriod)
-	case l.Rate == 0 || l.Rate > int64(l.Period):
-		// Finer than one event per nanosecond: only the window algorithms,
-		// which never divide Period by Rate, accept it (Request.Validate).
+	case l.Period > MaxWindow:
+		return bad("period is longer than %v", MaxWindow)
+	case l.Rate == 0 || l.Rate > int64(l.Period) || l.Period > MaxPeriod:
+		// Finer than one event per nanosecond, or longer than the buckets'
+		// MaxPeriod: only the window algorithms, which never divide Period
+		// by Rate nor use Burst, accept it (Request.Validate).
 		return nil
 	}
 	n := l.Normalize()
@@ -265,6 +279,8 @@ func (r Request) Validate() error {
 		return err
 	}
 	switch {
+	case r.Limit.Period > MaxPeriod && r.Algorithm.Valid() && !r.Algorithm.Windowed():
+		return fmt.Errorf("%w %v: period is longer than %v, the longest %v enforces (the window algorithms accept up to %v)", ErrInvalidLimit, r.Limit, MaxPeriod, r.Algorithm, MaxWindow)
 	case r.Limit.Rate > int64(r.Limit.Period) && !r.Algorithm.Windowed():
 		return fmt.Errorf("%w %v: more than one event per nanosecond (only the window algorithms count that finely)", ErrInvalidLimit, r.Limit)
 	case r.N < 0:

@@ -14,12 +14,23 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// periods mixes round periods, odd ones (intervals that truncate) and the
-// longest allowed, where every duration is close to 2^53 ns.
+// year is envoyproxy/ratelimit's unit: year, 365 days.
+const year = 365 * 24 * time.Hour
+
+// periods mixes round periods, odd ones (intervals that truncate), the
+// longest the buckets allow, where every duration is close to 2^53 ns, and
+// the windows' longer ones up to MaxWindow (2^60 ns), which the scripts
+// carry as seconds and nanoseconds. randomLimit skips the long ones for
+// the buckets.
 var periods = []time.Duration{
 	time.Millisecond, 7*time.Millisecond + 3, time.Second, time.Second + 1, time.Minute,
 	time.Hour, 24 * time.Hour, 7777777777, ratelimit.MaxPeriod - 1, ratelimit.MaxPeriod,
+	ratelimit.MaxPeriod + 1, year, year + 123456789, 10*year + 7, ratelimit.MaxWindow - 1, ratelimit.MaxWindow,
 }
+
+// latest bounds the sequences' times (the scripts' times are exact until
+// 2116): a sequence of long windows that passes it goes back 99 years.
+var latest = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func randomLimit(rng *rand.Rand, alg ratelimit.Algorithm) ratelimit.Limit {
 	for {
@@ -61,7 +72,7 @@ func nextTime(rng *rand.Rand, now time.Time, lim ratelimit.Limit) time.Time {
 	case r < 6:
 		return now.Add(-time.Duration(rng.Int64N(int64(iv)) + 1))
 	case r < 7:
-		return now.Add(time.Duration(rng.Int64N(int64(min(2*lim.Period, ratelimit.MaxPeriod)))))
+		return now.Add(time.Duration(rng.Int64N(int64(2 * lim.Period))))
 	}
 	return now.Add(time.Duration(rng.Int64N(3*int64(iv)/2 + 1)))
 }
@@ -125,13 +136,18 @@ func differential(t *testing.T, e env, alg ratelimit.Algorithm, rng *rand.Rand, 
 	red := newStore(t, e, redisstore.Options{Now: clock})
 	lim := randomLimit(rng, alg)
 	keys := []string{"a", "b", "ключ{x}"}
+	epoch := 0 // bumped, half the times the clock goes back 99 years, for fresh keys
 	ctx := context.Background()
 	for i := range steps {
 		mu.Lock()
 		now = nextTime(rng, now, lim)
+		if now.After(latest) {
+			now = now.AddDate(-99, 0, 0)
+			epoch += rng.IntN(2)
+		}
 		at := now
 		mu.Unlock()
-		req := ratelimit.Request{Key: keys[rng.IntN(len(keys))], Limit: lim, Algorithm: alg, N: randomCost(rng, lim, alg)}
+		req := ratelimit.Request{Key: fmt.Sprintf("%s/%d", keys[rng.IntN(len(keys))], epoch), Limit: lim, Algorithm: alg, N: randomCost(rng, lim, alg)}
 		if alg == ratelimit.LeakyBucket && rng.IntN(3) == 0 {
 			req.MaxDelay = time.Duration(rng.Int64N(int64(lim.Normalize().Interval())*lim.Normalize().Burst + 1))
 		}
@@ -223,6 +239,55 @@ func TestLongLog(t *testing.T) {
 		}
 		if got != want {
 			t.Fatalf("step %d (n %d):\nredis %+v\ngo    %+v", i, n, got, want)
+		}
+	}
+}
+
+// TestLongWindowEdges replays, on memstore and on Redis, requests at the
+// nanoseconds around the window boundaries of periods past 2^53 ns (where
+// the scripts compute with seconds and nanoseconds), up to MaxWindow, and
+// requires identical decisions.
+func TestLongWindowEdges(t *testing.T) {
+	e := standalone(t)
+	for _, p := range []time.Duration{ratelimit.MaxPeriod + 1, year, year + 123456789, 10*year + 7, ratelimit.MaxWindow - 1, ratelimit.MaxWindow} {
+		for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
+			t.Run(fmt.Sprintf("%v/%d", alg, p), func(t *testing.T) {
+				t.Parallel()
+				var mu sync.Mutex
+				now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+				mem := memstore.New(memstore.Options{Now: clock, SweepInterval: -1})
+				defer mem.Close()
+				red := newStore(t, e, redisstore.Options{Now: clock})
+				// The epoch-aligned window holding 2026-01-01, and the
+				// nanoseconds around its edges and the next ones'.
+				start := now.UnixNano() - now.UnixNano()%int64(p)
+				var times []int64
+				for _, edge := range []int64{start, start + int64(p), start + 2*int64(p), start + 3*int64(p)} {
+					times = append(times, edge-1, edge, edge+1, edge+int64(p)/2, edge+int64(p)/4-1)
+				}
+				lim := ratelimit.Limit{Rate: 7, Period: p}
+				ctx := context.Background()
+				for i, at := range times {
+					for j, n := range []int64{3, 0, 2, 3, 1} {
+						mu.Lock()
+						now = time.Unix(0, at)
+						mu.Unlock()
+						req := ratelimit.Request{Key: "edge", Limit: lim, Algorithm: alg, N: n}
+						want, err := mem.Apply(ctx, req)
+						if err != nil {
+							t.Fatal(err)
+						}
+						got, err := red.Apply(ctx, req)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got != want {
+							t.Fatalf("time %d (%d), request %d (n %d):\nredis %+v\ngo    %+v", i, at, j, n, got, want)
+						}
+					}
+				}
+			})
 		}
 	}
 }

@@ -122,9 +122,9 @@ func appendSpec(args []string, sh shape, sp spec) []string {
 
 // decodeNext reads the next decision from a script's reply and returns it
 // with the rest of the reply. The durations come in two parts, d + x·unit,
-// where unit is a second for the bucket script and the period for the
-// window script: a double cannot hold every duration up to 2·MaxPeriod,
-// an int64 can.
+// where unit is the period for the window script with a period of at most
+// MaxPeriod, and a second otherwise: a double cannot hold every duration up
+// to 2·MaxWindow, an int64 can.
 func decodeNext(r []int64, lim ratelimit.Limit, sh shape) (ratelimit.Decision, []int64, error) {
 	if len(r) < 4 || r[0] < 0 || r[0] > 3 || (r[0]&2 != 0 && len(r) < 7) {
 		return ratelimit.Decision{}, nil, fmt.Errorf("%w: malformed script reply %v", ErrScript, r[:min(len(r), 7)])
@@ -140,7 +140,7 @@ func decodeNext(r []int64, lim ratelimit.Limit, sh shape) (ratelimit.Decision, [
 		return d, r[4:], nil
 	}
 	unit := int64(time.Second)
-	if sh == shapeWindow {
+	if sh == shapeWindow && lim.Period <= ratelimit.MaxPeriod {
 		unit = int64(lim.Period)
 	}
 	d.Delay = time.Duration(r[4])

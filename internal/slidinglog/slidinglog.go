@@ -9,6 +9,7 @@
 package slidinglog
 
 import (
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
@@ -21,12 +22,18 @@ type Entry struct {
 }
 
 // Expiry returns the time (Unix ns) from which log holds nothing: when its
-// newest entry leaves the window.
+// newest entry leaves the window, or math.MaxInt64 when that is past the
+// last int64 nanosecond (a long window late in int64 time must not wrap
+// around to an expiry in the past).
 func Expiry(log []Entry, period time.Duration) int64 {
 	if len(log) == 0 {
 		return 0
 	}
-	return log[len(log)-1].At + int64(period)
+	at := log[len(log)-1].At
+	if at > math.MaxInt64-int64(period) {
+		return math.MaxInt64
+	}
+	return at + int64(period)
 }
 
 // Step applies req at now (Unix ns) to log, oldest entry first, and returns
@@ -83,8 +90,9 @@ func (l *Log) Step(now int64, req ratelimit.Request) ratelimit.Decision {
 	if n := len(l.entries); n > l.head && l.entries[n-1].At > now {
 		now = l.entries[n-1].At
 	}
-	// Drop what has left the window (now−w, now].
-	for l.head < len(l.entries) && l.entries[l.head].At <= now-w {
+	// Drop what has left the window (now−w, now]; nothing has when now−w
+	// is before the first int64 nanosecond.
+	for now >= math.MinInt64+w && l.head < len(l.entries) && l.entries[l.head].At <= now-w {
 		l.sum -= l.entries[l.head].N
 		l.head++
 	}

@@ -38,17 +38,28 @@ type State struct {
 // Expiry returns the time (Unix ns) from which s no longer holds anything:
 // the end of the window after the current one for the sliding counter (its
 // count still weighs there), the end of the current one for the fixed
-// window. period is the limit's Period.
+// window. period is the limit's Period. An expiry past the last int64
+// nanosecond is math.MaxInt64: a long window late in int64 time must not
+// wrap around to an expiry in the past.
 func (s State) Expiry(sliding bool, period time.Duration) int64 {
 	switch {
 	case s.Curr > 0 && sliding:
-		return s.Start + 2*int64(period)
+		return after(s.Start, 2*int64(period))
 	case s.Curr > 0:
-		return s.Start + int64(period)
+		return after(s.Start, int64(period))
 	case s.Prev > 0 && sliding:
-		return s.Start + int64(period)
+		return after(s.Start, int64(period))
 	}
 	return 0
+}
+
+// after returns t + d for d ≥ 0, or math.MaxInt64 when the sum does not
+// fit an int64.
+func after(t, d int64) int64 {
+	if t > math.MaxInt64-d {
+		return math.MaxInt64
+	}
+	return t + d
 }
 
 // floorTo returns the start of the window of length w holding now.
@@ -63,8 +74,11 @@ func floorTo(now, w int64) int64 {
 // roll moves s to the window holding now and returns the effective now.
 // When time went backwards into an earlier window, the newest window seen
 // stays current and now is clamped to its start: going back never resets a
-// count.
+// count. A now less than one window after the first int64 nanosecond
+// (before the year 1678 for a short window) counts as MinInt64+w, so that
+// the start of its window is an int64 too.
 func roll(s State, now, w int64) (State, int64) {
+	now = max(now, math.MinInt64+w)
 	ws := floorTo(now, w)
 	switch {
 	case s.Start == 0 && s.Prev == 0 && s.Curr == 0:

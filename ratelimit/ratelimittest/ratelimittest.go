@@ -321,6 +321,8 @@ func testInvalid(t *testing.T, newStore NewStore) {
 		{"negative burst", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: 1, Period: time.Second, Burst: -1}, N: 1}, ratelimit.ErrInvalidLimit},
 		{"sub-nanosecond interval", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: 2, Period: 1}, N: 1}, ratelimit.ErrInvalidLimit},
 		{"period too long", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: 1, Period: ratelimit.MaxPeriod + 1}, N: 1}, ratelimit.ErrInvalidLimit},
+		{"a year is too long for a bucket", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: 1, Period: 365 * 24 * time.Hour}, Algorithm: ratelimit.TokenBucket, N: 1}, ratelimit.ErrInvalidLimit},
+		{"window too long", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: 1, Period: ratelimit.MaxWindow + 1}, Algorithm: ratelimit.FixedWindow, N: 1}, ratelimit.ErrInvalidLimit},
 		{"rate above MaxRate", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: ratelimit.MaxRate + 1, Period: time.Hour}, Algorithm: ratelimit.FixedWindow, N: 1}, ratelimit.ErrInvalidLimit},
 		{"burst too long", ratelimit.Request{Key: k, Limit: ratelimit.Limit{Rate: 1, Period: time.Hour, Burst: math.MaxInt64}, N: 1}, ratelimit.ErrInvalidLimit},
 		{"negative cost", ratelimit.Request{Key: k, Limit: limitsFor(), N: -1}, ratelimit.ErrInvalidRequest},
@@ -339,6 +341,13 @@ func testInvalid(t *testing.T, newStore NewStore) {
 		huge := ratelimit.Request{Key: k + "/huge/" + alg.String(), Limit: ratelimit.Limit{Rate: 4294967295, Period: time.Second}, Algorithm: alg, N: 1000}
 		if d, err := store.Apply(context.Background(), huge); err != nil || !d.Allowed || d.Remaining != 4294967295-1000 {
 			t.Errorf("%v with 4294967295/s: Apply = %+v, %v; want allowed with %d remaining", alg, d, err, 4294967295-1000)
+		}
+	}
+	// The windows accept periods up to MaxWindow.
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
+		long := ratelimit.Request{Key: k + "/long/" + alg.String(), Limit: ratelimit.Limit{Rate: 2, Period: ratelimit.MaxWindow}, Algorithm: alg, N: 1}
+		if d, err := store.Apply(context.Background(), long); err != nil || !d.Allowed || d.Remaining != 1 {
+			t.Errorf("%v with a period of MaxWindow: Apply = %+v, %v; want allowed with 1 remaining", alg, d, err)
 		}
 	}
 	// The bad requests left nothing behind.

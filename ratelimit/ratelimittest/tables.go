@@ -9,6 +9,14 @@ import (
 const (
 	ms = time.Millisecond
 	s  = time.Second
+	d  = 24 * time.Hour
+	// year is envoyproxy/ratelimit's unit: year, 365 days (31536000 s), and
+	// like its windows the suite's are aligned to the Unix epoch: T0,
+	// 2026-01-01 (1767225600 s), is 1767225600 mod 31536000 = 1209600 s =
+	// 14 days into the year-long window that began on 2025-12-18 (56·year)
+	// and ends 351 days after T0, on 2026-12-18. A year is past the buckets'
+	// MaxPeriod (2^53 ns, about 104 days): only the windows accept it.
+	year = 365 * d
 )
 
 func allow(rem int64, reset time.Duration) ratelimit.Decision {
@@ -142,6 +150,62 @@ func Tables() []Table {
 				{1000 * ms, 1, allow(0, 1*s)},
 				{1000 * ms, 2, deny(0, 1*s, 600*ms)},
 				{1000 * ms, 4, never(0, 1*s)},
+			},
+		},
+		{
+			// envoyproxy/ratelimit's unit: year (see year): 3 a year.
+			Name:      "fixed_window/year",
+			Algorithm: ratelimit.FixedWindow,
+			Limit:     ratelimit.Limit{Rate: 3, Period: year},
+			Steps: []Step{
+				{0, 1, allow(2, 351*d)},
+				{0, 2, allow(0, 351*d)},
+				{100 * d, 1, deny(0, 251*d, 251*d)},
+				{351*d - 1, 1, deny(0, 1, 1)}, // the last nanosecond of the window
+				{351 * d, 3, allow(0, year)},  // 2026-12-18: a new year-long window
+				{351*d + 1, 0, allow(0, year-1)},
+				{551 * d, 4, never(0, 165*d)},
+				{716 * d, 1, allow(2, year)}, // 351 + 365 days: the next one
+			},
+		},
+		{
+			// 10 a year, sliding. The first request is 14 days into its
+			// window; the window after it begins 351 days after T0.
+			Name:      "sliding_window_counter/year",
+			Algorithm: ratelimit.SlidingWindowCounter,
+			Limit:     ratelimit.Limit{Rate: 10, Period: year},
+			Steps: []Step{
+				{0, 4, allow(6, 2*year-14*d)},
+				{351 * d, 6, allow(0, 2*year)}, // 4·1 + 6 = 10
+				// 73 days (a fifth) into that window: 4·4/5 + 6 = 9.2, so
+				// one more is refused. Exactly, it would pass from a
+				// quarter of the window on (4·3/4 + 6 + 1 = 10), 91 days 6
+				// hours in. In doubles (the formula's, see internal/window)
+				// it passes 10 ns sooner: the sums +6 and +1 round an
+				// estimate 4·(year−e)/year of up to 3 + 2^-50 down to 10,
+				// which holds while year−e, rounded to the 4 ns doubles
+				// have above 2^54, is at most 3/4·year + 8 ns, that is for
+				// every e ≥ year/4 − 10 ns. Every store must agree to that
+				// nanosecond.
+				{424 * d, 1, deny(0, 2*year-73*d, 18*d+6*time.Hour-10)},
+				{351*d + year/4 - 11, 1, deny(0, 2*year-year/4+11, 1)},
+				{351*d + year/4 - 10, 1, allow(0, 2*year-year/4+10)},
+				// Half-way into the next window the 7 weigh 3.5.
+				{351*d + year + year/2, 0, allow(6, year/2)},
+			},
+		},
+		{
+			Name:      "sliding_window_log/year",
+			Algorithm: ratelimit.SlidingWindowLog,
+			Limit:     ratelimit.Limit{Rate: 3, Period: year},
+			Steps: []Step{
+				{0, 1, allow(2, year)},
+				{100 * d, 1, allow(1, year)},
+				{200 * d, 1, allow(0, year)},
+				{300 * d, 1, deny(0, 265*d, 65*d)}, // the first leaves a year after T0
+				{year - 1, 1, deny(0, 200*d+1, 1)},
+				{year, 1, allow(0, year)},
+				{year, 1, deny(0, year, 100*d)},
 			},
 		},
 	}

@@ -2,9 +2,12 @@
 -- KEYS[i]: a list whose element 0 is the sum of the costs logged, followed
 -- by the "at n" entries, oldest first, at a decimal int64 of Unix
 -- nanoseconds and n the cost admitted then.
--- Spec (S = 2): rate, w (the Period, ns). Every duration fits in a double.
+-- Spec (S = 2): rate, w (the Period, ns), read as a pair (s, ns) since w
+-- may pass 2^53 (up to ratelimit.MaxWindow). Durations are replied in two
+-- parts when they pass 2^53 (pdur), their unit a second.
 local function prepare(o)
-  return {tonumber(ARGV[o]), tonumber(ARGV[o + 1])}
+  local s, ns = parse(ARGV[o + 1])
+  return {tonumber(ARGV[o]), s, ns}
 end
 
 local function entry(v)
@@ -14,7 +17,7 @@ local function entry(v)
 end
 
 local function step(key, i, now_s, now_ns, n, sp)
-  local rate, w = sp[1], sp[2]
+  local rate, w_s, w_ns = sp[1], sp[2], sp[3]
 
   local len = redis.call('LLEN', key)
   if len == 1 then
@@ -32,10 +35,11 @@ local function step(key, i, now_s, now_ns, n, sp)
     if less(now_s, now_ns, last_s, last_ns) then now_s, now_ns = last_s, last_ns end
   end
   -- Drop what has left the window (now−w, now] from the head.
+  local cut_s, cut_ns = psub(now_s, now_ns, w_s, w_ns)
   local k = 0
   while k < count do
     local as, ans, c = entry(redis.call('LINDEX', key, k + 1))
-    if diff(as, ans, now_s, now_ns) > -w then break end
+    if less(cut_s, cut_ns, as, ans) then break end
     sum = sum - c
     k = k + 1
   end
@@ -52,10 +56,10 @@ local function step(key, i, now_s, now_ns, n, sp)
   end
   local rem = rate - sum
   if rem < 0 then rem = 0 end
-  local reset = 0
-  if count > 0 then reset = diff(last_s, last_ns, now_s, now_ns) + w end
+  local reset, rx = 0, 0
+  if count > 0 then reset, rx = pdur(padd(w_s, w_ns, psub(last_s, last_ns, now_s, now_ns))) end
 
-  if n == 0 then return emit(1, rem, 0, reset, 0, 0, 0) end
+  if n == 0 then return emit(1, rem, 0, reset, 0, 0, rx) end
   -- n > rate − sum, not sum + n > rate: the sum may pass 2^53.
   if n > rate - sum then
     -- Wait until enough of the oldest entries have left the window.
@@ -67,13 +71,14 @@ local function step(key, i, now_s, now_ns, n, sp)
         local as, ans, c = entry(chunk[j])
         over = over - c
         if over <= 0 then
-          retry = diff(as, ans, now_s, now_ns) + w
-          return emit(0, rem, retry, reset, 0, 0, 0)
+          local x
+          retry, x = pdur(padd(w_s, w_ns, psub(as, ans, now_s, now_ns)))
+          return emit(0, rem, retry, reset, 0, x, rx)
         end
       end
       from, size = from + size, size * 4
     end
-    return emit(0, rem, retry, reset, 0, 0, 0)
+    return emit(0, rem, retry, reset, 0, 0, rx)
   end
   sum = sum + n
   if count > 0 and last_s == now_s and last_ns == now_ns then
@@ -85,8 +90,9 @@ local function step(key, i, now_s, now_ns, n, sp)
   else
     redis.call('RPUSH', key, string.format('%d', sum), format(now_s, now_ns) .. ' ' .. string.format('%d', n))
   end
-  redis.call('PEXPIRE', key, pttl(w, min_ttl))
-  return emit(1, rate - sum, 0, w, 0, 0, 0)
+  redis.call('PEXPIRE', key, ppttl(w_s, w_ns, min_ttl))
+  local wd, wx = pdur(w_s, w_ns)
+  return emit(1, rate - sum, 0, wd, 0, 0, wx)
 end
 
 return run(2, prepare, step, false)

@@ -4,7 +4,9 @@
 -- Unix nanoseconds (about 1.8e18) is not, so a time is carried as two
 -- numbers, whole seconds s and nanoseconds ns in [0, 1e9), and stored as the
 -- decimal int64 the Go steps use. Every duration the steps compute is below
--- 2^53 ns (ratelimit.Limit.Validate), so differences of times are exact.
+-- 2^53 ns (ratelimit.Limit.Validate), so differences of times are exact;
+-- except for windows longer than 2^53 ns (up to ratelimit.MaxWindow, 2^60
+-- ns), whose durations window.lua and log.lua carry as pairs (s, ns) too.
 --
 -- Every script applies a batch of requests, one per key, in order:
 --
@@ -20,8 +22,9 @@
 -- reset_after}, or 7 when code has bit 2 set: {…, delay, retry_x,
 -- reset_x}, where the durations are retry_after + retry_x·unit and
 -- reset_after + reset_x·unit, in two parts because a double cannot hold
--- every duration up to 2·MaxPeriod (the unit is the script's). Bit 1 of
--- code is "allowed".
+-- every duration up to 2·MaxPeriod (the unit is the script's: a second,
+-- or the period for a window of at most 2^53 ns). Bit 1 of code is
+-- "allowed".
 local E9 = 1000000000
 local fmod, floor = math.fmod, math.floor
 local min_ttl = tonumber(ARGV[1])
@@ -76,6 +79,38 @@ local function less(as, ans, bs, bns)
   return as < bs or (as == bs and ans < bns)
 end
 
+-- Pairs (s, ns), ns in [0, 1e9), for durations past 2^53 ns: exact while
+-- |s| < 2^53/1953125 (146 years; 2·MaxWindow is 73), where s·1e9 is a
+-- multiple of 512 below 2^62, exact too.
+
+-- padd returns the pair a + b.
+local function padd(as, ans, bs, bns)
+  local s, ns = as + bs, ans + bns
+  if ns >= E9 then return s + 1, ns - E9 end
+  return s, ns
+end
+
+-- psub returns the pair a - b.
+local function psub(as, ans, bs, bns)
+  local s, ns = as - bs, ans - bns
+  if ns < 0 then return s - 1, ns + E9 end
+  return s, ns
+end
+
+-- pnum returns the double nearest to the pair's nanoseconds, as Go's
+-- float64(int64) rounds it: s·1e9 is exact, so the sum rounds once.
+local function pnum(s, ns)
+  return s * E9 + ns
+end
+
+-- pdur returns a pair >= 0 as a reply's two parts (d, x), d + x·1e9 ns:
+-- (its nanoseconds, 0) when that is exact (below 2^53), else (ns, s).
+local function pdur(s, ns)
+  local d = s * E9 + ns
+  if d < TWO53 then return d, 0 end
+  return ns, s
+end
+
 -- idiv is integer division of a >= 0 by b > 0, exact for a, b < 2^53
 -- (fmod is exact, and so is dividing an exact multiple).
 local function idiv(a, b)
@@ -87,6 +122,14 @@ end
 local function pttl(d, min_ms)
   local ms = idiv(d, 1000000)
   if fmod(d, 1000000) > 0 then ms = ms + 1 end
+  if ms < min_ms then ms = min_ms end
+  return ms
+end
+
+-- ppttl is pttl for a pair.
+local function ppttl(s, ns, min_ms)
+  local ms = s * 1000 + idiv(ns, 1000000)
+  if fmod(ns, 1000000) > 0 then ms = ms + 1 end
   if ms < min_ms then ms = min_ms end
   return ms
 end

@@ -1,9 +1,134 @@
 -- FixedWindow and SlidingWindowCounter: internal/window.Fixed and Sliding.
 -- KEYS[i]: "start prev curr", start a decimal int64 of Unix nanoseconds.
 -- Spec (S = 3): rate, w (the Period, ns), sliding (0|1). The unit of the
--- two-part durations is w (2·w may pass 2^53).
+-- two-part durations is w (2·w may pass 2^53); for w > 2^53, a second.
 local function prepare(o)
-  return {tonumber(ARGV[o]), tonumber(ARGV[o + 1]), ARGV[o + 2] == '1'}
+  local sp = {tonumber(ARGV[o]), tonumber(ARGV[o + 1]), ARGV[o + 2] == '1'}
+  -- Longer than 2^53 ns (16 digits or more): long_step, w as a pair.
+  if #ARGV[o + 1] >= 16 then
+    local s, ns = parse(ARGV[o + 1])
+    if less(9007199, 254740992, s, ns) then sp[4], sp[5] = s, ns end
+  end
+  return sp
+end
+
+-- long_step is step for w > 2^53 ns (up to ratelimit.MaxWindow): the same
+-- decisions, with w and every time and duration as pairs (s, ns), exact;
+-- the estimate's doubles are Go's (pnum rounds as float64(int64) does).
+-- Durations are replied as (ns, s), their unit a second.
+local function long_step(key, now_s, now_ns, n, sp, st_s, st_ns, prev, curr)
+  local rate, sliding, w_s, w_ns = sp[1], sp[3], sp[4], sp[5]
+  local wf = pnum(w_s, w_ns)
+
+  -- now mod w: q is floor(now / w) give or take one (|q| < 2^10 since
+  -- w > 2^53), so q·w is an exact pair; then correct.
+  local q = floor(pnum(now_s, now_ns) / wf)
+  local qns = q * w_ns
+  local carry = floor(qns / E9)
+  local m_s, m_ns = psub(now_s, now_ns, q * w_s + carry, 0)
+  m_s, m_ns = psub(m_s, m_ns, 0, qns - carry * E9)
+  while m_s < 0 do m_s, m_ns = padd(m_s, m_ns, w_s, w_ns) end
+  while not less(m_s, m_ns, w_s, w_ns) do m_s, m_ns = psub(m_s, m_ns, w_s, w_ns) end
+  local ws_s, ws_ns = psub(now_s, now_ns, m_s, m_ns)
+
+  local ns_s, ns_ns, nprev, ncurr = st_s, st_ns, prev, curr
+  if st_s == 0 and st_ns == 0 and prev == 0 and curr == 0 then
+    ns_s, ns_ns = ws_s, ws_ns
+  elseif less(ws_s, ws_ns, st_s, st_ns) then
+    now_s, now_ns = st_s, st_ns
+  elseif ws_s == st_s and ws_ns == st_ns then
+    -- same window
+  else
+    local nx_s, nx_ns = padd(st_s, st_ns, w_s, w_ns)
+    if ws_s == nx_s and ws_ns == nx_ns then
+      nprev, ncurr = curr, 0
+    else
+      nprev, ncurr = 0, 0
+    end
+    ns_s, ns_ns = ws_s, ws_ns
+  end
+  local e_s, e_ns = psub(now_s, now_ns, ns_s, ns_ns)
+
+  local function save(t_s, t_ns)
+    set(key, format(ns_s, ns_ns) .. ' ' .. string.format('%d %d', nprev, ncurr), ppttl(t_s, t_ns, min_ttl))
+  end
+
+  if not sliding then
+    local u_s, u_ns = psub(w_s, w_ns, e_s, e_ns)
+    local ud, ux = pdur(u_s, u_ns)
+    local rd, rx = 0, 0
+    if ncurr > 0 then rd, rx = ud, ux end
+    local rem = rate - ncurr
+    if rem < 0 then rem = 0 end
+    if n == 0 then return emit(1, rem, 0, rd, 0, 0, rx) end
+    if n > rate - ncurr then return emit(0, rem, ud, rd, 0, ux, rx) end
+    nprev, ncurr = 0, ncurr + n
+    save(u_s, u_ns)
+    return emit(1, rate - ncurr, 0, ud, 0, 0, ux)
+  end
+
+  local function used(p, c, s, ns)
+    local x_s, x_ns = psub(w_s, w_ns, s, ns)
+    local est = p * pnum(x_s, x_ns) / wf
+    return est + c
+  end
+  local function admits(p, c, s, ns)
+    return used(p, c, s, ns) + n <= rate
+  end
+  local l_s, l_ns = psub(w_s, w_ns, 0, 1) -- w - 1
+  local w2_s, w2_ns = padd(w_s, w_ns, w_s, w_ns) -- 2·w
+  local function earliest(p, c, f_s, f_ns)
+    if not admits(p, c, l_s, l_ns) then return nil end
+    local lo_s, lo_ns, hi_s, hi_ns = f_s, f_ns, l_s, l_ns
+    while less(lo_s, lo_ns, hi_s, hi_ns) do
+      local d_s, d_ns = psub(hi_s, hi_ns, lo_s, lo_ns)
+      local h_s = floor(d_s / 2)
+      local mid_s, mid_ns = padd(lo_s, lo_ns, h_s, floor(((d_s - 2 * h_s) * E9 + d_ns) / 2))
+      if admits(p, c, mid_s, mid_ns) then
+        hi_s, hi_ns = mid_s, mid_ns
+      else
+        lo_s, lo_ns = padd(mid_s, mid_ns, 0, 1)
+      end
+    end
+    return lo_s, lo_ns
+  end
+  local function remaining(p, c)
+    local r = floor(rate - used(p, c, e_s, e_ns))
+    if r < 0 then return 0 end
+    return r
+  end
+  local function reset(p, c)
+    if c > 0 then return psub(w2_s, w2_ns, e_s, e_ns) end
+    if p > 0 then return psub(w_s, w_ns, e_s, e_ns) end
+    return 0, 0
+  end
+
+  local rem = remaining(nprev, ncurr)
+  local t_s, t_ns = reset(nprev, ncurr)
+  local rd, rx = pdur(t_s, t_ns)
+  if n == 0 then return emit(1, rem, 0, rd, 0, 0, rx) end
+  if not admits(nprev, ncurr, e_s, e_ns) then
+    local r_s, r_ns
+    local f_s, f_ns = earliest(nprev, ncurr, e_s, e_ns)
+    if f_s then
+      r_s, r_ns = psub(f_s, f_ns, e_s, e_ns)
+    else
+      f_s, f_ns = earliest(ncurr, 0, 0, 0)
+      if f_s then
+        r_s, r_ns = padd(f_s, f_ns, psub(w_s, w_ns, e_s, e_ns))
+      else
+        r_s, r_ns = psub(w2_s, w2_ns, e_s, e_ns)
+      end
+    end
+    local d, x = pdur(r_s, r_ns)
+    return emit(0, rem, d, rd, 0, x, rx)
+  end
+  ncurr = ncurr + n
+  rem = remaining(nprev, ncurr)
+  t_s, t_ns = reset(nprev, ncurr)
+  rd, rx = pdur(t_s, t_ns)
+  save(t_s, t_ns)
+  return emit(1, rem, 0, rd, 0, 0, rx)
 end
 
 local function step(key, i, now_s, now_ns, n, sp)
@@ -16,6 +141,7 @@ local function step(key, i, now_s, now_ns, n, sp)
     st_s, st_ns = parse(a)
     prev, curr = tonumber(b), tonumber(c)
   end
+  if sp[4] then return long_step(key, now_s, now_ns, n, sp, st_s, st_ns, prev, curr) end
 
   -- now mod w, for now = now_s·1e9 + now_ns, exactly: fmod is exact, and
   -- fmod(now_s, w)·1e9 is a multiple of 512 below 2^62 (until 2112).
