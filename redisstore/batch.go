@@ -15,6 +15,7 @@ import (
 type call struct {
 	key       string
 	spec      spec
+	bucket    bucketCall
 	n         int64
 	sec, nsec int64 // now, when Options.Now is set
 	lim       ratelimit.Limit
@@ -217,13 +218,47 @@ func (s *Store) exec(g group, calls []*call) (ds []ratelimit.Decision, err error
 		}
 	}()
 	keys := make([]string, len(calls))
-	perNow := s.opts.Now != nil
-	// The distinct specs, and each call's (from 1). A batch rarely holds
-	// more than a few limits: a linear search is the fastest.
-	specs := make([]spec, 0, 4)
-	idx := make([]int, len(calls))
 	for i, c := range calls {
 		keys[i] = c.key
+	}
+	var args []string
+	if g.shape == shapeBucket {
+		args = s.bucketArgs(calls)
+	} else {
+		args = s.windowArgs(g.shape, calls)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	reply, err := s.scripts[g.shape].Exec(ctx, s.client, keys, args).ToArray()
+	if err != nil {
+		return nil, s.failure(err, len(calls))
+	}
+	ds = make([]ratelimit.Decision, len(calls))
+	if g.shape == shapeBucket {
+		reply, err = decodeBucket(reply, calls, ds)
+	} else {
+		for i, c := range calls {
+			if ds[i], reply, err = decodeNext(reply, c.lim, g.shape); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(reply) != 0 {
+		return nil, fmt.Errorf("%w: %d integers left over after %d decisions", ErrScript, len(reply), len(calls))
+	}
+	return ds, nil
+}
+
+// distinct returns the distinct specs of calls, and each call's index
+// among them (from 1). A batch rarely holds more than a few limits: a
+// linear search is the fastest.
+func distinct(calls []*call) (specs []spec, idx []int) {
+	specs = make([]spec, 0, 4)
+	idx = make([]int, len(calls))
+	for i, c := range calls {
 		j := 0
 		for j < len(specs) && specs[j] != c.spec {
 			j++
@@ -233,14 +268,51 @@ func (s *Store) exec(g group, calls []*call) (ds []ratelimit.Decision, err error
 		}
 		idx[i] = j + 1
 	}
+	return specs, idx
+}
+
+// bucketArgs returns the ARGV of gcra.lua for calls.
+func (s *Store) bucketArgs(calls []*call) []string {
+	perNow := s.opts.Now != nil
+	specs, idx := distinct(calls)
+	per := 0
+	if len(specs) > 1 {
+		per++
+	}
+	if perNow {
+		per += 2
+	}
+	args := make([]string, 0, 3+2*len(specs)+per*len(calls))
+	args = append(args, strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(specs)))
+	for _, sp := range specs {
+		args = append(args, strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10))
+	}
+	if per == 0 {
+		return args
+	}
+	for i, c := range calls {
+		if len(specs) > 1 {
+			args = append(args, strconv.Itoa(idx[i]))
+		}
+		if perNow {
+			args = append(args, strconv.FormatInt(c.sec, 10), strconv.FormatInt(c.nsec, 10))
+		}
+	}
+	return args
+}
+
+// windowArgs returns the ARGV of window.lua and log.lua for calls.
+func (s *Store) windowArgs(sh shape, calls []*call) []string {
+	perNow := s.opts.Now != nil
+	specs, idx := distinct(calls)
 	per := 2
 	if perNow {
 		per = 4
 	}
-	args := make([]string, 0, 3+4*len(specs)+per*len(calls))
+	args := make([]string, 0, 3+3*len(specs)+per*len(calls))
 	args = append(args, strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(specs)))
 	for _, sp := range specs {
-		args = appendSpec(args, g.shape, sp)
+		args = appendSpec(args, sh, sp)
 	}
 	for i, c := range calls {
 		args = append(args, strconv.Itoa(idx[i]), strconv.FormatInt(c.n, 10))
@@ -248,20 +320,5 @@ func (s *Store) exec(g group, calls []*call) (ds []ratelimit.Decision, err error
 			args = append(args, strconv.FormatInt(c.sec, 10), strconv.FormatInt(c.nsec, 10))
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-	defer cancel()
-	reply, err := s.scripts[g.shape].Exec(ctx, s.client, keys, args).AsIntSlice()
-	if err != nil {
-		return nil, s.failure(err, len(calls))
-	}
-	ds = make([]ratelimit.Decision, len(calls))
-	for i, c := range calls {
-		if ds[i], reply, err = decodeNext(reply, c.lim, g.shape); err != nil {
-			return nil, err
-		}
-	}
-	if len(reply) != 0 {
-		return nil, fmt.Errorf("%w: %d integers left over after %d decisions", ErrScript, len(reply), len(calls))
-	}
-	return ds, nil
+	return args
 }

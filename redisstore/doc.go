@@ -17,14 +17,15 @@
 // the Go step's order. A differential test runs both on random sequences and
 // requires identical decisions, weighted costs and peeks included.
 //
-// State is one Redis key per limiter key and state shape: a TAT string for
-// GCRA, TokenBucket and LeakyBucket (which share it, as in memstore),
-// "start prev curr" for FixedWindow and SlidingWindowCounter, and for
-// SlidingWindowLog a list of the running sum followed by "time cost"
-// entries, so that a call costs O(1) amortized, not O(Rate). Keys are named
-// Prefix + shape + "{" + key + "}", so Cluster hash-tags them, and expire
-// when their state has decayed to a full quota, which is the same as an
-// absent key.
+// State is one Redis key per limiter key and state shape: the TAT in 12
+// bytes (seconds and nanoseconds) for GCRA, TokenBucket and LeakyBucket
+// (which share it, as in memstore), "start prev curr" for FixedWindow and
+// SlidingWindowCounter, and for SlidingWindowLog a list of the running sum
+// followed by "time cost" entries, so that a call costs O(1) amortized, not
+// O(Rate). Keys are named Prefix + shape + "{" + key + "}", so Cluster
+// hash-tags them, and expire when their state has decayed to a full quota,
+// which is the same as an absent key (a bucket's key at the first whole
+// second after that, so that most writes keep the expiry they find).
 //
 // # Clock
 //

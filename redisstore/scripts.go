@@ -2,12 +2,14 @@ package redisstore
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice/internal/gcra"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -28,12 +30,15 @@ const (
 )
 
 var shapeInfo = [numShapes]struct {
-	file string
-	tag  string // key namespace: prefix + tag + "{" + key + "}"
+	file    string
+	tag     string // key namespace: prefix + tag + "{" + key + "}"
+	prelude bool   // the script starts with prelude.lua
 }{
-	shapeBucket: {"gcra.lua", "b"},
-	shapeWindow: {"window.lua", "w"},
-	shapeLog:    {"log.lua", "l"},
+	// "t": the TAT in binary (struct '<i8i4'); "b" held it in decimal
+	// before, and a store must not read the other form.
+	shapeBucket: {"gcra.lua", "t", false},
+	shapeWindow: {"window.lua", "w", true},
+	shapeLog:    {"log.lua", "l", true},
 }
 
 func shapeOf(a ratelimit.Algorithm) shape {
@@ -61,7 +66,11 @@ var scriptSources = func() (out [numShapes]string) {
 		if err != nil {
 			panic(err)
 		}
-		out[i] = string(pre) + "\n" + string(step)
+		if info.prelude {
+			out[i] = string(pre) + "\n" + string(step)
+		} else {
+			out[i] = string(step)
+		}
 	}
 	return out
 }()
@@ -73,32 +82,41 @@ func newScripts() (out [numShapes]*rueidis.Lua) {
 	return out
 }
 
-// maxExact bounds the durations passed to the scripts: they compute in
-// doubles, exact below 2^53.
-const maxExact = int64(ratelimit.MaxPeriod)
-
 // spec is the part of a request that many requests of a batch share: the
-// script's parameters for one limit. A batch sends each distinct spec once.
+// script's parameters for one limit (and, for the buckets, one cost). A
+// batch sends each distinct spec once.
 type spec struct {
-	a, b int64 // bucket: interval, Burst·interval; windows: rate, period
-	flag bool  // bucket: leaky; window: sliding
-	c    int64 // bucket: max delay
+	a, b int64 // bucket: inc (N·interval), lim (the largest backlog admitted); windows: rate, period
+	flag bool  // window: sliding
 }
 
-func specOf(sh shape, req ratelimit.Request) spec {
+// bucketCall is what a bucket request's decision is derived from, beside
+// the backlog the script returns.
+type bucketCall struct {
+	t, tau   int64 // interval, Burst·interval
+	leaky    bool
+	maxDelay time.Duration
+}
+
+func specOf(sh shape, req ratelimit.Request) (spec, bucketCall) {
 	lim := req.Limit.Normalize()
 	switch sh {
 	case shapeBucket:
 		t := int64(lim.Interval())
-		sp := spec{a: t, b: lim.Burst * t}
-		if req.Algorithm == ratelimit.LeakyBucket {
-			sp.flag, sp.c = true, min(int64(req.MaxDelay), maxExact)
+		bc := bucketCall{t: t, tau: lim.Burst * t, leaky: req.Algorithm == ratelimit.LeakyBucket, maxDelay: req.MaxDelay}
+		if req.N == 0 {
+			return spec{}, bc // peeks write nothing: one spec for all
 		}
-		return sp
+		inc := req.N * t // N ≤ Burst (Apply peeks otherwise): inc ≤ τ
+		sp := spec{a: inc, b: bc.tau - inc}
+		if bc.leaky && bc.maxDelay > 0 {
+			sp.b = min(sp.b, int64(bc.maxDelay))
+		}
+		return sp, bc
 	case shapeWindow:
-		return spec{a: lim.Rate, b: int64(lim.Period), flag: req.Algorithm == ratelimit.SlidingWindowCounter}
+		return spec{a: lim.Rate, b: int64(lim.Period), flag: req.Algorithm == ratelimit.SlidingWindowCounter}, bucketCall{}
 	}
-	return spec{a: lim.Rate, b: int64(lim.Period)}
+	return spec{a: lim.Rate, b: int64(lim.Period)}, bucketCall{}
 }
 
 func bit(b bool) string {
@@ -108,26 +126,81 @@ func bit(b bool) string {
 	return "0"
 }
 
-// appendSpec appends sp's fields as the shape's script reads them.
+// appendSpec appends sp's fields as the window and log scripts read them.
 func appendSpec(args []string, sh shape, sp spec) []string {
 	a, b := strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10)
-	switch sh {
-	case shapeBucket:
-		return append(args, a, b, bit(sp.flag), strconv.FormatInt(sp.c, 10))
-	case shapeWindow:
+	if sh == shapeWindow {
 		return append(args, a, b, bit(sp.flag))
 	}
 	return append(args, a, b)
 }
 
-// decodeNext reads the next decision from a script's reply and returns it
-// with the rest of the reply. The durations come in two parts, d + x·unit,
-// where unit is the period for the window script with a period of at most
-// MaxPeriod, and a second otherwise: a double cannot hold every duration up
-// to 2·MaxWindow, an int64 can.
-func decodeNext(r []int64, lim ratelimit.Limit, sh shape) (ratelimit.Decision, []int64, error) {
-	if len(r) < 4 || r[0] < 0 || r[0] > 3 || (r[0]&2 != 0 && len(r) < 7) {
-		return ratelimit.Decision{}, nil, fmt.Errorf("%w: malformed script reply %v", ErrScript, r[:min(len(r), 7)])
+// two53 marks a backlog gcra.lua returns in two parts.
+const two53 = 1 << 53
+
+// decodeBucket reads gcra.lua's reply: one backlog per call, from which
+// the Go step derives the decision (the script has already applied it:
+// the two must agree on admission). It returns what is left of the reply.
+func decodeBucket(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decision) ([]rueidis.RedisMessage, error) {
+	for i, c := range calls {
+		if len(r) == 0 {
+			return nil, fmt.Errorf("%w: reply ends after %d of %d decisions", ErrScript, i, len(calls))
+		}
+		v, err := r[0].AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("%w: malformed script reply: %v", ErrScript, err)
+		}
+		r = r[1:]
+		admitted, backlog := v >= 0, v
+		switch {
+		case v == -two53:
+			if len(r) < 2 {
+				return nil, fmt.Errorf("%w: malformed script reply: a long backlog in %d parts", ErrScript, len(r))
+			}
+			s, err1 := r[0].AsInt64()
+			ns, err2 := r[1].AsInt64()
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, fmt.Errorf("%w: malformed script reply: %v", ErrScript, err)
+			}
+			r = r[2:]
+			admitted, backlog = c.n == 0, s*int64(time.Second)+ns
+		case v < 0:
+			backlog = -v - 1
+		}
+		p := gcra.Params{Limit: c.lim, T: c.bucket.t, Tau: c.bucket.tau}
+		gcra.StepCost(backlog, 0, c.n, c.bucket.leaky, c.bucket.maxDelay, &p, &ds[i])
+		if ds[i].Allowed != admitted {
+			return nil, fmt.Errorf("%w: the script and the Go step disagree on admitting a backlog of %v (n %d)", ErrScript, time.Duration(backlog), c.n)
+		}
+	}
+	return r, nil
+}
+
+// decodeNext reads the next decision from a window or log script's reply
+// and returns it with the rest of the reply. The durations come in two
+// parts, d + x·unit, where unit is the period for the window script when
+// it is at most 2^53 ns, else a second: a double cannot hold every duration
+// up to 2·MaxWindow, an int64 can.
+func decodeNext(msgs []rueidis.RedisMessage, lim ratelimit.Limit, sh shape) (ratelimit.Decision, []rueidis.RedisMessage, error) {
+	var r [7]int64
+	n := 4
+	for i := 0; i < n; i++ {
+		if i >= len(msgs) {
+			return ratelimit.Decision{}, nil, fmt.Errorf("%w: malformed script reply %v", ErrScript, r[:i])
+		}
+		v, err := msgs[i].AsInt64()
+		if err != nil {
+			return ratelimit.Decision{}, nil, fmt.Errorf("%w: malformed script reply: %v", ErrScript, err)
+		}
+		r[i] = v
+		if i == 0 {
+			if v < 0 || v > 3 {
+				return ratelimit.Decision{}, nil, fmt.Errorf("%w: malformed script reply %v", ErrScript, r[:1])
+			}
+			if v&2 != 0 {
+				n = 7
+			}
+		}
 	}
 	d := ratelimit.Decision{
 		Allowed:    r[0]&1 == 1,
@@ -136,15 +209,15 @@ func decodeNext(r []int64, lim ratelimit.Limit, sh shape) (ratelimit.Decision, [
 		RetryAfter: time.Duration(r[2]),
 		ResetAfter: time.Duration(r[3]),
 	}
-	if r[0]&2 == 0 {
-		return d, r[4:], nil
+	if n == 4 {
+		return d, msgs[4:], nil
 	}
 	unit := int64(time.Second)
-	if sh == shapeWindow && lim.Period <= ratelimit.MaxPeriod {
+	if sh == shapeWindow && lim.Period <= 1<<53 {
 		unit = int64(lim.Period)
 	}
 	d.Delay = time.Duration(r[4])
 	d.RetryAfter += time.Duration(r[5] * unit)
 	d.ResetAfter += time.Duration(r[6] * unit)
-	return d, r[7:], nil
+	return d, msgs[7:], nil
 }

@@ -416,11 +416,11 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 	sh := shapeOf(req.Algorithm)
 	c := &call{
 		key:  s.key(sh, req.Key),
-		spec: specOf(sh, sent),
 		n:    sent.N,
 		lim:  lim,
 		done: make(chan struct{}),
 	}
+	c.spec, c.bucket = specOf(sh, sent)
 	if useNow {
 		c.sec, c.nsec = now.Unix(), int64(now.Nanosecond())
 	}

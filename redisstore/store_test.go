@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -292,4 +294,85 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	if n > before {
 		t.Fatalf("%d goroutines after Close, %d before New", n, before)
 	}
+}
+
+// TestServerClockExpiry checks what gcra.lua relies on to skip most expiry
+// updates (KEEPTTL): with Redis's clock, a bucket key always expires at the
+// first whole second at or after its TAT, never before it, also when a
+// batch holds the key many times and the TAT crosses seconds.
+func TestServerClockExpiry(t *testing.T) {
+	both(t, func(t *testing.T, e env) {
+		s := newStore(t, e, redisstore.Options{})
+		ctx := context.Background()
+		// Each admitted request moves the TAT 300 ms: ten cross three
+		// seconds.
+		lim := ratelimit.Limit{Rate: 10, Period: 3 * time.Second, Burst: 10}
+		node := redistest.Shared(t)
+		if e.name == "cluster" {
+			var err error
+			if node, err = redistest.SharedCluster(t).NodeFor(s.Key(ratelimit.GCRA, "exp")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func(when string) {
+			t.Helper()
+			v, err := node.Do("GET", s.Key(ratelimit.GCRA, "exp"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, ok := v.(string)
+			if !ok || len(b) != 12 {
+				t.Fatalf("%s: state %q, want 12 bytes", when, v)
+			}
+			sec := int64(binary.LittleEndian.Uint64([]byte(b[:8])))
+			ns := int64(binary.LittleEndian.Uint32([]byte(b[8:])))
+			want := sec
+			if ns > 0 {
+				want++
+			}
+			at, err := node.Do("PEXPIRETIME", s.Key(ratelimit.GCRA, "exp"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if at != want*1000 {
+				t.Fatalf("%s: TAT %d.%09d expires at %v ms, want %d000", when, sec, ns, at, want)
+			}
+		}
+		req := ratelimit.Request{Key: "exp", Limit: lim, Algorithm: ratelimit.GCRA, N: 1}
+		for i := range 12 {
+			if _, err := s.Apply(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			check(fmt.Sprintf("serial request %d", i))
+		}
+		// Concurrent: batches hold the key many times.
+		if _, err := node.Do("DEL", s.Key(ratelimit.GCRA, "exp")); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var admitted atomic.Int64
+		start := time.Now()
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 4 {
+					d, err := s.Apply(ctx, req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		refilled := int64(time.Since(start) / (300 * time.Millisecond))
+		check("after concurrent requests")
+		if n := admitted.Load(); n < 10 || n > 11+refilled {
+			t.Errorf("admitted %d of 128, want the burst of 10 and at most the %d refilled meanwhile", n, refilled+1)
+		}
+	})
 }

@@ -60,35 +60,30 @@ func EnvoyFixedWindow(rdb *goredis.Client, prefix string) Op {
 	}
 }
 
-// GCRAScript returns the source of redisstore's GCRA script (prelude and
-// step), read from the repository, for the client-library comparison.
+// GCRAScript returns the source of redisstore's GCRA script, read from the
+// repository, for the client-library comparison.
 func GCRAScript() (string, error) {
 	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "redisstore", "lua")
-	pre, err := os.ReadFile(filepath.Join(dir, "prelude.lua"))
-	if err != nil {
-		return "", err
-	}
-	step, err := os.ReadFile(filepath.Join(dir, "gcra.lua"))
-	if err != nil {
-		return "", err
-	}
-	return string(pre) + "\n" + string(step), nil
+	src, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "redisstore", "lua", "gcra.lua"))
+	return string(src), err
 }
 
 func gcraArgs() []string {
 	lim := BenchLimit.Normalize()
 	t := int64(lim.Interval())
-	// ARGV: min expiry (ms), "0" (the server's clock), one spec (t, τ, not
-	// leaky, no max delay), one request (spec 1, cost 1).
-	return []string{"1", "0", "1", strconv.FormatInt(t, 10), strconv.FormatInt(lim.Burst*t, 10), "0", "0", "1", "1"}
+	// ARGV: min expiry (ms, unused), "0" (the server's clock), one
+	// (inc, lim) pair: cost 1 adds t to the TAT, admitted while the
+	// backlog is at most τ − t.
+	return []string{"1", "0", "1", strconv.FormatInt(t, 10), strconv.FormatInt(lim.Burst*t-t, 10)}
 }
 
+// allowedReply reads the script's reply for one request: the backlog,
+// negative when denied.
 func allowedReply(v []int64) (bool, error) {
 	if len(v) < 1 {
 		return false, fmt.Errorf("short reply %v", v)
 	}
-	return v[0]&1 == 1, nil
+	return v[0] >= 0, nil
 }
 
 // GoRedisScript runs redisstore's GCRA script through go-redis v9
