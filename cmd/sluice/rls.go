@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	poll := fs.Duration("poll", rls.DefaultPollInterval, "how often to look for config changes")
 	parallel := fs.Bool("parallel-descriptors", true, "with Redis, apply the descriptors of one request concurrently (one round trip) rather than one after the other")
 	shadow := fs.Bool("shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
+	debugListen := fs.String("debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
 	nearRatio := fs.Float64("near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -93,11 +95,20 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("rls: grpc: %w", err)
 	}
-	var hln net.Listener
+	var hln, dln net.Listener
 	if *httpListen != "" {
 		if hln, err = net.Listen("tcp", *httpListen); err != nil {
 			gln.Close()
 			return fmt.Errorf("rls: http: %w", err)
+		}
+	}
+	if *debugListen != "" {
+		if dln, err = net.Listen("tcp", *debugListen); err != nil {
+			gln.Close()
+			if hln != nil {
+				hln.Close()
+			}
+			return fmt.Errorf("rls: debug: %w", err)
 		}
 	}
 
@@ -107,11 +118,15 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if hln != nil {
 		hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	}
+	var ds *http.Server
+	if dln != nil {
+		ds = &http.Server{Handler: pprofHandler(), ReadHeaderTimeout: 10 * time.Second}
+	}
 
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -133,10 +148,22 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 		}()
 	}
+	if ds != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := ds.Serve(dln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("rls: debug: %w", err)
+			}
+		}()
+	}
 	attrs := []any{"grpc", gln.Addr().String(), "config_dir", *configDir, "domains", set.Domains(),
 		"store", redactStoreURL(*storeURL), "headers", hm.String()}
 	if hln != nil {
 		attrs = append(attrs, "http", hln.Addr().String())
+	}
+	if dln != nil {
+		attrs = append(attrs, "debug", dln.Addr().String())
 	}
 	log.Info("sluice rls: listening", attrs...)
 
@@ -152,6 +179,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if hs != nil {
 		hs.Shutdown(sctx)
 	}
+	if ds != nil {
+		ds.Shutdown(sctx)
+	}
 	stopped := make(chan struct{})
 	go func() { g.GracefulStop(); close(stopped) }()
 	select {
@@ -162,6 +192,17 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	wg.Wait()
 	log.Info("sluice rls: stopped")
 	return err
+}
+
+// pprofHandler serves net/http/pprof's profiles under /debug/pprof/.
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // openRLSStore opens the store named by raw: "memory" or a Redis URL.

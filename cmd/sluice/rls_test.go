@@ -145,6 +145,25 @@ func TestRLSServesExampleConfig(t *testing.T) {
 	}
 }
 
+var debugRE = regexp.MustCompile(`sluice rls: listening.* debug=(\S+)`)
+
+func TestRLSDebugListen(t *testing.T) {
+	_, _, logs := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--debug-listen", "127.0.0.1:0")
+	m := debugRE.FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("the log does not name the debug address:\n%s", logs)
+	}
+	resp, err := http.Get("http://" + m[1] + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "heap profile") {
+		t.Errorf("GET /debug/pprof/heap = %d %.100q, want 200 and a heap profile", resp.StatusCode, body)
+	}
+}
+
 func TestRLSRedis(t *testing.T) {
 	redistest.Require(t)
 	r := redistest.Start(t)
