@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
@@ -75,6 +77,71 @@ func BenchmarkShouldRateLimitGRPC(b *testing.B) {
 		for p.Next() {
 			i++
 			if _, err := client.ShouldRateLimit(context.Background(), reqs[i%uint64(len(reqs))]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkShouldRateLimitCodec is the server's hot path short of the
+// transport: unmarshal the request as gRPC's codec does, decide, marshal
+// the response.
+func BenchmarkShouldRateLimitCodec(b *testing.B) {
+	srv := benchServer(b)
+	reqs := benchRequests()
+	wire := make([][]byte, len(reqs))
+	for i, r := range reqs {
+		var err error
+		if wire[i], err = proto.Marshal(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(p *testing.PB) {
+		i := next.Add(1) * 7919
+		var out []byte
+		for p.Next() {
+			i++
+			req := &pb.RateLimitRequest{}
+			if err := proto.Unmarshal(wire[i%uint64(len(wire))], req); err != nil {
+				b.Error(err)
+				return
+			}
+			resp, err := srv.ShouldRateLimit(context.Background(), req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if out, err = (proto.MarshalOptions{}).MarshalAppend(out[:0], resp); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkShouldRateLimit3 decides requests of three descriptors (two
+// limited by different rules, one matching no rule), in process.
+func BenchmarkShouldRateLimit3(b *testing.B) {
+	srv := benchServer(b)
+	reqs := make([]*pb.RateLimitRequest, 1024)
+	for i := range reqs {
+		u := "u" + strconv.Itoa(i)
+		reqs[i] = &pb.RateLimitRequest{Domain: "test", Descriptors: []*commonpb.RateLimitDescriptor{
+			d("user", u), d("detailed", strconv.Itoa(i%256)), d("nobody", u),
+		}}
+	}
+	var next atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(p *testing.PB) {
+		i := next.Add(1) * 7919
+		for p.Next() {
+			i++
+			if _, err := srv.ShouldRateLimit(context.Background(), reqs[i%uint64(len(reqs))]); err != nil {
 				b.Error(err)
 				return
 			}

@@ -591,7 +591,7 @@ func overrideLimit(o *commonpb.RateLimitDescriptor_RateLimitOverride) (ratelimit
 		if m.GetValue() == 0 {
 			return ratelimit.Limit{}, requestError("limit override has unit_multiplier 0")
 		}
-		if time.Duration(m.GetValue()) > ratelimit.MaxPeriod/d {
+		if time.Duration(m.GetValue()) > ratelimit.MaxWindow/d {
 			return ratelimit.Limit{}, requestError("limit override period %d×%v is too long", m.GetValue(), o.GetUnit())
 		}
 		d *= time.Duration(m.GetValue())
@@ -673,18 +673,37 @@ func (s *Server) resetAfter(c *check) time.Duration {
 	return time.Duration(ratelimit.DurationCeil(r)) * time.Second
 }
 
+// statusBlock is one descriptor's status, limit and reset, allocated
+// together.
+type statusBlock struct {
+	st    pb.RateLimitResponse_DescriptorStatus
+	limit pb.RateLimitResponse_RateLimit
+	reset durationpb.Duration
+}
+
+// singleResponse is the whole response to a request of one descriptor (what
+// Envoy mostly sends), in one allocation.
+type singleResponse struct {
+	resp     pb.RateLimitResponse
+	statuses [1]*pb.RateLimitResponse_DescriptorStatus
+	block    [1]statusBlock
+}
+
 func (s *Server) respond(checks []check) *pb.RateLimitResponse {
-	resp := &pb.RateLimitResponse{
-		OverallCode: pb.RateLimitResponse_OK,
-		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(checks)),
+	var (
+		resp   *pb.RateLimitResponse
+		blocks []statusBlock
+	)
+	if len(checks) == 1 {
+		one := &singleResponse{}
+		resp, blocks = &one.resp, one.block[:]
+		resp.Statuses = one.statuses[:]
+	} else {
+		// One allocation for every descriptor's status, limit and reset.
+		resp = &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(checks))}
+		blocks = make([]statusBlock, len(checks))
 	}
-	// One allocation for every descriptor's status, limit and reset.
-	type block struct {
-		st    pb.RateLimitResponse_DescriptorStatus
-		limit pb.RateLimitResponse_RateLimit
-		reset durationpb.Duration
-	}
-	blocks := make([]block, len(checks))
+	resp.OverallCode = pb.RateLimitResponse_OK
 	for i := range checks {
 		c := &checks[i]
 		b := &blocks[i]
