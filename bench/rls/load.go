@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -25,7 +26,22 @@ type Load struct {
 	Keys        int
 	Descriptors int
 	Duration    time.Duration
+	// Client is the client the callers call through: ClientRaw (the
+	// default) or ClientGRPC.
+	Client string
 }
+
+// The load generator's clients. Both send the same requests over the same
+// connections; they differ in what a call costs the generator's CPU, which
+// on a small machine the servers share.
+const (
+	// ClientRaw sends requests marshalled once ahead as pre-built HTTP/2
+	// frames (RawConn): a few microseconds of CPU a call.
+	ClientRaw = "raw"
+	// ClientGRPC calls through grpc-go's generated client: tens of
+	// microseconds a call, about what a grpc-go server spends.
+	ClientGRPC = "grpc"
+)
 
 // Result is one measurement of one server.
 type Result struct {
@@ -37,6 +53,7 @@ type Result struct {
 	P50, P99  time.Duration
 	ServerCPU time.Duration // the server process's CPU time during the run
 	RedisCPU  time.Duration // redis-server's
+	LoadCPU   time.Duration // the load generator's (this process's)
 	FirstErr  error
 }
 
@@ -45,30 +62,21 @@ func (r Result) PerSecond() float64 { return float64(r.Requests) / r.Elapsed.Sec
 
 func (r Result) String() string {
 	per := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(max(1, r.Requests)) }
-	return fmt.Sprintf("%-44s %8.0f req/s  p50 %7v  p99 %7v  server %5.1f µs/req  redis %5.1f µs/req  errors %d",
+	return fmt.Sprintf("%-44s %8.0f req/s  p50 %7v  p99 %7v  server %5.1f µs/req  redis %5.1f µs/req  load %5.1f µs/req  errors %d",
 		r.Name, r.PerSecond(), r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond),
-		per(r.ServerCPU), per(r.RedisCPU), r.Errors)
+		per(r.ServerCPU), per(r.RedisCPU), per(r.LoadCPU), r.Errors)
 }
 
 // Measure runs l against the server at addr and measures every request's
 // latency. cpu, when not nil, is read before and after for the server's
 // and Redis's CPU time.
 func Measure(ctx context.Context, name, addr string, l Load, cpu func() (server, redis time.Duration)) (Result, error) {
-	conns := make([]*grpc.ClientConn, max(1, l.Conns))
-	clients := make([]pb.RateLimitServiceClient, len(conns))
-	for i := range conns {
-		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return Result{}, err
-		}
-		defer c.Close()
-		conns[i], clients[i] = c, pb.NewRateLimitServiceClient(c)
-	}
 	// Requests are built ahead: the generator's own cost stays out of the
 	// latencies and is the same for every server.
 	const pool = 4096
 	rng := rand.New(rand.NewPCG(1, 2))
 	reqs := make([]*pb.RateLimitRequest, pool)
+	encoded := make([]Encoded, pool)
 	for i := range reqs {
 		r := &pb.RateLimitRequest{Domain: "bench"}
 		for range max(1, l.Descriptors) {
@@ -77,10 +85,46 @@ func Measure(ctx context.Context, name, addr string, l Load, cpu func() (server,
 			}})
 		}
 		reqs[i] = r
+		var err error
+		if encoded[i], err = Encode(r); err != nil {
+			return Result{}, err
+		}
+	}
+	// call(conn, i) sends request i on connection conn.
+	var call func(conn, i int) (pb.RateLimitResponse_Code, error)
+	nconns := max(1, l.Conns)
+	switch l.Client {
+	case ClientGRPC:
+		clients := make([]pb.RateLimitServiceClient, nconns)
+		for i := range clients {
+			c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return Result{}, err
+			}
+			defer c.Close()
+			clients[i] = pb.NewRateLimitServiceClient(c)
+		}
+		call = func(conn, i int) (pb.RateLimitResponse_Code, error) {
+			resp, err := clients[conn].ShouldRateLimit(ctx, reqs[i])
+			return resp.GetOverallCode(), err
+		}
+	case ClientRaw, "":
+		conns := make([]*RawConn, nconns)
+		for i := range conns {
+			c, err := DialRaw(ctx, addr)
+			if err != nil {
+				return Result{}, err
+			}
+			defer c.Close()
+			conns[i] = c
+		}
+		call = func(conn, i int) (pb.RateLimitResponse_Code, error) { return conns[conn].Call(encoded[i]) }
+	default:
+		return Result{}, fmt.Errorf("rls: unknown load client %q (want %s or %s)", l.Client, ClientRaw, ClientGRPC)
 	}
 	// Warm up: connections, pools, scripts.
-	for i := range clients {
-		if _, err := clients[i].ShouldRateLimit(ctx, reqs[i]); err != nil {
+	for i := range nconns {
+		if _, err := call(i, i); err != nil {
 			return Result{}, fmt.Errorf("%s: warm-up: %w", name, err)
 		}
 	}
@@ -98,25 +142,26 @@ func Measure(ctx context.Context, name, addr string, l Load, cpu func() (server,
 	if cpu != nil {
 		s0, r0 = cpu()
 	}
+	l0, _ := CPUTime(os.Getpid())
 	start := time.Now()
 	for i := range max(1, l.Callers) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			c := clients[i%len(clients)]
+			conn := i % nconns
 			lat := make([]time.Duration, 0, 1<<15)
 			n := i * 7919
 			for !stop.Load() {
 				n++
 				t0 := time.Now()
-				resp, err := c.ShouldRateLimit(ctx, reqs[n%pool])
+				code, err := call(conn, n%pool)
 				lat = append(lat, time.Since(t0))
 				if err != nil {
 					errs.Add(1)
 					firstErr.CompareAndSwap(nil, err)
 					continue
 				}
-				if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+				if code == pb.RateLimitResponse_OVER_LIMIT {
 					over.Add(1)
 				}
 			}
@@ -129,6 +174,9 @@ func Measure(ctx context.Context, name, addr string, l Load, cpu func() (server,
 	stop.Store(true)
 	wg.Wait()
 	r := Result{Name: name, Elapsed: time.Since(start), Requests: int64(len(all)), Errors: errs.Load(), Over: over.Load()}
+	if l1, err := CPUTime(os.Getpid()); err == nil {
+		r.LoadCPU = l1 - l0
+	}
 	if cpu != nil {
 		s1, r1 := cpu()
 		r.ServerCPU, r.RedisCPU = s1-s0, r1-r0

@@ -2,18 +2,25 @@ package rls_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/bench/rls"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/memstore"
+	sluicerls "github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/rules"
 )
 
 // TestAgreement is the benchmark's correctness check: envoyproxy/ratelimit
@@ -97,3 +104,108 @@ func TestAgreement(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { redistest.Main(m) }
+
+// TestRawConn checks the load generator's lean client against grpc-go's on
+// one in-process sluice server: the same answers, a refused request as an
+// error, and more traffic than HTTP/2's initial windows so that flow
+// control is exercised.
+func TestRawConn(t *testing.T) {
+	cfg, err := rules.Parse("bench.yaml", []byte("domain: bench\ndescriptors:\n  - key: load\n    rate_limit: {unit: minute, requests_per_unit: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.NewSet(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	srv, err := sluicerls.New(store, set, sluicerls.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(sluicerls.ServerOptions()...)
+	srv.Register(g)
+	go g.Serve(ln)
+	defer g.Stop()
+
+	ctx := context.Background()
+	raw, err := rls.DialRaw(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := pb.NewRateLimitServiceClient(conn)
+
+	req := func(key string) *pb.RateLimitRequest {
+		return &pb.RateLimitRequest{Domain: "bench", Descriptors: []*commonpb.RateLimitDescriptor{
+			{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "load", Value: key}}},
+		}}
+	}
+	// Alternate the clients on each key: the fourth call is over whoever
+	// makes it.
+	for i := range 8 {
+		r := req("k" + strconv.Itoa(i/4))
+		var got pb.RateLimitResponse_Code
+		if i%2 == 0 {
+			enc, err := rls.Encode(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err = raw.Call(enc); err != nil {
+				t.Fatalf("call %d: raw: %v", i, err)
+			}
+		} else {
+			resp, err := client.ShouldRateLimit(ctx, r)
+			if err != nil {
+				t.Fatalf("call %d: grpc: %v", i, err)
+			}
+			got = resp.OverallCode
+		}
+		want := pb.RateLimitResponse_OK
+		if i%4 == 3 {
+			want = pb.RateLimitResponse_OVER_LIMIT
+		}
+		if got != want {
+			t.Errorf("call %d: overall_code %v, want %v", i, got, want)
+		}
+	}
+
+	// A request the server refuses (no descriptors): InvalidArgument.
+	bad, _ := rls.Encode(&pb.RateLimitRequest{Domain: "bench"})
+	if _, err := raw.Call(bad); err == nil || !strings.Contains(err.Error(), "grpc-status 3") {
+		t.Errorf("raw call without descriptors = %v, want grpc-status 3 (InvalidArgument)", err)
+	}
+
+	// Past the 64 KiB initial windows, from concurrent callers.
+	big := req(strings.Repeat("x", 2000))
+	enc, _ := rls.Encode(big)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				if _, err := raw.Call(enc); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent raw calls: %v", err)
+	}
+}

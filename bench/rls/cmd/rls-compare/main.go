@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,11 +43,13 @@ func main() {
 	conns := flag.Int("conns", 8, "gRPC connections of the load generator")
 	keys := flag.Int("keys", 10000, "distinct descriptor values in the load")
 	descs := flag.Int("descriptors", 1, "descriptors per request in the load")
+	client := flag.String("client", rls.ClientRaw, "the load generator's client: raw (pre-built HTTP/2 frames, a few µs a call) or grpc (grpc-go's client)")
 	dur := flag.Duration("duration", 10*time.Second, "measurement time per server per round")
 	rounds := flag.Int("rounds", 3, "rounds; each server's median round is reported")
 	only := flag.String("only", "", "run only servers whose name contains this")
 	sluiceArgs := flag.String("sluice-args", "", "extra flags for sluice rls on redis, space-separated")
 	skipAgree := flag.Bool("skip-agree", false, "skip the agreement check")
+	cpuProfile := flag.String("cpuprofile", "", "write the load generator's CPU profile of the throughput rounds to `FILE`")
 	flag.Parse()
 	ctx := context.Background()
 
@@ -119,10 +122,20 @@ func main() {
 
 	procs := []*rls.Proc{envoy, envoyPiped, sluiceRedis, sluiceMem}
 	procs = slices.DeleteFunc(procs, func(p *rls.Proc) bool { return !strings.Contains(p.Name, *only) })
-	load := rls.Load{Callers: *callers, Conns: *conns, Keys: *keys, Descriptors: *descs, Duration: *dur}
-	fmt.Printf("\nthroughput: %d callers over %d connections, %d keys, %d descriptor(s)/request, %v per server per round, %d rounds (median round shown)\n",
-		load.Callers, load.Conns, load.Keys, load.Descriptors, load.Duration, *rounds)
+	load := rls.Load{Callers: *callers, Conns: *conns, Keys: *keys, Descriptors: *descs, Duration: *dur, Client: *client}
+	fmt.Printf("\nthroughput: %s client, %d callers over %d connections, %d keys, %d descriptor(s)/request, %v per server per round, %d rounds (median round shown)\n",
+		load.Client, load.Callers, load.Conns, load.Keys, load.Descriptors, load.Duration, *rounds)
 	results := make(map[string][]rls.Result)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+	}
 	for r := range *rounds {
 		for _, p := range procs {
 			pid := p.PID()
@@ -142,6 +155,7 @@ func main() {
 			results[p.Name] = append(results[p.Name], res)
 		}
 	}
+	pprof.StopCPUProfile()
 	fmt.Println()
 	med := map[string]rls.Result{}
 	for _, p := range procs {
