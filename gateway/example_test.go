@@ -65,5 +65,5 @@ rules:
 	// gateway.yaml:2: upstream: want an http:// or https:// URL or builtin:echo, got "ftp://example.com"
 	// gateway.yaml:3: headers: want ietf, legacy or opaque, got "loud"
 	// gateway.yaml:7: routes[0].rate_limits[0].actions[0]: unknown field "remote_adress" (did you mean "remote_address"?)
-	// gateway.yaml:12: rules.descriptors[0].rate_limit.unit: unknown unit "fortnight" (want second, minute, hour, day, week or month)
+	// gateway.yaml:12: rules.descriptors[0].rate_limit.unit: unknown unit "fortnight" (want second, minute, hour, day, week, month or year)
 }

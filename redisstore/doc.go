@@ -12,10 +12,12 @@
 // Each algorithm's Go step (the ones memstore runs) has a Lua twin, run
 // atomically by EVALSHA (EVAL after a NOSCRIPT). Lua's numbers are doubles,
 // exact only below 2^53, and a time in Unix nanoseconds is not; the scripts
-// carry times as seconds and nanoseconds and compute every difference
-// exactly, and the sliding window counter's float formula is evaluated in
-// the Go step's order. A differential test runs both on random sequences and
-// requires identical decisions, weighted costs and peeks included.
+// carry times as seconds and nanoseconds (and so the durations of windows
+// longer than 2^53 ns, up to ratelimit.MaxWindow) and compute every
+// difference exactly, and the sliding window counter's float formula is
+// evaluated in the Go step's order. A differential test runs both on random
+// sequences and requires identical decisions, weighted costs and peeks
+// included.
 //
 // State is one Redis key per limiter key and state shape: the TAT in 12
 // bytes (seconds and nanoseconds) for GCRA, TokenBucket and LeakyBucket

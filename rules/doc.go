@@ -22,7 +22,7 @@
 // directory into a [Set] (several domains). Both report every problem at
 // once, as an [*Errors] whose lines read "file:line: path: message":
 //
-//	rules.yaml:7: descriptors[0].descriptors[1].rate_limit.unit: unknown unit "minutes" (want second, minute, hour, day, week or month)
+//	rules.yaml:7: descriptors[0].descriptors[1].rate_limit.unit: unknown unit "minutes" (want second, minute, hour, day, week, month or year)
 //
 // [Config.Match] and [Set.Match] map a descriptor (a list of [Entry]) to at
 // most one [Rule] and do not allocate. Configs and Sets are immutable and

@@ -54,7 +54,7 @@ descriptors:
 	}
 	// Output:
 	// rules.yaml:4: descriptors[0]: unknown field "ratelimit" (did you mean "rate_limit"?)
-	// rules.yaml:8: descriptors[1].rate_limit.unit: unknown unit "minutes" (want second, minute, hour, day, week or month)
+	// rules.yaml:8: descriptors[1].rate_limit.unit: unknown unit "minutes" (want second, minute, hour, day, week, month or year)
 }
 
 func ExampleConfig_Match() {

@@ -37,16 +37,21 @@ var units = []struct {
 	{"day", 24 * time.Hour},
 	{"week", 7 * 24 * time.Hour},
 	{"month", 30 * 24 * time.Hour}, // envoyproxy/ratelimit's month: 30 days
-	{"year", 365 * 24 * time.Hour}, // longer than ratelimit.MaxPeriod: refused
+	{"year", 365 * 24 * time.Hour}, // and year: 365 days; only the windows take it
 }
 
-// maxPeriodText is ratelimit.MaxPeriod for people.
-var maxPeriodText = fmt.Sprintf("about %d days", ratelimit.MaxPeriod/(24*time.Hour))
+// maxPeriodText is ratelimit.MaxPeriod, the bucket algorithms' longest
+// period, for people; maxWindowText is ratelimit.MaxWindow, the window
+// algorithms'.
+var (
+	maxPeriodText = fmt.Sprintf("about %d days", ratelimit.MaxPeriod/(24*time.Hour))
+	maxWindowText = fmt.Sprintf("about %d years", ratelimit.MaxWindow/(365*24*time.Hour))
+)
 
 func unitNames() string {
 	names := make([]string, 0, len(units))
 	for _, u := range units {
-		if u.d <= ratelimit.MaxPeriod {
+		if u.d <= ratelimit.MaxWindow {
 			names = append(names, u.name)
 		}
 	}
@@ -542,7 +547,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	}
 	var (
 		unitNode, rpuNode, algNode, burstNode, windowNode, unlimitedNode, nameNode *yaml.Node
-		unit, name                                                                 string
+		unit, name, windowText                                                     string
 		rpu, burst                                                                 int64
 		unlimited                                                                  bool
 		alg                                                                        = ratelimit.FixedWindow
@@ -586,6 +591,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		"window": func(k, v *yaml.Node) {
 			windowNode = v
 			s, _ := p.str(v, join(path, "window"))
+			windowText = s
 			d, err := time.ParseDuration(s)
 			switch {
 			case err != nil || v.Tag != "!!str":
@@ -594,8 +600,8 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 			case d <= 0:
 				p.add(v.Line, join(path, "window"), "window must be positive, got %s", s)
 				bad = true
-			case d > ratelimit.MaxPeriod:
-				p.add(v.Line, join(path, "window"), "window %s is longer than the longest period sluice enforces (%s)", s, maxPeriodText)
+			case d > ratelimit.MaxWindow:
+				p.add(v.Line, join(path, "window"), "window %s is longer than the longest period sluice enforces (%s)", s, maxWindowText)
 				bad = true
 			default:
 				window = d
@@ -658,8 +664,8 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		case !known:
 			p.add(unitNode.Line, join(path, "unit"), "unknown unit %q (want %s)", unit, unitNames())
 			return nil
-		case d > ratelimit.MaxPeriod:
-			p.add(unitNode.Line, join(path, "unit"), "unit %s is longer than the longest period sluice enforces (%s)", strings.ToLower(unit), maxPeriodText)
+		case d > ratelimit.MaxWindow:
+			p.add(unitNode.Line, join(path, "unit"), "unit %s is longer than the longest period sluice enforces (%s)", strings.ToLower(unit), maxWindowText)
 			return nil
 		}
 		period = d
@@ -673,6 +679,16 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		} else {
 			p.add(burstNode.Line, join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket), not %s", alg)
 		}
+		return nil
+	}
+	if period > ratelimit.MaxPeriod && !alg.Windowed() {
+		// A year (envoyproxy/ratelimit's longest unit) is a window's period;
+		// a bucket refilling over more than MaxPeriod is not enforced.
+		node, field, what := unitNode, "unit", "unit "+strings.ToLower(unit)
+		if windowNode != nil {
+			node, field, what = windowNode, "window", "window "+windowText
+		}
+		p.add(node.Line, join(path, field), "%s is longer than %s enforces (%s); the window algorithms take up to %s: drop algorithm (a fixed window, as in envoyproxy/ratelimit) or use a window algorithm", what, alg, maxPeriodText, maxWindowText)
 		return nil
 	}
 	if rpu > int64(period) && !alg.Windowed() {
