@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/net/http2"
@@ -49,8 +50,9 @@ type RawConn struct {
 	smu     sync.Mutex
 	streams map[uint32]*rawCall
 
-	headers []byte // the request's HPACK block, the same for every call
-	done    chan struct{}
+	firstHeaders []byte // the first call's HPACK block
+	headers      []byte // every later call's
+	done         chan struct{}
 }
 
 // rawCall is one call in flight.
@@ -89,18 +91,6 @@ func DialRaw(ctx context.Context, addr string) (*RawConn, error) {
 	}
 	c := &RawConn{conn: conn, nextID: 1, sendWin: 65535, streams: make(map[uint32]*rawCall), done: make(chan struct{})}
 	c.wcond = sync.NewCond(&c.wmu)
-	// The headers grpc-go sends, never indexed, so the block is the same
-	// for every call whatever the server's HPACK table holds.
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{
-		{":method", "POST"}, {":scheme", "http"}, {":path", shouldRateLimitPath}, {":authority", addr},
-		{"content-type", "application/grpc"}, {"user-agent", "sluice-bench-rls"}, {"te", "trailers"},
-	} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1], Sensitive: true})
-	}
-	c.headers = hb.Bytes()
-
 	// Preface, our settings (a large stream window: answers never wait for
 	// us) and a connection window as large.
 	var pre bytes.Buffer
@@ -112,7 +102,62 @@ func DialRaw(ctx context.Context, addr string) (*RawConn, error) {
 		conn.Close()
 		return nil, err
 	}
-	go c.read()
+	// The server's preface: its SETTINGS, which say how large our HPACK
+	// table in it may be.
+	br := bufio.NewReaderSize(conn, 32<<10)
+	table := uint32(4096)
+	rfr := http2.NewFramer(io.Discard, br)
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetReadDeadline(dl)
+	} else {
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	}
+	f, err := rfr.ReadFrame()
+	conn.SetReadDeadline(time.Time{})
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		conn.Close()
+		return nil, fmt.Errorf("rls: raw call: server preface is %v, not SETTINGS", f.Header().Type)
+	}
+	if v, ok := sf.Value(http2.SettingHeaderTableSize); ok {
+		table = v
+	}
+	if _, err := conn.Write(appendFrameHeader(nil, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)); err != nil {
+		conn.Close()
+		return nil, err
+	}
+
+	// The headers grpc-go sends, HPACK-encoded as a client keeping a
+	// dynamic table does: the first call's block adds them to the table,
+	// every later call's refers to them (a few bytes), so the server
+	// decodes what it decodes for grpc-go's client or Envoy's.
+	fields := []hpack.HeaderField{
+		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: shouldRateLimitPath},
+		{Name: ":authority", Value: addr}, {Name: "content-type", Value: "application/grpc"},
+		{Name: "user-agent", Value: "sluice-bench-rls"}, {Name: "te", Value: "trailers"},
+	}
+	size := uint32(0)
+	for _, f := range fields {
+		size += f.Size()
+	}
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	block := func() []byte {
+		hb.Reset()
+		for _, f := range fields {
+			if size > table {
+				f.Sensitive = true // never indexed: the same block every time
+			}
+			enc.WriteField(f)
+		}
+		return bytes.Clone(hb.Bytes())
+	}
+	c.firstHeaders, c.headers = block(), block()
+	go c.read(br)
 	return c, nil
 }
 
@@ -188,8 +233,12 @@ func (c *RawConn) Call(req Encoded) (pb.RateLimitResponse_Code, error) {
 		c.smu.Lock()
 		c.streams[id] = call
 		c.smu.Unlock()
-		b = appendFrameHeader(b, len(c.headers), http2.FrameHeaders, http2.FlagHeadersEndHeaders, id)
-		b = append(b, c.headers...)
+		h := c.headers
+		if id == 1 {
+			h = c.firstHeaders
+		}
+		b = appendFrameHeader(b, len(h), http2.FrameHeaders, http2.FlagHeadersEndHeaders, id)
+		b = append(b, h...)
 		b = appendFrameHeader(b, len(req), http2.FrameData, http2.FlagDataEndStream, id)
 		return append(b, req...)
 	})
@@ -242,9 +291,9 @@ func overallCode(b []byte) (pb.RateLimitResponse_Code, error) {
 }
 
 // read reads frames until the connection fails, finishing calls.
-func (c *RawConn) read() {
+func (c *RawConn) read(br *bufio.Reader) {
 	defer close(c.done)
-	fr := http2.NewFramer(io.Discard, bufio.NewReaderSize(c.conn, 32<<10))
+	fr := http2.NewFramer(io.Discard, br)
 	fr.SetReuseFrames()
 	var (
 		cur      *rawCall // the call whose header block is being read

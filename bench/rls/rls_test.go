@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,36 +111,14 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 // error, and more traffic than HTTP/2's initial windows so that flow
 // control is exercised.
 func TestRawConn(t *testing.T) {
-	cfg, err := rules.Parse("bench.yaml", []byte("domain: bench\ndescriptors:\n  - key: load\n    rate_limit: {unit: minute, requests_per_unit: 3}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := rules.NewSet(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := memstore.New(memstore.Options{})
-	defer store.Close()
-	srv, err := sluicerls.New(store, set, sluicerls.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(sluicerls.ServerOptions()...)
-	srv.Register(g)
-	go g.Serve(ln)
-	defer g.Stop()
-
+	addr := startSluice(t)
 	ctx := context.Background()
-	raw, err := rls.DialRaw(ctx, ln.Addr().String())
+	raw, err := rls.DialRaw(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,4 +187,65 @@ func TestRawConn(t *testing.T) {
 	for err := range errs {
 		t.Errorf("concurrent raw calls: %v", err)
 	}
+}
+
+// startSluice serves sluice rls on the memory store over gRPC on loopback,
+// in process, with the config of TestRawConn.
+func startSluice(t testing.TB) string {
+	t.Helper()
+	cfg, err := rules.Parse("bench.yaml", []byte("domain: bench\ndescriptors:\n  - key: load\n    rate_limit: {unit: minute, requests_per_unit: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.NewSet(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { store.Close() })
+	srv, err := sluicerls.New(store, set, sluicerls.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(sluicerls.ServerOptions()...)
+	srv.Register(g)
+	go g.Serve(ln)
+	t.Cleanup(g.Stop)
+	return ln.Addr().String()
+}
+
+// BenchmarkRawConn is a call through the load generator's client to sluice
+// rls in process: the client's and the server's cost together.
+func BenchmarkRawConn(b *testing.B) {
+	raw, err := rls.DialRaw(context.Background(), startSluice(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	reqs := make([]rls.Encoded, 1024)
+	for i := range reqs {
+		if reqs[i], err = rls.Encode(&pb.RateLimitRequest{Domain: "bench", Descriptors: []*commonpb.RateLimitDescriptor{
+			{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "load", Value: "k" + strconv.Itoa(i)}}},
+		}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Uint64
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(p *testing.PB) {
+		i := next.Add(1) * 7919
+		for p.Next() {
+			i++
+			if _, err := raw.Call(reqs[i%uint64(len(reqs))]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
