@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,7 +12,10 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// call is one Apply waiting for its batch.
+// call is one Apply waiting for its batch. Calls are recycled (Store.calls)
+// once their Apply has taken a decision from them: nothing else refers to
+// a call by then (the worker forgets its flight before finishing it, and
+// the watchdog finishes only with errors, whose calls are not recycled).
 type call struct {
 	key       string
 	spec      spec
@@ -21,7 +25,7 @@ type call struct {
 	lim       ratelimit.Limit
 	enq       int64 // when queued, on the batcher's monotonic clock
 	state     atomic.Uint32
-	done      chan struct{}
+	done      chan struct{} // buffered: finish sends once
 	d         ratelimit.Decision
 	err       error
 }
@@ -30,7 +34,7 @@ type call struct {
 func (c *call) finish(d ratelimit.Decision, err error) {
 	if c.state.CompareAndSwap(0, 1) {
 		c.d, c.err = d, err
-		close(c.done)
+		c.done <- struct{}{}
 	}
 }
 
@@ -109,6 +113,7 @@ func (b *batcher) submit(g group, c *call) bool {
 
 func (b *batcher) work() {
 	defer b.wg.Done()
+	var sc scratch
 	for {
 		b.mu.Lock()
 		for len(b.order) == 0 && !b.closed {
@@ -140,10 +145,11 @@ func (b *batcher) work() {
 		if more {
 			b.cond.Signal()
 		}
-		b.s.run(g, take)
+		ds, err := b.s.exec(g, take, &sc)
 		b.mu.Lock()
 		delete(b.flying, f)
 		b.mu.Unlock()
+		b.s.finish(take, ds, err)
 	}
 }
 
@@ -194,9 +200,8 @@ func (b *batcher) close() {
 	b.wg.Wait()
 }
 
-// run executes one batch and hands every call its result.
-func (s *Store) run(g group, calls []*call) {
-	ds, err := s.exec(g, calls)
+// finish hands every call of a batch its result.
+func (s *Store) finish(calls []*call, ds []ratelimit.Decision, err error) {
 	s.brk.record(err)
 	if err != nil && s.opts.OnFailure != nil {
 		s.opts.OnFailure(err)
@@ -210,30 +215,42 @@ func (s *Store) run(g group, calls []*call) {
 	}
 }
 
-func (s *Store) exec(g group, calls []*call) (ds []ratelimit.Decision, err error) {
+// scratch is a worker's memory for building and decoding batches, reused
+// from one batch to the next (the client library copies what it keeps).
+type scratch struct {
+	keys, args []string
+	specs      []spec
+	idx        []int
+	ds         []ratelimit.Decision
+}
+
+// exec runs one batch and returns its decisions, in sc.
+func (s *Store) exec(g group, calls []*call, sc *scratch) (ds []ratelimit.Decision, err error) {
 	defer func() {
 		// The client library must not take the caller down with it.
 		if p := recover(); p != nil {
 			ds, err = nil, fmt.Errorf("%w: client panicked: %v", ErrUnavailable, p)
 		}
 	}()
-	keys := make([]string, len(calls))
-	for i, c := range calls {
-		keys[i] = c.key
+	keys := sc.keys[:0]
+	for _, c := range calls {
+		keys = append(keys, c.key)
 	}
-	var args []string
+	sc.keys = keys
 	if g.shape == shapeBucket {
-		args = s.bucketArgs(calls)
+		s.bucketArgs(calls, sc)
 	} else {
-		args = s.windowArgs(g.shape, calls)
+		s.windowArgs(g.shape, calls, sc)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
-	reply, err := s.scripts[g.shape].Exec(ctx, s.client, keys, args).ToArray()
+	reply, err := s.scripts[g.shape].Exec(ctx, s.client, keys, sc.args).ToArray()
+	clear(sc.keys) // let the keys go with their calls
 	if err != nil {
 		return nil, s.failure(err, len(calls))
 	}
-	ds = make([]ratelimit.Decision, len(calls))
+	ds = slices.Grow(sc.ds[:0], len(calls))[:len(calls)]
+	sc.ds = ds
 	if g.shape == shapeBucket {
 		reply, err = decodeBucket(reply, calls, ds)
 	} else {
@@ -252,13 +269,12 @@ func (s *Store) exec(g group, calls []*call) (ds []ratelimit.Decision, err error
 	return ds, nil
 }
 
-// distinct returns the distinct specs of calls, and each call's index
-// among them (from 1). A batch rarely holds more than a few limits: a
-// linear search is the fastest.
-func distinct(calls []*call) (specs []spec, idx []int) {
-	specs = make([]spec, 0, 4)
-	idx = make([]int, len(calls))
-	for i, c := range calls {
+// distinct sets sc.specs to the distinct specs of calls, and sc.idx to
+// each call's index among them (from 1). A batch rarely holds more than a
+// few limits: a linear search is the fastest.
+func distinct(calls []*call, sc *scratch) {
+	specs, idx := sc.specs[:0], sc.idx[:0]
+	for _, c := range calls {
 		j := 0
 		for j < len(specs) && specs[j] != c.spec {
 			j++
@@ -266,59 +282,45 @@ func distinct(calls []*call) (specs []spec, idx []int) {
 		if j == len(specs) {
 			specs = append(specs, c.spec)
 		}
-		idx[i] = j + 1
+		idx = append(idx, j+1)
 	}
-	return specs, idx
+	sc.specs, sc.idx = specs, idx
 }
 
-// bucketArgs returns the ARGV of gcra.lua for calls.
-func (s *Store) bucketArgs(calls []*call) []string {
+// bucketArgs sets sc.args to the ARGV of gcra.lua for calls.
+func (s *Store) bucketArgs(calls []*call, sc *scratch) {
 	perNow := s.opts.Now != nil
-	specs, idx := distinct(calls)
-	per := 0
-	if len(specs) > 1 {
-		per++
-	}
-	if perNow {
-		per += 2
-	}
-	args := make([]string, 0, 3+2*len(specs)+per*len(calls))
-	args = append(args, strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(specs)))
-	for _, sp := range specs {
+	distinct(calls, sc)
+	args := append(sc.args[:0], strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(sc.specs)))
+	for _, sp := range sc.specs {
 		args = append(args, strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10))
 	}
-	if per == 0 {
-		return args
-	}
-	for i, c := range calls {
-		if len(specs) > 1 {
-			args = append(args, strconv.Itoa(idx[i]))
+	if len(sc.specs) > 1 || perNow {
+		for i, c := range calls {
+			if len(sc.specs) > 1 {
+				args = append(args, strconv.Itoa(sc.idx[i]))
+			}
+			if perNow {
+				args = append(args, strconv.FormatInt(c.sec, 10), strconv.FormatInt(c.nsec, 10))
+			}
 		}
-		if perNow {
-			args = append(args, strconv.FormatInt(c.sec, 10), strconv.FormatInt(c.nsec, 10))
-		}
 	}
-	return args
+	sc.args = args
 }
 
-// windowArgs returns the ARGV of window.lua and log.lua for calls.
-func (s *Store) windowArgs(sh shape, calls []*call) []string {
+// windowArgs sets sc.args to the ARGV of window.lua and log.lua for calls.
+func (s *Store) windowArgs(sh shape, calls []*call, sc *scratch) {
 	perNow := s.opts.Now != nil
-	specs, idx := distinct(calls)
-	per := 2
-	if perNow {
-		per = 4
-	}
-	args := make([]string, 0, 3+3*len(specs)+per*len(calls))
-	args = append(args, strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(specs)))
-	for _, sp := range specs {
+	distinct(calls, sc)
+	args := append(sc.args[:0], strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(sc.specs)))
+	for _, sp := range sc.specs {
 		args = appendSpec(args, sh, sp)
 	}
 	for i, c := range calls {
-		args = append(args, strconv.Itoa(idx[i]), strconv.FormatInt(c.n, 10))
+		args = append(args, strconv.Itoa(sc.idx[i]), strconv.FormatInt(c.n, 10))
 		if perNow {
 			args = append(args, strconv.FormatInt(c.sec, 10), strconv.FormatInt(c.nsec, 10))
 		}
 	}
-	return args
+	sc.args = args
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -169,6 +170,7 @@ type Store struct {
 	deny    *denyCache
 	local   *memstore.Store
 	closed  atomic.Bool
+	calls   sync.Pool // of *call
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -256,6 +258,7 @@ func newStore(client rueidis.Client, own bool, opts Options) (*Store, error) {
 		lo.Now = opts.Now
 		s.local = memstore.New(lo)
 	}
+	s.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	s.batch = newBatcher(s, opts.Pipeline, opts.MaxBatch, opts.Timeout)
 	return s, nil
 }
@@ -414,13 +417,11 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 		sent.N = 0 // report the state, consume nothing
 	}
 	sh := shapeOf(req.Algorithm)
-	c := &call{
-		key:  s.key(sh, req.Key),
-		n:    sent.N,
-		lim:  lim,
-		done: make(chan struct{}),
-	}
+	c := s.calls.Get().(*call)
+	c.key, c.n, c.lim = s.key(sh, req.Key), sent.N, lim
 	c.spec, c.bucket = specOf(sh, sent)
+	c.sec, c.nsec = 0, 0
+	c.state.Store(0)
 	if useNow {
 		c.sec, c.nsec = now.Unix(), int64(now.Nanosecond())
 	}
@@ -445,6 +446,8 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 		return s.fallback(ctx, req, c.err)
 	}
 	d := c.d
+	c.key = ""
+	s.calls.Put(c)
 	if unsatisfiable {
 		d.Allowed, d.Unsatisfiable = false, true
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +29,18 @@ func main() {
 	addr := flag.String("addr", "", "use this redis-server instead of starting one")
 	verbose := flag.Bool("v", false, "print every round")
 	only := flag.String("only", "", "comma-free substring: run only contenders whose name contains it")
+	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile to the file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx := context.Background()
 
 	if *addr == "" {
