@@ -23,7 +23,8 @@ const (
 	DefaultBreakerThreshold = 3
 	DefaultBreakerCooldown  = time.Second
 	DefaultMaxBatch         = 128
-	DefaultPipeline         = 2
+	DefaultPipeline         = 1
+	DefaultClusterPipeline  = 2
 	DefaultDenyCacheSize    = 1 << 16
 )
 
@@ -135,9 +136,12 @@ type Options struct {
 	// MaxBatch is the most requests one script call decides. Default 128;
 	// 1 disables batching.
 	MaxBatch int
-	// Pipeline is the most script calls in flight at once. Default 2:
-	// with more, batches get smaller and cost more CPU per decision, on
-	// both sides (docs/bench-redis.md).
+	// Pipeline is the most script calls in flight at once. Default 1 on
+	// a standalone server: the requests that arrive while a call is in
+	// flight go together in the next, and with more calls in flight
+	// batches get smaller and cost more CPU per decision, on both sides
+	// (docs/bench-redis.md). Default 2 on a Cluster
+	// (DefaultClusterPipeline), whose batches are per hash slot.
 	Pipeline int
 	// OnFailure, when set, is called with every failed call to Redis (a
 	// batch of requests), for logging and metrics. It must not block.
@@ -230,6 +234,9 @@ func newStore(client rueidis.Client, own bool, opts Options) (*Store, error) {
 	}
 	if opts.Pipeline <= 0 {
 		opts.Pipeline = DefaultPipeline
+		if client.Mode() == rueidis.ClientModeCluster {
+			opts.Pipeline = DefaultClusterPipeline
+		}
 	}
 	if opts.DenyCacheSize <= 0 {
 		opts.DenyCacheSize = DefaultDenyCacheSize
