@@ -9,8 +9,10 @@
 // OVER_LIMIT when any descriptor is. The semantics are those of
 // envoyproxy/ratelimit wherever it defines them:
 //
-//   - a rule without an algorithm is a fixed window aligned to its unit
-//     (epoch-aligned windows, a 30-day month) and every hit counts, even
+//   - a rule without an algorithm is a fixed window of its unit times its
+//     unit_multiplier (aligned to the Unix epoch in multiples of that
+//     period, a 30-day month), current_limit reports the unit and
+//     unit_multiplier as the file gives them, and every hit counts, even
 //     over the limit, as envoyproxy/ratelimit's INCRBY counts them: once a
 //     request has overflowed a window, every later request of that window
 //     is over, even a check with hits_addend 0;

@@ -225,6 +225,8 @@ type check struct {
 	rule      *rules.Rule // nil for an override
 	limit     ratelimit.Limit
 	alg       ratelimit.Algorithm
+	unit      pb.RateLimitResponse_RateLimit_Unit // an override's unit, as sent
+	mult      uint32                              // and its unit_multiplier; 0 when none
 	shadow    bool
 	hits      int64
 	d         ratelimit.Decision
@@ -305,6 +307,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 			c.kind = kindLimited
 			c.limit = lim
 			c.alg = ratelimit.FixedWindow
+			c.unit, c.mult = pb.RateLimitResponse_RateLimit_Unit(o.GetUnit()), o.GetUnitMultiplier().GetValue()
 			continue
 		}
 		r := set.Match(domain, sc.entries)
@@ -619,18 +622,35 @@ func overrideMetricKey(domain string, entries []rules.Entry) string {
 	return string(b)
 }
 
-// currentLimit is the limit as Envoy's RateLimit message says it: the
-// longest unit dividing the period, with unit_multiplier when it is more
-// than one unit.
+// currentLimit is the limit as Envoy's RateLimit message says it. A rule
+// with an envoyproxy/ratelimit unit, and a limit override, report their
+// unit and unit_multiplier as given, as that server does (minute × 60
+// stays so, not an hour); a sluice window reports the longest unit
+// dividing the period, with unit_multiplier when it is more than one unit.
 func currentLimit(rl *pb.RateLimitResponse_RateLimit, c *check) *pb.RateLimitResponse_RateLimit {
 	rl.RequestsPerUnit = clamp32(c.limit.Rate)
 	if c.rule != nil && c.rule.HasName() {
 		rl.Name = c.rule.Name
 	}
-	if c.rule != nil && c.rule.Quota != nil {
+	switch {
+	case c.rule != nil && c.rule.Quota != nil:
 		rl.Unit = pb.RateLimitResponse_RateLimit_DAY
 		if c.rule.Quota.Period == rules.QuotaMonth {
 			rl.Unit = pb.RateLimitResponse_RateLimit_MONTH
+		}
+		return rl
+	case c.rule != nil && c.rule.Unit != "":
+		if u := ruleUnit(c.rule.Unit); u != pb.RateLimitResponse_RateLimit_UNKNOWN {
+			rl.Unit = u
+			if m := c.rule.UnitMultiplier; m != 0 {
+				rl.UnitMultiplier = wrapU32(m)
+			}
+			return rl
+		}
+	case c.rule == nil && c.unit != pb.RateLimitResponse_RateLimit_UNKNOWN:
+		rl.Unit = c.unit
+		if c.mult != 0 {
+			rl.UnitMultiplier = wrapU32(c.mult)
 		}
 		return rl
 	}
@@ -645,6 +665,28 @@ func currentLimit(rl *pb.RateLimitResponse_RateLimit, c *check) *pb.RateLimitRes
 		}
 	}
 	return rl
+}
+
+// ruleUnit is the RateLimit unit of a rule's unit (rules.Rule.Unit, lower
+// case), or UNKNOWN.
+func ruleUnit(u string) pb.RateLimitResponse_RateLimit_Unit {
+	switch u {
+	case "second":
+		return pb.RateLimitResponse_RateLimit_SECOND
+	case "minute":
+		return pb.RateLimitResponse_RateLimit_MINUTE
+	case "hour":
+		return pb.RateLimitResponse_RateLimit_HOUR
+	case "day":
+		return pb.RateLimitResponse_RateLimit_DAY
+	case "week":
+		return pb.RateLimitResponse_RateLimit_WEEK
+	case "month":
+		return pb.RateLimitResponse_RateLimit_MONTH
+	case "year":
+		return pb.RateLimitResponse_RateLimit_YEAR
+	}
+	return pb.RateLimitResponse_RateLimit_UNKNOWN
 }
 
 func clamp32(n int64) uint32 {

@@ -547,8 +547,9 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	}
 	var (
 		unitNode, rpuNode, algNode, burstNode, windowNode, unlimitedNode, nameNode *yaml.Node
+		multNode                                                                   *yaml.Node
 		unit, name, windowText                                                     string
-		rpu, burst                                                                 int64
+		rpu, burst, mult                                                           int64
 		unlimited                                                                  bool
 		alg                                                                        = ratelimit.FixedWindow
 		window                                                                     time.Duration
@@ -562,6 +563,15 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 			rpuNode = v
 			var good bool
 			if rpu, good = p.integer(v, join(path, "requests_per_unit"), 0, math.MaxUint32); !good {
+				bad = true
+			}
+		},
+		"unit_multiplier": func(k, v *yaml.Node) {
+			// envoyproxy/ratelimit's number of units in the period (a
+			// uint32 there; 0 is refused).
+			multNode = v
+			var good bool
+			if mult, good = p.integer(v, join(path, "unit_multiplier"), 1, math.MaxUint32); !good {
 				bad = true
 			}
 		},
@@ -650,6 +660,9 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	case windowNode != nil && unitNode != nil:
 		p.add(windowNode.Line, join(path, "window"), "give unit or window, not both")
 		return nil
+	case windowNode != nil && multNode != nil:
+		p.add(multNode.Line, join(path, "unit_multiplier"), "unit_multiplier multiplies unit, not window: give unit and unit_multiplier, or the whole period as window")
+		return nil
 	case windowNode != nil:
 		if bad {
 			return nil
@@ -667,8 +680,14 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		case d > ratelimit.MaxWindow:
 			p.add(unitNode.Line, join(path, "unit"), "unit %s is longer than the longest period sluice enforces (%s)", strings.ToLower(unit), maxWindowText)
 			return nil
+		case mult > 0 && time.Duration(mult) > ratelimit.MaxWindow/d:
+			p.add(multNode.Line, join(path, "unit_multiplier"), "unit_multiplier %d × %s is longer than the longest period sluice enforces (%s)", mult, strings.ToLower(unit), maxWindowText)
+			return nil
 		}
-		period = d
+		// As envoyproxy/ratelimit: the period is unit × unit_multiplier,
+		// a fixed window aligned to the Unix epoch in multiples of it.
+		period = d * time.Duration(max(1, mult))
+		r.Unit, r.UnitMultiplier = strings.ToLower(unit), uint32(mult)
 	}
 	if bad {
 		return nil
@@ -685,8 +704,11 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		// A year (envoyproxy/ratelimit's longest unit) is a window's period;
 		// a bucket refilling over more than MaxPeriod is not enforced.
 		node, field, what := unitNode, "unit", "unit "+strings.ToLower(unit)
-		if windowNode != nil {
+		switch {
+		case windowNode != nil:
 			node, field, what = windowNode, "window", "window "+windowText
+		case multNode != nil:
+			node, field, what = multNode, "unit_multiplier", fmt.Sprintf("unit_multiplier %d × %s", mult, strings.ToLower(unit))
 		}
 		p.add(node.Line, join(path, field), "%s is longer than %s enforces (%s); the window algorithms take up to %s: drop algorithm (a fixed window, as in envoyproxy/ratelimit) or use a window algorithm", what, alg, maxPeriodText, maxWindowText)
 		return nil

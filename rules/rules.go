@@ -43,6 +43,14 @@ type Rule struct {
 	// names none (envoyproxy/ratelimit's semantics: fixed windows aligned to
 	// the unit).
 	Algorithm ratelimit.Algorithm
+	// Unit is the rate_limit.unit the file names, in lower case ("second",
+	// "minute", "hour", "day", "week", "month" or "year"), or "" for a
+	// sluice window, a quota or an unlimited rule.
+	Unit string
+	// UnitMultiplier is envoyproxy/ratelimit's rate_limit.unit_multiplier,
+	// the number of units in the period (Limit.Period is Unit times it), as
+	// the file gives it; 0 when the file gives none (one unit).
+	UnitMultiplier uint32
 	// Unlimited rules are never limited (rate_limit.unlimited: true).
 	Unlimited bool
 	// ShadowMode rules are counted and reported but never deny.
