@@ -13,15 +13,16 @@ import (
 // Stores align FixedWindow windows to the Unix epoch, so a window of
 // exactly one calendar month would not start on the first of the month.
 // QuotaLimit picks instead a period P (at least end−start, at most
-// ratelimit.MaxPeriod) such that one epoch-aligned window [k·P, (k+1)·P)
-// covers [start, end): every request of the calendar period then counts in
-// one window, and keying the state by the period's start (the caller's
-// job) starts the next period from zero. The count is exact; the store's
-// ResetAfter is not the period's end and the caller reports end−now itself.
+// ratelimit.MaxWindow, the longest a fixed window takes) such that one
+// epoch-aligned window [k·P, (k+1)·P) covers [start, end): every request
+// of the calendar period then counts in one window, and keying the state
+// by the period's start (the caller's job) starts the next period from
+// zero. The count is exact; the store's ResetAfter is not the period's end
+// and the caller reports end−now itself.
 func QuotaLimit(start, end time.Time, n int64) (ratelimit.Limit, error) {
 	s, e := start.UnixNano(), end.UnixNano()
 	l := e - s
-	if s <= 0 || l <= 0 || l > int64(ratelimit.MaxPeriod) {
+	if s <= 0 || l <= 0 || l > int64(ratelimit.MaxWindow) {
 		return ratelimit.Limit{}, fmt.Errorf("httplimit: cannot cover [%v, %v) with one window", start, end)
 	}
 	// k·P ≤ s and (k+1)·P ≥ e, i.e. P in [ceil(e/(k+1)), floor(s/k)],
@@ -29,7 +30,7 @@ func QuotaLimit(start, end time.Time, n int64) (ratelimit.Limit, error) {
 	for k := s / l; k >= 1; k-- {
 		lo := (e + k) / (k + 1) // ceil(e/(k+1))
 		hi := s / k
-		if lo <= hi && lo <= int64(ratelimit.MaxPeriod) {
+		if lo <= hi && lo <= int64(ratelimit.MaxWindow) {
 			lim := ratelimit.Limit{Rate: n, Period: time.Duration(lo), Burst: n}
 			if err := lim.Validate(); err != nil {
 				return ratelimit.Limit{}, err
