@@ -30,9 +30,21 @@ func (deadlineError) Is(target error) bool {
 // denied) and Wait in clients (delay until admitted).
 type Limiter struct {
 	store     Store
-	bound     Bound // non-nil when store is a Binder
 	algorithm Algorithm
 	limit     Limit
+	// bound decides: the store's own when the store is a Binder, else
+	// storeBound. One interface call keeps Allow small enough to inline,
+	// which spares the hot path a copy of the decision.
+	bound Bound
+}
+
+// storeBound is a Bound for a store that is not a Binder: each Take is an
+// Apply.
+type storeBound struct{ l *Limiter }
+
+func (b storeBound) Take(ctx context.Context, key string, n int64, maxDelay time.Duration) (Decision, error) {
+	l := b.l
+	return l.store.Apply(ctx, Request{Key: key, Limit: l.limit, Algorithm: l.algorithm, N: n, MaxDelay: maxDelay})
 }
 
 // NewLimiter returns a Limiter applying limit with algorithm a on store. An
@@ -45,6 +57,7 @@ func NewLimiter(store Store, a Algorithm, limit Limit) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{store: store, algorithm: a, limit: limit.Normalize()}
+	l.bound = storeBound{l}
 	if b, ok := store.(Binder); ok {
 		bound, err := b.Bind(a, l.limit)
 		if err != nil {
@@ -63,33 +76,14 @@ func (l *Limiter) Algorithm() Algorithm { return l.algorithm }
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	// AllowN written out: one frame fewer, so the decision is copied once
-	// less on the hot path.
-	if l.bound != nil {
-		return l.bound.Take(ctx, key, 1, 0)
-	}
-	return l.applyStore(ctx, key, 1, 0)
+	return l.bound.Take(ctx, key, 1, 0)
 }
 
 // AllowN decides now whether n events may happen for key, consuming them if
 // so. With LeakyBucket an allowed decision may carry a Delay the caller must
 // honour; Wait does that for you.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	if l.bound != nil {
-		return l.bound.Take(ctx, key, n, 0)
-	}
-	return l.applyStore(ctx, key, n, 0)
-}
-
-func (l *Limiter) apply(ctx context.Context, key string, n int64, maxDelay time.Duration) (Decision, error) {
-	if l.bound != nil {
-		return l.bound.Take(ctx, key, n, maxDelay)
-	}
-	return l.applyStore(ctx, key, n, maxDelay)
-}
-
-func (l *Limiter) applyStore(ctx context.Context, key string, n int64, maxDelay time.Duration) (Decision, error) {
-	return l.store.Apply(ctx, Request{Key: key, Limit: l.limit, Algorithm: l.algorithm, N: n, MaxDelay: maxDelay})
+	return l.bound.Take(ctx, key, n, 0)
 }
 
 // Wait is WaitN(ctx, key, 1).
@@ -125,7 +119,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 			}
 			maxDelay = left
 		}
-		d, err := l.apply(ctx, key, n, maxDelay)
+		d, err := l.bound.Take(ctx, key, n, maxDelay)
 		if err != nil {
 			return d, err
 		}
