@@ -187,6 +187,7 @@ func TestRLSUsage(t *testing.T) {
 		{"bad flag", []string{"--nope"}, errUsage},
 		{"bad headers", []string{"--config-dir", ".", "--headers", "loud"}, errUsage},
 		{"bad policy", []string{"--config-dir", ".", "--on-store-error", "shrug"}, errUsage},
+		{"negative gc percent", []string{"--config-dir", ".", "--gc-percent", "-1"}, errUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
