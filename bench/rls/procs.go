@@ -168,6 +168,9 @@ type EnvoyOptions struct {
 	PipelineLimit  int
 	// PoolSize sets REDIS_POOL_SIZE; zero keeps the default (10).
 	PoolSize int
+	// GOGC sets the Go garbage collector's target (the GOGC variable);
+	// zero keeps Go's default (100), as envoyproxy/ratelimit ships.
+	GOGC int
 }
 
 // StartEnvoy runs envoyproxy/ratelimit's binary with the YAML files of
@@ -212,11 +215,17 @@ func StartEnvoy(ctx context.Context, bin, configDir, workDir, redisAddr string, 
 	if o.PoolSize > 0 {
 		env = append(env, "REDIS_POOL_SIZE="+strconv.Itoa(o.PoolSize))
 	}
+	if o.GOGC > 0 {
+		env = append(env, "GOGC="+strconv.Itoa(o.GOGC))
+	}
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Env = env
 	name := "envoyproxy/ratelimit"
 	if o.PipelineWindow > 0 {
 		name += fmt.Sprintf(" (pipeline %v/%d)", o.PipelineWindow, o.PipelineLimit)
+	}
+	if o.GOGC > 0 {
+		name += fmt.Sprintf(" (GOGC=%d)", o.GOGC)
 	}
 	return start(ctx, name, "127.0.0.1:"+strconv.Itoa(ports[1]), cmd)
 }

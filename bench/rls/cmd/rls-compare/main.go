@@ -48,6 +48,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each server's median round is reported")
 	only := flag.String("only", "", "run only servers whose name contains this")
 	sluiceArgs := flag.String("sluice-args", "", "extra flags for sluice rls on redis, space-separated")
+	envoyGOGC := flag.Int("envoy-gogc", 0, "also run an envoyproxy/ratelimit instance with this GOGC (sluice rls's --gc-percent is 400); 0: none")
 	skipAgree := flag.Bool("skip-agree", false, "skip the agreement check")
 	cpuProfile := flag.String("cpuprofile", "", "write the load generator's CPU profile of the throughput rounds to `FILE`")
 	flag.Parse()
@@ -97,6 +98,14 @@ func main() {
 		log.Fatal(err)
 	}
 	defer envoyPiped.Stop()
+	var envoyGC *rls.Proc
+	if *envoyGOGC > 0 {
+		if envoyGC, err = rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy-gogc"), redis.Addr,
+			rls.EnvoyOptions{GOGC: *envoyGOGC}); err != nil {
+			log.Fatal(err)
+		}
+		defer envoyGC.Stop()
+	}
 	sluiceRedis, err := rls.StartSluice(ctx, sluiceBin, cfg, "redis://"+redis.Addr,
 		append([]string{"--store-timeout", "10s"}, strings.Fields(*sluiceArgs)...)...)
 	if err != nil {
@@ -121,6 +130,9 @@ func main() {
 	}
 
 	procs := []*rls.Proc{envoy, envoyPiped, sluiceRedis, sluiceMem}
+	if envoyGC != nil {
+		procs = slices.Insert(procs, 2, envoyGC)
+	}
 	procs = slices.DeleteFunc(procs, func(p *rls.Proc) bool { return !strings.Contains(p.Name, *only) })
 	load := rls.Load{Callers: *callers, Conns: *conns, Keys: *keys, Descriptors: *descs, Duration: *dur, Client: *client}
 	fmt.Printf("\nthroughput: %s client, %d callers over %d connections, %d keys, %d descriptor(s)/request, %v per server per round, %d rounds (median round shown)\n",
