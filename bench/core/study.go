@@ -11,8 +11,10 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// flatStore is a design study, not part of sluice: memstore's GCRA path with
-// each shard's map[uint64]int64 replaced by a flat open-addressing table
+// flatStore is a design study, not part of sluice, kept as the record of
+// what each of memstore's later changes bought (memstore has since taken
+// the table and gone further: lock-free updates, a bound limit). It is
+// memstore's GCRA path as it was, with each shard's map[uint64]int64 replaced by a flat open-addressing table
 // ([]struct{hash, tat}, linear probing, grown at 3/4 full), so that a lookup
 // touches one cache line of slots instead of the Swiss map's directory,
 // table and group, and an update writes the slot it found instead of
