@@ -237,10 +237,13 @@ func (s *Store) exec(g group, calls []*call, sc *scratch) (ds []ratelimit.Decisi
 		keys = append(keys, c.key)
 	}
 	sc.keys = keys
-	if g.shape == shapeBucket {
+	switch g.shape {
+	case shapeBucket:
 		s.bucketArgs(calls, sc)
-	} else {
-		s.windowArgs(g.shape, calls, sc)
+	case shapeWindow:
+		s.windowArgs(calls, sc)
+	default:
+		s.logArgs(calls, sc)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
@@ -251,11 +254,14 @@ func (s *Store) exec(g group, calls []*call, sc *scratch) (ds []ratelimit.Decisi
 	}
 	ds = slices.Grow(sc.ds[:0], len(calls))[:len(calls)]
 	sc.ds = ds
-	if g.shape == shapeBucket {
+	switch g.shape {
+	case shapeBucket:
 		reply, err = decodeBucket(reply, calls, ds)
-	} else {
+	case shapeWindow:
+		reply, err = decodeWindow(reply, calls, ds, s.opts.Now != nil)
+	default:
 		for i, c := range calls {
-			if ds[i], reply, err = decodeNext(reply, c.lim, g.shape); err != nil {
+			if ds[i], reply, err = decodeNext(reply, c.lim); err != nil {
 				break
 			}
 		}
@@ -308,13 +314,34 @@ func (s *Store) bucketArgs(calls []*call, sc *scratch) {
 	sc.args = args
 }
 
-// windowArgs sets sc.args to the ARGV of window.lua and log.lua for calls.
-func (s *Store) windowArgs(sh shape, calls []*call, sc *scratch) {
+// windowArgs sets sc.args to the ARGV of window.lua for calls.
+func (s *Store) windowArgs(calls []*call, sc *scratch) {
 	perNow := s.opts.Now != nil
 	distinct(calls, sc)
 	args := append(sc.args[:0], strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(sc.specs)))
 	for _, sp := range sc.specs {
-		args = appendSpec(args, sh, sp)
+		args = appendSpec(args, sp)
+	}
+	if len(sc.specs) > 1 || perNow {
+		for i, c := range calls {
+			if len(sc.specs) > 1 {
+				args = append(args, strconv.Itoa(sc.idx[i]))
+			}
+			if perNow {
+				args = append(args, strconv.FormatInt(c.sec, 10), strconv.FormatInt(c.nsec, 10))
+			}
+		}
+	}
+	sc.args = args
+}
+
+// logArgs sets sc.args to the ARGV of log.lua for calls.
+func (s *Store) logArgs(calls []*call, sc *scratch) {
+	perNow := s.opts.Now != nil
+	distinct(calls, sc)
+	args := append(sc.args[:0], strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(sc.specs)))
+	for _, sp := range sc.specs {
+		args = append(args, strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10))
 	}
 	for i, c := range calls {
 		args = append(args, strconv.Itoa(sc.idx[i]), strconv.FormatInt(c.n, 10))

@@ -21,13 +21,17 @@
 //
 // State is one Redis key per limiter key and state shape: the TAT in 12
 // bytes (seconds and nanoseconds) for GCRA, TokenBucket and LeakyBucket
-// (which share it, as in memstore), "start prev curr" for FixedWindow and
+// (which share it, as in memstore), the window's start, both counts and
+// the key's expiry second in 36 bytes for FixedWindow and
 // SlidingWindowCounter, and for SlidingWindowLog a list of the running sum
 // followed by "time cost" entries, so that a call costs O(1) amortized, not
 // O(Rate). Keys are named Prefix + shape + "{" + key + "}", so Cluster
 // hash-tags them, and expire when their state has decayed to a full quota,
-// which is the same as an absent key (a bucket's key at the first whole
-// second after that, so that most writes keep the expiry they find).
+// which is the same as an absent key (a bucket's or a window's key at the
+// first whole second after that, so that most writes keep the expiry they
+// find). The bucket and window scripts decide admission and return what the
+// decision was taken on (a backlog, the counts); the client derives the
+// rest of the decision with the Go step itself.
 //
 // # Clock
 //

@@ -4,12 +4,14 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/internal/gcra"
+	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -37,7 +39,9 @@ var shapeInfo = [numShapes]struct {
 	// "t": the TAT in binary (struct '<i8i4'); "b" held it in decimal
 	// before, and a store must not read the other form.
 	shapeBucket: {"gcra.lua", "t", false},
-	shapeWindow: {"window.lua", "w", true},
+	// "c": the counters in binary (struct '<i8i4i8i8i8'); "w" held them
+	// in decimal before.
+	shapeWindow: {"window.lua", "c", false},
 	shapeLog:    {"log.lua", "l", true},
 }
 
@@ -87,6 +91,7 @@ func newScripts() (out [numShapes]*rueidis.Lua) {
 // batch sends each distinct spec once.
 type spec struct {
 	a, b int64 // bucket: inc (N·interval), lim (the largest backlog admitted); windows: rate, period
+	n    int64 // window: the cost
 	flag bool  // window: sliding
 }
 
@@ -114,7 +119,7 @@ func specOf(sh shape, req ratelimit.Request) (spec, bucketCall) {
 		}
 		return sp, bc
 	case shapeWindow:
-		return spec{a: lim.Rate, b: int64(lim.Period), flag: req.Algorithm == ratelimit.SlidingWindowCounter}, bucketCall{}
+		return spec{a: lim.Rate, b: int64(lim.Period), n: req.N, flag: req.Algorithm == ratelimit.SlidingWindowCounter}, bucketCall{}
 	}
 	return spec{a: lim.Rate, b: int64(lim.Period)}, bucketCall{}
 }
@@ -126,13 +131,11 @@ func bit(b bool) string {
 	return "0"
 }
 
-// appendSpec appends sp's fields as the window and log scripts read them.
-func appendSpec(args []string, sh shape, sp spec) []string {
-	a, b := strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10)
-	if sh == shapeWindow {
-		return append(args, a, b, bit(sp.flag))
-	}
-	return append(args, a, b)
+// appendSpec appends sp's fields as window.lua reads them: rate, the
+// period as seconds and nanoseconds, sliding, n.
+func appendSpec(args []string, sp spec) []string {
+	sec, ns := sp.b/int64(time.Second), sp.b%int64(time.Second)
+	return append(args, strconv.FormatInt(sp.a, 10), strconv.FormatInt(sec, 10), strconv.FormatInt(ns, 10), bit(sp.flag), strconv.FormatInt(sp.n, 10))
 }
 
 // two53 marks a backlog gcra.lua returns in two parts.
@@ -176,12 +179,85 @@ func decodeBucket(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decisi
 	return r, nil
 }
 
-// decodeNext reads the next decision from a window or log script's reply
-// and returns it with the rest of the reply. The durations come in two
-// parts, d + x·unit, where unit is the period for the window script when
-// it is at most 2^53 ns, else a second: a double cannot hold every duration
-// up to 2·MaxWindow, an int64 can.
-func decodeNext(msgs []rueidis.RedisMessage, lim ratelimit.Limit, sh shape) (ratelimit.Decision, []rueidis.RedisMessage, error) {
+// decodeWindow reads window.lua's reply: the counts each call was decided
+// on, from which the Go step derives the decision (the script has already
+// applied it: the two must agree on admission). It returns what is left of
+// the reply.
+func decodeWindow(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decision, perNow bool) ([]rueidis.RedisMessage, error) {
+	var err error
+	next := func() int64 {
+		if err != nil {
+			return 0
+		}
+		if len(r) == 0 {
+			err = fmt.Errorf("%w: window reply ends early (%d decisions)", ErrScript, len(calls))
+			return 0
+		}
+		var v int64
+		v, err = r[0].AsInt64()
+		if err != nil {
+			err = fmt.Errorf("%w: malformed script reply: %v", ErrScript, err)
+		}
+		r = r[1:]
+		return v
+	}
+	var now int64
+	if !perNow {
+		now = next()*int64(time.Second) + next()
+	}
+	for i, c := range calls {
+		if perNow {
+			now = c.sec*int64(time.Second) + c.nsec
+		}
+		var st window.State
+		if c.spec.flag {
+			st.Prev = next()
+		}
+		v := next()
+		admitted := v >= 0
+		switch {
+		case v == -two53:
+			st.Start = next()*int64(time.Second) + next()
+			admitted = next() == 1
+			v = next()
+		case v < 0:
+			v = -v - 1
+			fallthrough
+		default:
+			st.Start = windowStart(now, int64(c.lim.Period))
+		}
+		if err != nil {
+			return nil, err
+		}
+		st.Curr = v
+		req := ratelimit.Request{Limit: c.lim, N: c.n}
+		if c.spec.flag {
+			_, ds[i] = window.Sliding(st, now, req)
+		} else {
+			_, ds[i] = window.Fixed(st, now, req)
+		}
+		if ds[i].Allowed != admitted {
+			return nil, fmt.Errorf("%w: the script and the Go step disagree on admitting n %d to the counts %+v at %d", ErrScript, c.n, st, now)
+		}
+	}
+	return r, nil
+}
+
+// windowStart returns the start of the window of length w holding now, as
+// internal/window's roll finds it.
+func windowStart(now, w int64) int64 {
+	now = max(now, math.MinInt64+w)
+	m := now % w
+	if m < 0 {
+		m += w
+	}
+	return now - m
+}
+
+// decodeNext reads the next decision from log.lua's reply and returns it
+// with the rest of the reply. The durations come in two parts, d + x·1s: a
+// double cannot hold every duration up to 2·MaxWindow, an int64 can.
+func decodeNext(msgs []rueidis.RedisMessage, lim ratelimit.Limit) (ratelimit.Decision, []rueidis.RedisMessage, error) {
 	var r [7]int64
 	n := 4
 	for i := 0; i < n; i++ {
@@ -213,9 +289,6 @@ func decodeNext(msgs []rueidis.RedisMessage, lim ratelimit.Limit, sh shape) (rat
 		return d, msgs[4:], nil
 	}
 	unit := int64(time.Second)
-	if sh == shapeWindow && lim.Period <= 1<<53 {
-		unit = int64(lim.Period)
-	}
 	d.Delay = time.Duration(r[4])
 	d.RetryAfter += time.Duration(r[5] * unit)
 	d.ResetAfter += time.Duration(r[6] * unit)

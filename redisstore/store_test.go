@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -373,6 +374,100 @@ func TestServerClockExpiry(t *testing.T) {
 		check("after concurrent requests")
 		if n := admitted.Load(); n < 10 || n > 11+refilled {
 			t.Errorf("admitted %d of 128, want the burst of 10 and at most the %d refilled meanwhile", n, refilled+1)
+		}
+	})
+}
+
+// TestServerClockWindowExpiry checks what window.lua relies on to skip most
+// expiry updates (KEEPTTL): with Redis's clock, a window key expires at the
+// whole second its state names, the first at or after the state's
+// window.State.Expiry, also across windows, in batches that hold the key
+// many times, and when limits of other periods share the key.
+func TestServerClockWindowExpiry(t *testing.T) {
+	both(t, func(t *testing.T, e env) {
+		s := newStore(t, e, redisstore.Options{})
+		ctx := context.Background()
+		fixed := ratelimit.Limit{Rate: 1000, Period: 700 * time.Millisecond}
+		sliding := ratelimit.Limit{Rate: 1000, Period: 1300 * time.Millisecond}
+		for _, tc := range []struct {
+			name string
+			reqs []ratelimit.Request
+		}{
+			{"fixed", []ratelimit.Request{{Limit: fixed, Algorithm: ratelimit.FixedWindow, N: 1}}},
+			{"sliding", []ratelimit.Request{{Limit: sliding, Algorithm: ratelimit.SlidingWindowCounter, N: 1}}},
+			{"mixed", []ratelimit.Request{
+				{Limit: fixed, Algorithm: ratelimit.FixedWindow, N: 1},
+				{Limit: sliding, Algorithm: ratelimit.SlidingWindowCounter, N: 1},
+			}},
+		} {
+			key := "wexp-" + tc.name
+			rkey := s.Key(ratelimit.FixedWindow, key)
+			node := redistest.Shared(t)
+			if e.name == "cluster" {
+				var err error
+				if node, err = redistest.SharedCluster(t).NodeFor(rkey); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check := func(when string, last ratelimit.Request) {
+				t.Helper()
+				v, err := node.Do("GET", rkey)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, ok := v.(string)
+				if !ok || len(b) != 36 {
+					t.Fatalf("%s %s: state %q, want 36 bytes", tc.name, when, v)
+				}
+				le := binary.LittleEndian
+				st := window.State{
+					Start: int64(le.Uint64([]byte(b[:8])))*int64(time.Second) + int64(le.Uint32([]byte(b[8:12]))),
+					Prev:  int64(le.Uint64([]byte(b[12:20]))),
+					Curr:  int64(le.Uint64([]byte(b[20:28]))),
+				}
+				exp := int64(le.Uint64([]byte(b[28:])))
+				at, err := node.Do("PEXPIRETIME", rkey)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if at != exp*1000 {
+					t.Fatalf("%s %s: state %+v names second %d, key expires at %v ms", tc.name, when, st, exp, at)
+				}
+				x := st.Expiry(last.Algorithm == ratelimit.SlidingWindowCounter, last.Limit.Period)
+				want := (x + int64(time.Second) - 1) / int64(time.Second)
+				if exp != want {
+					t.Fatalf("%s %s: state %+v (last written by %v) names second %d, want %d", tc.name, when, st, last.Algorithm, exp, want)
+				}
+			}
+			for i := range 12 {
+				req := tc.reqs[i%len(tc.reqs)]
+				req.Key = key
+				d, err := s.Apply(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					check(fmt.Sprintf("serial request %d", i), req)
+				}
+				time.Sleep(120 * time.Millisecond)
+			}
+			var wg sync.WaitGroup
+			for range 32 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 8 {
+						req := tc.reqs[0]
+						req.Key = key
+						if _, err := s.Apply(ctx, req); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			check("after concurrent requests", tc.reqs[0])
 		}
 	})
 }

@@ -1,4 +1,5 @@
--- sluice redisstore: shared prelude of every script.
+-- sluice redisstore: the prelude of log.lua (gcra.lua and window.lua stand
+-- alone: they reply with less and derive the rest in Go).
 --
 -- Lua numbers are IEEE doubles: integers are exact below 2^53. A time in
 -- Unix nanoseconds (about 1.8e18) is not, so a time is carried as two
@@ -6,7 +7,7 @@
 -- decimal int64 the Go steps use. Every duration the steps compute is below
 -- 2^53 ns (ratelimit.Limit.Validate), so differences of times are exact;
 -- except for windows longer than 2^53 ns (up to ratelimit.MaxWindow, 2^60
--- ns), whose durations window.lua and log.lua carry as pairs (s, ns) too.
+-- ns), whose durations log.lua carries as pairs (s, ns) too.
 --
 -- Every script applies a batch of requests, one per key, in order:
 --
@@ -22,9 +23,8 @@
 -- reset_after}, or 7 when code has bit 2 set: {…, delay, retry_x,
 -- reset_x}, where the durations are retry_after + retry_x·unit and
 -- reset_after + reset_x·unit, in two parts because a double cannot hold
--- every duration up to 2·MaxPeriod (the unit is the script's: a second,
--- or the period for a window of at most 2^53 ns). Bit 1 of code is
--- "allowed".
+-- every duration up to 2·MaxWindow (the unit is a second). Bit 1 of code
+-- is "allowed".
 local E9 = 1000000000
 local fmod, floor = math.fmod, math.floor
 local min_ttl = tonumber(ARGV[1])

@@ -1,249 +1,243 @@
--- FixedWindow and SlidingWindowCounter: internal/window.Fixed and Sliding.
--- KEYS[i]: "start prev curr", start a decimal int64 of Unix nanoseconds.
--- Spec (S = 3): rate, w (the Period, ns), sliding (0|1). The unit of the
--- two-part durations is w (2·w may pass 2^53); for w > 2^53, a second.
-local function prepare(o)
-  local sp = {tonumber(ARGV[o]), tonumber(ARGV[o + 1]), ARGV[o + 2] == '1'}
-  -- Longer than 2^53 ns (16 digits or more): long_step, w as a pair.
-  if #ARGV[o + 1] >= 16 then
-    local s, ns = parse(ARGV[o + 1])
-    if less(9007199, 254740992, s, ns) then sp[4], sp[5] = s, ns end
-  end
-  return sp
+-- sluice redisstore: FixedWindow and SlidingWindowCounter (internal/window).
+--
+-- The script decides admission and keeps the counters; the client derives
+-- the rest of each decision (remaining, retry and reset times) from the
+-- counters it returns, with the Go steps themselves (window.Fixed and
+-- window.Sliding), so that there is one implementation of the numbers. As
+-- gcra.lua, it reads and writes the state in binary, returns one or two
+-- integers a decision, and sets a key's expiry only when it moves to a
+-- later second.
+--
+-- State: KEYS[i] holds struct '<i8i4i8i8i8': the current window's start
+-- (whole seconds, Unix, and nanoseconds in [0, 1e9)), prev and curr (the
+-- counts of the previous and current windows), and the whole second at
+-- which the key expires (0 when its expiry is relative, with per-request
+-- times). Lua numbers are doubles, exact below 2^53: a time in Unix
+-- nanoseconds is not, so times are carried in two parts, and so are
+-- periods longer than 2^53 ns (up to ratelimit.MaxWindow, 2^60 ns).
+--
+-- Expiry: with the server's clock, a key expires (EXAT) at the first whole
+-- second at or after its state has decayed (window.State.Expiry: the end of
+-- the current window, or of the next for the sliding counter). A write that
+-- keeps that second keeps the expiry (KEEPTTL); the second is in the state,
+-- so that keys shared by limits of other periods stay right. With
+-- per-request times (Options.Now, not Redis's clock) the expiry is
+-- relative, at least ARGV[1] ms.
+--
+-- ARGV[1]  the minimum expiry in milliseconds, with per-request times
+-- ARGV[2]  "1" when each request carries its own now, "0" to read the
+--          server's clock (TIME) once for the batch
+-- ARGV[3]  P, the number of specs, then the P specs, 5 fields each:
+--          rate, the period as whole seconds and nanoseconds, "1" for the
+--          sliding counter ("0": fixed window), and the cost n (0: a peek)
+-- then per request (KEYS[i], in order; a key may come more than once):
+--          when P > 1, its spec's index (from 1); when ARGV[2] is "1", its
+--          now as whole seconds and nanoseconds.
+--
+-- Reply: with the server's clock, first its now, as seconds and
+-- nanoseconds. Then per request, the counts it was decided on, in the
+-- window holding now (the state after the roll, before the request): for
+-- the sliding counter prev first; then curr as c when admitted (or peeked)
+-- and −c−1 when denied. When that window is not the one holding now (the
+-- clock went back into an earlier window: the newest one stays current),
+-- or c is 2^53 − 1 or more, curr comes as four integers instead: −2^53,
+-- the window's start (seconds, nanoseconds), 1 when admitted (else 0), c.
+local E9, TWO53 = 1000000000, 9007199254740992
+local call, tonumber, floor, fmod = redis.call, tonumber, math.floor, math.fmod
+local pack, unpack, format = struct.pack, struct.unpack, string.format
+
+local per_now = ARGV[2] == '1'
+local min_ttl = tonumber(ARGV[1])
+local np = tonumber(ARGV[3])
+
+-- Pairs (s, ns), ns in [0, 1e9): exact while |s| < 2^53/1953125 (146
+-- years past the epoch's year and more: s·1e9 is a multiple of 512 below
+-- 2^62).
+local function padd(as, ans, bs, bns)
+  local s, ns = as + bs, ans + bns
+  if ns >= E9 then return s + 1, ns - E9 end
+  return s, ns
 end
 
--- long_step is step for w > 2^53 ns (up to ratelimit.MaxWindow): the same
--- decisions, with w and every time and duration as pairs (s, ns), exact;
--- the estimate's doubles are Go's (pnum rounds as float64(int64) does).
--- Durations are replied as (ns, s), their unit a second.
-local function long_step(key, now_s, now_ns, n, sp, st_s, st_ns, prev, curr)
-  local rate, sliding, w_s, w_ns = sp[1], sp[3], sp[4], sp[5]
-  local wf = pnum(w_s, w_ns)
+local function psub(as, ans, bs, bns)
+  local s, ns = as - bs, ans - bns
+  if ns < 0 then return s - 1, ns + E9 end
+  return s, ns
+end
 
-  -- now mod w: q is floor(now / w) give or take one (|q| < 2^10 since
-  -- w > 2^53), so q·w is an exact pair; then correct.
-  local q = floor(pnum(now_s, now_ns) / wf)
+local function less(as, ans, bs, bns)
+  return as < bs or (as == bs and ans < bns)
+end
+
+-- pnum returns the double nearest to the pair's nanoseconds, as Go's
+-- float64(int64) rounds it: s·1e9 is exact, so the sum rounds once.
+local function pnum(s, ns)
+  return s * E9 + ns
+end
+
+-- start returns the start of the window of period w (w_s, w_ns; wn its
+-- nanoseconds, exact when w <= 2^53) holding now.
+local function start(now_s, now_ns, w_s, w_ns, wn, long)
+  if not long then
+    -- now mod w, exactly: fmod is exact, and fmod(now_s, w)·1e9 is a
+    -- multiple of 512 below 2^62 (until 2112).
+    local x = fmod(fmod(now_s, wn) * E9, wn)
+    local y = fmod(now_ns, wn)
+    local m
+    if x <= 0 then
+      m = x + y
+    elseif y >= wn - x then
+      m = y - (wn - x)
+    else
+      m = x + y
+    end
+    if m < 0 then m = m + wn end
+    local q = floor(m / E9)
+    local r = m - q * E9
+    if r < 0 then q, r = q - 1, r + E9 elseif r >= E9 then q, r = q + 1, r - E9 end
+    return psub(now_s, now_ns, q, r)
+  end
+  -- w > 2^53: q is floor(now / w) give or take one (|q| < 2^10), so q·w
+  -- is an exact pair; then correct.
+  local q = floor(pnum(now_s, now_ns) / wn)
   local qns = q * w_ns
   local carry = floor(qns / E9)
   local m_s, m_ns = psub(now_s, now_ns, q * w_s + carry, 0)
   m_s, m_ns = psub(m_s, m_ns, 0, qns - carry * E9)
   while m_s < 0 do m_s, m_ns = padd(m_s, m_ns, w_s, w_ns) end
   while not less(m_s, m_ns, w_s, w_ns) do m_s, m_ns = psub(m_s, m_ns, w_s, w_ns) end
-  local ws_s, ws_ns = psub(now_s, now_ns, m_s, m_ns)
+  return psub(now_s, now_ns, m_s, m_ns)
+end
 
-  local ns_s, ns_ns, nprev, ncurr = st_s, st_ns, prev, curr
+-- A spec: {rate, w_s, w_ns, wn, long, sliding, n}, and, with the server's
+-- clock, the start of the window holding now, once found.
+local specs, o = {}, 4
+for j = 1, np do
+  local w_s, w_ns = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
+  local long = less(9007199, 254740992, w_s, w_ns)
+  specs[j] = {tonumber(ARGV[o]), w_s, w_ns, pnum(w_s, w_ns), long, ARGV[o + 3] == '1', tonumber(ARGV[o + 4])}
+  o = o + 5
+end
+local sp = specs[1]
+
+local fetched = call('MGET', _G.unpack(KEYS))
+local now_s, now_ns = 0, 0
+local out, k = {}, 0
+if not per_now then
+  local t = call('TIME')
+  now_s, now_ns = tonumber(t[1]), tonumber(t[2]) * 1000
+  out[1], out[2] = now_s, now_ns
+  k = 2
+end
+
+-- written: the states this batch wrote, for keys that come again;
+-- exat: the EXAT arguments formatted so far.
+local written, exat = {}, {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  if np > 1 then
+    sp = specs[tonumber(ARGV[o])]
+    o = o + 1
+  end
+  if per_now then
+    now_s, now_ns = tonumber(ARGV[o]), tonumber(ARGV[o + 1])
+    o = o + 2
+  end
+  local rate, w_s, w_ns, wn, long, sliding, n = sp[1], sp[2], sp[3], sp[4], sp[5], sp[6], sp[7]
+
+  local ws_s, ws_ns
+  if per_now then
+    ws_s, ws_ns = start(now_s, now_ns, w_s, w_ns, wn, long)
+  else
+    ws_s, ws_ns = sp[8], sp[9]
+    if not ws_s then
+      ws_s, ws_ns = start(now_s, now_ns, w_s, w_ns, wn, long)
+      sp[8], sp[9] = ws_s, ws_ns
+    end
+  end
+
+  local v = written[key]
+  if v == nil then v = fetched[i] end
+  local st_s, st_ns, prev, curr, exp = 0, 0, 0, 0, 0
+  if v then st_s, st_ns, prev, curr, exp = unpack('<i8i4i8i8i8', v) end
+
+  -- Roll to the window holding now; time that went back into an earlier
+  -- window stays in the newest one, at its start.
+  local s_s, s_ns, p, c, e_s, e_ns, back = ws_s, ws_ns, 0, 0, now_s, now_ns, false
   if st_s == 0 and st_ns == 0 and prev == 0 and curr == 0 then
-    ns_s, ns_ns = ws_s, ws_ns
+    -- absent
   elseif less(ws_s, ws_ns, st_s, st_ns) then
-    now_s, now_ns = st_s, st_ns
+    s_s, s_ns, p, c, e_s, e_ns, back = st_s, st_ns, prev, curr, st_s, st_ns, true
   elseif ws_s == st_s and ws_ns == st_ns then
-    -- same window
+    p, c = prev, curr
   else
     local nx_s, nx_ns = padd(st_s, st_ns, w_s, w_ns)
-    if ws_s == nx_s and ws_ns == nx_ns then
-      nprev, ncurr = curr, 0
+    if ws_s == nx_s and ws_ns == nx_ns then p = curr end
+  end
+
+  local admit = true
+  if n > 0 then
+    if sliding then
+      -- The estimate, in window.Sliding's order and doubles.
+      local el_s, el_ns = psub(e_s, e_ns, s_s, s_ns)
+      local x_s, x_ns = psub(w_s, w_ns, el_s, el_ns)
+      local est = p * pnum(x_s, x_ns) / wn
+      admit = est + c + n <= rate
     else
-      nprev, ncurr = 0, 0
+      -- n > rate − c, not c + n > rate: the sum may pass 2^53.
+      admit = n <= rate - c
     end
-    ns_s, ns_ns = ws_s, ws_ns
-  end
-  local e_s, e_ns = psub(now_s, now_ns, ns_s, ns_ns)
-
-  local function save(t_s, t_ns)
-    set(key, format(ns_s, ns_ns) .. ' ' .. string.format('%d %d', nprev, ncurr), ppttl(t_s, t_ns, min_ttl))
   end
 
-  if not sliding then
-    local u_s, u_ns = psub(w_s, w_ns, e_s, e_ns)
-    local ud, ux = pdur(u_s, u_ns)
-    local rd, rx = 0, 0
-    if ncurr > 0 then rd, rx = ud, ux end
-    local rem = rate - ncurr
-    if rem < 0 then rem = 0 end
-    if n == 0 then return emit(1, rem, 0, rd, 0, 0, rx) end
-    if n > rate - ncurr then return emit(0, rem, ud, rd, 0, ux, rx) end
-    nprev, ncurr = 0, ncurr + n
-    save(u_s, u_ns)
-    return emit(1, rate - ncurr, 0, ud, 0, 0, ux)
+  if sliding then
+    k = k + 1
+    out[k] = p
+  end
+  if back or c >= TWO53 - 1 then
+    out[k + 1], out[k + 2], out[k + 3], out[k + 5] = -TWO53, s_s, s_ns, c
+    if admit then out[k + 4] = 1 else out[k + 4] = 0 end
+    k = k + 5
+  elseif admit then
+    k = k + 1
+    out[k] = c
+  else
+    k = k + 1
+    out[k] = -c - 1
   end
 
-  local function used(p, c, s, ns)
-    local x_s, x_ns = psub(w_s, w_ns, s, ns)
-    local est = p * pnum(x_s, x_ns) / wf
-    return est + c
-  end
-  local function admits(p, c, s, ns)
-    return used(p, c, s, ns) + n <= rate
-  end
-  local l_s, l_ns = psub(w_s, w_ns, 0, 1) -- w - 1
-  local w2_s, w2_ns = padd(w_s, w_ns, w_s, w_ns) -- 2·w
-  local function earliest(p, c, f_s, f_ns)
-    if not admits(p, c, l_s, l_ns) then return nil end
-    local lo_s, lo_ns, hi_s, hi_ns = f_s, f_ns, l_s, l_ns
-    while less(lo_s, lo_ns, hi_s, hi_ns) do
-      local d_s, d_ns = psub(hi_s, hi_ns, lo_s, lo_ns)
-      local h_s = floor(d_s / 2)
-      local mid_s, mid_ns = padd(lo_s, lo_ns, h_s, floor(((d_s - 2 * h_s) * E9 + d_ns) / 2))
-      if admits(p, c, mid_s, mid_ns) then
-        hi_s, hi_ns = mid_s, mid_ns
+  if admit and n > 0 then
+    -- The key's state decays at the end of the window (fixed), or of the
+    -- next (sliding): then it is the same as an absent key.
+    local x_s, x_ns = padd(s_s, s_ns, w_s, w_ns)
+    if sliding then
+      x_s, x_ns = padd(x_s, x_ns, w_s, w_ns)
+    else
+      p = 0
+    end
+    if per_now then
+      local d_s, d_ns = psub(x_s, x_ns, e_s, e_ns)
+      local ms = d_s * 1000 + floor(d_ns / 1000000)
+      if fmod(d_ns, 1000000) > 0 then ms = ms + 1 end
+      if ms < min_ttl then ms = min_ttl end
+      v = pack('<i8i4i8i8i8', s_s, s_ns, p, c + n, 0)
+      written[key] = v
+      call('SET', key, v, 'PX', format('%d', ms))
+    else
+      local e = x_s
+      if x_ns > 0 then e = e + 1 end
+      v = pack('<i8i4i8i8i8', s_s, s_ns, p, c + n, e)
+      written[key] = v
+      if e == exp then
+        call('SET', key, v, 'KEEPTTL')
       else
-        lo_s, lo_ns = padd(mid_s, mid_ns, 0, 1)
+        local arg = exat[e]
+        if not arg then
+          arg = format('%d', e)
+          exat[e] = arg
+        end
+        call('SET', key, v, 'EXAT', arg)
       end
     end
-    return lo_s, lo_ns
   end
-  local function remaining(p, c)
-    local r = floor(rate - used(p, c, e_s, e_ns))
-    if r < 0 then return 0 end
-    return r
-  end
-  local function reset(p, c)
-    if c > 0 then return psub(w2_s, w2_ns, e_s, e_ns) end
-    if p > 0 then return psub(w_s, w_ns, e_s, e_ns) end
-    return 0, 0
-  end
-
-  local rem = remaining(nprev, ncurr)
-  local t_s, t_ns = reset(nprev, ncurr)
-  local rd, rx = pdur(t_s, t_ns)
-  if n == 0 then return emit(1, rem, 0, rd, 0, 0, rx) end
-  if not admits(nprev, ncurr, e_s, e_ns) then
-    local r_s, r_ns
-    local f_s, f_ns = earliest(nprev, ncurr, e_s, e_ns)
-    if f_s then
-      r_s, r_ns = psub(f_s, f_ns, e_s, e_ns)
-    else
-      f_s, f_ns = earliest(ncurr, 0, 0, 0)
-      if f_s then
-        r_s, r_ns = padd(f_s, f_ns, psub(w_s, w_ns, e_s, e_ns))
-      else
-        r_s, r_ns = psub(w2_s, w2_ns, e_s, e_ns)
-      end
-    end
-    local d, x = pdur(r_s, r_ns)
-    return emit(0, rem, d, rd, 0, x, rx)
-  end
-  ncurr = ncurr + n
-  rem = remaining(nprev, ncurr)
-  t_s, t_ns = reset(nprev, ncurr)
-  rd, rx = pdur(t_s, t_ns)
-  save(t_s, t_ns)
-  return emit(1, rem, 0, rd, 0, 0, rx)
 end
-
-local function step(key, i, now_s, now_ns, n, sp)
-  local rate, w, sliding = sp[1], sp[2], sp[3]
-
-  local st_s, st_ns, prev, curr = 0, 0, 0, 0
-  local v = get(key, i)
-  if v then
-    local a, b, c = string.match(v, '^(%-?%d+) (%d+) (%d+)$')
-    st_s, st_ns = parse(a)
-    prev, curr = tonumber(b), tonumber(c)
-  end
-  if sp[4] then return long_step(key, now_s, now_ns, n, sp, st_s, st_ns, prev, curr) end
-
-  -- now mod w, for now = now_s·1e9 + now_ns, exactly: fmod is exact, and
-  -- fmod(now_s, w)·1e9 is a multiple of 512 below 2^62 (until 2112).
-  local x = fmod(fmod(now_s, w) * E9, w)
-  local y = fmod(now_ns, w)
-  local m
-  if x <= 0 then
-    m = x + y
-  elseif y >= w - x then
-    m = y - (w - x)
-  else
-    m = x + y
-  end
-  if m < 0 then m = m + w end
-  local ws_s, ws_ns = add(now_s, now_ns, -m)
-
-  -- roll to the window holding now; time that went back into an earlier
-  -- window stays in the newest one, at its start.
-  local ns_s, ns_ns, nprev, ncurr = st_s, st_ns, prev, curr
-  if st_s == 0 and st_ns == 0 and prev == 0 and curr == 0 then
-    ns_s, ns_ns = ws_s, ws_ns
-  elseif less(ws_s, ws_ns, st_s, st_ns) then
-    now_s, now_ns = st_s, st_ns
-  elseif ws_s == st_s and ws_ns == st_ns then
-    -- same window
-  else
-    local nx_s, nx_ns = add(st_s, st_ns, w)
-    if ws_s == nx_s and ws_ns == nx_ns then
-      nprev, ncurr = curr, 0
-    else
-      nprev, ncurr = 0, 0
-    end
-    ns_s, ns_ns = ws_s, ws_ns
-  end
-  local elapsed = diff(now_s, now_ns, ns_s, ns_ns)
-
-  local function save(ttl_ns)
-    set(key, format(ns_s, ns_ns) .. ' ' .. string.format('%d %d', nprev, ncurr), pttl(ttl_ns, min_ttl))
-  end
-
-  if not sliding then
-    local until_end = w - elapsed
-    local reset = 0
-    if ncurr > 0 then reset = until_end end
-    local rem = rate - ncurr
-    if rem < 0 then rem = 0 end
-    if n == 0 then return emit(1, rem, 0, reset, 0, 0, 0) end
-    -- n > rate − curr, not curr + n > rate: the sum may pass 2^53.
-    if n > rate - ncurr then return emit(0, rem, until_end, reset, 0, 0, 0) end
-    nprev, ncurr = 0, ncurr + n
-    save(until_end)
-    return emit(1, rate - ncurr, 0, until_end, 0, 0, 0)
-  end
-
-  local function used(p, c, e)
-    local est = p * (w - e) / w
-    return est + c
-  end
-  local function admits(p, c, e)
-    return used(p, c, e) + n <= rate
-  end
-  local function earliest(p, c, from)
-    if not admits(p, c, w - 1) then return nil end
-    local lo, hi = from, w - 1
-    while lo < hi do
-      local mid = lo + floor((hi - lo) / 2)
-      if admits(p, c, mid) then hi = mid else lo = mid + 1 end
-    end
-    return lo
-  end
-  local function remaining(p, c)
-    local r = floor(rate - used(p, c, elapsed))
-    if r < 0 then return 0 end
-    return r
-  end
-  -- durations as (d, x): d + x·w, folded into d when that is exact.
-  local function fold(d, x)
-    if x > 0 and w <= TWO53 / 4 then return d + x * w, 0 end
-    return d, x
-  end
-  local function reset(p, c)
-    if c > 0 then return fold(w - elapsed, 1) end
-    if p > 0 then return w - elapsed, 0 end
-    return 0, 0
-  end
-
-  local rem = remaining(nprev, ncurr)
-  local ra, rx = reset(nprev, ncurr)
-  if n == 0 then return emit(1, rem, 0, ra, 0, 0, rx) end
-  if not admits(nprev, ncurr, elapsed) then
-    local e = earliest(nprev, ncurr, elapsed)
-    if e then return emit(0, rem, e - elapsed, ra, 0, 0, rx) end
-    local d, x
-    e = earliest(ncurr, 0, 0)
-    if e then d, x = fold(e - elapsed, 1) else d, x = fold(-elapsed, 2) end
-    return emit(0, rem, d, ra, 0, x, rx)
-  end
-  ncurr = ncurr + n
-  rem = remaining(nprev, ncurr)
-  ra, rx = reset(nprev, ncurr)
-  save(ra + rx * w)
-  return emit(1, rem, 0, ra, 0, 0, rx)
-end
-
-return run(3, prepare, step, true)
+return out
