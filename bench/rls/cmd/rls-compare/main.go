@@ -169,9 +169,23 @@ func main() {
 	}
 	pprof.StopCPUProfile()
 	fmt.Println()
+	// Requests per second and latencies: each server's median round. CPU per
+	// request: the median over the rounds of each figure on its own (a round
+	// that shared the machine with another job inflates every one of them).
+	type cpuPerReq struct{ server, redis, load float64 } // µs
 	med := map[string]rls.Result{}
+	cpu := map[string]cpuPerReq{}
+	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
 	for _, p := range procs {
 		rs := results[p.Name]
+		var sv, rd, ld []float64
+		for _, r := range rs {
+			n := float64(max(1, r.Requests))
+			sv = append(sv, r.ServerCPU.Seconds()*1e6/n)
+			rd = append(rd, r.RedisCPU.Seconds()*1e6/n)
+			ld = append(ld, r.LoadCPU.Seconds()*1e6/n)
+		}
+		cpu[p.Name] = cpuPerReq{median(sv), median(rd), median(ld)}
 		slices.SortFunc(rs, func(a, b rls.Result) int {
 			switch {
 			case a.PerSecond() < b.PerSecond():
@@ -184,17 +198,23 @@ func main() {
 		med[p.Name] = rs[len(rs)/2]
 		fmt.Printf("median  %s\n", med[p.Name])
 	}
+	fmt.Println()
+	for _, p := range procs {
+		c := cpu[p.Name]
+		fmt.Printf("CPU per request, median of %d rounds: %-44s server %5.1f µs  redis %5.1f µs  load generator %5.1f µs\n",
+			len(results[p.Name]), p.Name, c.server, c.redis, c.load)
+	}
+	fmt.Println()
 	if e, ok := med[envoy.Name]; ok {
+		ec := cpu[envoy.Name]
 		for _, p := range procs {
 			if p == envoy {
 				continue
 			}
-			m := med[p.Name]
-			perReq := func(r rls.Result) float64 { return float64(r.ServerCPU) / float64(max(1, r.Requests)) }
-			perReqAll := func(r rls.Result) float64 { return float64(r.ServerCPU+r.RedisCPU) / float64(max(1, r.Requests)) }
+			m, mc := med[p.Name], cpu[p.Name]
 			fmt.Printf("%-44s %5.2f× envoyproxy/ratelimit's req/s, p99 %v vs %v; %4.2f× less server CPU per request (%4.2f× with Redis's)\n",
 				p.Name, m.PerSecond()/e.PerSecond(), m.P99.Round(time.Microsecond), e.P99.Round(time.Microsecond),
-				perReq(e)/perReq(m), perReqAll(e)/perReqAll(m))
+				ec.server/mc.server, (ec.server+ec.redis)/(mc.server+mc.redis))
 		}
 	}
 }
