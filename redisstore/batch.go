@@ -237,14 +237,7 @@ func (s *Store) exec(g group, calls []*call, sc *scratch) (ds []ratelimit.Decisi
 		keys = append(keys, c.key)
 	}
 	sc.keys = keys
-	switch g.shape {
-	case shapeBucket:
-		s.bucketArgs(calls, sc)
-	case shapeWindow:
-		s.windowArgs(calls, sc)
-	default:
-		s.logArgs(calls, sc)
-	}
+	s.scriptArgs(g.shape, calls, sc)
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 	reply, err := s.scripts[g.shape].Exec(ctx, s.client, keys, sc.args).ToArray()
@@ -293,60 +286,34 @@ func distinct(calls []*call, sc *scratch) {
 	sc.specs, sc.idx = specs, idx
 }
 
-// bucketArgs sets sc.args to the ARGV of gcra.lua for calls.
-func (s *Store) bucketArgs(calls []*call, sc *scratch) {
+// scriptArgs sets sc.args to the ARGV of the shape's script for calls: the
+// shortest TTL, whether each call carries its own time, the batch's
+// distinct specs, then for each call what the script cannot take from the
+// batch: its spec's index (when specs differ; always for the log, which
+// also takes each call's cost) and its time (with Options.Now).
+func (s *Store) scriptArgs(sh shape, calls []*call, sc *scratch) {
 	perNow := s.opts.Now != nil
 	distinct(calls, sc)
 	args := append(sc.args[:0], strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(sc.specs)))
 	for _, sp := range sc.specs {
-		args = append(args, strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10))
+		if sh == shapeWindow {
+			args = appendSpec(args, sp)
+		} else {
+			args = append(args, strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10))
+		}
 	}
-	if len(sc.specs) > 1 || perNow {
+	log, many := sh == shapeLog, len(sc.specs) > 1
+	if log || many || perNow {
 		for i, c := range calls {
-			if len(sc.specs) > 1 {
+			if log || many {
 				args = append(args, strconv.Itoa(sc.idx[i]))
+			}
+			if log {
+				args = append(args, strconv.FormatInt(c.n, 10))
 			}
 			if perNow {
 				args = append(args, strconv.FormatInt(c.sec, 10), strconv.FormatInt(c.nsec, 10))
 			}
-		}
-	}
-	sc.args = args
-}
-
-// windowArgs sets sc.args to the ARGV of window.lua for calls.
-func (s *Store) windowArgs(calls []*call, sc *scratch) {
-	perNow := s.opts.Now != nil
-	distinct(calls, sc)
-	args := append(sc.args[:0], strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(sc.specs)))
-	for _, sp := range sc.specs {
-		args = appendSpec(args, sp)
-	}
-	if len(sc.specs) > 1 || perNow {
-		for i, c := range calls {
-			if len(sc.specs) > 1 {
-				args = append(args, strconv.Itoa(sc.idx[i]))
-			}
-			if perNow {
-				args = append(args, strconv.FormatInt(c.sec, 10), strconv.FormatInt(c.nsec, 10))
-			}
-		}
-	}
-	sc.args = args
-}
-
-// logArgs sets sc.args to the ARGV of log.lua for calls.
-func (s *Store) logArgs(calls []*call, sc *scratch) {
-	perNow := s.opts.Now != nil
-	distinct(calls, sc)
-	args := append(sc.args[:0], strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(sc.specs)))
-	for _, sp := range sc.specs {
-		args = append(args, strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10))
-	}
-	for i, c := range calls {
-		args = append(args, strconv.Itoa(sc.idx[i]), strconv.FormatInt(c.n, 10))
-		if perNow {
-			args = append(args, strconv.FormatInt(c.sec, 10), strconv.FormatInt(c.nsec, 10))
 		}
 	}
 	sc.args = args
