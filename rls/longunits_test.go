@@ -23,14 +23,7 @@ func envoyHarness(t *testing.T, store storeFunc) *harness {
 		t.Fatalf("LoadDir(examples/envoy/config) = %v", err)
 	}
 	h := &harness{clock: &clock{t: t0}}
-	opts := rls.Options{Now: h.clock.Now}
-	_, opts.ParallelDescriptors = parallelStores.Load(t.Name())
-	h.srv, err = rls.New(store(t, h.clock.Now), set, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.conn = serve(t, h.srv)
-	h.client = pb.NewRateLimitServiceClient(h.conn)
+	h.start(t, store, set, rls.Options{})
 	return h
 }
 

@@ -219,16 +219,23 @@ func newHarness(t testing.TB, store storeFunc, opts rls.Options) *harness {
 	if store == nil {
 		store = memoryStore
 	}
+	h.start(t, store, set, opts)
+	return h
+}
+
+// start serves set from a store made by store, on h's clock, and dials
+// it.
+func (h *harness) start(t testing.TB, store storeFunc, set *rules.Set, opts rls.Options) {
+	t.Helper()
 	opts.Now = h.clock.Now
-	st := store(t, h.clock.Now)
 	_, opts.ParallelDescriptors = parallelStores.Load(t.Name())
-	h.srv, err = rls.New(st, set, opts)
+	srv, err := rls.New(store(t, h.clock.Now), set, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.srv = srv
 	h.conn = serve(t, h.srv)
 	h.client = pb.NewRateLimitServiceClient(h.conn)
-	return h
 }
 
 // d builds a descriptor from key/value pairs.

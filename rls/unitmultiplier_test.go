@@ -58,14 +58,7 @@ func multiplierHarness(t *testing.T, store storeFunc, opts rls.Options) *harness
 		t.Fatal(err)
 	}
 	h := &harness{clock: &clock{t: t0}}
-	opts.Now = h.clock.Now
-	_, opts.ParallelDescriptors = parallelStores.Load(t.Name())
-	h.srv, err = rls.New(store(t, h.clock.Now), set, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.conn = serve(t, h.srv)
-	h.client = pb.NewRateLimitServiceClient(h.conn)
+	h.start(t, store, set, opts)
 	return h
 }
 
