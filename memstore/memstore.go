@@ -95,11 +95,15 @@ type limitMemo struct {
 	p     gcra.Params
 }
 
-// memoSlots is the size of the store's memo cache: a direct-mapped table
-// of the limits seen last, so a handful of limits in turn (a gateway's
-// rules) all stay cached. A limit that misses costs a validation and one
-// small allocation.
-const memoSlots = 64
+// memoSlots is the size of the store's memo cache of the limits seen
+// last: groups of memoWays slots, a limit's group chosen by its hash, so
+// that the few dozen limits of a gateway's rules all stay cached (it takes
+// memoWays+1 limits in one group to push one out). A limit that misses
+// costs a validation and one small allocation.
+const (
+	memoSlots = 256
+	memoWays  = 4
+)
 
 type winEntry struct {
 	window.State
@@ -235,16 +239,30 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decis
 // holds them.
 func (s *Store) memo(req *ratelimit.Request) (*limitMemo, error) {
 	l := req.Limit
-	i := (uint64(l.Rate)*0x9e3779b97f4a7c15 ^ uint64(l.Period)*0xc2b2ae3d27d4eb4f ^
-		uint64(l.Burst)*0x165667b19e3779f9 ^ uint64(req.Algorithm)) >> 58 // memoSlots = 2^6
-	if m := s.memos[i].Load(); m != nil && m.limit == l && m.alg == req.Algorithm {
-		return m, nil
+	h := uint64(l.Rate)*0x9e3779b97f4a7c15 ^ uint64(l.Period)*0xc2b2ae3d27d4eb4f ^
+		uint64(l.Burst)*0x165667b19e3779f9 ^ uint64(req.Algorithm)
+	g := int(h>>56) &^ (memoWays - 1) // the first slot of the limit's group
+	free := -1
+	for i := g; i < g+memoWays; i++ {
+		m := s.memos[i].Load()
+		if m == nil {
+			if free < 0 {
+				free = i
+			}
+			continue
+		}
+		if m.limit == l && m.alg == req.Algorithm {
+			return m, nil
+		}
 	}
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	m := &limitMemo{limit: l, alg: req.Algorithm, p: gcra.NewParams(l)}
-	s.memos[i].Store(m)
+	if free < 0 {
+		free = g + int(h>>32)%memoWays // a full group: replace one
+	}
+	s.memos[free].Store(m)
 	return m, nil
 }
 

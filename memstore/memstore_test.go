@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -243,5 +244,32 @@ func TestRestoreIntoNonEmptyStore(t *testing.T) {
 	}
 	if err := a.Restore(&buf); !errors.Is(err, memstore.ErrNotEmpty) {
 		t.Errorf("Restore into a store with keys = %v, want ErrNotEmpty", err)
+	}
+}
+
+// TestManyLimitsNoAllocs checks that Apply with a gateway's worth of
+// distinct limits in turn keeps them all in its memo cache: no
+// validation allocates, after the first round.
+func TestManyLimitsNoAllocs(t *testing.T) {
+	s := memstore.New(memstore.Options{SweepInterval: -1, Resolution: time.Millisecond})
+	defer s.Close()
+	ctx := context.Background()
+	var reqs []ratelimit.Request
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 32 {
+		alg := ratelimit.Algorithms()[i%3] // GCRA, TokenBucket, LeakyBucket
+		lim := ratelimit.Limit{Rate: 1 + rng.Int64N(1000), Period: time.Duration(1+rng.Int64N(3600)) * time.Second}
+		reqs = append(reqs, ratelimit.Request{Key: "k", Limit: lim, Algorithm: alg, N: 1})
+	}
+	for _, r := range reqs {
+		s.Apply(ctx, r)
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		for _, r := range reqs {
+			s.Apply(ctx, r)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations a round of %d limits, want 0", allocs, len(reqs))
 	}
 }
