@@ -106,12 +106,29 @@ func (s *syncBuffer) String() string {
 
 // FreePort returns a loopback port nobody listens on now.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ps, err := FreePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ps[0], nil
+}
+
+// FreePorts returns n distinct free loopback ports: it holds every
+// listener open until all n are chosen, since a port closed a moment ago
+// may be handed out again. envoyproxy/ratelimit listens with SO_REUSEPORT,
+// so two of its listeners given one port would share it, and clients
+// would reach its HTTP listener when they dial its gRPC one.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports, nil
 }
 
 func start(ctx context.Context, name, addr string, cmd *exec.Cmd) (*Proc, error) {
@@ -192,13 +209,9 @@ func StartEnvoy(ctx context.Context, bin, configDir, workDir, redisAddr string, 
 			return nil, err
 		}
 	}
-	var ports [3]int
-	for i := range ports {
-		p, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = p
+	ports, err := FreePorts(3)
+	if err != nil {
+		return nil, err
 	}
 	env := []string{
 		"USE_STATSD=false", "LOG_LEVEL=warn", "LOG_FORMAT=text",
