@@ -71,6 +71,8 @@ type batcher struct {
 	pending map[group][]*call
 	order   []group // groups with pending calls, oldest first
 	flying  map[*flight]struct{}
+	queued  int // calls in pending
+	minFill int // the fewest calls a batch sent while another is in flight takes: max/4
 	closed  bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -80,7 +82,7 @@ func newBatcher(s *Store, workers, maxBatch int, timeout time.Duration) *batcher
 	b := &batcher{
 		s: s, max: maxBatch, timeout: int64(timeout), epoch: time.Now(),
 		pending: make(map[group][]*call), flying: make(map[*flight]struct{}),
-		stop: make(chan struct{}),
+		stop: make(chan struct{}), minFill: max(1, maxBatch/4),
 	}
 	b.cond = sync.NewCond(&b.mu)
 	b.wg.Add(workers + 1)
@@ -106,9 +108,21 @@ func (b *batcher) submit(g group, c *call) bool {
 		b.order = append(b.order, g)
 	}
 	b.pending[g] = append(q, c)
+	b.queued++
+	wake := b.queued == 1 || b.queued == b.minFill
 	b.mu.Unlock()
-	b.cond.Signal()
+	if wake {
+		b.cond.Broadcast()
+	}
 	return true
+}
+
+// ready reports whether a worker may take a batch: one is queued, and no
+// other is in flight or enough calls wait to make a full batch worth a
+// second flight (smaller ones cost more per decision than the overlap
+// saves). Called with b.mu held.
+func (b *batcher) ready() bool {
+	return len(b.order) > 0 && (len(b.flying) == 0 || b.queued >= b.minFill)
 }
 
 func (b *batcher) work() {
@@ -116,7 +130,7 @@ func (b *batcher) work() {
 	var sc scratch
 	for {
 		b.mu.Lock()
-		for len(b.order) == 0 && !b.closed {
+		for !b.ready() && !b.closed {
 			b.cond.Wait()
 		}
 		if len(b.order) == 0 {
@@ -134,13 +148,14 @@ func (b *batcher) work() {
 		} else {
 			delete(b.pending, g)
 		}
+		b.queued -= len(take)
 		if len(take) == 0 {
 			b.mu.Unlock()
 			continue
 		}
 		f := &flight{start: b.now(), calls: take}
 		b.flying[f] = struct{}{}
-		more := len(b.order) > 0
+		more := b.ready()
 		b.mu.Unlock()
 		if more {
 			b.cond.Signal()
@@ -149,6 +164,7 @@ func (b *batcher) work() {
 		b.mu.Lock()
 		delete(b.flying, f)
 		b.mu.Unlock()
+		b.cond.Signal() // a small batch may go now
 		b.s.finish(take, ds, err)
 	}
 }
@@ -177,6 +193,7 @@ func (b *batcher) watch(tick time.Duration) {
 				}
 			}
 			clear(q[len(kept):])
+			b.queued -= len(q) - len(kept)
 			b.pending[g] = kept
 		}
 		for f := range b.flying {

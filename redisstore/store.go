@@ -23,7 +23,7 @@ const (
 	DefaultBreakerThreshold = 3
 	DefaultBreakerCooldown  = time.Second
 	DefaultMaxBatch         = 128
-	DefaultPipeline         = 1
+	DefaultPipeline         = 2
 	DefaultClusterPipeline  = 2
 	DefaultDenyCacheSize    = 1 << 16
 )
@@ -136,12 +136,14 @@ type Options struct {
 	// MaxBatch is the most requests one script call decides. Default 128;
 	// 1 disables batching.
 	MaxBatch int
-	// Pipeline is the most script calls in flight at once. Default 1 on
-	// a standalone server: the requests that arrive while a call is in
-	// flight go together in the next, and with more calls in flight
-	// batches get smaller and cost more CPU per decision, on both sides
-	// (docs/bench-redis.md). Default 2 on a Cluster
-	// (DefaultClusterPipeline), whose batches are per hash slot.
+	// Pipeline is the most script calls in flight at once. Default 2, on
+	// a standalone server and on a Cluster (DefaultClusterPipeline): the
+	// requests that arrive while a call is in flight go together in the
+	// next, and a second call goes out while one is in flight only with
+	// at least a quarter of MaxBatch, so that the client and redis-server
+	// work at once without making batches small, which costs more CPU
+	// per decision on both sides (docs/bench-redis.md). A lone request
+	// goes out at once.
 	Pipeline int
 	// OnFailure, when set, is called with every failed call to Redis (a
 	// batch of requests), for logging and metrics. It must not block.
