@@ -45,9 +45,11 @@
 // Concurrent Apply calls are coalesced: while a script call is in flight,
 // the requests that arrive meanwhile wait for the next one, which decides up
 // to Options.MaxBatch of them in one round trip and one script run (on a
-// Cluster, per hash slot). Options.Pipeline such calls may be in flight at
-// once (one on a standalone server, two on a Cluster, by default),
-// pipelined on one connection by rueidis. A lone request goes out at once:
+// Cluster, per hash slot). Options.Pipeline such calls (two by default) may
+// be in flight at once, pipelined on one connection by rueidis; a call goes
+// out while another is in flight only with at least MaxBatch/4 requests, so
+// that redis-server and the client work at once without shrinking batches.
+// A lone request goes out at once:
 // batching adds no delay, it only fills the time a request would have
 // waited anyway.
 //
