@@ -39,3 +39,23 @@ func TestWatchFile(t *testing.T) {
 		step(2)
 	})
 }
+
+// TestFileWatcherBaseline checks that a FileWatcher reports a change made
+// after it was made but before Run started (the window in which a server
+// loads its config and starts its listeners).
+func TestFileWatcherBaseline(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gw.yaml")
+	must(t, os.WriteFile(file, []byte("a"), 0o644))
+	synctest.Test(t, func(t *testing.T) {
+		w := gateway.NewFileWatcher(file)
+		must(t, os.WriteFile(file, []byte("b"), 0o644)) // before Run
+		var n atomic.Int32
+		go w.Run(t.Context(), time.Second, func() { n.Add(1) })
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if got := n.Load(); got != 1 {
+			t.Errorf("changes seen = %d, want 1 (the one made before Run)", got)
+		}
+	})
+}

@@ -58,6 +58,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return cfg, nil
 	}
+	var watcher *gateway.FileWatcher
+	if *configFile != "" {
+		// Before the first load: a change made while starting is seen.
+		watcher = gateway.NewFileWatcher(*configFile)
+	}
 	cfg, err := load()
 	if err != nil {
 		return err
@@ -115,7 +120,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}()
 		go func() {
 			defer wg.Done()
-			gateway.WatchFile(wctx, *configFile, 0, func() { reload("file changed") })
+			watcher.Run(wctx, 0, func() { reload("file changed") })
 		}()
 	}
 	source := *configFile
