@@ -273,3 +273,62 @@ func TestManyLimitsNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations a round of %d limits, want 0", allocs, len(reqs))
 	}
 }
+
+// TestExactWhileTablesMove spends hot keys from many goroutines while
+// another goroutine keeps adding new keys to a store bounded at a few keys
+// a shard, so that every shard keeps evicting and rebuilding its table
+// (freezing and moving slots) under the lock-free updates. With the clock
+// stopped, each hot key must admit exactly its capacity: an update lost in
+// a move would admit more. (The hot keys are never evicted: eviction takes
+// the key closest to decay, and the cold keys are 3.6 ms from it.)
+func TestExactWhileTablesMove(t *testing.T) {
+	now := ratelimittest.T0
+	s := memstore.New(memstore.Options{Now: func() time.Time { return now }, SweepInterval: -1, MaxKeys: 64, Shards: 4})
+	defer s.Close()
+	ctx := context.Background()
+	const capacity = 20000
+	lim := ratelimit.Limit{Rate: capacity, Period: time.Hour}
+	hot := []string{"hot-a", "hot-b", "hot-c", "hot-d"}
+	var admitted [4]atomic.Int64
+	stop := make(chan struct{})
+	cold := make(chan struct{})
+	go func() {
+		defer close(cold)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// A 3.6 ms state: closer to decay than any hot key's.
+			s.Apply(ctx, ratelimit.Request{Key: fmt.Sprint("cold-", i), Limit: ratelimit.Limit{Rate: 1e6, Period: time.Hour}, N: 1})
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Every hot key spent twice over between the 8 goroutines.
+			for i := range 2 * capacity {
+				k := (g + i) % len(hot)
+				d, err := s.Apply(ctx, ratelimit.Request{Key: hot[k], Limit: lim, N: 1})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-cold
+	for k, name := range hot {
+		if got := admitted[k].Load(); got != capacity {
+			t.Errorf("%s admitted %d with the clock stopped, want exactly its capacity %d", name, got, capacity)
+		}
+	}
+}
