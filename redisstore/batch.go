@@ -72,10 +72,12 @@ type batcher struct {
 	order   []group // groups with pending calls, oldest first
 	flying  map[*flight]struct{}
 	queued  int // calls in pending
-	minFill int // the fewest calls a batch sent while another is in flight takes: max/4
-	closed  bool
-	stop    chan struct{}
-	wg      sync.WaitGroup
+
+	scriptCalls, requests atomic.Uint64 // for Stats
+	minFill               int           // the fewest calls a batch sent while another is in flight takes: max/4
+	closed                bool
+	stop                  chan struct{}
+	wg                    sync.WaitGroup
 }
 
 func newBatcher(s *Store, workers, maxBatch int, timeout time.Duration) *batcher {
@@ -161,6 +163,8 @@ func (b *batcher) work() {
 			b.cond.Signal()
 		}
 		ds, err := b.s.exec(g, take, &sc)
+		b.scriptCalls.Add(1)
+		b.requests.Add(uint64(len(take)))
 		b.mu.Lock()
 		delete(b.flying, f)
 		b.mu.Unlock()

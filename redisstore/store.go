@@ -473,6 +473,21 @@ func (s *Store) cacheClock(now time.Time) int64 {
 	return time.Now().UnixNano()
 }
 
+// Stats are a Store's counters since it was opened.
+type Stats struct {
+	// ScriptCalls is the number of script calls sent to Redis, and
+	// Requests the number of requests they carried: Requests/ScriptCalls
+	// is the mean batch, the figure that decides the CPU each decision
+	// costs on both sides (docs/bench-redis.md). Requests decided without
+	// Redis (the denial cache, a failure policy) are not counted.
+	ScriptCalls, Requests uint64
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{ScriptCalls: s.batch.scriptCalls.Load(), Requests: s.batch.requests.Load()}
+}
+
 // Key returns the Redis key holding key's state under algorithm a, for
 // inspection and for deleting a key's state (which resets its limit).
 func (s *Store) Key(a ratelimit.Algorithm, key string) string { return s.key(shapeOf(a), key) }

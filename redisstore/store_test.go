@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -470,4 +471,37 @@ func TestServerClockWindowExpiry(t *testing.T) {
 			check("after concurrent requests", tc.reqs[0])
 		}
 	})
+}
+
+// TestStats counts script calls and the requests they carry: one each for
+// requests made one at a time, fewer calls than requests for concurrent
+// ones (they share batches).
+func TestStats(t *testing.T) {
+	s := newStore(t, standalone(t), redisstore.Options{})
+	ctx := context.Background()
+	lim := ratelimit.PerSecond(1000)
+	for i := range 10 {
+		if _, err := s.Apply(ctx, ratelimit.Request{Key: "stats-" + strconv.Itoa(i), Limit: lim, N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.Stats(); got != (redisstore.Stats{ScriptCalls: 10, Requests: 10}) {
+		t.Fatalf("after 10 requests one at a time: %+v, want 10 calls of 10 requests", got)
+	}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Apply(ctx, ratelimit.Request{Key: "stats-c-" + strconv.Itoa(i), Limit: lim, N: 1}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	got := s.Stats()
+	if got.Requests != 210 || got.ScriptCalls <= 10 || got.ScriptCalls > 210 {
+		t.Fatalf("after 200 more at once: %+v, want 210 requests in 11 to 210 calls", got)
+	}
+	t.Logf("200 concurrent requests went in %d script calls", got.ScriptCalls-10)
 }

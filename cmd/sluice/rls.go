@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net"
@@ -95,6 +96,11 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		ParallelDescriptors: *parallel && *storeURL != "memory", ShadowMode: *shadow})
 	if err != nil {
 		return err
+	}
+	if rs, ok := store.(*redisstore.Store); ok {
+		if err := registerRedisStats(srv.Registry(), rs); err != nil {
+			return err
+		}
 	}
 	// Load again through the server so that Watch starts from what it read
 	// and the load is counted.
@@ -217,6 +223,25 @@ func pprofHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// registerRedisStats exports the Redis store's batching counters:
+// sluice_redis_requests_total / sluice_redis_script_calls_total is the
+// mean batch, which decides what each decision costs.
+func registerRedisStats(reg prometheus.Registerer, s *redisstore.Store) error {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "redis", Name: "script_calls_total",
+			Help: "Script calls sent to Redis (each decides a batch of requests)."},
+			func() float64 { return float64(s.Stats().ScriptCalls) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "redis", Name: "requests_total",
+			Help: "Requests decided by Redis, in all script calls."},
+			func() float64 { return float64(s.Stats().Requests) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // openRLSStore opens the store named by raw: "memory" or a Redis URL.

@@ -167,9 +167,21 @@ func TestRLSDebugListen(t *testing.T) {
 func TestRLSRedis(t *testing.T) {
 	redistest.Require(t)
 	r := redistest.Start(t)
-	grpcAddr, _, logs := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--store", r.URL())
+	grpcAddr, httpAddr, logs := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--store", r.URL())
 	if codes := askRLS(t, grpcAddr, 1, 6); codes[0] != pb.RateLimitResponse_OK || codes[1] != pb.RateLimitResponse_OVER_LIMIT {
 		t.Errorf("codes = %v, want [OK OVER_LIMIT]", codes)
+	}
+	// The store's batching counters are exported.
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"sluice_redis_script_calls_total ", "sluice_redis_requests_total "} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, body)
+		}
 	}
 	if !strings.Contains(logs.String(), "store="+r.URL()) {
 		t.Errorf("the log does not name the store:\n%s", logs)
