@@ -47,18 +47,9 @@ func benchServer(b *testing.B) *rls.Server {
 func BenchmarkShouldRateLimit(b *testing.B) {
 	srv := benchServer(b)
 	reqs := benchRequests()
-	var next atomic.Uint64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(p *testing.PB) {
-		i := next.Add(1) * 7919
-		for p.Next() {
-			i++
-			if _, err := srv.ShouldRateLimit(context.Background(), reqs[i%uint64(len(reqs))]); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	runParallel(b, reqs, func(r *pb.RateLimitRequest) error {
+		_, err := srv.ShouldRateLimit(context.Background(), r)
+		return err
 	})
 }
 
@@ -68,19 +59,10 @@ func BenchmarkShouldRateLimitGRPC(b *testing.B) {
 	srv := benchServer(b)
 	client := pb.NewRateLimitServiceClient(serve(b, srv))
 	reqs := benchRequests()
-	var next atomic.Uint64
 	b.SetParallelism(32) // many calls in flight, as from an Envoy fleet
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(p *testing.PB) {
-		i := next.Add(1) * 7919
-		for p.Next() {
-			i++
-			if _, err := client.ShouldRateLimit(context.Background(), reqs[i%uint64(len(reqs))]); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	runParallel(b, reqs, func(r *pb.RateLimitRequest) error {
+		_, err := client.ShouldRateLimit(context.Background(), r)
+		return err
 	})
 }
 
@@ -134,6 +116,15 @@ func BenchmarkShouldRateLimit3(b *testing.B) {
 			d("user", u), d("detailed", strconv.Itoa(i%256)), d("nobody", u),
 		}}
 	}
+	runParallel(b, reqs, func(r *pb.RateLimitRequest) error {
+		_, err := srv.ShouldRateLimit(context.Background(), r)
+		return err
+	})
+}
+
+// runParallel times call on reqs from b's parallel goroutines, each
+// walking the requests from its own place.
+func runParallel(b *testing.B, reqs []*pb.RateLimitRequest, call func(*pb.RateLimitRequest) error) {
 	var next atomic.Uint64
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -141,7 +132,7 @@ func BenchmarkShouldRateLimit3(b *testing.B) {
 		i := next.Add(1) * 7919
 		for p.Next() {
 			i++
-			if _, err := srv.ShouldRateLimit(context.Background(), reqs[i%uint64(len(reqs))]); err != nil {
+			if err := call(reqs[i%uint64(len(reqs))]); err != nil {
 				b.Error(err)
 				return
 			}
