@@ -80,35 +80,49 @@ func (s *flatStore) Apply(_ context.Context, req ratelimit.Request) (ratelimit.D
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, err
 	}
-	var now int64
-	if s.useTick {
-		now = s.cached.Load()
-	} else {
-		now = time.Now().UnixNano()
-	}
+	now := s.now()
 	h := maphash.String(s.seed, req.Key) | 1
 	sh := &s.shards[h>>56]
 	sh.mu.Lock()
+	i := sh.find(h)
+	old := sh.slots[i].tat
+	tat, d := gcra.Step(old, now, req)
+	if tat != old {
+		sh.set(i, h, tat)
+	}
+	sh.mu.Unlock()
+	return d, nil
+}
+
+// now reads the study's clock: the cached one, or time.Now.
+func (s *flatStore) now() int64 {
+	if s.useTick {
+		return s.cached.Load()
+	}
+	return time.Now().UnixNano()
+}
+
+// find returns h's slot, or the empty slot where it would go.
+func (sh *flatShard) find(h uint64) uint64 {
 	m := uint64(len(sh.slots) - 1)
 	i := h & m
 	for sh.slots[i].h != 0 && sh.slots[i].h != h {
 		i = (i + 1) & m
 	}
-	old := sh.slots[i].tat
-	tat, d := gcra.Step(old, now, req)
-	if tat != old {
-		if sh.slots[i].h == 0 {
-			sh.n++
-			if sh.n*4 > len(sh.slots)*3 {
-				sh.grow()
-				for i = h & uint64(len(sh.slots)-1); sh.slots[i].h != 0; i = (i + 1) & uint64(len(sh.slots)-1) {
-				}
-			}
+	return i
+}
+
+// set stores tat for h in slot i (found by find), growing the table at
+// 3/4 full when h is new.
+func (sh *flatShard) set(i, h uint64, tat int64) {
+	if sh.slots[i].h == 0 {
+		sh.n++
+		if sh.n*4 > len(sh.slots)*3 {
+			sh.grow()
+			i = sh.find(h)
 		}
-		sh.slots[i] = flatSlot{h, tat}
 	}
-	sh.mu.Unlock()
-	return d, nil
+	sh.slots[i] = flatSlot{h, tat}
 }
 
 func (sh *flatShard) grow() {
@@ -208,19 +222,13 @@ func (s *leanStore) take(key string, n int64, d *ratelimit.Decision) {
 	var now int64
 	if s.testNow != nil {
 		now = s.testNow()
-	} else if s.useTick {
-		now = s.cached.Load()
 	} else {
-		now = time.Now().UnixNano()
+		now = s.flatStore.now()
 	}
 	h := maphash.String(s.seed, key) | 1
 	sh := &s.shards[h>>56]
 	sh.mu.Lock()
-	m := uint64(len(sh.slots) - 1)
-	i := h & m
-	for sh.slots[i].h != 0 && sh.slots[i].h != h {
-		i = (i + 1) & m
-	}
+	i := sh.find(h)
 	tat := sh.slots[i].tat
 	base := max(tat, now)
 	newTAT := base + n*s.t
@@ -235,15 +243,7 @@ func (s *leanStore) take(key string, n int64, d *ratelimit.Decision) {
 		}
 		return
 	}
-	if sh.slots[i].h == 0 {
-		sh.n++
-		if sh.n*4 > len(sh.slots)*3 {
-			sh.grow()
-			for i = h & uint64(len(sh.slots)-1); sh.slots[i].h != 0; i = (i + 1) & uint64(len(sh.slots)-1) {
-			}
-		}
-	}
-	sh.slots[i] = flatSlot{h, newTAT}
+	sh.set(i, h, newTAT)
 	sh.mu.Unlock()
 	ttl := newTAT - now
 	d.Allowed = true
@@ -279,23 +279,11 @@ func (s *leanStore) takeStep(req ratelimit.Request) ratelimit.Decision {
 	h := maphash.String(s.seed, req.Key) | 1
 	sh := &s.shards[h>>56]
 	sh.mu.Lock()
-	m := uint64(len(sh.slots) - 1)
-	i := h & m
-	for sh.slots[i].h != 0 && sh.slots[i].h != h {
-		i = (i + 1) & m
-	}
+	i := sh.find(h)
 	old := sh.slots[i].tat
 	tat, d := gcra.Step(old, now, req)
 	if tat != old {
-		if sh.slots[i].h == 0 {
-			sh.n++
-			if sh.n*4 > len(sh.slots)*3 {
-				sh.grow()
-				for i = h & uint64(len(sh.slots)-1); sh.slots[i].h != 0; i = (i + 1) & uint64(len(sh.slots)-1) {
-				}
-			}
-		}
-		sh.slots[i] = flatSlot{h, tat}
+		sh.set(i, h, tat)
 	}
 	sh.mu.Unlock()
 	return d
