@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/backoff"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/retry"
 )
 
 // Defaults of the zero Options.
@@ -250,7 +251,7 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 		if wait <= 0 {
 			wait = time.Millisecond
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := retry.Sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 	}
@@ -367,7 +368,7 @@ func (h *host) waitPause(ctx context.Context) error {
 		if wait <= 0 {
 			return ctx.Err()
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := retry.Sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
@@ -484,15 +485,4 @@ func (l *Limiter) Rate(host string) float64 {
 		return adaptive.NewAIMD(l.o.Adaptive).Rate()
 	}
 	return h.ctrl.Rate()
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
