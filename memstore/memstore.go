@@ -158,16 +158,16 @@ func New(opts Options) *Store {
 	if s.now == nil && opts.Resolution > 0 {
 		s.useCached = true
 		s.cached.Store(s.wallStart)
-		s.wg.Add(1)
-		go s.tick(opts.Resolution)
+		s.every(opts.Resolution, func(now time.Time) {
+			s.cached.Store(s.wallStart + int64(now.Sub(s.monoStart)))
+		})
 	}
 	sweep := opts.SweepInterval
 	if sweep == 0 {
 		sweep = time.Minute
 	}
 	if sweep > 0 {
-		s.wg.Add(1)
-		go s.sweepLoop(sweep)
+		s.every(sweep, func(time.Time) { s.Sweep() })
 	}
 	return s
 }
@@ -182,18 +182,23 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) tick(every time.Duration) {
-	defer s.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case now := <-t.C:
-			s.cached.Store(s.wallStart + int64(now.Sub(s.monoStart)))
+// every runs f on a ticker of period d until Close. It is one of the
+// store's background goroutines (the cached clock, the sweeper).
+func (s *Store) every(d time.Duration, f func(now time.Time)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case now := <-t.C:
+				f(now)
+			}
 		}
-	}
+	}()
 }
 
 // clock returns the store's time, Unix ns. The cached clock's read is
@@ -448,20 +453,6 @@ func (s *Store) makeRoom(sh *shard, h uint64, now int64) {
 		delete(sh.win, victim.key)
 	case 2:
 		delete(sh.logs, victim.key)
-	}
-}
-
-func (s *Store) sweepLoop(every time.Duration) {
-	defer s.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.Sweep()
-		}
 	}
 }
 
