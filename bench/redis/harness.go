@@ -127,3 +127,32 @@ func Measure(ctx context.Context, name string, callers int, d time.Duration, op 
 	}
 	return r
 }
+
+// Paired returns, round by round, a's decisions per second over base's:
+// the two were measured in the same round, under the same load, so these
+// ratios are steadier than a ratio of pooled totals on a machine whose
+// speed drifts. Rounds missing from either side are skipped.
+func Paired(a, base []Result) []float64 {
+	var out []float64
+	for i := range min(len(a), len(base)) {
+		if b := base[i].PerSecond(); b > 0 && base[i].Decisions > 0 {
+			out = append(out, a[i].PerSecond()/b)
+		}
+	}
+	return out
+}
+
+// Median returns the median of xs (the mean of the middle two for an even
+// count), or 0 for none. xs is not modified.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

@@ -283,6 +283,17 @@ func (s *Server) signal(sig os.Signal) error {
 	return s.cmd.Process.Signal(sig)
 }
 
+// Pid returns the process ID of the running redis-server, or 0 when it is
+// not running (benchmarks bind it to a CPU of its own with it).
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Running reports whether the process is running.
 func (s *Server) Running() bool {
 	s.mu.Lock()

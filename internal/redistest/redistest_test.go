@@ -16,15 +16,25 @@ func TestStandaloneKillRestart(t *testing.T) {
 	if got, err := s.Do("GET", "k"); err != nil || got != "v" {
 		t.Fatalf("GET k = %v, %v; want v", got, err)
 	}
+	pid := s.Pid()
+	if pid <= 0 {
+		t.Fatalf("Pid = %d while running", pid)
+	}
 	s.Kill()
 	if s.Running() {
 		t.Fatal("Running after Kill")
+	}
+	if p := s.Pid(); p != 0 {
+		t.Fatalf("Pid after Kill = %d; want 0", p)
 	}
 	if _, err := s.Do("PING"); err == nil {
 		t.Fatal("PING answered after Kill")
 	}
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
+	}
+	if p := s.Pid(); p <= 0 || p == pid {
+		t.Fatalf("Pid after Restart = %d (was %d); want a new process", p, pid)
 	}
 	if got, err := s.Do("GET", "k"); err != nil || got != nil {
 		t.Fatalf("GET k after restart = %v, %v; want nil (persistence is off)", got, err)

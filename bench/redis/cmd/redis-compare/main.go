@@ -9,8 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math/rand/v2"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +21,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice/bench/internal/pin"
 	"github.com/sluicehq/sluice/bench/redis"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -30,6 +34,7 @@ func main() {
 	verbose := flag.Bool("v", false, "print every round")
 	only := flag.String("only", "", "comma-free substring: run only contenders whose name contains it")
 	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile to the file")
+	pinCPUs := flag.Bool("pin", true, "give the redis-server this command starts a CPU of its own and keep the callers off it (needs 2 CPUs; ignored with -addr)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -43,6 +48,7 @@ func main() {
 	}
 	ctx := context.Background()
 
+	layout := "GOMAXPROCS " + strconv.Itoa(runtime.GOMAXPROCS(0)) + ", redis-server and callers on the same CPUs"
 	if *addr == "" {
 		s, err := redistest.StartServer()
 		if err != nil {
@@ -50,6 +56,19 @@ func main() {
 		}
 		defer s.Close()
 		*addr = s.Addr
+		if *pinCPUs {
+			l, err := pin.Split(runtime.NumCPU(), 1)
+			if err == nil {
+				err = pin.Process(s.Pid(), l.Others[0])
+			}
+			if err == nil {
+				err = pin.Self(l.Self)
+			}
+			if err != nil {
+				log.Fatalf("%v (run with -pin=false to share the CPUs)", err)
+			}
+			layout = fmt.Sprintf("redis-server on CPU %s, callers on CPU %s (GOMAXPROCS %d)", pin.Format(l.Others[0]), pin.Format(l.Self), runtime.GOMAXPROCS(0))
+		}
 	}
 	rdb := goredis.NewClient(&goredis.Options{Addr: *addr})
 	defer rdb.Close()
@@ -72,9 +91,13 @@ func main() {
 	contenders = append(contenders, sluiceContenders(ctx, *addr)...)
 
 	results := map[string][]redis.Result{}
-	fmt.Fprintf(os.Stderr, "%d callers, %v per contender per round, %d rounds, GOMAXPROCS default, server %s\n", *callers, *dur, *rounds, *addr)
+	fmt.Fprintf(os.Stderr, "%d callers, %v per contender per round, %d rounds, server %s; %s\n", *callers, *dur, *rounds, *addr, layout)
 	for r := 0; r < *rounds; r++ {
-		for _, c := range contenders {
+		// A new order every round, so that no contender always follows
+		// the same one (or always runs first after the server's start).
+		order := slices.Clone(contenders)
+		rand.New(rand.NewPCG(uint64(r), 7)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, c := range order {
 			if *only != "" && !contains(c.name, *only) {
 				continue
 			}
@@ -92,11 +115,12 @@ func main() {
 		}
 	}
 	fmt.Println()
-	fmt.Println("| contender | decisions/s | p50 | p99 | CPU per decision: redis-server | client | throughput vs redis_rate | p99 vs redis_rate |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| contender | decisions/s | p50 | p99 | CPU per decision: redis-server | client | throughput vs redis_rate: pooled | paired rounds, median (range) | p99 vs redis_rate |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var base redis.Result
-	if rr := results[contenders[0].name]; len(rr) > 0 {
-		base = redis.Merge(rr)
+	baseRounds := results[contenders[0].name]
+	if len(baseRounds) > 0 {
+		base = redis.Merge(baseRounds)
 	}
 	for _, c := range contenders {
 		rs := results[c.name]
@@ -108,16 +132,19 @@ func main() {
 		if m.FirstErr != nil {
 			fmt.Fprintln(os.Stderr, "  first error:", m.FirstErr)
 		}
-		ratio, p99 := "-", "-"
+		ratio, paired, p99 := "-", "-", "-"
 		if base.Decisions > 0 {
 			ratio = fmt.Sprintf("%.2f×", m.PerSecond()/base.PerSecond())
 			p99 = fmt.Sprintf("%.2f×", m.P99.Seconds()/base.P99.Seconds())
+			if pr := redis.Paired(rs, baseRounds); len(pr) > 0 {
+				paired = fmt.Sprintf("%.2f× (%.2f–%.2f)", redis.Median(pr), slices.Min(pr), slices.Max(pr))
+			}
 		}
 		per := func(d time.Duration) string {
 			return fmt.Sprintf("%.1f µs", d.Seconds()*1e6/float64(max(1, m.Decisions)))
 		}
-		fmt.Printf("| %s | %.0f | %v | %v | %s | %s | %s | %s |\n", c.name, m.PerSecond(), m.P50.Round(time.Microsecond), m.P99.Round(time.Microsecond),
-			per(m.ServerCPU), per(m.ClientCPU), ratio, p99)
+		fmt.Printf("| %s | %.0f | %v | %v | %s | %s | %s | %s | %s |\n", c.name, m.PerSecond(), m.P50.Round(time.Microsecond), m.P99.Round(time.Microsecond),
+			per(m.ServerCPU), per(m.ClientCPU), ratio, paired, p99)
 	}
 }
 
