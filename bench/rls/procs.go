@@ -240,6 +240,9 @@ func StartEnvoy(ctx context.Context, bin, configDir, workDir, redisAddr string, 
 	if o.GOGC > 0 {
 		name += fmt.Sprintf(" (GOGC=%d)", o.GOGC)
 	}
+	if o.PoolSize > 0 {
+		name += fmt.Sprintf(" (pool %d)", o.PoolSize)
+	}
 	return start(ctx, name, "127.0.0.1:"+strconv.Itoa(ports[1]), cmd)
 }
 

@@ -49,6 +49,7 @@ func main() {
 	only := flag.String("only", "", "run only servers whose name contains this")
 	sluiceArgs := flag.String("sluice-args", "", "extra flags for sluice rls on redis, space-separated")
 	envoyGOGC := flag.Int("envoy-gogc", 0, "also run an envoyproxy/ratelimit instance with this GOGC (sluice rls's --gc-percent is 400); 0: none")
+	envoyPool := flag.Int("envoy-pool", 0, "also run an envoyproxy/ratelimit instance with this many Redis connections (REDIS_POOL_SIZE; its default is 10); 0: none")
 	skipAgree := flag.Bool("skip-agree", false, "skip the agreement check")
 	cpuProfile := flag.String("cpuprofile", "", "write the load generator's CPU profile of the throughput rounds to `FILE`")
 	flag.Parse()
@@ -106,6 +107,14 @@ func main() {
 		}
 		defer envoyGC.Stop()
 	}
+	var envoyPooled *rls.Proc
+	if *envoyPool > 0 {
+		if envoyPooled, err = rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy-pool"), redis.Addr,
+			rls.EnvoyOptions{PoolSize: *envoyPool}); err != nil {
+			log.Fatal(err)
+		}
+		defer envoyPooled.Stop()
+	}
 	sluiceRedis, err := rls.StartSluice(ctx, sluiceBin, cfg, "redis://"+redis.Addr,
 		append([]string{"--store-timeout", "10s"}, strings.Fields(*sluiceArgs)...)...)
 	if err != nil {
@@ -132,6 +141,9 @@ func main() {
 	procs := []*rls.Proc{envoy, envoyPiped, sluiceRedis, sluiceMem}
 	if envoyGC != nil {
 		procs = slices.Insert(procs, 2, envoyGC)
+	}
+	if envoyPooled != nil {
+		procs = slices.Insert(procs, 2, envoyPooled)
 	}
 	procs = slices.DeleteFunc(procs, func(p *rls.Proc) bool { return !strings.Contains(p.Name, *only) })
 	load := rls.Load{Callers: *callers, Conns: *conns, Keys: *keys, Descriptors: *descs, Duration: *dur, Client: *client}
