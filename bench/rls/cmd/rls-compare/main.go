@@ -184,6 +184,19 @@ func main() {
 	// Requests per second and latencies: each server's median round. CPU per
 	// request: the median over the rounds of each figure on its own (a round
 	// that shared the machine with another job inflates every one of them).
+	// Round by round, each server's requests per second over
+	// envoyproxy/ratelimit's in the same round (before the rounds are
+	// sorted below): steadier than a ratio of medians on a machine whose
+	// speed drifts.
+	paired := map[string][]float64{}
+	for _, p := range procs {
+		rs, es := results[p.Name], results[envoy.Name]
+		for i := range min(len(rs), len(es)) {
+			if e := es[i].PerSecond(); e > 0 {
+				paired[p.Name] = append(paired[p.Name], rs[i].PerSecond()/e)
+			}
+		}
+	}
 	type cpuPerReq struct{ server, redis, load float64 } // µs
 	med := map[string]rls.Result{}
 	cpu := map[string]cpuPerReq{}
@@ -224,8 +237,13 @@ func main() {
 				continue
 			}
 			m, mc := med[p.Name], cpu[p.Name]
-			fmt.Printf("%-44s %5.2f× envoyproxy/ratelimit's req/s, p99 %v vs %v; %4.2f× less server CPU per request (%4.2f× with Redis's)\n",
-				p.Name, m.PerSecond()/e.PerSecond(), m.P99.Round(time.Microsecond), e.P99.Round(time.Microsecond),
+			pr := ""
+			if r := paired[p.Name]; len(r) > 0 {
+				sorted := slices.Sorted(slices.Values(r))
+				pr = fmt.Sprintf(" (paired rounds: median %.2f×, %.2f–%.2f×)", median(slices.Clone(sorted)), sorted[0], sorted[len(sorted)-1])
+			}
+			fmt.Printf("%-44s %5.2f× envoyproxy/ratelimit's req/s%s, p99 %v vs %v; %4.2f× less server CPU per request (%4.2f× with Redis's)\n",
+				p.Name, m.PerSecond()/e.PerSecond(), pr, m.P99.Round(time.Microsecond), e.P99.Round(time.Microsecond),
 				ec.server/mc.server, (ec.server+ec.redis)/(mc.server+mc.redis))
 		}
 	}
