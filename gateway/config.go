@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/yamlnode"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -169,7 +170,7 @@ func (d *decoder) parse(data []byte) *Config {
 		return nil
 	}
 	if root.Kind != yaml.MappingNode {
-		d.add(root.Line, "", "want a mapping, got %s", kindName(root))
+		d.add(root.Line, "", "want a mapping, got %s", yamlnode.Kind(root))
 		return nil
 	}
 	dir := filepath.Dir(d.file)
@@ -222,7 +223,7 @@ func (d *decoder) parse(data []byte) *Config {
 		"headers": func(k, v *yaml.Node) {
 			m, err := httplimit.ParseHeaderMode(d.str(v, "headers"))
 			if err != nil {
-				d.add(v.Line, "headers", "want ietf, legacy or opaque, got %s", kindName(v))
+				d.add(v.Line, "headers", "want ietf, legacy or opaque, got %s", yamlnode.Kind(v))
 			}
 			c.Headers = m
 		},
@@ -323,7 +324,7 @@ func (d *decoder) parse(data []byte) *Config {
 // the config file's line numbers.
 func (d *decoder) inlineRules(root, v *yaml.Node, data []byte) *rules.Config {
 	if v.Kind != yaml.MappingNode {
-		d.add(v.Line, "rules", "want a mapping with domain and descriptors (an envoyproxy/ratelimit config), got %s", kindName(v))
+		d.add(v.Line, "rules", "want a mapping with domain and descriptors (an envoyproxy/ratelimit config), got %s", yamlnode.Kind(v))
 		return nil
 	}
 	end := -1 // the first line after the section
@@ -365,7 +366,7 @@ func (d *decoder) rulesErrors(err error, prefix string) {
 	}
 	for _, p := range *errs {
 		if prefix != "" && p.File == d.file {
-			p.Path = join(prefix, p.Path)
+			p.Path = yamlnode.Join(prefix, p.Path)
 		}
 		d.errs = append(d.errs, p)
 	}
@@ -380,7 +381,7 @@ func (d *decoder) identity(n *yaml.Node, ic *IdentityConfig, rel func(string) st
 				if err != nil {
 					a, err2 := netip.ParseAddr(s)
 					if err2 != nil {
-						d.add(v.Line, path, "want an IP address or CIDR prefix, got %s", kindName(v))
+						d.add(v.Line, path, "want an IP address or CIDR prefix, got %s", yamlnode.Kind(v))
 						return
 					}
 					p = netip.PrefixFrom(a, a.BitLen())
@@ -427,30 +428,30 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	d.fields(n, path, map[string]func(k, v *yaml.Node){
 		"path": func(k, v *yaml.Node) {
 			seenPath = true
-			r.Path = d.str(v, join(path, "path"))
+			r.Path = d.str(v, yamlnode.Join(path, "path"))
 			if !strings.HasPrefix(r.Path, "/") {
-				d.add(v.Line, join(path, "path"), "want a path prefix starting with /, got %q", r.Path)
+				d.add(v.Line, yamlnode.Join(path, "path"), "want a path prefix starting with /, got %q", r.Path)
 			}
 		},
 		"methods": func(k, v *yaml.Node) {
-			d.list(v, join(path, "methods"), func(_ int, v *yaml.Node, p string) {
+			d.list(v, yamlnode.Join(path, "methods"), func(_ int, v *yaml.Node, p string) {
 				m := strings.ToUpper(d.str(v, p))
 				if !methods[m] {
-					d.add(v.Line, p, "unknown HTTP method %s", kindName(v))
+					d.add(v.Line, p, "unknown HTTP method %s", yamlnode.Kind(v))
 				}
 				r.Methods = append(r.Methods, m)
 			})
 		},
-		"upstream_timeout": func(k, v *yaml.Node) { r.UpstreamTimeout = d.duration(v, join(path, "upstream_timeout")) },
-		"cost":             func(k, v *yaml.Node) { r.Cost = d.integer(v, join(path, "cost"), 1, 1<<40) },
-		"cost_header":      func(k, v *yaml.Node) { r.CostHeader = d.str(v, join(path, "cost_header")) },
+		"upstream_timeout": func(k, v *yaml.Node) { r.UpstreamTimeout = d.duration(v, yamlnode.Join(path, "upstream_timeout")) },
+		"cost":             func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
+		"cost_header":      func(k, v *yaml.Node) { r.CostHeader = d.str(v, yamlnode.Join(path, "cost_header")) },
 		"rate_limits": func(k, v *yaml.Node) {
-			d.list(v, join(path, "rate_limits"), func(_ int, v *yaml.Node, p string) {
+			d.list(v, yamlnode.Join(path, "rate_limits"), func(_ int, v *yaml.Node, p string) {
 				var desc httplimit.Descriptor
 				n := 0
 				d.fields(v, p, map[string]func(k, v *yaml.Node){
 					"actions": func(k, v *yaml.Node) {
-						d.list(v, join(p, "actions"), func(_ int, v *yaml.Node, p string) {
+						d.list(v, yamlnode.Join(p, "actions"), func(_ int, v *yaml.Node, p string) {
 							n++
 							if a := d.action(v, p); a != nil {
 								desc.Actions = append(desc.Actions, a)
@@ -459,14 +460,14 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 					},
 				})
 				if n == 0 {
-					d.add(v.Line, join(p, "actions"), "want at least one action")
+					d.add(v.Line, yamlnode.Join(p, "actions"), "want at least one action")
 				}
 				r.Descriptors = append(r.Descriptors, desc)
 			})
 		},
 	})
 	if !seenPath {
-		d.add(n.Line, join(path, "path"), "missing path")
+		d.add(n.Line, yamlnode.Join(path, "path"), "missing path")
 	}
 	if r.UpstreamTimeout == 0 {
 		r.UpstreamTimeout = c.UpstreamTimeout
@@ -479,22 +480,22 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 // sluice's identity, tier, method and path.
 func (d *decoder) action(n *yaml.Node, path string) httplimit.Action {
 	if n.Kind != yaml.MappingNode || len(n.Content) != 2 {
-		d.add(n.Line, path, "want a mapping with exactly one action (remote_address, request_headers, generic_key, header_value_match, identity, tier, method or path), got %s", kindName(n))
+		d.add(n.Line, path, "want a mapping with exactly one action (remote_address, request_headers, generic_key, header_value_match, identity, tier, method or path), got %s", yamlnode.Kind(n))
 		return nil
 	}
 	var a httplimit.Action
 	d.fields(n, path, map[string]func(k, v *yaml.Node){
 		"remote_address": func(k, v *yaml.Node) {
-			d.fields(v, join(path, "remote_address"), nil)
+			d.fields(v, yamlnode.Join(path, "remote_address"), nil)
 			a = httplimit.RemoteAddress{}
 		},
 		"request_headers": func(k, v *yaml.Node) {
-			p := join(path, "request_headers")
+			p := yamlnode.Join(path, "request_headers")
 			var x httplimit.RequestHeaders
 			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"header_name":    func(k, v *yaml.Node) { x.HeaderName = d.str(v, join(p, "header_name")) },
-				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, join(p, "descriptor_key")) },
-				"skip_if_absent": func(k, v *yaml.Node) { x.SkipIfAbsent = d.boolean(v, join(p, "skip_if_absent")) },
+				"header_name":    func(k, v *yaml.Node) { x.HeaderName = d.str(v, yamlnode.Join(p, "header_name")) },
+				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
+				"skip_if_absent": func(k, v *yaml.Node) { x.SkipIfAbsent = d.boolean(v, yamlnode.Join(p, "skip_if_absent")) },
 			})
 			if x.HeaderName == "" || x.DescriptorKey == "" {
 				d.add(v.Line, p, "header_name and descriptor_key are required")
@@ -502,11 +503,11 @@ func (d *decoder) action(n *yaml.Node, path string) httplimit.Action {
 			a = x
 		},
 		"generic_key": func(k, v *yaml.Node) {
-			p := join(path, "generic_key")
+			p := yamlnode.Join(path, "generic_key")
 			var x httplimit.GenericKey
 			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"descriptor_value": func(k, v *yaml.Node) { x.DescriptorValue = d.str(v, join(p, "descriptor_value")) },
-				"descriptor_key":   func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, join(p, "descriptor_key")) },
+				"descriptor_value": func(k, v *yaml.Node) { x.DescriptorValue = d.str(v, yamlnode.Join(p, "descriptor_value")) },
+				"descriptor_key":   func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
 			})
 			if x.DescriptorValue == "" {
 				d.add(v.Line, p, "descriptor_value is required")
@@ -514,14 +515,14 @@ func (d *decoder) action(n *yaml.Node, path string) httplimit.Action {
 			a = x
 		},
 		"header_value_match": func(k, v *yaml.Node) {
-			p := join(path, "header_value_match")
+			p := yamlnode.Join(path, "header_value_match")
 			var x httplimit.HeaderValueMatch
 			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"descriptor_value": func(k, v *yaml.Node) { x.DescriptorValue = d.str(v, join(p, "descriptor_value")) },
-				"descriptor_key":   func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, join(p, "descriptor_key")) },
-				"expect_match":     func(k, v *yaml.Node) { x.DontExpectMatch = !d.boolean(v, join(p, "expect_match")) },
+				"descriptor_value": func(k, v *yaml.Node) { x.DescriptorValue = d.str(v, yamlnode.Join(p, "descriptor_value")) },
+				"descriptor_key":   func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
+				"expect_match":     func(k, v *yaml.Node) { x.DontExpectMatch = !d.boolean(v, yamlnode.Join(p, "expect_match")) },
 				"headers": func(k, v *yaml.Node) {
-					d.list(v, join(p, "headers"), func(_ int, v *yaml.Node, p string) {
+					d.list(v, yamlnode.Join(p, "headers"), func(_ int, v *yaml.Node, p string) {
 						x.Headers = append(x.Headers, d.headerMatcher(v, p))
 					})
 				},
@@ -530,41 +531,41 @@ func (d *decoder) action(n *yaml.Node, path string) httplimit.Action {
 				d.add(v.Line, p, "descriptor_value is required")
 			}
 			if len(x.Headers) == 0 {
-				d.add(v.Line, join(p, "headers"), "want at least one header matcher")
+				d.add(v.Line, yamlnode.Join(p, "headers"), "want at least one header matcher")
 			}
 			a = x
 		},
 		"identity": func(k, v *yaml.Node) {
-			p := join(path, "identity")
+			p := yamlnode.Join(path, "identity")
 			var x httplimit.IdentityKey
 			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"user_key": func(k, v *yaml.Node) { x.UserKey = d.str(v, join(p, "user_key")) },
-				"ip_key":   func(k, v *yaml.Node) { x.IPKey = d.str(v, join(p, "ip_key")) },
+				"user_key": func(k, v *yaml.Node) { x.UserKey = d.str(v, yamlnode.Join(p, "user_key")) },
+				"ip_key":   func(k, v *yaml.Node) { x.IPKey = d.str(v, yamlnode.Join(p, "ip_key")) },
 			})
 			a = x
 		},
 		"tier": func(k, v *yaml.Node) {
-			p := join(path, "tier")
+			p := yamlnode.Join(path, "tier")
 			var x httplimit.Tier
 			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, join(p, "descriptor_key")) },
-				"default":        func(k, v *yaml.Node) { x.Default = d.str(v, join(p, "default")) },
+				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
+				"default":        func(k, v *yaml.Node) { x.Default = d.str(v, yamlnode.Join(p, "default")) },
 			})
 			a = x
 		},
 		"method": func(k, v *yaml.Node) {
-			p := join(path, "method")
+			p := yamlnode.Join(path, "method")
 			var x httplimit.Method
 			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, join(p, "descriptor_key")) },
+				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
 			})
 			a = x
 		},
 		"path": func(k, v *yaml.Node) {
-			p := join(path, "path")
+			p := yamlnode.Join(path, "path")
 			var x httplimit.Path
 			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, join(p, "descriptor_key")) },
+				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
 			})
 			a = x
 		},
@@ -575,26 +576,26 @@ func (d *decoder) action(n *yaml.Node, path string) httplimit.Action {
 func (d *decoder) headerMatcher(n *yaml.Node, path string) httplimit.HeaderMatcher {
 	var m httplimit.HeaderMatcher
 	sm := func(k, v *yaml.Node) {
-		p := join(path, "string_match")
+		p := yamlnode.Join(path, "string_match")
 		d.fields(v, p, map[string]func(k, v *yaml.Node){
-			"exact":    func(k, v *yaml.Node) { m.Exact = d.str(v, join(p, "exact")) },
-			"prefix":   func(k, v *yaml.Node) { m.Prefix = d.str(v, join(p, "prefix")) },
-			"suffix":   func(k, v *yaml.Node) { m.Suffix = d.str(v, join(p, "suffix")) },
-			"contains": func(k, v *yaml.Node) { m.Contains = d.str(v, join(p, "contains")) },
+			"exact":    func(k, v *yaml.Node) { m.Exact = d.str(v, yamlnode.Join(p, "exact")) },
+			"prefix":   func(k, v *yaml.Node) { m.Prefix = d.str(v, yamlnode.Join(p, "prefix")) },
+			"suffix":   func(k, v *yaml.Node) { m.Suffix = d.str(v, yamlnode.Join(p, "suffix")) },
+			"contains": func(k, v *yaml.Node) { m.Contains = d.str(v, yamlnode.Join(p, "contains")) },
 		})
 	}
 	d.fields(n, path, map[string]func(k, v *yaml.Node){
-		"name":           func(k, v *yaml.Node) { m.Name = d.str(v, join(path, "name")) },
-		"exact_match":    func(k, v *yaml.Node) { m.Exact = d.str(v, join(path, "exact_match")) },
-		"prefix_match":   func(k, v *yaml.Node) { m.Prefix = d.str(v, join(path, "prefix_match")) },
-		"suffix_match":   func(k, v *yaml.Node) { m.Suffix = d.str(v, join(path, "suffix_match")) },
-		"contains_match": func(k, v *yaml.Node) { m.Contains = d.str(v, join(path, "contains_match")) },
-		"present_match":  func(k, v *yaml.Node) { m.Absent = !d.boolean(v, join(path, "present_match")) },
-		"invert_match":   func(k, v *yaml.Node) { m.Invert = d.boolean(v, join(path, "invert_match")) },
+		"name":           func(k, v *yaml.Node) { m.Name = d.str(v, yamlnode.Join(path, "name")) },
+		"exact_match":    func(k, v *yaml.Node) { m.Exact = d.str(v, yamlnode.Join(path, "exact_match")) },
+		"prefix_match":   func(k, v *yaml.Node) { m.Prefix = d.str(v, yamlnode.Join(path, "prefix_match")) },
+		"suffix_match":   func(k, v *yaml.Node) { m.Suffix = d.str(v, yamlnode.Join(path, "suffix_match")) },
+		"contains_match": func(k, v *yaml.Node) { m.Contains = d.str(v, yamlnode.Join(path, "contains_match")) },
+		"present_match":  func(k, v *yaml.Node) { m.Absent = !d.boolean(v, yamlnode.Join(path, "present_match")) },
+		"invert_match":   func(k, v *yaml.Node) { m.Invert = d.boolean(v, yamlnode.Join(path, "invert_match")) },
 		"string_match":   sm,
 	})
 	if m.Name == "" {
-		d.add(n.Line, join(path, "name"), "missing header name")
+		d.add(n.Line, yamlnode.Join(path, "name"), "missing header name")
 	}
 	return m
 }

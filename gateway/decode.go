@@ -3,7 +3,6 @@ package gateway
 import (
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/internal/didyoumean"
+	"github.com/sluicehq/sluice/internal/yamlnode"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -37,17 +37,8 @@ func (d *decoder) add(line int, path, format string, args ...any) {
 	d.errs = append(d.errs, rules.Problem{File: d.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 func (d *decoder) yamlError(err error) {
-	msg := err.Error()
-	line := 0
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		msg = m[2]
-	} else {
-		msg = strings.TrimPrefix(msg, "yaml: ")
-	}
+	line, msg := yamlnode.ErrorLine(err)
 	d.add(line, "", "invalid YAML: %s", msg)
 }
 
@@ -65,28 +56,6 @@ func (d *decoder) deref(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "null"
-		}
-		return strconv.Quote(n.Value)
-	}
-	return "nothing"
-}
-
-func join(path, field string) string {
-	if path == "" {
-		return field
-	}
-	return path + "." + field
-}
-
 // fields calls the handler of each key of mapping n and reports unknown,
 // duplicate and non-string keys.
 func (d *decoder) fields(n *yaml.Node, path string, handlers map[string]func(k, v *yaml.Node)) {
@@ -97,7 +66,7 @@ func (d *decoder) fields(n *yaml.Node, path string, handlers map[string]func(k, 
 		return
 	}
 	if n.Kind != yaml.MappingNode {
-		d.add(n.Line, path, "want a mapping, got %s", kindName(n))
+		d.add(n.Line, path, "want a mapping, got %s", yamlnode.Kind(n))
 		return
 	}
 	seen := map[string]int{}
@@ -107,11 +76,11 @@ func (d *decoder) fields(n *yaml.Node, path string, handlers map[string]func(k, 
 			return
 		}
 		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
-			d.add(k.Line, path, "field name is %s, want a string", kindName(k))
+			d.add(k.Line, path, "field name is %s, want a string", yamlnode.Kind(k))
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
-			d.add(k.Line, join(path, k.Value), "duplicate field (first at line %d)", first)
+			d.add(k.Line, yamlnode.Join(path, k.Value), "duplicate field (first at line %d)", first)
 			continue
 		}
 		seen[k.Value] = k.Line
@@ -138,7 +107,7 @@ func (d *decoder) list(n *yaml.Node, path string, each func(i int, v *yaml.Node,
 		return
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.add(n.Line, path, "want a list, got %s", kindName(n))
+		d.add(n.Line, path, "want a list, got %s", yamlnode.Kind(n))
 		return
 	}
 	for i, v := range n.Content {
@@ -151,7 +120,7 @@ func (d *decoder) list(n *yaml.Node, path string, each func(i int, v *yaml.Node,
 
 func (d *decoder) str(n *yaml.Node, path string) string {
 	if n.Kind != yaml.ScalarNode {
-		d.add(n.Line, path, "want a string, got %s", kindName(n))
+		d.add(n.Line, path, "want a string, got %s", yamlnode.Kind(n))
 		return ""
 	}
 	if n.Tag == "!!null" {
@@ -167,7 +136,7 @@ func (d *decoder) boolean(n *yaml.Node, path string) bool {
 			return b
 		}
 	}
-	d.add(n.Line, path, "want true or false, got %s", kindName(n))
+	d.add(n.Line, path, "want true or false, got %s", yamlnode.Kind(n))
 	return false
 }
 
@@ -178,7 +147,7 @@ func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64) int64 {
 			return v
 		}
 	}
-	d.add(n.Line, path, "want a whole number from %d to %d, got %s", lo, hi, kindName(n))
+	d.add(n.Line, path, "want a whole number from %d to %d, got %s", lo, hi, yamlnode.Kind(n))
 	return 0
 }
 
@@ -190,7 +159,7 @@ func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil || v <= 0 {
-		d.add(n.Line, path, "want a positive duration such as \"30s\" or \"1m\", got %s", kindName(n))
+		d.add(n.Line, path, "want a positive duration such as \"30s\" or \"1m\", got %s", yamlnode.Kind(n))
 		return 0
 	}
 	return v

@@ -3,7 +3,6 @@ package rules
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/internal/didyoumean"
+	"github.com/sluicehq/sluice/internal/yamlnode"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -115,19 +115,10 @@ func (p *parser) add(line int, path, format string, args ...any) {
 	}
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 func (p *parser) parse(data []byte) *Config {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		msg := err.Error()
-		line := 0
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
-			line, _ = strconv.Atoi(m[1])
-			msg = m[2]
-		} else {
-			msg = strings.TrimPrefix(msg, "yaml: ")
-		}
+		line, msg := yamlnode.ErrorLine(err)
 		p.add(line, "", "invalid YAML: %s", msg)
 		return nil
 	}
@@ -140,7 +131,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	if root.Kind != yaml.MappingNode {
-		p.add(root.Line, "", "want a mapping with domain and descriptors, got %s", kindName(root))
+		p.add(root.Line, "", "want a mapping with domain and descriptors, got %s", yamlnode.Kind(root))
 		return nil
 	}
 	p.cfg = &Config{File: p.file, root: &level{}}
@@ -190,21 +181,6 @@ func (p *parser) deref(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "null"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "nothing"
-}
-
 // fields calls the handler of each key of mapping n, and reports unknown
 // and duplicate keys. Merge keys (<<) are expanded; explicit keys win.
 func (p *parser) fields(n *yaml.Node, path string, handlers map[string]func(k, v *yaml.Node)) {
@@ -234,7 +210,7 @@ func (p *parser) fields(n *yaml.Node, path string, handlers map[string]func(k, v
 						}
 					}
 				default:
-					p.add(k.Line, path, "merge key (<<) wants a mapping, got %s", kindName(v))
+					p.add(k.Line, path, "merge key (<<) wants a mapping, got %s", yamlnode.Kind(v))
 				}
 				continue
 			}
@@ -249,11 +225,11 @@ func (p *parser) fields(n *yaml.Node, path string, handlers map[string]func(k, v
 	for _, pr := range pairs {
 		name := pr.k.Value
 		if pr.k.Kind != yaml.ScalarNode {
-			p.add(pr.k.Line, path, "field name is %s, want a string", kindName(pr.k))
+			p.add(pr.k.Line, path, "field name is %s, want a string", yamlnode.Kind(pr.k))
 			continue
 		}
 		if first, dup := seen[name]; dup {
-			p.add(pr.k.Line, join(path, name), "duplicate field (first at line %d)", first)
+			p.add(pr.k.Line, yamlnode.Join(path, name), "duplicate field (first at line %d)", first)
 			continue
 		}
 		seen[name] = pr.k.Line
@@ -293,18 +269,11 @@ func suggest(name string, handlers map[string]func(k, v *yaml.Node)) string {
 	return " (want " + orList(known) + ")"
 }
 
-func join(path, field string) string {
-	if path == "" {
-		return field
-	}
-	return path + "." + field
-}
-
 // str reads a scalar as a string. Like envoyproxy/ratelimit (yaml.v2), a
 // number or a boolean is taken as its text; null is "".
 func (p *parser) str(n *yaml.Node, path string) (string, bool) {
 	if n.Kind != yaml.ScalarNode {
-		p.add(n.Line, path, "want a string, got %s", kindName(n))
+		p.add(n.Line, path, "want a string, got %s", yamlnode.Kind(n))
 		return "", false
 	}
 	if n.Tag == "!!null" {
@@ -342,7 +311,7 @@ func (p *parser) boolean(n *yaml.Node, path string) bool {
 			}
 		}
 	}
-	p.add(n.Line, path, "want true or false, got %s", kindName(n))
+	p.add(n.Line, path, "want true or false, got %s", yamlnode.Kind(n))
 	return false
 }
 
@@ -354,7 +323,7 @@ func (p *parser) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool) 
 			return v, true
 		}
 	}
-	p.add(n.Line, path, "want a whole number from %d to %d, got %s", lo, hi, kindName(n))
+	p.add(n.Line, path, "want a whole number from %d to %d, got %s", lo, hi, yamlnode.Kind(n))
 	return 0, false
 }
 
@@ -420,7 +389,7 @@ func (p *parser) descriptors(n *yaml.Node, path, parentKey string, steps []step,
 		return lvl
 	}
 	if n.Kind != yaml.SequenceNode {
-		p.add(n.Line, path, "want a list of descriptors, got %s", kindName(n))
+		p.add(n.Line, path, "want a list of descriptors, got %s", yamlnode.Kind(n))
 		return lvl
 	}
 	if depth > maxDepth {
@@ -434,7 +403,7 @@ func (p *parser) descriptors(n *yaml.Node, path, parentKey string, steps []step,
 		}
 		ipath := fmt.Sprintf("%s[%d]", path, i)
 		if item.Kind != yaml.MappingNode {
-			p.add(item.Line, ipath, "want a descriptor (a mapping with key, value, rate_limit, descriptors…), got %s", kindName(item))
+			p.add(item.Line, ipath, "want a descriptor (a mapping with key, value, rate_limit, descriptors…), got %s", yamlnode.Kind(item))
 			continue
 		}
 		if d := p.descriptor(item, ipath, parentKey, steps, depth); d != nil {
@@ -466,31 +435,31 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		keyOK                                            bool
 	)
 	p.fields(n, path, map[string]func(k, v *yaml.Node){
-		"key":             func(k, v *yaml.Node) { keyNode = v; key, keyOK = p.text(v, join(path, "key")) },
-		"value":           func(k, v *yaml.Node) { value, _ = p.text(v, join(path, "value")) },
+		"key":             func(k, v *yaml.Node) { keyNode = v; key, keyOK = p.text(v, yamlnode.Join(path, "key")) },
+		"value":           func(k, v *yaml.Node) { value, _ = p.text(v, yamlnode.Join(path, "value")) },
 		"rate_limit":      func(k, v *yaml.Node) { rlNode = nonNull(v) },
 		"descriptors":     func(k, v *yaml.Node) { childNode = v },
-		"shadow_mode":     func(k, v *yaml.Node) { shadow = p.boolean(v, join(path, "shadow_mode")) },
-		"detailed_metric": func(k, v *yaml.Node) { detailed = p.boolean(v, join(path, "detailed_metric")) },
-		"value_to_metric": func(k, v *yaml.Node) { v2m = p.boolean(v, join(path, "value_to_metric")) },
-		"share_threshold": func(k, v *yaml.Node) { shareNode = v; share = p.boolean(v, join(path, "share_threshold")) },
-		"quota_mode":      func(k, v *yaml.Node) { quotaMode = p.boolean(v, join(path, "quota_mode")) },
+		"shadow_mode":     func(k, v *yaml.Node) { shadow = p.boolean(v, yamlnode.Join(path, "shadow_mode")) },
+		"detailed_metric": func(k, v *yaml.Node) { detailed = p.boolean(v, yamlnode.Join(path, "detailed_metric")) },
+		"value_to_metric": func(k, v *yaml.Node) { v2m = p.boolean(v, yamlnode.Join(path, "value_to_metric")) },
+		"share_threshold": func(k, v *yaml.Node) { shareNode = v; share = p.boolean(v, yamlnode.Join(path, "share_threshold")) },
+		"quota_mode":      func(k, v *yaml.Node) { quotaMode = p.boolean(v, yamlnode.Join(path, "quota_mode")) },
 		"quota":           func(k, v *yaml.Node) { quotaNode = nonNull(v) },
 	})
 	ok := true
 	switch {
 	case keyNode == nil:
-		p.add(n.Line, join(path, "key"), "descriptor has no key")
+		p.add(n.Line, yamlnode.Join(path, "key"), "descriptor has no key")
 		ok = false
 	case !keyOK:
 		ok = false
 	case key == "":
-		p.add(keyNode.Line, join(path, "key"), "descriptor has empty key")
+		p.add(keyNode.Line, yamlnode.Join(path, "key"), "descriptor has empty key")
 		ok = false
 	}
 	wildcard := strings.HasSuffix(value, "*")
 	if share && !wildcard {
-		p.add(shareNode.Line, join(path, "share_threshold"), "share_threshold can only be used with wildcard values (ending with '*'), but value is %q", value)
+		p.add(shareNode.Line, yamlnode.Join(path, "share_threshold"), "share_threshold can only be used with wildcard values (ending with '*'), but value is %q", value)
 	}
 	fullKey := compositeKey(parentKey, key, value)
 	d := &node{key: key, value: value, wildcard: wildcard, line: n.Line}
@@ -500,14 +469,14 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 	st := append(slices.Clip(steps), step{key: key, value: value, wildcard: wildcard, shareThresh: share, valueToMetric: v2m})
 
 	if rlNode != nil && quotaNode != nil {
-		p.add(quotaNode.Line, join(path, "quota"), "a descriptor has a rate_limit or a quota, not both: quotas are separate rules (give the quota its own descriptor)")
+		p.add(quotaNode.Line, yamlnode.Join(path, "quota"), "a descriptor has a rate_limit or a quota, not both: quotas are separate rules (give the quota its own descriptor)")
 	}
 	var r *Rule
 	switch {
 	case rlNode != nil:
-		r = p.rateLimit(rlNode, join(path, "rate_limit"))
+		r = p.rateLimit(rlNode, yamlnode.Join(path, "rate_limit"))
 	case quotaNode != nil:
-		r = p.quota(quotaNode, join(path, "quota"))
+		r = p.quota(quotaNode, yamlnode.Join(path, "quota"))
 	}
 	if r != nil {
 		r.Domain = p.domain
@@ -527,7 +496,7 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		}
 	}
 	if childNode != nil {
-		children := p.descriptors(childNode, join(path, "descriptors"), fullKey, st, depth+1)
+		children := p.descriptors(childNode, yamlnode.Join(path, "descriptors"), fullKey, st, depth+1)
 		if len(children.all) > 0 {
 			d.children = children
 		}
@@ -542,7 +511,7 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 // problems that leave no usable rule.
 func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	if n.Kind != yaml.MappingNode {
-		p.add(n.Line, path, "want a mapping with unit and requests_per_unit, got %s", kindName(n))
+		p.add(n.Line, path, "want a mapping with unit and requests_per_unit, got %s", yamlnode.Kind(n))
 		return nil
 	}
 	var (
@@ -558,11 +527,11 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		bad                                                                        bool // a problem was reported
 	)
 	p.fields(n, path, map[string]func(k, v *yaml.Node){
-		"unit": func(k, v *yaml.Node) { unitNode = v; unit, _ = p.str(v, join(path, "unit")) },
+		"unit": func(k, v *yaml.Node) { unitNode = v; unit, _ = p.str(v, yamlnode.Join(path, "unit")) },
 		"requests_per_unit": func(k, v *yaml.Node) {
 			rpuNode = v
 			var good bool
-			if rpu, good = p.integer(v, join(path, "requests_per_unit"), 0, math.MaxUint32); !good {
+			if rpu, good = p.integer(v, yamlnode.Join(path, "requests_per_unit"), 0, math.MaxUint32); !good {
 				bad = true
 			}
 		},
@@ -571,21 +540,21 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 			// uint32 there; 0 is refused).
 			multNode = v
 			var good bool
-			if mult, good = p.integer(v, join(path, "unit_multiplier"), 1, math.MaxUint32); !good {
+			if mult, good = p.integer(v, yamlnode.Join(path, "unit_multiplier"), 1, math.MaxUint32); !good {
 				bad = true
 			}
 		},
-		"unlimited": func(k, v *yaml.Node) { unlimitedNode = v; unlimited = p.boolean(v, join(path, "unlimited")) },
-		"name":      func(k, v *yaml.Node) { nameNode = v; name, _ = p.str(v, join(path, "name")) },
+		"unlimited": func(k, v *yaml.Node) { unlimitedNode = v; unlimited = p.boolean(v, yamlnode.Join(path, "unlimited")) },
+		"name":      func(k, v *yaml.Node) { nameNode = v; name, _ = p.str(v, yamlnode.Join(path, "name")) },
 		"replaces": func(k, v *yaml.Node) {
-			replaces, replaceLines = p.replacesList(v, join(path, "replaces"))
+			replaces, replaceLines = p.replacesList(v, yamlnode.Join(path, "replaces"))
 		},
 		"algorithm": func(k, v *yaml.Node) {
 			algNode = v
-			s, _ := p.str(v, join(path, "algorithm"))
+			s, _ := p.str(v, yamlnode.Join(path, "algorithm"))
 			a, err := ratelimit.ParseAlgorithm(s)
 			if err != nil {
-				p.add(v.Line, join(path, "algorithm"), "unknown algorithm %q (want %s)", s, orList(algorithmNames()))
+				p.add(v.Line, yamlnode.Join(path, "algorithm"), "unknown algorithm %q (want %s)", s, orList(algorithmNames()))
 				bad = true
 				return
 			}
@@ -594,24 +563,24 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		"burst": func(k, v *yaml.Node) {
 			burstNode = v
 			var good bool
-			if burst, good = p.integer(v, join(path, "burst"), 1, math.MaxInt64); !good {
+			if burst, good = p.integer(v, yamlnode.Join(path, "burst"), 1, math.MaxInt64); !good {
 				bad = true
 			}
 		},
 		"window": func(k, v *yaml.Node) {
 			windowNode = v
-			s, _ := p.str(v, join(path, "window"))
+			s, _ := p.str(v, yamlnode.Join(path, "window"))
 			windowText = s
 			d, err := time.ParseDuration(s)
 			switch {
 			case err != nil || v.Tag != "!!str":
-				p.add(v.Line, join(path, "window"), "want a duration such as \"10s\" or \"1h30m\", got %s", kindName(v))
+				p.add(v.Line, yamlnode.Join(path, "window"), "want a duration such as \"10s\" or \"1h30m\", got %s", yamlnode.Kind(v))
 				bad = true
 			case d <= 0:
-				p.add(v.Line, join(path, "window"), "window must be positive, got %s", s)
+				p.add(v.Line, yamlnode.Join(path, "window"), "window must be positive, got %s", s)
 				bad = true
 			case d > ratelimit.MaxWindow:
-				p.add(v.Line, join(path, "window"), "window %s is longer than the longest period sluice enforces (%s)", s, maxWindowText)
+				p.add(v.Line, yamlnode.Join(path, "window"), "window %s is longer than the longest period sluice enforces (%s)", s, maxWindowText)
 				bad = true
 			default:
 				window = d
@@ -641,14 +610,14 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	if unlimited {
 		r.Unlimited = true
 		if unitNode != nil && unitKnown(unit) {
-			p.add(unitNode.Line, join(path, "unit"), "should not specify rate limit unit when unlimited")
+			p.add(unitNode.Line, yamlnode.Join(path, "unit"), "should not specify rate limit unit when unlimited")
 		}
 		for _, f := range []struct {
 			n    *yaml.Node
 			name string
 		}{{algNode, "algorithm"}, {burstNode, "burst"}, {windowNode, "window"}} {
 			if f.n != nil {
-				p.add(f.n.Line, join(path, f.name), "%s has no meaning when unlimited", f.name)
+				p.add(f.n.Line, yamlnode.Join(path, f.name), "%s has no meaning when unlimited", f.name)
 			}
 		}
 		return r
@@ -658,10 +627,10 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	var period time.Duration
 	switch {
 	case windowNode != nil && unitNode != nil:
-		p.add(windowNode.Line, join(path, "window"), "give unit or window, not both")
+		p.add(windowNode.Line, yamlnode.Join(path, "window"), "give unit or window, not both")
 		return nil
 	case windowNode != nil && multNode != nil:
-		p.add(multNode.Line, join(path, "unit_multiplier"), "unit_multiplier multiplies unit, not window: give unit and unit_multiplier, or the whole period as window")
+		p.add(multNode.Line, yamlnode.Join(path, "unit_multiplier"), "unit_multiplier multiplies unit, not window: give unit and unit_multiplier, or the whole period as window")
 		return nil
 	case windowNode != nil:
 		if bad {
@@ -669,19 +638,19 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		}
 		period = window
 	case unitNode == nil:
-		p.add(n.Line, join(path, "unit"), "missing unit (want %s; or a sluice window such as \"10s\")", unitNames())
+		p.add(n.Line, yamlnode.Join(path, "unit"), "missing unit (want %s; or a sluice window such as \"10s\")", unitNames())
 		return nil
 	default:
 		d, known := unitDuration(unit)
 		switch {
 		case !known:
-			p.add(unitNode.Line, join(path, "unit"), "unknown unit %q (want %s)", unit, unitNames())
+			p.add(unitNode.Line, yamlnode.Join(path, "unit"), "unknown unit %q (want %s)", unit, unitNames())
 			return nil
 		case d > ratelimit.MaxWindow:
-			p.add(unitNode.Line, join(path, "unit"), "unit %s is longer than the longest period sluice enforces (%s)", strings.ToLower(unit), maxWindowText)
+			p.add(unitNode.Line, yamlnode.Join(path, "unit"), "unit %s is longer than the longest period sluice enforces (%s)", strings.ToLower(unit), maxWindowText)
 			return nil
 		case mult > 0 && time.Duration(mult) > ratelimit.MaxWindow/d:
-			p.add(multNode.Line, join(path, "unit_multiplier"), "unit_multiplier %d × %s is longer than the longest period sluice enforces (%s)", mult, strings.ToLower(unit), maxWindowText)
+			p.add(multNode.Line, yamlnode.Join(path, "unit_multiplier"), "unit_multiplier %d × %s is longer than the longest period sluice enforces (%s)", mult, strings.ToLower(unit), maxWindowText)
 			return nil
 		}
 		// As envoyproxy/ratelimit: the period is unit × unit_multiplier,
@@ -694,9 +663,9 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	}
 	if burstNode != nil && alg.Windowed() {
 		if algNode == nil {
-			p.add(burstNode.Line, join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket); with no algorithm the rule is a fixed_window, as in envoyproxy/ratelimit: set algorithm")
+			p.add(burstNode.Line, yamlnode.Join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket); with no algorithm the rule is a fixed_window, as in envoyproxy/ratelimit: set algorithm")
 		} else {
-			p.add(burstNode.Line, join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket), not %s", alg)
+			p.add(burstNode.Line, yamlnode.Join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket), not %s", alg)
 		}
 		return nil
 	}
@@ -710,14 +679,14 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 		case multNode != nil:
 			node, field, what = multNode, "unit_multiplier", fmt.Sprintf("unit_multiplier %d × %s", mult, strings.ToLower(unit))
 		}
-		p.add(node.Line, join(path, field), "%s is longer than %s enforces (%s); the window algorithms take up to %s: drop algorithm (a fixed window, as in envoyproxy/ratelimit) or use a window algorithm", what, alg, maxPeriodText, maxWindowText)
+		p.add(node.Line, yamlnode.Join(path, field), "%s is longer than %s enforces (%s); the window algorithms take up to %s: drop algorithm (a fixed window, as in envoyproxy/ratelimit) or use a window algorithm", what, alg, maxPeriodText, maxWindowText)
 		return nil
 	}
 	if rpu > int64(period) && !alg.Windowed() {
 		// envoyproxy/ratelimit accepts this (often as "no real limit") and
 		// so do sluice's window algorithms, its default; the bucket
 		// algorithms refill at most one event per nanosecond.
-		p.add(rpuNode.Line, join(path, "requests_per_unit"), "%d per %v is more than %s enforces: at most one event per nanosecond (%d per %v); use a window algorithm or unlimited: true", rpu, period, alg, int64(period), period)
+		p.add(rpuNode.Line, yamlnode.Join(path, "requests_per_unit"), "%d per %v is more than %s enforces: at most one event per nanosecond (%d per %v); use a window algorithm or unlimited: true", rpu, period, alg, int64(period), period)
 		return nil
 	}
 	r.Algorithm = alg
@@ -754,7 +723,7 @@ func (p *parser) replacesList(n *yaml.Node, path string) ([]string, []int) {
 		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		p.add(n.Line, path, "want a list of {name: …}, got %s", kindName(n))
+		p.add(n.Line, path, "want a list of {name: …}, got %s", yamlnode.Kind(n))
 		return nil, nil
 	}
 	var names []string
@@ -766,12 +735,12 @@ func (p *parser) replacesList(n *yaml.Node, path string) ([]string, []int) {
 		}
 		epath := fmt.Sprintf("%s[%d]", path, i)
 		if e.Kind != yaml.MappingNode {
-			p.add(e.Line, epath, "want a mapping with name, got %s", kindName(e))
+			p.add(e.Line, epath, "want a mapping with name, got %s", yamlnode.Kind(e))
 			continue
 		}
 		name := ""
 		p.fields(e, epath, map[string]func(k, v *yaml.Node){
-			"name": func(k, v *yaml.Node) { name, _ = p.str(v, join(epath, "name")) },
+			"name": func(k, v *yaml.Node) { name, _ = p.str(v, yamlnode.Join(epath, "name")) },
 		})
 		names = append(names, name)
 		lines = append(lines, e.Line)
@@ -782,7 +751,7 @@ func (p *parser) replacesList(n *yaml.Node, path string) ([]string, []int) {
 // quota parses sluice's quota block: {period: day|month, limit: N}.
 func (p *parser) quota(n *yaml.Node, path string) *Rule {
 	if n.Kind != yaml.MappingNode {
-		p.add(n.Line, path, "want a mapping with period and limit, got %s", kindName(n))
+		p.add(n.Line, path, "want a mapping with period and limit, got %s", yamlnode.Kind(n))
 		return nil
 	}
 	var periodNode, limitNode *yaml.Node
@@ -790,25 +759,25 @@ func (p *parser) quota(n *yaml.Node, path string) *Rule {
 	var limit int64
 	ok := true
 	p.fields(n, path, map[string]func(k, v *yaml.Node){
-		"period": func(k, v *yaml.Node) { periodNode = v; period, _ = p.str(v, join(path, "period")) },
+		"period": func(k, v *yaml.Node) { periodNode = v; period, _ = p.str(v, yamlnode.Join(path, "period")) },
 		"limit": func(k, v *yaml.Node) {
 			limitNode = v
 			var good bool
-			if limit, good = p.integer(v, join(path, "limit"), 0, math.MaxInt64); !good {
+			if limit, good = p.integer(v, yamlnode.Join(path, "limit"), 0, math.MaxInt64); !good {
 				ok = false
 			}
 		},
 	})
 	switch {
 	case periodNode == nil:
-		p.add(n.Line, join(path, "period"), "missing period (want day or month)")
+		p.add(n.Line, yamlnode.Join(path, "period"), "missing period (want day or month)")
 		ok = false
 	case period != QuotaDay && period != QuotaMonth:
-		p.add(periodNode.Line, join(path, "period"), "unknown quota period %q (want day or month)", period)
+		p.add(periodNode.Line, yamlnode.Join(path, "period"), "unknown quota period %q (want day or month)", period)
 		ok = false
 	}
 	if limitNode == nil {
-		p.add(n.Line, join(path, "limit"), "missing limit")
+		p.add(n.Line, yamlnode.Join(path, "limit"), "missing limit")
 		ok = false
 	}
 	if !ok {
