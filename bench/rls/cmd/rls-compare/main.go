@@ -99,21 +99,26 @@ func main() {
 		log.Fatal(err)
 	}
 	defer envoyPiped.Stop()
-	var envoyGC *rls.Proc
-	if *envoyGOGC > 0 {
-		if envoyGC, err = rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy-gogc"), redis.Addr,
-			rls.EnvoyOptions{GOGC: *envoyGOGC}); err != nil {
+	// The optional variants of envoyproxy/ratelimit, measured after the
+	// default and the pipelined one.
+	var variants []*rls.Proc
+	for _, v := range []struct {
+		on  bool
+		dir string
+		o   rls.EnvoyOptions
+	}{
+		{*envoyGOGC > 0, "envoy-gogc", rls.EnvoyOptions{GOGC: *envoyGOGC}},
+		{*envoyPool > 0, "envoy-pool", rls.EnvoyOptions{PoolSize: *envoyPool}},
+	} {
+		if !v.on {
+			continue
+		}
+		p, err := rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, v.dir), redis.Addr, v.o)
+		if err != nil {
 			log.Fatal(err)
 		}
-		defer envoyGC.Stop()
-	}
-	var envoyPooled *rls.Proc
-	if *envoyPool > 0 {
-		if envoyPooled, err = rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy-pool"), redis.Addr,
-			rls.EnvoyOptions{PoolSize: *envoyPool}); err != nil {
-			log.Fatal(err)
-		}
-		defer envoyPooled.Stop()
+		defer p.Stop()
+		variants = append(variants, p)
 	}
 	sluiceRedis, err := rls.StartSluice(ctx, sluiceBin, cfg, "redis://"+redis.Addr,
 		append([]string{"--store-timeout", "10s"}, strings.Fields(*sluiceArgs)...)...)
@@ -138,13 +143,7 @@ func main() {
 		}
 	}
 
-	procs := []*rls.Proc{envoy, envoyPiped, sluiceRedis, sluiceMem}
-	if envoyGC != nil {
-		procs = slices.Insert(procs, 2, envoyGC)
-	}
-	if envoyPooled != nil {
-		procs = slices.Insert(procs, 2, envoyPooled)
-	}
+	procs := slices.Concat([]*rls.Proc{envoy, envoyPiped}, variants, []*rls.Proc{sluiceRedis, sluiceMem})
 	procs = slices.DeleteFunc(procs, func(p *rls.Proc) bool { return !strings.Contains(p.Name, *only) })
 	load := rls.Load{Callers: *callers, Conns: *conns, Keys: *keys, Descriptors: *descs, Duration: *dur, Client: *client}
 	fmt.Printf("\nthroughput: %s client, %d callers over %d connections, %d keys, %d descriptor(s)/request, %v per server per round, %d rounds (median round shown)\n",
