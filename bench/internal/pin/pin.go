@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,18 +20,17 @@ type Layout struct {
 }
 
 // Split gives each of roles measured processes one CPU of its own, taken
-// from the top, and this process the CPUs left. It fails when fewer than
-// roles+1 CPUs are available.
-func Split(ncpu, roles int) (Layout, error) {
-	if roles < 1 || ncpu < roles+1 {
-		return Layout{}, fmt.Errorf("pin: %d CPUs cannot give %d processes a CPU each and keep one for the load generator", ncpu, roles)
+// from the top of cpus (the CPUs this process may use: Current(0)), and
+// this process the CPUs left. It fails when fewer than roles+1 CPUs are
+// given.
+func Split(cpus []int, roles int) (Layout, error) {
+	n := len(cpus)
+	if roles < 1 || n < roles+1 {
+		return Layout{}, fmt.Errorf("pin: %d CPUs cannot give %d processes a CPU each and keep one for the load generator", n, roles)
 	}
-	var l Layout
-	for i := range ncpu - roles {
-		l.Self = append(l.Self, i)
-	}
+	l := Layout{Self: slices.Clone(cpus[:n-roles])}
 	for r := range roles {
-		l.Others = append(l.Others, []int{ncpu - 1 - r})
+		l.Others = append(l.Others, []int{cpus[n-1-r]})
 	}
 	return l, nil
 }

@@ -11,17 +11,26 @@ import (
 )
 
 func TestSplit(t *testing.T) {
-	l, err := Split(2, 1)
+	l, err := Split([]int{0, 1}, 1)
 	if err != nil || !slices.Equal(l.Self, []int{0}) || len(l.Others) != 1 || !slices.Equal(l.Others[0], []int{1}) {
-		t.Fatalf("Split(2, 1) = %+v, %v; want self [0], others [[1]]", l, err)
+		t.Fatalf("Split([0 1], 1) = %+v, %v; want self [0], others [[1]]", l, err)
 	}
-	l, err = Split(4, 2)
-	if err != nil || !slices.Equal(l.Self, []int{0, 1}) || !slices.Equal(l.Others[0], []int{3}) || !slices.Equal(l.Others[1], []int{2}) {
-		t.Fatalf("Split(4, 2) = %+v, %v", l, err)
+	// A process restricted to some CPUs (taskset) splits those.
+	cpus := []int{2, 3, 5, 7}
+	l, err = Split(cpus, 2)
+	if err != nil || !slices.Equal(l.Self, []int{2, 3}) || !slices.Equal(l.Others[0], []int{7}) || !slices.Equal(l.Others[1], []int{5}) {
+		t.Fatalf("Split(%v, 2) = %+v, %v", cpus, l, err)
 	}
-	for _, c := range [][2]int{{1, 1}, {2, 2}, {4, 0}, {0, 1}} {
-		if _, err := Split(c[0], c[1]); err == nil {
-			t.Errorf("Split(%d, %d) did not fail", c[0], c[1])
+	l.Self[0] = 99
+	if cpus[0] != 2 {
+		t.Fatal("Split's Self shares the caller's slice")
+	}
+	for _, c := range []struct {
+		cpus  []int
+		roles int
+	}{{[]int{0}, 1}, {[]int{0, 1}, 2}, {[]int{0, 1, 2, 3}, 0}, {nil, 1}} {
+		if _, err := Split(c.cpus, c.roles); err == nil {
+			t.Errorf("Split(%v, %d) did not fail", c.cpus, c.roles)
 		}
 	}
 }

@@ -57,7 +57,11 @@ func main() {
 		defer s.Close()
 		*addr = s.Addr
 		if *pinCPUs {
-			l, err := pin.Split(runtime.NumCPU(), 1)
+			cpus, err := pin.Current(0)
+			var l pin.Layout
+			if err == nil {
+				l, err = pin.Split(cpus, 1)
+			}
 			if err == nil {
 				err = pin.Process(s.Pid(), l.Others[0])
 			}
