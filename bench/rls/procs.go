@@ -188,6 +188,8 @@ type EnvoyOptions struct {
 	// GOGC sets the Go garbage collector's target (the GOGC variable);
 	// zero keeps Go's default (100), as envoyproxy/ratelimit ships.
 	GOGC int
+	// GOMAXPROCS sets the GOMAXPROCS variable; zero leaves it unset.
+	GOMAXPROCS int
 }
 
 // StartEnvoy runs envoyproxy/ratelimit's binary with the YAML files of
@@ -230,6 +232,9 @@ func StartEnvoy(ctx context.Context, bin, configDir, workDir, redisAddr string, 
 	}
 	if o.GOGC > 0 {
 		env = append(env, "GOGC="+strconv.Itoa(o.GOGC))
+	}
+	if o.GOMAXPROCS > 0 {
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(o.GOMAXPROCS))
 	}
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Env = env

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluicehq/sluice/bench/internal/pin"
 	"github.com/sluicehq/sluice/bench/rls"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -52,6 +53,7 @@ func main() {
 	envoyPool := flag.Int("envoy-pool", 0, "also run an envoyproxy/ratelimit instance with this many Redis connections (REDIS_POOL_SIZE; its default is 10); 0: none")
 	skipAgree := flag.Bool("skip-agree", false, "skip the agreement check")
 	cpuProfile := flag.String("cpuprofile", "", "write the load generator's CPU profile of the throughput rounds to `FILE`")
+	pinCPUs := flag.Bool("pin", true, "give the servers and redis-server the last CPU and keep the load generator on the others, each server with GOMAXPROCS 1: requests per second per server CPU, its Redis included (needs 2 CPUs; -pin=false shares the CPUs)")
 	flag.Parse()
 	ctx := context.Background()
 
@@ -78,6 +80,23 @@ func main() {
 		log.Fatal(err)
 	}
 
+	// With -pin, the servers and redis-server share the last CPU and the
+	// load generator keeps the others; the Go servers are told their CPU
+	// count up front (envoyproxy/ratelimit's Go version would not notice
+	// a new affinity).
+	var layout pin.Layout
+	envoyProcs := 0
+	if *pinCPUs {
+		cpus, err := pin.Current(0)
+		if err == nil {
+			layout, err = pin.Split(cpus, 1)
+		}
+		if err != nil {
+			log.Fatalf("%v (run with -pin=false to share the CPUs)", err)
+		}
+		envoyProcs = len(layout.Others[0])
+		os.Setenv("GOMAXPROCS", strconv.Itoa(envoyProcs)) // sluice rls inherits it
+	}
 	redis, err := redistest.StartServer()
 	if err != nil {
 		log.Fatal(err)
@@ -88,13 +107,13 @@ func main() {
 		log.Fatal(err)
 	}
 
-	envoy, err := rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy"), redis.Addr, rls.EnvoyOptions{})
+	envoy, err := rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy"), redis.Addr, rls.EnvoyOptions{GOMAXPROCS: envoyProcs})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer envoy.Stop()
 	envoyPiped, err := rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy-piped"), redis.Addr,
-		rls.EnvoyOptions{PipelineWindow: 150 * time.Microsecond, PipelineLimit: 8})
+		rls.EnvoyOptions{PipelineWindow: 150 * time.Microsecond, PipelineLimit: 8, GOMAXPROCS: envoyProcs})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -107,8 +126,8 @@ func main() {
 		dir string
 		o   rls.EnvoyOptions
 	}{
-		{*envoyGOGC > 0, "envoy-gogc", rls.EnvoyOptions{GOGC: *envoyGOGC}},
-		{*envoyPool > 0, "envoy-pool", rls.EnvoyOptions{PoolSize: *envoyPool}},
+		{*envoyGOGC > 0, "envoy-gogc", rls.EnvoyOptions{GOGC: *envoyGOGC, GOMAXPROCS: envoyProcs}},
+		{*envoyPool > 0, "envoy-pool", rls.EnvoyOptions{PoolSize: *envoyPool, GOMAXPROCS: envoyProcs}},
 	} {
 		if !v.on {
 			continue
@@ -132,8 +151,25 @@ func main() {
 	}
 	defer sluiceMem.Stop()
 
-	fmt.Printf("go %s, GOMAXPROCS %d, %d CPUs; redis-server at %s; envoyproxy/ratelimit %s\n",
-		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), redis.Addr, rls.EnvoyVersion)
+	where := "the load generator, the servers and redis-server share the CPUs"
+	servers := slices.Concat([]*rls.Proc{envoy, envoyPiped}, variants, []*rls.Proc{sluiceRedis, sluiceMem})
+	if *pinCPUs {
+		pids := []int{redisPID}
+		for _, p := range servers {
+			pids = append(pids, p.PID())
+		}
+		for _, pid := range pids {
+			if err := pin.Process(pid, layout.Others[0]); err != nil {
+				log.Fatal(err)
+			}
+		}
+		if err := pin.Self(layout.Self); err != nil {
+			log.Fatal(err)
+		}
+		where = fmt.Sprintf("servers and redis-server on CPU %s (GOMAXPROCS %d), the load generator on CPU %s", pin.Format(layout.Others[0]), envoyProcs, pin.Format(layout.Self))
+	}
+	fmt.Printf("go %s, GOMAXPROCS %d, %d CPUs; redis-server at %s; envoyproxy/ratelimit %s; %s\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), redis.Addr, rls.EnvoyVersion, where)
 
 	if !*skipAgree {
 		for seed := range *seeds {
@@ -143,8 +179,7 @@ func main() {
 		}
 	}
 
-	procs := slices.Concat([]*rls.Proc{envoy, envoyPiped}, variants, []*rls.Proc{sluiceRedis, sluiceMem})
-	procs = slices.DeleteFunc(procs, func(p *rls.Proc) bool { return !strings.Contains(p.Name, *only) })
+	procs := slices.DeleteFunc(slices.Clone(servers), func(p *rls.Proc) bool { return !strings.Contains(p.Name, *only) })
 	load := rls.Load{Callers: *callers, Conns: *conns, Keys: *keys, Descriptors: *descs, Duration: *dur, Client: *client}
 	fmt.Printf("\nthroughput: %s client, %d callers over %d connections, %d keys, %d descriptor(s)/request, %v per server per round, %d rounds (median round shown)\n",
 		load.Client, load.Callers, load.Conns, load.Keys, load.Descriptors, load.Duration, *rounds)
