@@ -85,7 +85,7 @@ func main() {
 	// count up front (envoyproxy/ratelimit's Go version would not notice
 	// a new affinity).
 	var layout pin.Layout
-	envoyProcs := 0
+	serverProcs := 0
 	if *pinCPUs {
 		cpus, err := pin.Current(0)
 		if err == nil {
@@ -94,8 +94,8 @@ func main() {
 		if err != nil {
 			log.Fatalf("%v (run with -pin=false to share the CPUs)", err)
 		}
-		envoyProcs = len(layout.Others[0])
-		os.Setenv("GOMAXPROCS", strconv.Itoa(envoyProcs)) // sluice rls inherits it
+		serverProcs = len(layout.Others[0])
+		os.Setenv("GOMAXPROCS", strconv.Itoa(serverProcs)) // sluice rls inherits it
 	}
 	redis, err := redistest.StartServer()
 	if err != nil {
@@ -107,13 +107,13 @@ func main() {
 		log.Fatal(err)
 	}
 
-	envoy, err := rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy"), redis.Addr, rls.EnvoyOptions{GOMAXPROCS: envoyProcs})
+	envoy, err := rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy"), redis.Addr, rls.EnvoyOptions{GOMAXPROCS: serverProcs})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer envoy.Stop()
 	envoyPiped, err := rls.StartEnvoy(ctx, *envoyBin, cfg, filepath.Join(*workDir, "envoy-piped"), redis.Addr,
-		rls.EnvoyOptions{PipelineWindow: 150 * time.Microsecond, PipelineLimit: 8, GOMAXPROCS: envoyProcs})
+		rls.EnvoyOptions{PipelineWindow: 150 * time.Microsecond, PipelineLimit: 8, GOMAXPROCS: serverProcs})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -126,8 +126,8 @@ func main() {
 		dir string
 		o   rls.EnvoyOptions
 	}{
-		{*envoyGOGC > 0, "envoy-gogc", rls.EnvoyOptions{GOGC: *envoyGOGC, GOMAXPROCS: envoyProcs}},
-		{*envoyPool > 0, "envoy-pool", rls.EnvoyOptions{PoolSize: *envoyPool, GOMAXPROCS: envoyProcs}},
+		{*envoyGOGC > 0, "envoy-gogc", rls.EnvoyOptions{GOGC: *envoyGOGC, GOMAXPROCS: serverProcs}},
+		{*envoyPool > 0, "envoy-pool", rls.EnvoyOptions{PoolSize: *envoyPool, GOMAXPROCS: serverProcs}},
 	} {
 		if !v.on {
 			continue
@@ -166,7 +166,7 @@ func main() {
 		if err := pin.Self(layout.Self); err != nil {
 			log.Fatal(err)
 		}
-		where = fmt.Sprintf("servers and redis-server on CPU %s (GOMAXPROCS %d), the load generator on CPU %s", pin.Format(layout.Others[0]), envoyProcs, pin.Format(layout.Self))
+		where = fmt.Sprintf("servers and redis-server on CPU %s (GOMAXPROCS %d), the load generator on CPU %s", pin.Format(layout.Others[0]), serverProcs, pin.Format(layout.Self))
 	}
 	fmt.Printf("go %s, GOMAXPROCS %d, %d CPUs; redis-server at %s; envoyproxy/ratelimit %s; %s\n",
 		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), redis.Addr, rls.EnvoyVersion, where)
@@ -215,9 +215,6 @@ func main() {
 	}
 	pprof.StopCPUProfile()
 	fmt.Println()
-	// Requests per second and latencies: each server's median round. CPU per
-	// request: the median over the rounds of each figure on its own (a round
-	// that shared the machine with another job inflates every one of them).
 	// Round by round, each server's requests per second over
 	// envoyproxy/ratelimit's in the same round (before the rounds are
 	// sorted below): steadier than a ratio of medians on a machine whose
@@ -231,6 +228,9 @@ func main() {
 			}
 		}
 	}
+	// Requests per second and latencies: each server's median round. CPU per
+	// request: the median over the rounds of each figure on its own (a round
+	// that shared the machine with another job inflates every one of them).
 	type cpuPerReq struct{ server, redis, load float64 } // µs
 	med := map[string]rls.Result{}
 	cpu := map[string]cpuPerReq{}
