@@ -9,13 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/window"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -120,29 +120,10 @@ func TestBatchSameKey(t *testing.T) {
 	both(t, func(t *testing.T, e env) {
 		for _, alg := range ratelimit.Algorithms() {
 			t.Run(alg.String(), func(t *testing.T) {
-				now := ratelimittestT0()
+				now := ratelimittest.T0
 				s := newStore(t, e, redisstore.Options{Now: fixedClock(now), Pipeline: 2})
 				lim := ratelimit.Limit{Rate: 100, Period: time.Hour, Burst: 100}
-				var admitted atomic.Int64
-				var wg sync.WaitGroup
-				for range 32 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for range 10 {
-							d, err := s.Apply(context.Background(), ratelimit.Request{Key: "k", Limit: lim, Algorithm: alg, N: 1})
-							if err != nil {
-								t.Error(err)
-								return
-							}
-							if d.Allowed {
-								admitted.Add(1)
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				if got := admitted.Load(); got != 100 {
+				if got := ratelimittest.Hammer(t, s, ratelimit.Request{Key: "k", Limit: lim, Algorithm: alg, N: 1}, 32, 10); got != 100 {
 					t.Errorf("admitted %d of 320, want exactly 100", got)
 				}
 			})
@@ -150,11 +131,9 @@ func TestBatchSameKey(t *testing.T) {
 	})
 }
 
-func ratelimittestT0() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
-
 func TestDenyCache(t *testing.T) {
 	srv := redistest.Start(t)
-	now := ratelimittestT0()
+	now := ratelimittest.T0
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
@@ -174,7 +153,7 @@ func TestDenyCache(t *testing.T) {
 	// Redis gone: the cached denial still answers, without an error, until
 	// RetryAfter has passed.
 	srv.Kill()
-	set(ratelimittestT0().Add(400 * time.Millisecond))
+	set(ratelimittest.T0.Add(400 * time.Millisecond))
 	d, err := s.Apply(ctx, req)
 	if err != nil || d.Allowed || d.RetryAfter != 600*time.Millisecond {
 		t.Fatalf("cached: %+v, %v; want denied, RetryAfter 600ms", d, err)
@@ -187,7 +166,7 @@ func TestDenyCache(t *testing.T) {
 		t.Fatalf("peek with Redis down: err = %v, want ErrUnavailable (peeks are not cached)", err)
 	}
 	// Once RetryAfter has passed, the request goes to Redis again.
-	set(ratelimittestT0().Add(time.Second))
+	set(ratelimittest.T0.Add(time.Second))
 	if _, err := s.Apply(ctx, req); !errors.Is(err, redisstore.ErrUnavailable) {
 		t.Fatalf("after RetryAfter with Redis down: err = %v, want ErrUnavailable", err)
 	}
@@ -351,29 +330,11 @@ func TestServerClockExpiry(t *testing.T) {
 		if _, err := node.Do("DEL", s.Key(ratelimit.GCRA, "exp")); err != nil {
 			t.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		var admitted atomic.Int64
 		start := time.Now()
-		for range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range 4 {
-					d, err := s.Apply(ctx, req)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if d.Allowed {
-						admitted.Add(1)
-					}
-				}
-			}()
-		}
-		wg.Wait()
+		n := ratelimittest.Hammer(t, s, req, 32, 4)
 		refilled := int64(time.Since(start) / (300 * time.Millisecond))
 		check("after concurrent requests")
-		if n := admitted.Load(); n < 10 || n > 11+refilled {
+		if n < 10 || n > 11+refilled {
 			t.Errorf("admitted %d of 128, want the burst of 10 and at most the %d refilled meanwhile", n, refilled+1)
 		}
 	})

@@ -127,6 +127,33 @@ func (s boundStore) Apply(ctx context.Context, req ratelimit.Request) (ratelimit
 	return bound.Take(ctx, req.Key, req.N, req.MaxDelay)
 }
 
+// Hammer applies req from goroutines goroutines at once, times times each,
+// and returns how many of the calls were admitted. An error fails t and
+// ends its goroutine's calls.
+func Hammer(t testing.TB, s ratelimit.Store, req ratelimit.Request, goroutines, times int) int64 {
+	t.Helper()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range times {
+				d, err := s.Apply(context.Background(), req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return admitted.Load()
+}
+
 // testContention runs many goroutines on one key with the clock stopped:
 // every algorithm must admit exactly its capacity, no more (lost updates)
 // and no less.
@@ -137,26 +164,7 @@ func testContention(t *testing.T, newStore NewStore) {
 	for _, alg := range ratelimit.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
 			req := ratelimit.Request{Key: key(t, "hot"), Limit: lim, Algorithm: alg, N: 1}
-			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			for range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range 20 {
-						d, err := store.Apply(context.Background(), req)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if d.Allowed {
-							admitted.Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			if got := admitted.Load(); got != 100 {
+			if got := Hammer(t, store, req, 16, 20); got != 100 {
 				t.Errorf("admitted %d of 320 concurrent requests on one key, want exactly the capacity 100", got)
 			}
 		})
