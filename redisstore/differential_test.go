@@ -100,6 +100,19 @@ var (
 	diffSeed = flag.Uint64("diff.seed", 2026, "TestDifferential: random seed")
 )
 
+// applyBoth applies req to the Go step (memstore) and to the script
+// (Redis), in that order, and returns the script's decision and the Go
+// step's.
+func applyBoth(ctx context.Context, mem, red ratelimit.Store, req ratelimit.Request) (got, want ratelimit.Decision, err error) {
+	if want, err = mem.Apply(ctx, req); err != nil {
+		return got, want, fmt.Errorf("memstore: %w", err)
+	}
+	if got, err = red.Apply(ctx, req); err != nil {
+		return got, want, fmt.Errorf("redis: %w", err)
+	}
+	return got, want, nil
+}
+
 // TestDifferential runs the Go steps (memstore) and the Lua scripts on the
 // same random sequences, with the same now values, and requires identical
 // decisions.
@@ -151,11 +164,7 @@ func differential(t *testing.T, e env, alg ratelimit.Algorithm, rng *rand.Rand, 
 		if alg == ratelimit.LeakyBucket && rng.IntN(3) == 0 {
 			req.MaxDelay = time.Duration(rng.Int64N(int64(lim.Normalize().Interval())*lim.Normalize().Burst + 1))
 		}
-		want, err := mem.Apply(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := red.Apply(ctx, req)
+		got, want, err := applyBoth(ctx, mem, red, req)
 		if err != nil {
 			t.Fatalf("seq %d step %d: %v", seq, i, err)
 		}
@@ -187,11 +196,7 @@ func TestExtremes(t *testing.T) {
 		} {
 			for j, n := range costs {
 				req := ratelimit.Request{Key: fmt.Sprintf("x%d", i), Limit: big, Algorithm: alg, N: n}
-				want, err := mem.Apply(ctx, req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := red.Apply(ctx, req)
+				got, want, err := applyBoth(ctx, mem, red, req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -229,11 +234,7 @@ func TestLongLog(t *testing.T) {
 			n = 0
 		}
 		req := ratelimit.Request{Key: "long", Limit: lim, Algorithm: ratelimit.SlidingWindowLog, N: n}
-		want, err := mem.Apply(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := red.Apply(ctx, req)
+		got, want, err := applyBoth(ctx, mem, red, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,11 +275,7 @@ func TestLongWindowEdges(t *testing.T) {
 						now = time.Unix(0, at)
 						mu.Unlock()
 						req := ratelimit.Request{Key: "edge", Limit: lim, Algorithm: alg, N: n}
-						want, err := mem.Apply(ctx, req)
-						if err != nil {
-							t.Fatal(err)
-						}
-						got, err := red.Apply(ctx, req)
+						got, want, err := applyBoth(ctx, mem, red, req)
 						if err != nil {
 							t.Fatal(err)
 						}
