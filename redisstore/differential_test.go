@@ -5,12 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -100,6 +100,16 @@ var (
 	diffSeed = flag.Uint64("diff.seed", 2026, "TestDifferential: random seed")
 )
 
+// goAndRedis returns memstore and a Redis store on e that read one manual
+// clock, set to start; memstore is closed at the end of t.
+func goAndRedis(t *testing.T, e env, start time.Time) (mem, red ratelimit.Store, clock *ratelimittest.Clock) {
+	t.Helper()
+	clock = ratelimittest.NewClock(start)
+	m := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
+	t.Cleanup(func() { m.Close() })
+	return m, newStore(t, e, redisstore.Options{Now: clock.Now}), clock
+}
+
 // applyBoth applies req to the Go step (memstore) and to the script
 // (Redis), in that order, and returns the script's decision and the Go
 // step's.
@@ -140,26 +150,20 @@ func TestDifferential(t *testing.T) {
 
 func differential(t *testing.T, e env, alg ratelimit.Algorithm, rng *rand.Rand, seq, steps int) {
 	t.Helper()
-	var mu sync.Mutex
 	// Start anywhere between 2001 and 2100, at any nanosecond.
 	now := time.Unix(978307200+rng.Int64N(3155760000), rng.Int64N(1e9))
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	mem := memstore.New(memstore.Options{Now: clock, SweepInterval: -1})
-	defer mem.Close()
-	red := newStore(t, e, redisstore.Options{Now: clock})
+	mem, red, clock := goAndRedis(t, e, now)
 	lim := randomLimit(rng, alg)
 	keys := []string{"a", "b", "ключ{x}"}
 	epoch := 0 // bumped, half the times the clock goes back 99 years, for fresh keys
 	ctx := context.Background()
 	for i := range steps {
-		mu.Lock()
 		now = nextTime(rng, now, lim)
 		if now.After(latest) {
 			now = now.AddDate(-99, 0, 0)
 			epoch += rng.IntN(2)
 		}
-		at := now
-		mu.Unlock()
+		clock.Set(now)
 		req := ratelimit.Request{Key: fmt.Sprintf("%s/%d", keys[rng.IntN(len(keys))], epoch), Limit: lim, Algorithm: alg, N: randomCost(rng, lim, alg)}
 		if alg == ratelimit.LeakyBucket && rng.IntN(3) == 0 {
 			req.MaxDelay = time.Duration(rng.Int64N(int64(lim.Normalize().Interval())*lim.Normalize().Burst + 1))
@@ -170,7 +174,7 @@ func differential(t *testing.T, e env, alg ratelimit.Algorithm, rng *rand.Rand, 
 		}
 		if got != want {
 			t.Fatalf("seq %d step %d: limit %v, at %d, key %q, n %d, max delay %v:\nredis %+v\ngo    %+v",
-				seq, i, lim, at.UnixNano(), req.Key, req.N, req.MaxDelay, got, want)
+				seq, i, lim, now.UnixNano(), req.Key, req.N, req.MaxDelay, got, want)
 		}
 	}
 }
@@ -180,11 +184,7 @@ func differential(t *testing.T, e env, alg ratelimit.Algorithm, rng *rand.Rand, 
 // periods.
 func TestExtremes(t *testing.T) {
 	e := standalone(t)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 1, time.UTC)
-	clock := fixedClock(now)
-	mem := memstore.New(memstore.Options{Now: clock, SweepInterval: -1})
-	defer mem.Close()
-	red := newStore(t, e, redisstore.Options{Now: clock})
+	mem, red, _ := goAndRedis(t, e, time.Date(2026, 1, 1, 0, 0, 0, 1, time.UTC))
 	ctx := context.Background()
 	big := ratelimit.Limit{Rate: ratelimit.MaxRate, Period: time.Hour}
 	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
@@ -213,19 +213,14 @@ func TestExtremes(t *testing.T) {
 // every decision with memstore's.
 func TestLongLog(t *testing.T) {
 	e := standalone(t)
-	var mu sync.Mutex
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	mem := memstore.New(memstore.Options{Now: clock, SweepInterval: -1})
-	defer mem.Close()
-	red := newStore(t, e, redisstore.Options{Now: clock})
+	now := ratelimittest.T0
+	mem, red, clock := goAndRedis(t, e, now)
 	ctx := context.Background()
 	lim := ratelimit.Limit{Rate: 500, Period: time.Second}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 3000 {
-		mu.Lock()
 		now = now.Add(time.Duration(rng.Int64N(int64(4 * time.Millisecond))))
-		mu.Unlock()
+		clock.Set(now)
 		n := int64(1)
 		switch rng.IntN(20) {
 		case 0:
@@ -254,12 +249,8 @@ func TestLongWindowEdges(t *testing.T) {
 		for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
 			t.Run(fmt.Sprintf("%v/%d", alg, p), func(t *testing.T) {
 				t.Parallel()
-				var mu sync.Mutex
-				now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-				mem := memstore.New(memstore.Options{Now: clock, SweepInterval: -1})
-				defer mem.Close()
-				red := newStore(t, e, redisstore.Options{Now: clock})
+				now := ratelimittest.T0
+				mem, red, clock := goAndRedis(t, e, now)
 				// The epoch-aligned window holding 2026-01-01, and the
 				// nanoseconds around its edges and the next ones'.
 				start := now.UnixNano() - now.UnixNano()%int64(p)
@@ -271,9 +262,7 @@ func TestLongWindowEdges(t *testing.T) {
 				ctx := context.Background()
 				for i, at := range times {
 					for j, n := range []int64{3, 0, 2, 3, 1} {
-						mu.Lock()
-						now = time.Unix(0, at)
-						mu.Unlock()
+						clock.Set(time.Unix(0, at))
 						req := ratelimit.Request{Key: "edge", Limit: lim, Algorithm: alg, N: n}
 						got, want, err := applyBoth(ctx, mem, red, req)
 						if err != nil {
