@@ -152,30 +152,23 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer wg.Done()
 		srv.Watch(wctx, *configDir, *poll)
 	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := g.Serve(gln); err != nil {
-			errc <- fmt.Errorf("rls: grpc: %w", err)
-		}
-	}()
-	if hs != nil {
+	// serve runs one listener's server until it stops; an error other than
+	// its closing ends the command.
+	serve := func(name string, run func() error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := hs.Serve(hln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("rls: http: %w", err)
+			if err := run(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("rls: %s: %w", name, err)
 			}
 		}()
 	}
+	serve("grpc", func() error { return g.Serve(gln) })
+	if hs != nil {
+		serve("http", func() error { return hs.Serve(hln) })
+	}
 	if ds != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := ds.Serve(dln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("rls: debug: %w", err)
-			}
-		}()
+		serve("debug", func() error { return ds.Serve(dln) })
 	}
 	attrs := []any{"grpc", gln.Addr().String(), "config_dir", *configDir, "domains", set.Domains(),
 		"store", redactStoreURL(*storeURL), "headers", hm.String()}
