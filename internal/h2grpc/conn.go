@@ -1,0 +1,849 @@
+package h2grpc
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+const (
+	// prefaceTimeout bounds how long a new connection may take to send the
+	// client preface and its first SETTINGS.
+	prefaceTimeout = 20 * time.Second
+	// maxFrameSize is the largest frame the server accepts: HTTP/2's
+	// default SETTINGS_MAX_FRAME_SIZE, which it does not raise.
+	maxFrameSize = 16384
+	// connWindow is the receive window the server gives a connection.
+	connWindow = 1 << 20
+	// defaultWindow is HTTP/2's initial stream window, which the server
+	// keeps for the streams it receives on.
+	defaultWindow = 65535
+	// maxWindow is the largest flow-control window HTTP/2 allows.
+	maxWindow = 1<<31 - 1
+	// maxQueued bounds the frames queued for a peer that does not read
+	// them; past it the connection is closed.
+	maxQueued = 4 << 20
+	// closeGrace bounds the writes still pending when a connection closes.
+	closeGrace = time.Second
+)
+
+// connError is an HTTP/2 connection error: the connection ends with a
+// GOAWAY carrying code.
+type connError struct {
+	code   http2.ErrCode
+	reason string
+}
+
+func (e connError) Error() string { return fmt.Sprintf("http2: %v: %s", e.code, e.reason) }
+
+func protocolError(reason string) connError { return connError{http2.ErrCodeProtocol, reason} }
+
+// conn is one client connection. One goroutine reads its frames (serve);
+// handlers append their frames to wbuf, and whoever finds no flush in
+// progress writes wbuf out (a handler, or the writer goroutine for the
+// frames the reader queues).
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	br     *bufio.Reader
+	ctx    context.Context
+	cancel context.CancelFunc
+	kick   chan struct{} // wakes the writer goroutine
+	done   chan struct{} // closed when the connection has ended
+
+	// Owned by the reading goroutine.
+	hdr         [9]byte
+	payload     []byte
+	dec         *hpack.Decoder
+	req         request // the header block being decoded
+	blockLen    int     // its encoded length so far
+	hstream     uint32  // its stream
+	hend        bool    // its HEADERS frame had END_STREAM
+	hexisting   *stream // the stream it continues (trailers), if any
+	contStream  uint32  // a header block on this stream awaits CONTINUATION
+	gotSettings bool
+	recvWin     int64 // the connection's receive window left
+	recvUnacked int64 // received bytes not yet given back by WINDOW_UPDATE
+
+	handlers sync.WaitGroup // dispatched handlers
+
+	mu              sync.Mutex
+	cond            *sync.Cond // send windows grew, or the connection closed
+	wbuf, spare     []byte
+	flushing        bool
+	closeAfterFlush bool
+	closed          bool // ending: frames are no longer written
+	streams         map[uint32]*stream
+	active          uint32 // streams open, or whose handlers run
+	lastID          uint32 // the highest stream the client has opened
+	goingAway       bool   // GOAWAY sent: no new streams
+	sendWin         int64  // the connection's send window
+	peerInitWin     int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	peerMaxFrame    int    // the client's SETTINGS_MAX_FRAME_SIZE
+	tableSizeSent   bool   // the first header block (table size 0) went out
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{
+		srv:          s,
+		nc:           nc,
+		br:           bufio.NewReaderSize(nc, 32<<10),
+		ctx:          ctx,
+		cancel:       cancel,
+		kick:         make(chan struct{}, 1),
+		done:         make(chan struct{}),
+		payload:      make([]byte, maxFrameSize),
+		recvWin:      connWindow,
+		streams:      map[uint32]*stream{},
+		sendWin:      defaultWindow,
+		peerInitWin:  defaultWindow,
+		peerMaxFrame: maxFrameSize,
+	}
+	c.cond = sync.NewCond(&c.mu)
+	c.dec = hpack.NewDecoder(4096, c.emit)
+	c.dec.SetMaxStringLength(int(s.opts.MaxHeaderListSize))
+	// The server's preface: its SETTINGS, and a connection window larger
+	// than HTTP/2's 64 KiB.
+	b := appendFrameHeader(nil, 12, http2.FrameSettings, 0, 0)
+	b = append(b, 0, byte(http2.SettingMaxConcurrentStreams))
+	b = appendUint32(b, s.opts.MaxConcurrentStreams)
+	b = append(b, 0, byte(http2.SettingMaxHeaderListSize))
+	b = appendUint32(b, s.opts.MaxHeaderListSize)
+	b = appendFrameHeader(b, 4, http2.FrameWindowUpdate, 0, 0)
+	b = appendUint32(b, connWindow-defaultWindow)
+	c.wbuf = b
+	go c.writer()
+	return c
+}
+
+func (c *conn) emit(f hpack.HeaderField) { c.req.field(f.Name, f.Value) }
+
+// serve reads and handles frames until the connection ends.
+func (c *conn) serve() {
+	defer c.finish()
+	c.queue(nil) // the server preface
+	c.nc.SetReadDeadline(time.Now().Add(prefaceTimeout))
+	var preface [len(http2.ClientPreface)]byte
+	if _, err := io.ReadFull(c.br, preface[:]); err != nil {
+		c.srv.opts.Logger.Debug("h2grpc: reading the client preface", "remote", c.nc.RemoteAddr(), "err", err)
+		return
+	}
+	if string(preface[:]) != http2.ClientPreface {
+		c.fail(protocolError("bad client preface"))
+		return
+	}
+	for {
+		err := c.readFrame()
+		if err == nil {
+			continue
+		}
+		var ce connError
+		if errors.As(err, &ce) {
+			c.fail(ce)
+		} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			c.srv.opts.Logger.Debug("h2grpc: reading", "remote", c.nc.RemoteAddr(), "err", err)
+		}
+		return
+	}
+}
+
+// fail ends the connection with a GOAWAY for err.
+func (c *conn) fail(err connError) {
+	c.srv.opts.Logger.Debug("h2grpc: connection error", "remote", c.nc.RemoteAddr(), "err", err)
+	c.mu.Lock()
+	c.wbuf = appendGoAway(c.wbuf, c.lastID, err.code, err.reason)
+	c.closeAfterFlush = true
+	c.mu.Unlock()
+	c.queue(nil)
+}
+
+func appendGoAway(b []byte, last uint32, code http2.ErrCode, debug string) []byte {
+	b = appendFrameHeader(b, 8+len(debug), http2.FrameGoAway, 0, 0)
+	b = appendUint32(b, last)
+	b = appendUint32(b, uint32(code))
+	return append(b, debug...)
+}
+
+// finish ends the connection: handlers are canceled and waited for, and
+// the socket is closed.
+func (c *conn) finish() {
+	c.mu.Lock()
+	c.closed = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.cancel()
+	c.nc.SetWriteDeadline(time.Now().Add(closeGrace))
+	c.handlers.Wait()
+	c.mu.Lock()
+	for c.flushing {
+		c.cond.Wait()
+	}
+	c.mu.Unlock()
+	c.nc.Close()
+	close(c.done)
+}
+
+// abort closes the connection at once (Server.Stop).
+func (c *conn) abort() { c.nc.Close() }
+
+// drain sends GOAWAY: calls in flight finish, new ones are refused, and
+// the connection closes when none is left (Server.GracefulStop).
+func (c *conn) drain() {
+	c.mu.Lock()
+	if c.goingAway || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.goingAway = true
+	c.wbuf = appendGoAway(c.wbuf, c.lastID, http2.ErrCodeNo, "")
+	if c.active == 0 {
+		c.closeAfterFlush = true
+	}
+	c.mu.Unlock()
+	c.queue(nil)
+}
+
+// queue appends frames (add may be nil) and has them written: by the
+// writer goroutine, so that the caller (the reader) never blocks on the
+// socket.
+func (c *conn) queue(add func([]byte) []byte) error {
+	c.mu.Lock()
+	if add != nil {
+		c.wbuf = add(c.wbuf)
+	}
+	if len(c.wbuf) > maxQueued {
+		c.mu.Unlock()
+		return connError{http2.ErrCodeEnhanceYourCalm, "the client does not read what it asked for"}
+	}
+	idle := !c.flushing
+	c.mu.Unlock()
+	if idle {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// writer flushes what the reader queues.
+func (c *conn) writer() {
+	for {
+		select {
+		case <-c.kick:
+			c.mu.Lock()
+			if c.flushing {
+				c.mu.Unlock()
+				continue
+			}
+			c.flushing = true
+			c.mu.Unlock()
+			c.flush()
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// startFlushLocked reports whether the caller is to flush: frames wait
+// and nobody is writing them. c.mu is held.
+func (c *conn) startFlushLocked() bool {
+	if c.flushing || len(c.wbuf) == 0 {
+		return false
+	}
+	c.flushing = true
+	return true
+}
+
+// flush writes wbuf out until it stays empty. The caller has set
+// c.flushing.
+func (c *conn) flush() {
+	c.mu.Lock()
+	for len(c.wbuf) > 0 {
+		b := c.wbuf
+		c.wbuf, c.spare = c.spare[:0], nil
+		c.mu.Unlock()
+		_, err := c.nc.Write(b)
+		c.mu.Lock()
+		if cap(b) <= 256<<10 {
+			c.spare = b[:0]
+		}
+		if err != nil {
+			c.wbuf = c.wbuf[:0]
+			c.closed = true
+			c.nc.Close()
+			break
+		}
+	}
+	c.flushing = false
+	if c.closeAfterFlush {
+		c.nc.Close()
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// readFrame reads one frame and handles it.
+func (c *conn) readFrame() error {
+	if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+		return err
+	}
+	length := int(c.hdr[0])<<16 | int(c.hdr[1])<<8 | int(c.hdr[2])
+	typ, flags := http2.FrameType(c.hdr[3]), http2.Flags(c.hdr[4])
+	id := binary.BigEndian.Uint32(c.hdr[5:]) & (1<<31 - 1)
+	if length > maxFrameSize {
+		return connError{http2.ErrCodeFrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE"}
+	}
+	p := c.payload[:length]
+	if _, err := io.ReadFull(c.br, p); err != nil {
+		return err
+	}
+	if !c.gotSettings {
+		if typ != http2.FrameSettings || flags.Has(http2.FlagSettingsAck) {
+			return protocolError("the client preface's first frame is not SETTINGS")
+		}
+		c.gotSettings = true
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	if c.contStream != 0 && (typ != http2.FrameContinuation || id != c.contStream) {
+		return protocolError("a header block was interrupted")
+	}
+	switch typ {
+	case http2.FrameData:
+		return c.onData(flags, id, p)
+	case http2.FrameHeaders:
+		return c.onHeaders(flags, id, p)
+	case http2.FrameContinuation:
+		if c.contStream == 0 {
+			return protocolError("CONTINUATION without a header block")
+		}
+		return c.onFragment(flags.Has(http2.FlagContinuationEndHeaders), p)
+	case http2.FramePriority:
+		if id == 0 {
+			return protocolError("PRIORITY on stream 0")
+		}
+		if length != 5 {
+			return c.resetID(id, http2.ErrCodeFrameSize)
+		}
+		return nil
+	case http2.FrameRSTStream:
+		return c.onReset(id, p)
+	case http2.FrameSettings:
+		return c.onSettings(flags, id, p)
+	case http2.FramePushPromise:
+		return protocolError("PUSH_PROMISE from a client")
+	case http2.FramePing:
+		if id != 0 {
+			return protocolError("PING on a stream")
+		}
+		if length != 8 {
+			return connError{http2.ErrCodeFrameSize, "PING of other than 8 bytes"}
+		}
+		if flags.Has(http2.FlagPingAck) {
+			return nil
+		}
+		return c.queue(func(b []byte) []byte {
+			b = appendFrameHeader(b, 8, http2.FramePing, http2.FlagPingAck, 0)
+			return append(b, p...)
+		})
+	case http2.FrameGoAway:
+		if id != 0 {
+			return protocolError("GOAWAY on a stream")
+		}
+		if length < 8 {
+			return connError{http2.ErrCodeFrameSize, "GOAWAY shorter than 8 bytes"}
+		}
+		return nil // the client closes the connection when it is done
+	case http2.FrameWindowUpdate:
+		return c.onWindowUpdate(id, p)
+	}
+	return nil // extension frames are ignored (RFC 9113 §5.5)
+}
+
+// stripPadding removes a PADDED frame's padding.
+func stripPadding(flags http2.Flags, p []byte) ([]byte, error) {
+	if !flags.Has(http2.FlagDataPadded) { // the same bit as HEADERS' PADDED
+		return p, nil
+	}
+	if len(p) == 0 || int(p[0]) >= len(p) {
+		return nil, protocolError("padding as long as the frame")
+	}
+	return p[1 : len(p)-int(p[0])], nil
+}
+
+func (c *conn) stream(id uint32) *stream {
+	c.mu.Lock()
+	st := c.streams[id]
+	c.mu.Unlock()
+	return st
+}
+
+// closedID reports whether id names a stream the client opened before:
+// frames on it are late, not a protocol violation.
+func (c *conn) closedID(id uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return id <= c.lastID
+}
+
+func (c *conn) onHeaders(flags http2.Flags, id uint32, p []byte) error {
+	if id == 0 || id%2 == 0 {
+		return protocolError("HEADERS on a stream a client may not open")
+	}
+	p, err := stripPadding(flags, p)
+	if err != nil {
+		return err
+	}
+	if flags.Has(http2.FlagHeadersPriority) {
+		if len(p) < 5 {
+			return protocolError("HEADERS too short for its priority")
+		}
+		p = p[5:]
+	}
+	c.req = request{}
+	c.blockLen = 0
+	c.hstream, c.hend = id, flags.Has(http2.FlagHeadersEndStream)
+	c.hexisting = c.stream(id)
+	if c.hexisting == nil && !c.closedID(id) {
+		c.mu.Lock()
+		c.lastID = id
+		c.mu.Unlock()
+	} else if c.hexisting == nil {
+		c.hstream = 0 // a late block on a closed stream: decoded, then dropped
+	}
+	return c.onFragment(flags.Has(http2.FlagHeadersEndHeaders), p)
+}
+
+// onFragment decodes a piece of a header block; at its end it acts on the
+// block.
+func (c *conn) onFragment(end bool, p []byte) error {
+	c.blockLen += len(p)
+	if c.blockLen > 4*int(c.srv.opts.MaxHeaderListSize) {
+		return connError{http2.ErrCodeEnhanceYourCalm, "header block too large"}
+	}
+	if _, err := c.dec.Write(p); err != nil {
+		return connError{http2.ErrCodeCompression, err.Error()}
+	}
+	if !end {
+		c.contStream = c.hstream
+		if c.contStream == 0 {
+			c.contStream = 1<<31 - 1 // not a stream a client can use
+		}
+		return nil
+	}
+	c.contStream = 0
+	if err := c.dec.Close(); err != nil {
+		return connError{http2.ErrCodeCompression, err.Error()}
+	}
+	if c.hstream == 0 {
+		return nil
+	}
+	if st := c.hexisting; st != nil {
+		// Trailers from the client end its request.
+		if st.dispatched {
+			return c.reset(st, http2.ErrCodeStreamClosed)
+		}
+		if !c.hend {
+			return c.reset(st, http2.ErrCodeProtocol)
+		}
+		return c.endRequest(st)
+	}
+	return c.open(c.hstream, c.hend)
+}
+
+// open starts a call on stream id from the request c.req.
+func (c *conn) open(id uint32, end bool) error {
+	r := &c.req
+	opts := &c.srv.opts
+	c.mu.Lock()
+	refuse := c.goingAway || c.active >= opts.MaxConcurrentStreams
+	c.mu.Unlock()
+	if refuse {
+		return c.resetID(id, http2.ErrCodeRefusedStream)
+	}
+	if r.malformed != "" || !r.scheme || r.method == "" || r.path == "" {
+		return c.resetID(id, http2.ErrCodeProtocol)
+	}
+	if r.size > opts.MaxHeaderListSize {
+		return c.reject(id, end, 200, status.Newf(codes.ResourceExhausted,
+			"h2grpc: header list of %d bytes is larger than %d", r.size, opts.MaxHeaderListSize))
+	}
+	if r.method != "POST" {
+		return c.reject(id, end, 405, status.Newf(codes.Internal, "h2grpc: method %q is not POST", r.method))
+	}
+	if !grpcContentType(r.contentType) {
+		return c.reject(id, end, 415, status.Newf(codes.Internal, "h2grpc: invalid gRPC request content-type %q", r.contentType))
+	}
+	m := c.srv.methods[r.path]
+	switch {
+	case m == nil:
+		return c.reject(id, end, 200, status.Newf(codes.Unimplemented, "unknown method %s", r.path))
+	case r.badTimeout:
+		return c.reject(id, end, 200, status.New(codes.Internal, "h2grpc: malformed grpc-timeout"))
+	case r.encoding != "" && r.encoding != "identity":
+		return c.reject(id, end, 200, status.Newf(codes.Unimplemented, "h2grpc: no decompressor for grpc-encoding %q", r.encoding))
+	case m.stream != nil && m.stream.ClientStreams:
+		return c.reject(id, end, 200, status.Newf(codes.Unimplemented, "h2grpc: %s streams from the client, which this server does not serve", r.path))
+	}
+	st := &stream{c: c, id: id, m: m, recvWin: defaultWindow, encoding: r.encoding}
+	if r.hasTimeout {
+		st.ctx, st.cancel = context.WithTimeout(c.ctx, r.timeout)
+	} else {
+		st.ctx, st.cancel = context.WithCancel(c.ctx)
+	}
+	c.mu.Lock()
+	st.sendWin = c.peerInitWin
+	c.streams[id] = st
+	c.active++
+	c.mu.Unlock()
+	if end {
+		return c.endRequest(st)
+	}
+	return nil
+}
+
+// reject answers a call the server will not run with its status alone
+// (and the HTTP status code, for requests that are not gRPC), and resets
+// the stream if the client is still sending.
+func (c *conn) reject(id uint32, end bool, code int, s *status.Status) error {
+	return c.queue(func(b []byte) []byte {
+		var block []byte
+		if code == 200 {
+			block = append(block, okHeaders...)
+		} else {
+			block = append(block, 0x08) // :status, as a literal without indexing
+			block = appendString(block, fmt.Sprint(code))
+			block = appendLiteralIndexed(block, hpackContentType, "application/grpc")
+		}
+		block = appendStatusFields(block, s)
+		b = c.appendHeadersLocked(b, id, http2.FlagHeadersEndStream, block)
+		if !end {
+			b = appendRST(b, id, http2.ErrCodeNo)
+		}
+		return b
+	})
+}
+
+func appendRST(b []byte, id uint32, code http2.ErrCode) []byte {
+	b = appendFrameHeader(b, 4, http2.FrameRSTStream, 0, id)
+	return appendUint32(b, uint32(code))
+}
+
+// resetID resets a stream the server keeps no state for.
+func (c *conn) resetID(id uint32, code http2.ErrCode) error {
+	return c.queue(func(b []byte) []byte { return appendRST(b, id, code) })
+}
+
+// reset resets st: its handler, if running, is canceled and its frames
+// dropped.
+func (c *conn) reset(st *stream, code http2.ErrCode) error {
+	c.drop(st)
+	return c.resetID(st.id, code)
+}
+
+// drop forgets st, as the client or the server reset it.
+func (c *conn) drop(st *stream) {
+	c.mu.Lock()
+	if c.streams[st.id] == st {
+		delete(c.streams, st.id)
+		st.reset = true
+		if !st.dispatched {
+			c.releaseLocked()
+		}
+		c.cond.Broadcast()
+	}
+	c.mu.Unlock()
+	st.cancel()
+}
+
+// releaseLocked counts a stream as no longer active, and closes a
+// draining connection that has none left. c.mu is held.
+func (c *conn) releaseLocked() {
+	c.active--
+	if c.goingAway && c.active == 0 {
+		c.closeAfterFlush = true
+		if !c.flushing {
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// endRequest runs st's handler: the client has sent all of its request.
+func (c *conn) endRequest(st *stream) error {
+	c.mu.Lock()
+	st.dispatched = true
+	c.mu.Unlock()
+	c.handlers.Add(1)
+	c.srv.dispatch(st)
+	return nil
+}
+
+func (c *conn) onData(flags http2.Flags, id uint32, p []byte) error {
+	if id == 0 {
+		return protocolError("DATA on stream 0")
+	}
+	n := int64(len(p))
+	if c.recvWin -= n; c.recvWin < 0 {
+		return connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
+	}
+	// The connection's window is given back as data arrives: each
+	// stream's own window and its message limit bound what it buffers.
+	if c.recvUnacked += n; c.recvUnacked >= connWindow/4 {
+		inc := c.recvUnacked
+		c.recvWin += inc
+		c.recvUnacked = 0
+		if err := c.queue(func(b []byte) []byte {
+			b = appendFrameHeader(b, 4, http2.FrameWindowUpdate, 0, 0)
+			return appendUint32(b, uint32(inc))
+		}); err != nil {
+			return err
+		}
+	}
+	data, err := stripPadding(flags, p)
+	if err != nil {
+		return err
+	}
+	st := c.stream(id)
+	if st == nil {
+		if c.closedID(id) {
+			return nil // late data on a stream already answered or reset
+		}
+		return protocolError("DATA on a stream not opened")
+	}
+	if st.dispatched {
+		return c.reset(st, http2.ErrCodeStreamClosed)
+	}
+	if st.recvWin -= n; st.recvWin < 0 {
+		return c.reset(st, http2.ErrCodeFlowControl)
+	}
+	max := c.srv.opts.MaxRecvMsgSize
+	if size := st.appendBody(data); size > max+5 || size >= 5 && int(binary.BigEndian.Uint32(st.body()[1:5])) > max {
+		declared := size - 5
+		if size >= 5 {
+			declared = int(binary.BigEndian.Uint32(st.body()[1:5]))
+		}
+		c.drop(st)
+		return c.reject(id, flags.Has(http2.FlagDataEndStream), 200, status.Newf(codes.ResourceExhausted,
+			"grpc: received message larger than max (%d vs. %d)", declared, max))
+	}
+	if flags.Has(http2.FlagDataEndStream) {
+		return c.endRequest(st)
+	}
+	if st.recvUnacked += n; st.recvUnacked >= defaultWindow/2 {
+		inc := st.recvUnacked
+		st.recvWin += inc
+		st.recvUnacked = 0
+		return c.queue(func(b []byte) []byte {
+			b = appendFrameHeader(b, 4, http2.FrameWindowUpdate, 0, id)
+			return appendUint32(b, uint32(inc))
+		})
+	}
+	return nil
+}
+
+func (c *conn) onReset(id uint32, p []byte) error {
+	if id == 0 {
+		return protocolError("RST_STREAM on stream 0")
+	}
+	if len(p) != 4 {
+		return connError{http2.ErrCodeFrameSize, "RST_STREAM of other than 4 bytes"}
+	}
+	if st := c.stream(id); st != nil {
+		c.drop(st)
+		return nil
+	}
+	if !c.closedID(id) {
+		return protocolError("RST_STREAM on a stream not opened")
+	}
+	return nil
+}
+
+func (c *conn) onSettings(flags http2.Flags, id uint32, p []byte) error {
+	if id != 0 {
+		return protocolError("SETTINGS on a stream")
+	}
+	if flags.Has(http2.FlagSettingsAck) {
+		if len(p) != 0 {
+			return connError{http2.ErrCodeFrameSize, "SETTINGS acknowledgement with a payload"}
+		}
+		return nil
+	}
+	if len(p)%6 != 0 {
+		return connError{http2.ErrCodeFrameSize, "SETTINGS of a length not a multiple of 6"}
+	}
+	for ; len(p) > 0; p = p[6:] {
+		v := binary.BigEndian.Uint32(p[2:6])
+		switch http2.SettingID(binary.BigEndian.Uint16(p[:2])) {
+		case http2.SettingEnablePush:
+			if v > 1 {
+				return protocolError("SETTINGS_ENABLE_PUSH other than 0 or 1")
+			}
+		case http2.SettingInitialWindowSize:
+			if v > maxWindow {
+				return connError{http2.ErrCodeFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1"}
+			}
+			c.mu.Lock()
+			delta := int64(v) - c.peerInitWin
+			c.peerInitWin = int64(v)
+			overflow := false
+			for _, st := range c.streams {
+				if st.sendWin += delta; st.sendWin > maxWindow {
+					overflow = true
+				}
+			}
+			c.cond.Broadcast()
+			c.mu.Unlock()
+			if overflow {
+				return connError{http2.ErrCodeFlowControl, "a stream's window above 2^31-1"}
+			}
+		case http2.SettingMaxFrameSize:
+			if v < 16384 || v > 1<<24-1 {
+				return protocolError("SETTINGS_MAX_FRAME_SIZE out of range")
+			}
+			c.mu.Lock()
+			c.peerMaxFrame = int(v)
+			c.mu.Unlock()
+		}
+		// SETTINGS_HEADER_TABLE_SIZE needs nothing: the server's encoder
+		// keeps no dynamic table. The others concern what a server does not
+		// receive (push) or are advisory.
+	}
+	return c.queue(func(b []byte) []byte {
+		return appendFrameHeader(b, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
+	})
+}
+
+func (c *conn) onWindowUpdate(id uint32, p []byte) error {
+	if len(p) != 4 {
+		return connError{http2.ErrCodeFrameSize, "WINDOW_UPDATE of other than 4 bytes"}
+	}
+	inc := int64(binary.BigEndian.Uint32(p) & (1<<31 - 1))
+	if id == 0 {
+		if inc == 0 {
+			return protocolError("WINDOW_UPDATE of 0")
+		}
+		c.mu.Lock()
+		c.sendWin += inc
+		over := c.sendWin > maxWindow
+		c.cond.Broadcast()
+		c.mu.Unlock()
+		if over {
+			return connError{http2.ErrCodeFlowControl, "the connection's window above 2^31-1"}
+		}
+		return nil
+	}
+	st := c.stream(id)
+	if st == nil {
+		if c.closedID(id) {
+			return nil
+		}
+		return protocolError("WINDOW_UPDATE on a stream not opened")
+	}
+	if inc == 0 {
+		return c.reset(st, http2.ErrCodeProtocol)
+	}
+	c.mu.Lock()
+	st.sendWin += inc
+	over := st.sendWin > maxWindow
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	if over {
+		return c.reset(st, http2.ErrCodeFlowControl)
+	}
+	return nil
+}
+
+// appendHeadersLocked appends a header block for stream id as HEADERS
+// and, past the client's frame size, CONTINUATION frames. c.mu is held.
+func (c *conn) appendHeadersLocked(b []byte, id uint32, flags http2.Flags, block []byte) []byte {
+	if !c.tableSizeSent {
+		c.tableSizeSent = true
+		block = append([]byte{hpackTableSizeOff}, block...)
+	}
+	typ := http2.FrameHeaders
+	for {
+		n := min(len(block), c.peerMaxFrame)
+		f := flags
+		if n == len(block) {
+			f |= http2.FlagHeadersEndHeaders
+		}
+		b = appendFrameHeader(b, n, typ, f, id)
+		b = append(b, block[:n]...)
+		block = block[n:]
+		if len(block) == 0 {
+			return b
+		}
+		typ, flags = http2.FrameContinuation, 0
+	}
+}
+
+// errStreamDone is what writes on a stream that has ended return.
+var errStreamDone = status.Error(codes.Canceled, "h2grpc: the stream has ended")
+
+// appendDataLocked appends data as DATA frames on st, waiting for flow
+// control as needed. c.mu is held (and released while waiting).
+func (c *conn) appendDataLocked(st *stream, data []byte) error {
+	for len(data) > 0 {
+		for !st.reset && !c.closed && (c.sendWin <= 0 || st.sendWin <= 0) {
+			// The client may be waiting for what is queued before it
+			// grants more.
+			if !c.flushing && len(c.wbuf) > 0 {
+				select {
+				case c.kick <- struct{}{}:
+				default:
+				}
+			}
+			c.cond.Wait()
+		}
+		if st.reset || c.closed {
+			return errStreamDone
+		}
+		n := min(int64(len(data)), int64(c.peerMaxFrame), c.sendWin, st.sendWin)
+		c.wbuf = appendFrameHeader(c.wbuf, int(n), http2.FrameData, 0, st.id)
+		c.wbuf = append(c.wbuf, data[:n]...)
+		c.sendWin -= n
+		st.sendWin -= n
+		data = data[n:]
+	}
+	return nil
+}
+
+// grpcMessage returns the gRPC message framed in b, a call's whole
+// request body.
+func grpcMessage(b []byte, encoding string) ([]byte, *status.Status) {
+	if len(b) < 5 {
+		return nil, status.New(codes.Internal, "h2grpc: the request has no message")
+	}
+	n := binary.BigEndian.Uint32(b[1:5])
+	if uint64(len(b)-5) != uint64(n) {
+		if uint64(len(b)-5) < uint64(n) {
+			return nil, status.New(codes.Internal, "h2grpc: the request's message is truncated")
+		}
+		return nil, status.New(codes.Internal, "h2grpc: more than one request message for a method that takes one")
+	}
+	switch b[0] {
+	case 0:
+	case 1:
+		if encoding == "" || encoding == "identity" {
+			return nil, status.New(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+		}
+	default:
+		return nil, status.Newf(codes.Internal, "grpc: invalid compressed flag %d", b[0])
+	}
+	return b[5:], nil
+}

@@ -1,0 +1,128 @@
+package h2grpc
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// parseTimeout parses a grpc-timeout value: at most 8 digits and a unit,
+// H, M, S, m (milli), u (micro) or n (nano).
+func parseTimeout(s string) (time.Duration, error) {
+	if len(s) < 2 || len(s) > 9 {
+		return 0, errors.New("malformed grpc-timeout")
+	}
+	var unit time.Duration
+	switch s[len(s)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0, errors.New("malformed grpc-timeout unit")
+	}
+	var n int64
+	for i := 0; i < len(s)-1; i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, errors.New("malformed grpc-timeout")
+		}
+		n = n*10 + int64(c-'0')
+	}
+	// 99999999 hours overflows a Duration: cap it, as grpc-go does.
+	if n > int64(maxDuration/unit) {
+		return maxDuration, nil
+	}
+	return time.Duration(n) * unit, nil
+}
+
+const maxDuration = time.Duration(1<<63 - 1)
+
+// grpcContentType reports whether v names a gRPC content type:
+// application/grpc, optionally followed by +codec or ;parameters.
+func grpcContentType(v string) bool {
+	const base = "application/grpc"
+	if len(v) < len(base) || !strings.EqualFold(v[:len(base)], base) {
+		return false
+	}
+	return len(v) == len(base) || v[len(base)] == '+' || v[len(base)] == ';'
+}
+
+// request is what a stream's header block says about its call.
+type request struct {
+	method      string // :method
+	path        string // :path
+	scheme      bool   // :scheme was present
+	contentType string
+	encoding    string // grpc-encoding
+	timeout     time.Duration
+	hasTimeout  bool
+	badTimeout  bool
+	malformed   string // why the block is not a valid request, if it is not
+	size        uint32 // the header list's size, as SETTINGS_MAX_HEADER_LIST_SIZE counts it
+	regular     bool   // a regular field has been seen (no pseudo-field may follow)
+}
+
+// field records one decoded header field (RFC 9113 §8.2, §8.3).
+func (r *request) field(name, value string) {
+	r.size += uint32(len(name) + len(value) + 32)
+	if r.malformed != "" {
+		return
+	}
+	if name == "" {
+		r.malformed = "empty header name"
+		return
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c >= 'A' && c <= 'Z' {
+			r.malformed = "uppercase header name"
+			return
+		}
+	}
+	if name[0] == ':' {
+		if r.regular {
+			r.malformed = "pseudo-header after regular header"
+			return
+		}
+		switch name {
+		case ":method":
+			r.method = value
+		case ":path":
+			r.path = value
+		case ":scheme":
+			r.scheme = true
+		case ":authority":
+		default:
+			r.malformed = "unknown pseudo-header " + name
+		}
+		return
+	}
+	r.regular = true
+	switch name {
+	case "content-type":
+		r.contentType = value
+	case "grpc-encoding":
+		r.encoding = value
+	case "grpc-timeout":
+		d, err := parseTimeout(value)
+		if err != nil {
+			r.badTimeout = true
+			return
+		}
+		r.timeout, r.hasTimeout = d, true
+	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+		r.malformed = "connection-specific header " + name
+	case "te":
+		if value != "trailers" {
+			r.malformed = "te header other than trailers"
+		}
+	}
+}

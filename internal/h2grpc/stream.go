@@ -1,0 +1,277 @@
+package h2grpc
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"sync"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// stream is one call. Its handler runs once the client has sent the whole
+// request; for a server-streaming method, the stream is the handler's
+// grpc.ServerStream.
+type stream struct {
+	c        *conn
+	id       uint32
+	m        *method
+	ctx      context.Context
+	cancel   context.CancelFunc
+	encoding string
+	buf      *[]byte // the request body, gRPC-framed, while it arrives (reader's)
+
+	// The reading goroutine's.
+	recvWin     int64
+	recvUnacked int64
+	dispatched  bool
+
+	// Under c.mu.
+	sendWin     int64
+	reset       bool // reset by either side, or the connection ended: write nothing
+	headersSent bool
+
+	// The handler's (server-streaming methods).
+	header, trailer metadata.MD
+	recvd           bool
+}
+
+// bufs holds buffers for request bodies and marshalled responses.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func getBuf() *[]byte { return bufs.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= 64<<10 {
+		*b = (*b)[:0]
+		bufs.Put(b)
+	}
+}
+
+// body returns the request body received so far.
+func (st *stream) body() []byte {
+	if st.buf == nil {
+		return nil
+	}
+	return *st.buf
+}
+
+// appendBody adds p to the request body.
+func (st *stream) appendBody(p []byte) int {
+	if st.buf == nil {
+		st.buf = getBuf()
+	}
+	*st.buf = append(*st.buf, p...)
+	return len(*st.buf)
+}
+
+// run calls the handler and sends its answer.
+func (st *stream) run() {
+	defer st.c.handlers.Done()
+	var s *status.Status
+	var out *[]byte
+	if st.m.unary != nil {
+		msg, bad := grpcMessage(st.body(), st.encoding)
+		if bad != nil {
+			s = bad
+		} else {
+			resp, err := st.m.unary(st.m.impl, st.ctx, func(v any) error { return unmarshal(msg, v) }, nil)
+			if err != nil {
+				s = statusOf(err)
+			} else if out, err = marshal(resp); err != nil {
+				s = status.Newf(codes.Internal, "grpc: error while marshaling: %v", err)
+			}
+		}
+	} else if err := st.m.stream.Handler(st.m.impl, st); err != nil {
+		s = statusOf(err)
+	}
+	st.finish(out, s)
+	if out != nil {
+		putBuf(out)
+	}
+	if st.buf != nil {
+		putBuf(st.buf)
+		st.buf = nil
+	}
+}
+
+// statusOf is the status a handler's error answers with.
+func statusOf(err error) *status.Status {
+	if s, ok := status.FromError(err); ok {
+		return s
+	}
+	return status.FromContextError(err)
+}
+
+func unmarshal(msg []byte, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return status.Errorf(codes.Internal, "h2grpc: %T is not a protocol buffers message", v)
+	}
+	if err := proto.Unmarshal(msg, m); err != nil {
+		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
+	}
+	return nil
+}
+
+// marshal returns v as a gRPC-framed message, in a buffer from bufs.
+func marshal(v any) (*[]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, errors.New("not a protocol buffers message")
+	}
+	bp := getBuf()
+	b, err := proto.MarshalOptions{}.MarshalAppend(append((*bp)[:0], 0, 0, 0, 0, 0), m)
+	if err != nil {
+		putBuf(bp)
+		return nil, err
+	}
+	binary.BigEndian.PutUint32(b[1:5], uint32(len(b)-5))
+	*bp = b
+	return bp, nil
+}
+
+// finish sends the call's end: out (a unary method's answer) then the
+// status s (nil: OK), and forgets the stream.
+func (st *stream) finish(out *[]byte, s *status.Status) {
+	c := st.c
+	c.mu.Lock()
+	if !st.reset && !c.closed {
+		if s == nil && out != nil {
+			if !st.headersSent {
+				st.sendHeadersLocked()
+			}
+			c.appendDataLocked(st, *out) // on failure st.reset or c.closed is set
+		}
+		if !st.reset && !c.closed {
+			var block []byte
+			switch {
+			case s == nil && st.headersSent && st.trailer == nil:
+				block = okTrailers
+			case s == nil && !st.headersSent && st.header == nil && st.trailer == nil:
+				block = append(append(block, okHeaders...), okTrailers...)
+			default:
+				if !st.headersSent {
+					block = append(append(block, okHeaders...), appendMetadata(nil, st.header)...)
+				}
+				if s == nil {
+					s = status.New(codes.OK, "")
+				}
+				block = appendStatusFields(block, s)
+				block = appendMetadata(block, st.trailer)
+			}
+			c.wbuf = c.appendHeadersLocked(c.wbuf, st.id, http2.FlagHeadersEndStream, block)
+		}
+	}
+	if c.streams[st.id] == st {
+		delete(c.streams, st.id)
+	}
+	st.reset = true
+	c.releaseLocked()
+	flush := c.startFlushLocked()
+	c.mu.Unlock()
+	st.cancel()
+	if flush {
+		c.flush()
+	}
+}
+
+// sendHeadersLocked appends the response headers. c.mu is held.
+func (st *stream) sendHeadersLocked() {
+	block := okHeaders
+	if st.header != nil {
+		block = appendMetadata(append([]byte(nil), okHeaders...), st.header)
+	}
+	st.c.wbuf = st.c.appendHeadersLocked(st.c.wbuf, st.id, 0, block)
+	st.headersSent = true
+}
+
+// Context returns the call's context: canceled when the client resets the
+// stream, the deadline it sent (grpc-timeout) passes, or the connection
+// ends.
+func (st *stream) Context() context.Context { return st.ctx }
+
+// SetHeader adds md to the response headers.
+func (st *stream) SetHeader(md metadata.MD) error {
+	st.c.mu.Lock()
+	defer st.c.mu.Unlock()
+	if st.headersSent {
+		return status.Error(codes.Internal, "h2grpc: SetHeader after the headers were sent")
+	}
+	st.header = metadata.Join(st.header, md)
+	return nil
+}
+
+// SendHeader sends the response headers, with md added.
+func (st *stream) SendHeader(md metadata.MD) error {
+	c := st.c
+	c.mu.Lock()
+	if st.headersSent {
+		c.mu.Unlock()
+		return status.Error(codes.Internal, "h2grpc: SendHeader called twice")
+	}
+	if st.reset || c.closed {
+		c.mu.Unlock()
+		return errStreamDone
+	}
+	st.header = metadata.Join(st.header, md)
+	st.sendHeadersLocked()
+	flush := c.startFlushLocked()
+	c.mu.Unlock()
+	if flush {
+		c.flush()
+	}
+	return nil
+}
+
+// SetTrailer adds md to the trailers sent with the status.
+func (st *stream) SetTrailer(md metadata.MD) {
+	st.c.mu.Lock()
+	st.trailer = metadata.Join(st.trailer, md)
+	st.c.mu.Unlock()
+}
+
+// SendMsg sends one response message, waiting for flow control as
+// needed.
+func (st *stream) SendMsg(m any) error {
+	out, err := marshal(m)
+	if err != nil {
+		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
+	defer putBuf(out)
+	c := st.c
+	c.mu.Lock()
+	if st.reset || c.closed {
+		c.mu.Unlock()
+		return errStreamDone
+	}
+	if !st.headersSent {
+		st.sendHeadersLocked()
+	}
+	err = c.appendDataLocked(st, *out)
+	flush := c.startFlushLocked()
+	c.mu.Unlock()
+	if flush {
+		c.flush()
+	}
+	return err
+}
+
+// RecvMsg reads the request into m; the server serves no method that
+// takes more than one, so a second call returns io.EOF.
+func (st *stream) RecvMsg(m any) error {
+	if st.recvd {
+		return io.EOF
+	}
+	st.recvd = true
+	msg, bad := grpcMessage(st.body(), st.encoding)
+	if bad != nil {
+		return bad.Err()
+	}
+	return unmarshal(msg, m)
+}
