@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // HPACK encoding (RFC 7541), the little of it the server needs. The server

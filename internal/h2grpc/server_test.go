@@ -472,7 +472,7 @@ func TestRegisterPanics(t *testing.T) {
 	s := h2grpc.NewServer(h2grpc.Options{})
 	testpb.RegisterTestServiceServer(s, &testService{})
 	for name, f := range map[string]func(){
-		"twice":     func() { testpb.RegisterTestServiceServer(s, &testService{}) },
+		"twice":      func() { testpb.RegisterTestServiceServer(s, &testService{}) },
 		"wrong type": func() { s.RegisterService(&healthpb.Health_ServiceDesc, &testService{}) },
 	} {
 		func() {
