@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/h2grpc"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
@@ -56,6 +57,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	gcPercent := fs.Int("gc-percent", rlsGCPercent, "the Go garbage collector's target `PERCENT` (as GOGC): the server's live heap is a few MB, so a larger target spends a few MB more on less collection CPU; 0 keeps the runtime's (GOGC, else 100)")
 	debugListen := fs.String("debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
 	nearRatio := fs.Float64("near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
+	grpcServer := fs.String("grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -74,6 +76,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	policy, err := redisstore.ParsePolicy(*onError)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *grpcServer != "lean" && *grpcServer != "grpc-go" {
+		return fmt.Errorf("%w: --grpc-server %q: want lean or grpc-go", errUsage, *grpcServer)
 	}
 	if *gcPercent < 0 {
 		return fmt.Errorf("%w: --gc-percent %d is negative", errUsage, *gcPercent)
@@ -132,7 +137,12 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *gcPercent > 0 {
 		defer debug.SetGCPercent(debug.SetGCPercent(*gcPercent))
 	}
-	g := grpc.NewServer(rls.ServerOptions()...)
+	var g grpcServerImpl
+	if *grpcServer == "lean" {
+		g = h2grpc.NewServer(h2grpc.Options{Logger: log})
+	} else {
+		g = grpc.NewServer(rls.ServerOptions()...)
+	}
 	srv.Register(g)
 	var hs *http.Server
 	if hln != nil {
@@ -171,7 +181,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		serve("debug", func() error { return ds.Serve(dln) })
 	}
 	attrs := []any{"grpc", gln.Addr().String(), "config_dir", *configDir, "domains", set.Domains(),
-		"store", redactStoreURL(*storeURL), "headers", hm.String()}
+		"store", redactStoreURL(*storeURL), "headers", hm.String(), "grpc_server", *grpcServer}
 	if hln != nil {
 		attrs = append(attrs, "http", hln.Addr().String())
 	}
@@ -205,6 +215,15 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	wg.Wait()
 	log.Info("sluice rls: stopped")
 	return err
+}
+
+// grpcServerImpl is what rls needs of a gRPC server: grpc-go's and
+// h2grpc's.
+type grpcServerImpl interface {
+	grpc.ServiceRegistrar
+	Serve(net.Listener) error
+	GracefulStop()
+	Stop()
 }
 
 // pprofHandler serves net/http/pprof's profiles under /debug/pprof/.
