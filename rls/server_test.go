@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/internal/h2grpc"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -131,6 +132,17 @@ func writeConfig(t testing.TB, dir, name, content string) {
 	}
 }
 
+// grpcGoTests names the tests served by grpc-go's server rather than
+// h2grpc's, which sluice rls serves with by default.
+var grpcGoTests sync.Map
+
+// grpcServer is what serve needs of grpc-go's and h2grpc's servers.
+type grpcServer interface {
+	grpc.ServiceRegistrar
+	Serve(net.Listener) error
+	Stop()
+}
+
 // serve starts s on a loopback gRPC listener and returns a client.
 func serve(t testing.TB, s *rls.Server) *grpc.ClientConn {
 	t.Helper()
@@ -138,7 +150,10 @@ func serve(t testing.TB, s *rls.Server) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(rls.ServerOptions()...)
+	var g grpcServer = h2grpc.NewServer(h2grpc.Options{})
+	if _, ok := grpcGoTests.Load(t.Name()); ok {
+		g = grpc.NewServer(rls.ServerOptions()...)
+	}
 	s.Register(g)
 	done := make(chan struct{})
 	go func() { defer close(done); g.Serve(lis) }()
@@ -178,6 +193,13 @@ func forEachStore(t *testing.T, name string, f func(t *testing.T, store storeFun
 	t.Run(name+"memory", func(t *testing.T) {
 		t.Parallel()
 		f(t, memoryStore)
+	})
+	t.Run(name+"memory-grpc-go", func(t *testing.T) {
+		t.Parallel()
+		f(t, func(t testing.TB, now func() time.Time) ratelimit.Store {
+			grpcGoTests.Store(t.Name(), true)
+			return memoryStore(t, now)
+		})
 	})
 	for _, kind := range []string{"redis", "redis-cluster", "redis-denycache"} {
 		t.Run(name+kind, func(t *testing.T) {
