@@ -118,6 +118,22 @@ func askRLS(t *testing.T, addr string, hits ...uint32) []pb.RateLimitResponse_Co
 	return out
 }
 
+// TestRLSGRPCServers: both gRPC servers serve the same answers, and the
+// log names the one in use.
+func TestRLSGRPCServers(t *testing.T) {
+	for _, impl := range []string{"lean", "grpc-go"} {
+		t.Run(impl, func(t *testing.T) {
+			grpcAddr, _, logs := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--grpc-server", impl)
+			if codes := askRLS(t, grpcAddr, 1, 6); codes[0] != pb.RateLimitResponse_OK || codes[1] != pb.RateLimitResponse_OVER_LIMIT {
+				t.Errorf("codes = %v, want [OK OVER_LIMIT]", codes)
+			}
+			if !strings.Contains(logs.String(), "grpc_server="+impl) {
+				t.Errorf("the log does not name the gRPC server:\n%s", logs)
+			}
+		})
+	}
+}
+
 func TestRLSServesExampleConfig(t *testing.T) {
 	grpcAddr, httpAddr, _ := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
 	// The example's search limit is 5 a second: one hit is OK in any
@@ -200,6 +216,7 @@ func TestRLSUsage(t *testing.T) {
 		{"bad headers", []string{"--config-dir", ".", "--headers", "loud"}, errUsage},
 		{"bad policy", []string{"--config-dir", ".", "--on-store-error", "shrug"}, errUsage},
 		{"negative gc percent", []string{"--config-dir", ".", "--gc-percent", "-1"}, errUsage},
+		{"bad grpc server", []string{"--config-dir", ".", "--grpc-server", "netty"}, errUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
