@@ -39,9 +39,12 @@
 // codes.InvalidArgument instead of a panic or a silent guess.
 //
 // Server implements the gRPC service; Register adds it and the gRPC health
-// service to a grpc.Server (made with ServerOptions). With a remote store,
+// service to any grpc.ServiceRegistrar: a grpc.Server (made with
+// ServerOptions), or the lean HTTP/2 server `sluice rls` serves with by
+// default (internal/h2grpc). With a remote store,
 // Options.ParallelDescriptors applies a request's descriptors concurrently,
-// about one round trip a request, as envoyproxy/ratelimit's pipeline. Handler serves envoyproxy/ratelimit's HTTP
+// about one round trip a request, as envoyproxy/ratelimit's pipeline.
+// Handler serves envoyproxy/ratelimit's HTTP
 // endpoints: POST /json (a RateLimitRequest in protojson), /healthcheck and
 // /metrics (Prometheus, with envoyproxy/ratelimit's stat names per rule:
 // ratelimit_service_rate_limit_total_hits, _over_limit, _near_limit,

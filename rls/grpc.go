@@ -6,7 +6,8 @@ import (
 	"google.golang.org/grpc"
 )
 
-// ServerOptions returns the grpc.ServerOptions `sluice rls` serves with:
+// ServerOptions returns the grpc.ServerOptions `sluice rls --grpc-server
+// grpc-go` serves with:
 //
 //   - Stream workers (grpc.NumStreamWorkers), 32 per CPU up to 1024: a call
 //     runs on a goroutine that has served calls before, whose stack has
