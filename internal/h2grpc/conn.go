@@ -71,7 +71,8 @@ type conn struct {
 	dec         *hpack.Decoder
 	req         request // the header block being decoded
 	blockLen    int     // its encoded length so far
-	hstream     uint32  // its stream
+	hstream     uint32  // its stream; 0 for a late block, to decode and drop
+	hid         uint32  // the stream its frames come on
 	hend        bool    // its HEADERS frame had END_STREAM
 	hexisting   *stream // the stream it continues (trailers), if any
 	contStream  uint32  // a header block on this stream awaits CONTINUATION
@@ -193,7 +194,14 @@ func (c *conn) finish() {
 	for c.flushing {
 		c.cond.Wait()
 	}
+	// Write what is still queued (the GOAWAY of a connection error, say):
+	// the writer goroutine may not have taken it up yet. The write
+	// deadline bounds it.
+	flush := c.startFlushLocked()
 	c.mu.Unlock()
+	if flush {
+		c.flush()
+	}
 	c.nc.Close()
 	close(c.done)
 }
@@ -426,7 +434,7 @@ func (c *conn) onHeaders(flags http2.Flags, id uint32, p []byte) error {
 	}
 	c.req = request{}
 	c.blockLen = 0
-	c.hstream, c.hend = id, flags.Has(http2.FlagHeadersEndStream)
+	c.hstream, c.hid, c.hend = id, id, flags.Has(http2.FlagHeadersEndStream)
 	c.hexisting = c.stream(id)
 	if c.hexisting == nil && !c.closedID(id) {
 		c.mu.Lock()
@@ -449,10 +457,8 @@ func (c *conn) onFragment(end bool, p []byte) error {
 		return connError{http2.ErrCodeCompression, err.Error()}
 	}
 	if !end {
-		c.contStream = c.hstream
-		if c.contStream == 0 {
-			c.contStream = 1<<31 - 1 // not a stream a client can use
-		}
+		// The CONTINUATIONs come on the block's stream, a late block's too.
+		c.contStream = c.hid
 		return nil
 	}
 	c.contStream = 0

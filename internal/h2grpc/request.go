@@ -69,6 +69,7 @@ type request struct {
 	malformed   string // why the block is not a valid request, if it is not
 	size        uint32 // the header list's size, as SETTINGS_MAX_HEADER_LIST_SIZE counts it
 	regular     bool   // a regular field has been seen (no pseudo-field may follow)
+	pseudo      uint8  // the pseudo-fields seen, a bit each
 }
 
 // field records one decoded header field (RFC 9113 §8.2, §8.3).
@@ -92,17 +93,25 @@ func (r *request) field(name, value string) {
 			r.malformed = "pseudo-header after regular header"
 			return
 		}
+		var bit uint8
 		switch name {
 		case ":method":
-			r.method = value
+			r.method, bit = value, 1
 		case ":path":
-			r.path = value
+			r.path, bit = value, 2
 		case ":scheme":
-			r.scheme = true
+			r.scheme, bit = true, 4
 		case ":authority":
+			bit = 8
 		default:
 			r.malformed = "unknown pseudo-header " + name
 		}
+		if r.pseudo&bit != 0 {
+			// Which one a proxy in front heeded is anyone's guess (RFC
+			// 9113 §8.3: each appears once at most).
+			r.malformed = "pseudo-header " + name + " repeated"
+		}
+		r.pseudo |= bit
 		return
 	}
 	r.regular = true
