@@ -441,7 +441,11 @@ func (c *conn) onHeaders(flags http2.Flags, id uint32, p []byte) error {
 		c.lastID = id
 		c.mu.Unlock()
 	} else if c.hexisting == nil {
-		c.hstream = 0 // a late block on a closed stream: decoded, then dropped
+		// A late block on a closed stream: decoded, to keep HPACK's table
+		// in step, then dropped. The server does not remember which
+		// closed streams it reset, after which the client may still send
+		// (RFC 9113 §5.1 "closed"), so it treats every closed stream so.
+		c.hstream = 0
 	}
 	return c.onFragment(flags.Has(http2.FlagHeadersEndHeaders), p)
 }
@@ -473,7 +477,9 @@ func (c *conn) onFragment(end bool, p []byte) error {
 		if st.dispatched {
 			return c.reset(st, http2.ErrCodeStreamClosed)
 		}
-		if !c.hend {
+		// Trailers end the stream and carry no pseudo-headers (RFC 9113
+		// §8.1).
+		if !c.hend || c.req.pseudo != 0 || c.req.malformed != "" {
 			return c.reset(st, http2.ErrCodeProtocol)
 		}
 		return c.endRequest(st)

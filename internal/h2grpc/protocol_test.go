@@ -812,6 +812,11 @@ func TestProtoStreamErrors(t *testing.T) {
 		{"two :path", []string{":method", "POST", ":scheme", "http", ":path", pathEmpty, ":path", "/other", "content-type", "application/grpc"}, empty, "", "", http2.ErrCodeProtocol},
 		{"two :method", []string{":method", "POST", ":method", "GET", ":scheme", "http", ":path", pathEmpty, "content-type", "application/grpc"}, empty, "", "", http2.ErrCodeProtocol},
 		{"connection header", reqFields(pathEmpty, "connection", "keep-alive"), empty, "", "", http2.ErrCodeProtocol},
+		{"CR LF in a header value", reqFields(pathEmpty, "x-split", "a\r\nx-injected: b"), empty, "", "", http2.ErrCodeProtocol},
+		{"NUL in a header value", reqFields(pathEmpty, "x-nul", "a\x00b"), empty, "", "", http2.ErrCodeProtocol},
+		{"space in a header name", reqFields(pathEmpty, "x bad", "v"), empty, "", "", http2.ErrCodeProtocol},
+		{"colon inside a header name", reqFields(pathEmpty, "x:bad", "v"), empty, "", "", http2.ErrCodeProtocol},
+		{"tab in a header value", reqFields(pathEmpty, "x-tab", "a\tb"), empty, "", "0", 0},
 		{"te other than trailers", reqFields(pathEmpty, "te", "gzip"), empty, "", "", http2.ErrCodeProtocol},
 		{"header list larger than MaxHeaderListSize", append(reqFields(pathEmpty), bigFields(70)...), empty, "", "8", 0},
 		{"unknown method", reqFields("/no.Such/Method"), empty, "", "12", 0},
@@ -858,9 +863,10 @@ func TestProtoStreamErrors(t *testing.T) {
 			t.Errorf("%s: grpc-status %s (%s), want %s", tc.name, s, m, tc.grpc)
 		}
 	}
-	// Only the call with application/grpc+proto reached a handler.
-	if got := svc.calls.Load(); got != 1 {
-		t.Errorf("the handlers ran %d times, want 1", got)
+	// Only the calls with application/grpc+proto and with a tab in a
+	// value reached a handler.
+	if got := svc.calls.Load(); got != 2 {
+		t.Errorf("the handlers ran %d times, want 2", got)
 	}
 	// The connection still serves.
 	checkOK(t, c.call(id, reqFields(pathEmpty), empty), &testpb.Empty{})
@@ -953,9 +959,14 @@ func TestProtoStreamResets(t *testing.T) {
 	c.check(c.fr.WriteWindowUpdate(13, 1))
 	c.check(c.fr.WriteRSTStream(13, http2.ErrCodeCancel))
 
+	// Trailers with a pseudo-header (RFC 9113 §8.1).
+	headers(15)
+	c.check(c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 15, BlockFragment: c.block(":path", "/x"), EndHeaders: true, EndStream: true}))
+	expectRST(15, http2.ErrCodeProtocol)
+
 	// The connection still serves.
 	req := marshalFrame(t, &testpb.SimpleRequest{ResponseSize: 3})
-	checkOK(t, c.call(15, reqFields(pathUnary), req), &testpb.SimpleResponse{Payload: payload(3)})
+	checkOK(t, c.call(17, reqFields(pathUnary), req), &testpb.SimpleResponse{Payload: payload(3)})
 	if got := svc.calls.Load(); got != 4 {
 		t.Fatalf("the handlers ran %d times, want 4", got)
 	}

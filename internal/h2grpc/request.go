@@ -44,6 +44,15 @@ func parseTimeout(s string) (time.Duration, error) {
 	return time.Duration(n) * unit, nil
 }
 
+// nameByte marks the bytes a header name may hold besides uppercase
+// letters (RFC 9110 §5.6.2's tchar).
+var nameByte = func() (t [256]bool) {
+	for _, c := range []byte("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+		t[c] = true
+	}
+	return t
+}()
+
 const maxDuration = time.Duration(1<<63 - 1)
 
 // grpcContentType reports whether v names a gRPC content type:
@@ -86,7 +95,16 @@ func (r *request) field(name, value string) {
 		if c := name[i]; c >= 'A' && c <= 'Z' {
 			r.malformed = "uppercase header name"
 			return
+		} else if !nameByte[c] && !(i == 0 && c == ':') {
+			r.malformed = "invalid character in header name"
+			return
 		}
+	}
+	// RFC 9113 §8.2.1: a value with NUL, CR or LF could split into two
+	// headers on its way through an HTTP/1 hop.
+	if strings.ContainsAny(value, "\x00\r\n") {
+		r.malformed = "invalid character in value of header " + name
+		return
 	}
 	if name[0] == ':' {
 		if r.regular {
