@@ -102,9 +102,11 @@ func (r *request) field(name, value string) {
 	}
 	// RFC 9113 §8.2.1: a value with NUL, CR or LF could split into two
 	// headers on its way through an HTTP/1 hop.
-	if strings.ContainsAny(value, "\x00\r\n") {
-		r.malformed = "invalid character in value of header " + name
-		return
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c <= '\r' && (c == 0 || c == '\r' || c == '\n') {
+			r.malformed = "invalid character in value of header " + name
+			return
+		}
 	}
 	if name[0] == ':' {
 		if r.regular {
