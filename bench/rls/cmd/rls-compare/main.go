@@ -51,6 +51,7 @@ func main() {
 	sluiceArgs := flag.String("sluice-args", "", "extra flags for sluice rls on redis, space-separated")
 	envoyGOGC := flag.Int("envoy-gogc", 0, "also run an envoyproxy/ratelimit instance with this GOGC (sluice rls's --gc-percent is 400); 0: none")
 	envoyPool := flag.Int("envoy-pool", 0, "also run an envoyproxy/ratelimit instance with this many Redis connections (REDIS_POOL_SIZE; its default is 10); 0: none")
+	grpcGo := flag.Bool("grpc-go", false, "also run sluice rls with --grpc-server grpc-go (grpc-go's server instead of its own), on Redis and on memory")
 	skipAgree := flag.Bool("skip-agree", false, "skip the agreement check")
 	cpuProfile := flag.String("cpuprofile", "", "write the load generator's CPU profile of the throughput rounds to `FILE`")
 	pinCPUs := flag.Bool("pin", true, "give the servers and redis-server the last CPU and keep the load generator on the others, each server with GOMAXPROCS 1: requests per second per server CPU, its Redis included (needs 2 CPUs; -pin=false shares the CPUs)")
@@ -151,8 +152,27 @@ func main() {
 	}
 	defer sluiceMem.Stop()
 
+	sluices := []*rls.Proc{sluiceRedis, sluiceMem}
+	if *grpcGo {
+		// The same servers answering through grpc-go: what the lean
+		// gRPC server saves, measured in the same rounds.
+		for _, store := range []string{"redis://" + redis.Addr, "memory"} {
+			args := []string{"--grpc-server", "grpc-go"}
+			if store != "memory" {
+				args = append(args, "--store-timeout", "10s")
+			}
+			p, err := rls.StartSluice(ctx, sluiceBin, cfg, store, args...)
+			if err != nil {
+				log.Fatal(err)
+			}
+			defer p.Stop()
+			p.Name = strings.TrimSuffix(p.Name, ")") + ", grpc-go)"
+			sluices = append(sluices, p)
+		}
+	}
+
 	where := "the load generator, the servers and redis-server share the CPUs"
-	servers := slices.Concat([]*rls.Proc{envoy, envoyPiped}, variants, []*rls.Proc{sluiceRedis, sluiceMem})
+	servers := slices.Concat([]*rls.Proc{envoy, envoyPiped}, variants, sluices)
 	if *pinCPUs {
 		pids := []int{redisPID}
 		for _, p := range servers {
