@@ -57,13 +57,11 @@ func protocolError(reason string) connError { return connError{http2.ErrCodeProt
 // progress writes wbuf out (a handler, or the writer goroutine for the
 // frames the reader queues).
 type conn struct {
-	srv    *Server
-	nc     net.Conn
-	br     *bufio.Reader
-	ctx    context.Context
-	cancel context.CancelFunc
-	kick   chan struct{} // wakes the writer goroutine
-	done   chan struct{} // closed when the connection has ended
+	srv  *Server
+	nc   net.Conn
+	br   *bufio.Reader
+	kick chan struct{} // wakes the writer goroutine
+	done chan struct{} // closed when the connection has ended
 
 	// Owned by the reading goroutine.
 	hdr         [9]byte
@@ -99,13 +97,10 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		srv:          s,
 		nc:           nc,
 		br:           bufio.NewReaderSize(nc, 32<<10),
-		ctx:          ctx,
-		cancel:       cancel,
 		kick:         make(chan struct{}, 1),
 		done:         make(chan struct{}),
 		payload:      make([]byte, maxFrameSize),
@@ -186,8 +181,11 @@ func (c *conn) finish() {
 	c.mu.Lock()
 	c.closed = true
 	c.cond.Broadcast()
+	// Every stream whose handler may run is in c.streams until it ends.
+	for _, st := range c.streams {
+		st.ctx.cancel(context.Canceled)
+	}
 	c.mu.Unlock()
-	c.cancel()
 	c.nc.SetWriteDeadline(time.Now().Add(closeGrace))
 	c.handlers.Wait()
 	c.mu.Lock()
@@ -523,9 +521,7 @@ func (c *conn) open(id uint32, end bool) error {
 	}
 	st := &stream{c: c, id: id, m: m, recvWin: defaultWindow, encoding: r.encoding}
 	if r.hasTimeout {
-		st.ctx, st.cancel = context.WithTimeout(c.ctx, r.timeout)
-	} else {
-		st.ctx, st.cancel = context.WithCancel(c.ctx)
+		st.ctx.setTimeout(r.timeout)
 	}
 	c.mu.Lock()
 	st.sendWin = c.peerInitWin
@@ -589,7 +585,7 @@ func (c *conn) drop(st *stream) {
 		c.cond.Broadcast()
 	}
 	c.mu.Unlock()
-	st.cancel()
+	st.ctx.cancel(context.Canceled)
 }
 
 // releaseLocked counts a stream as no longer active, and closes a

@@ -21,8 +21,7 @@ type stream struct {
 	c        *conn
 	id       uint32
 	m        *method
-	ctx      context.Context
-	cancel   context.CancelFunc
+	ctx      callCtx
 	encoding string
 	buf      *[]byte // the request body, gRPC-framed, while it arrives (reader's)
 
@@ -80,7 +79,7 @@ func (st *stream) run() {
 		if bad != nil {
 			s = bad
 		} else {
-			resp, err := st.m.unary(st.m.impl, st.ctx, func(v any) error { return unmarshal(msg, v) }, nil)
+			resp, err := st.m.unary(st.m.impl, &st.ctx, func(v any) error { return unmarshal(msg, v) }, nil)
 			if err != nil {
 				s = statusOf(err)
 			} else if out, err = marshal(resp); err != nil {
@@ -175,7 +174,7 @@ func (st *stream) finish(out *[]byte, s *status.Status) {
 	c.releaseLocked()
 	flush := c.startFlushLocked()
 	c.mu.Unlock()
-	st.cancel()
+	st.ctx.cancel(context.Canceled)
 	if flush {
 		c.flush()
 	}
@@ -194,7 +193,7 @@ func (st *stream) sendHeadersLocked() {
 // Context returns the call's context: canceled when the client resets the
 // stream, the deadline it sent (grpc-timeout) passes, or the connection
 // ends.
-func (st *stream) Context() context.Context { return st.ctx }
+func (st *stream) Context() context.Context { return &st.ctx }
 
 // SetHeader adds md to the response headers.
 func (st *stream) SetHeader(md metadata.MD) error {
