@@ -895,6 +895,17 @@ func TestProtoStreamResets(t *testing.T) {
 	headers := func(id uint32) {
 		c.check(c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.block(reqFields(pathUnary)...), EndHeaders: true}))
 	}
+	expectCanceled := func() {
+		t.Helper()
+		select {
+		case err := <-canceled:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("the handler saw %v", err)
+			}
+		case <-time.After(readTimeout):
+			t.Fatal("the handler was not canceled")
+		}
+	}
 	expectRST := func(id uint32, code http2.ErrCode) {
 		t.Helper()
 		if r := c.collect(id)[id]; !r.rst || r.code != code {
@@ -928,14 +939,7 @@ func TestProtoStreamResets(t *testing.T) {
 	c.send(9, reqFields(pathUnary), block)
 	c.check(c.fr.WriteData(9, true, block))
 	expectRST(9, http2.ErrCodeStreamClosed)
-	select {
-	case err := <-canceled:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("the handler saw %v", err)
-		}
-	case <-time.After(readTimeout):
-		t.Fatal("the handler was not canceled")
-	}
+	expectCanceled()
 
 	// Trailers after the request ended: the same.
 	c.send(11, reqFields(pathUnary), block)
@@ -947,14 +951,7 @@ func TestProtoStreamResets(t *testing.T) {
 	// stream are late, not errors.
 	c.send(13, reqFields(pathUnary), block)
 	c.check(c.fr.WriteRSTStream(13, http2.ErrCodeCancel))
-	select {
-	case err := <-canceled:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("the handler saw %v", err)
-		}
-	case <-time.After(readTimeout):
-		t.Fatal("the handler was not canceled")
-	}
+	expectCanceled()
 	c.check(c.fr.WriteData(13, true, block))
 	c.check(c.fr.WriteWindowUpdate(13, 1))
 	c.check(c.fr.WriteRSTStream(13, http2.ErrCodeCancel))

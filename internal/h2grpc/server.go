@@ -229,31 +229,23 @@ func (s *Server) dispatch(st *stream) {
 // Stop closes every listener and connection at once: calls in flight are
 // canceled. It returns when every connection's goroutines and handlers
 // have returned.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	s.stopped = true
-	for lis := range s.listeners {
-		lis.Close()
-	}
-	for c := range s.conns {
-		c.abort()
-	}
-	s.mu.Unlock()
-	s.connWG.Wait()
-	s.stopWorkers()
-}
+func (s *Server) Stop() { s.shutdown(&s.stopped, (*conn).abort) }
 
 // GracefulStop stops accepting connections, tells every client (GOAWAY)
 // that no new call will be taken, and returns when the calls in flight
 // have finished and the connections have closed.
-func (s *Server) GracefulStop() {
+func (s *Server) GracefulStop() { s.shutdown(&s.draining, (*conn).drain) }
+
+// shutdown sets flag, closes the listeners, ends every connection with
+// end, and waits for the connections and the workers to finish.
+func (s *Server) shutdown(flag *bool, end func(*conn)) {
 	s.mu.Lock()
-	s.draining = true
+	*flag = true
 	for lis := range s.listeners {
 		lis.Close()
 	}
 	for c := range s.conns {
-		c.drain()
+		end(c)
 	}
 	s.mu.Unlock()
 	s.connWG.Wait()
