@@ -6,7 +6,8 @@
 // also dies with the test process, so a crashed test leaks nothing.
 //
 // When redis-server is not installed the test is skipped, except under
-// CI=true, where it fails: CI must not pass by skipping.
+// CI=true, where it fails: CI must not pass by skipping. StartValkey runs
+// valkey-server instead, under the same rule (scripts/test fetches it).
 //
 // Tests sharing a server must use distinct keys; Prefix returns one per
 // test.

@@ -21,21 +21,54 @@ import (
 // after it was started. It is generous: CI machines are small and noisy.
 const StartTimeout = 20 * time.Second
 
+// find returns the path of the program name: in PATH, or in the usual
+// directories.
+func find(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/bin", "/usr/local/bin", "/usr/sbin"} {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("redistest: %s not found in PATH", name)
+}
+
+// ValkeyBinary returns the path of valkey-server, or an error when it is
+// missing.
+func ValkeyBinary() (string, error) { return find("valkey-server") }
+
+// RequireValkey skips tb when valkey-server is missing, or fails it when
+// the environment variable CI is "true" (scripts/test fetches it).
+func RequireValkey(tb testing.TB) {
+	tb.Helper()
+	if _, err := ValkeyBinary(); err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("%v (required under CI=true; scripts/test fetches it)", err)
+		}
+		tb.Skipf("%v; skipping", err)
+	}
+}
+
+// StartValkey starts a standalone valkey-server for tb, as Start does a
+// redis-server, and stops it when tb ends.
+func StartValkey(tb testing.TB, extra ...string) *Server {
+	tb.Helper()
+	RequireValkey(tb)
+	bin, _ := ValkeyBinary()
+	s, err := startServerBin(bin, tb.TempDir(), false, extra...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
 // Binaries returns the paths of redis-server and redis-cli, or an error
 // naming the one that is missing.
 func Binaries() (server, cli string, err error) {
-	find := func(name string) (string, error) {
-		if p, err := exec.LookPath(name); err == nil {
-			return p, nil
-		}
-		for _, dir := range []string{"/usr/bin", "/usr/local/bin", "/usr/sbin"} {
-			p := filepath.Join(dir, name)
-			if st, err := os.Stat(p); err == nil && !st.IsDir() {
-				return p, nil
-			}
-		}
-		return "", fmt.Errorf("redistest: %s not found in PATH", name)
-	}
 	if server, err = find("redis-server"); err != nil {
 		return "", "", err
 	}
@@ -62,6 +95,7 @@ type Server struct {
 	Addr string // host:port, always 127.0.0.1
 	Port int
 
+	bin     string // redis-server, or valkey-server
 	dir     string
 	args    []string
 	cleanup bool // remove dir on Close
@@ -107,6 +141,16 @@ func StartServer() (*Server, error) {
 }
 
 func startServer(dir string, cluster bool, extra ...string) (*Server, error) {
+	bin, _, err := Binaries()
+	if err != nil {
+		return nil, err
+	}
+	return startServerBin(bin, dir, cluster, extra...)
+}
+
+// startServerBin starts the server program bin (redis-server or
+// valkey-server).
+func startServerBin(bin, dir string, cluster bool, extra ...string) (*Server, error) {
 	var last error
 	for attempt := 0; attempt < 8; attempt++ {
 		port, err := freePort(cluster)
@@ -116,6 +160,7 @@ func startServer(dir string, cluster bool, extra ...string) (*Server, error) {
 		s := &Server{
 			Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			Port: port,
+			bin:  bin,
 			dir:  filepath.Join(dir, strconv.Itoa(port)),
 		}
 		if err := os.MkdirAll(s.dir, 0o755); err != nil {
@@ -183,15 +228,11 @@ func freePort(cluster bool) (int, error) {
 
 // launch starts the process and waits until it answers PING.
 func (s *Server) launch() error {
-	server, _, err := Binaries()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(server, s.args...)
+	cmd := exec.Command(s.bin, s.args...)
 	cmd.Dir = s.dir
 	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start redis-server: %w", err)
+		return fmt.Errorf("redistest: start %s: %w", filepath.Base(s.bin), err)
 	}
 	exited := make(chan struct{})
 	go func() {

@@ -1,6 +1,7 @@
 package redistest_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -82,5 +83,25 @@ func TestCluster(t *testing.T) {
 	}
 	if len(seen) < 2 {
 		t.Fatalf("7 hash tags all on %v; want them spread", seen)
+	}
+}
+
+// TestValkey: StartValkey runs valkey-server, not redis-server, and it
+// survives a kill and restart as a redis-server does.
+func TestValkey(t *testing.T) {
+	s := redistest.StartValkey(t)
+	info, err := s.Do("INFO", "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := info.(string); !strings.Contains(v, "valkey_version:") {
+		t.Fatalf("INFO server names no valkey_version:\n%.300s", v)
+	}
+	s.Kill()
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Do("PING"); err != nil || got != "PONG" {
+		t.Fatalf("PING after restart = %v, %v", got, err)
 	}
 }
