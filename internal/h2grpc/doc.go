@@ -10,9 +10,11 @@
 // straight off a buffered reader, decodes headers with
 // golang.org/x/net/http2/hpack, answers with header blocks encoded once,
 // coalesces the answers of concurrent calls into one write, and runs
-// handlers on a pool of goroutines whose stacks have grown. In bench/rls
-// `sluice rls` spends 9.4 µs of CPU a call on it against 16.9 µs on
-// grpc-go's server (memory store).
+// handlers on a pool of goroutines whose stacks have grown. In bench/rls,
+// measured in the same rounds, `sluice rls` spends 9.3–10.9 µs of CPU a
+// call on it against 22.4–26.7 µs on grpc-go's server with the memory
+// store, and 17.9–24.0 against 37.6–44.4 µs with Redis
+// (docs/bench-rls.md).
 //
 // What it serves, and what it keeps of HTTP/2 (RFC 9113):
 //
