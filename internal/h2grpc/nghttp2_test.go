@@ -22,11 +22,13 @@ import (
 // nghttp2, the HTTP/2 library Envoy's codec was built on: its HPACK
 // (Huffman, dynamic table), SETTINGS, window updates and stream
 // concurrency are another implementation's, not x/net's or grpc-go's. It
-// sends every call on one session at once and prints what came back.
+// sends every call on one session at once, with the SETTINGS and the
+// connection window the test gives it, and prints what came back.
 const nodeClient = `
 const http2 = require('http2');
 const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
-const session = http2.connect('http://' + input.addr);
+const session = http2.connect('http://' + input.addr, { settings: input.settings });
+if (input.connWindow) session.on('connect', () => session.setLocalWindowSize(input.connWindow));
 session.on('error', (e) => { console.error(String(e)); process.exit(2); });
 const calls = input.calls.map((c) => new Promise((resolve) => {
   const req = session.request(Object.assign({
@@ -128,8 +130,11 @@ func TestNodeHTTP2Client(t *testing.T) {
 			ResponseStatus: &testpb.EchoStatus{Code: 9, Message: "not now: é"},
 		})},
 		{Path: "/no.Such/Method", Body: frameHex(t, &testpb.Empty{})},
+		// The headers Envoy's gRPC client adds to a rate limit call (its
+		// filter's default timeout is 20ms; 5S here, for slow machines).
 		{Path: "/grpc.testing.TestService/UnaryCall", Body: frameHex(t, &testpb.SimpleRequest{ResponseSize: 1}),
-			Headers: map[string]string{"grpc-timeout": "5S", "x-custom": "a value"}},
+			Headers: map[string]string{":authority": "rate_limit_cluster", "grpc-timeout": "5S", "x-envoy-internal": "true",
+				"x-forwarded-for": "10.0.0.1", "x-envoy-expected-rq-timeout-ms": "5000", "x-custom": "a value"}},
 	}
 	const many = 100
 	for i := range many {
@@ -139,7 +144,10 @@ func TestNodeHTTP2Client(t *testing.T) {
 		}
 		calls = append(calls, nodeCall{Path: "/grpc.testing.TestService/UnaryCall", Body: frameHex(t, req)})
 	}
-	in, err := json.Marshal(map[string]any{"addr": f.addr, "calls": calls})
+	// The session as Envoy opens one to a gRPC cluster by default: 256 MiB
+	// stream and connection windows, no push, no limit on streams.
+	settings := map[string]any{"initialWindowSize": 1 << 28, "enablePush": false, "maxConcurrentStreams": 1<<31 - 1}
+	in, err := json.Marshal(map[string]any{"addr": f.addr, "calls": calls, "settings": settings, "connWindow": 1 << 28})
 	if err != nil {
 		t.Fatal(err)
 	}
