@@ -44,26 +44,17 @@ func ValkeyBinary() (string, error) { return find("valkey-server") }
 // the environment variable CI is "true" (scripts/test fetches it).
 func RequireValkey(tb testing.TB) {
 	tb.Helper()
-	if _, err := ValkeyBinary(); err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("%v (required under CI=true; scripts/test fetches it)", err)
-		}
-		tb.Skipf("%v; skipping", err)
-	}
+	_, err := ValkeyBinary()
+	require(tb, err)
 }
 
 // StartValkey starts a standalone valkey-server for tb, as Start does a
 // redis-server, and stops it when tb ends.
 func StartValkey(tb testing.TB, extra ...string) *Server {
 	tb.Helper()
-	RequireValkey(tb)
-	bin, _ := ValkeyBinary()
-	s, err := startServerBin(bin, tb.TempDir(), false, extra...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(s.Close)
-	return s
+	bin, err := ValkeyBinary()
+	require(tb, err)
+	return start(tb, bin, extra)
 }
 
 // Binaries returns the paths of redis-server and redis-cli, or an error
@@ -82,12 +73,21 @@ func Binaries() (server, cli string, err error) {
 // when the environment variable CI is "true".
 func Require(tb testing.TB) {
 	tb.Helper()
-	if _, _, err := Binaries(); err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("%v (required under CI=true; scripts/test installs it)", err)
-		}
-		tb.Skipf("%v; skipping", err)
+	_, _, err := Binaries()
+	require(tb, err)
+}
+
+// require skips tb for err, a missing program, or fails it under CI=true:
+// CI must not pass by skipping.
+func require(tb testing.TB, err error) {
+	tb.Helper()
+	if err == nil {
+		return
 	}
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf("%v (required under CI=true; scripts/test installs it)", err)
+	}
+	tb.Skipf("%v; skipping", err)
 }
 
 // Server is one redis-server process listening on 127.0.0.1.
@@ -111,8 +111,15 @@ type Server struct {
 // "--tls-port", "0", …); the server must still answer PING on Addr.
 func Start(tb testing.TB, extra ...string) *Server {
 	tb.Helper()
-	Require(tb)
-	s, err := startServer(tb.TempDir(), false, extra...)
+	bin, _, err := Binaries()
+	require(tb, err)
+	return start(tb, bin, extra)
+}
+
+// start starts the server program bin for tb and stops it when tb ends.
+func start(tb testing.TB, bin string, extra []string) *Server {
+	tb.Helper()
+	s, err := startServerBin(bin, tb.TempDir(), false, extra...)
 	if err != nil {
 		tb.Fatal(err)
 	}
