@@ -261,13 +261,18 @@ func StartSluice(ctx context.Context, bin, configDir, store string, extra ...str
 	addr := "127.0.0.1:" + strconv.Itoa(gp)
 	args := append([]string{"rls", "--config-dir", configDir, "--grpc-listen", addr, "--http-listen", "", "--store", store}, extra...)
 	cmd := exec.CommandContext(ctx, bin, args...)
-	name := "sluice rls"
+	// The name says the store, and the gRPC server when it is not the
+	// default: "sluice rls (redis, grpc-go)".
+	kind := "redis"
 	if store == "memory" {
-		name += " (memory)"
-	} else {
-		name += " (redis)"
+		kind = "memory"
 	}
-	return start(ctx, name, addr, cmd)
+	for i, a := range extra {
+		if a == "--grpc-server" && i+1 < len(extra) && extra[i+1] != "lean" {
+			kind += ", " + extra[i+1]
+		}
+	}
+	return start(ctx, "sluice rls ("+kind+")", addr, cmd)
 }
 
 // CPUTime returns the user+system CPU time the process pid has used, from

@@ -166,7 +166,6 @@ func main() {
 				log.Fatal(err)
 			}
 			defer p.Stop()
-			p.Name = strings.TrimSuffix(p.Name, ")") + ", grpc-go)"
 			sluices = append(sluices, p)
 		}
 	}
