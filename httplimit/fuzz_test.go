@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 
 	"github.com/sluicehq/sluice/httplimit"
@@ -22,7 +23,7 @@ func FuzzMiddleware(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	res, err := identity.NewResolver(identity.Options{APIKeys: keys})
+	res, err := identity.NewResolver(identity.Options{APIKeys: keys, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -59,13 +59,13 @@ func ParseHeaderMode(s string) (HeaderMode, error) {
 func quotaOf(a *applied) (q, w int64) {
 	lim := a.d.Limit
 	if lim.Period == 0 {
-		lim = a.req.Limit.Normalize()
+		lim = a.Request.Limit.Normalize()
 	}
 	switch {
-	case a.rule.Quota != nil:
-		return a.rule.Quota.Limit, ratelimit.DurationCeil(a.d.ResetAfter)
+	case a.Rule != nil && a.Rule.Quota != nil:
+		return a.Rule.Quota.Limit, ratelimit.DurationCeil(a.d.ResetAfter)
 	default:
-		q, window := lim.Policy(a.req.Algorithm)
+		q, window := lim.Policy(a.Request.Algorithm)
 		return q, ratelimit.DurationCeil(window)
 	}
 }
@@ -85,7 +85,7 @@ func setHeaders(h http.Header, mode HeaderMode, as []applied, denied int, now ti
 			first := true
 			for i := range as {
 				a := &as[i]
-				if a.shadow {
+				if a.Shadow || a.failed {
 					continue
 				}
 				if !first {
@@ -95,7 +95,7 @@ func setHeaders(h http.Header, mode HeaderMode, as []applied, denied int, now ti
 				b = sfv.AppendString(b, a.policy)
 				if pass == 0 {
 					q, w := quotaOf(a)
-					if a.rule.Quota != nil {
+					if !a.QuotaEnd.IsZero() {
 						w = quotaSeconds(a)
 					}
 					b = append(b, ";q="...)
@@ -125,7 +125,7 @@ func setHeaders(h http.Header, mode HeaderMode, as []applied, denied int, now ti
 			best = denied
 		} else {
 			for i := range as {
-				if !as[i].shadow && (best < 0 || as[i].d.Remaining < as[best].d.Remaining) {
+				if !as[i].Shadow && !as[i].failed && (best < 0 || as[i].d.Remaining < as[best].d.Remaining) {
 					best = i
 				}
 			}
@@ -148,9 +148,9 @@ func setHeaders(h http.Header, mode HeaderMode, as []applied, denied int, now ti
 
 // quotaSeconds is the length of a calendar quota's period in seconds.
 func quotaSeconds(a *applied) int64 {
-	if a.rule.Quota.Period == "month" {
-		start := time.Date(a.end.Year(), a.end.Month()-1, 1, 0, 0, 0, 0, time.UTC)
-		return int64(a.end.Sub(start) / time.Second)
+	if a.Rule.Quota.Period == "month" {
+		start := time.Date(a.QuotaEnd.Year(), a.QuotaEnd.Month()-1, 1, 0, 0, 0, 0, time.UTC)
+		return int64(a.QuotaEnd.Sub(start) / time.Second)
 	}
 	return 86400
 }

@@ -16,12 +16,6 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// Matcher finds the rule for a descriptor, or nil. *rules.Set implements
-// it.
-type Matcher interface {
-	Match(domain string, entries []rules.Entry) *rules.Rule
-}
-
 // Identifier says who is calling. *identity.Resolver implements it. An
 // error wrapping identity.ErrUnauthorized is answered 401.
 type Identifier interface {
@@ -35,7 +29,7 @@ const (
 	Allowed      Outcome = iota // the rule admitted the request
 	Denied                      // the rule denied the request (429)
 	ShadowDenied                // the rule would have denied; it is in shadow mode
-	StoreError                  // the store failed; see Middleware.FailClosed
+	StoreError                  // the store failed; see Middleware.OnStoreError
 )
 
 var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "store_error"}
@@ -50,11 +44,13 @@ func (o Outcome) String() string {
 
 // Event reports one rule's decision for one request to Middleware.Observe.
 type Event struct {
-	Rule    *rules.Rule
-	Policy  string // the policy name shown in headers and problem bodies
-	Outcome Outcome
-	Err     error         // the store error, for StoreError
-	Latency time.Duration // time spent in the store
+	Rule     *rules.Rule
+	Policy   string // the policy name shown in headers and problem bodies
+	Outcome  Outcome
+	Key      string             // the store key (rules.Rule.AppendKey): who was decided
+	Decision ratelimit.Decision // the store's decision; zero for StoreError
+	Err      error              // the store error, for StoreError
+	Latency  time.Duration      // time spent in the store
 }
 
 // Middleware limits requests before they reach the next handler. Its
@@ -67,8 +63,8 @@ type Event struct {
 type Middleware struct {
 	// Store decides and keeps the state.
 	Store ratelimit.Store
-	// Rules maps a descriptor to its rule.
-	Rules Matcher
+	// Rules resolves descriptors to store requests (rules.Set.Resolve).
+	Rules *rules.Set
 	// Domain is the rules domain the descriptors are matched in.
 	Domain string
 	// Descriptors build the request's descriptors; each is matched to at
@@ -80,8 +76,10 @@ type Middleware struct {
 	// Cost is what a request costs. 0 means 1.
 	Cost int64
 	// CostHeader, when set, names a request header carrying the cost (a
-	// positive integer); when the header is absent Cost applies. A
-	// malformed value is answered 400.
+	// positive integer), honoured only when the peer is a trusted proxy
+	// (identity.Identity.TrustedPeer): a client cannot lower its own cost.
+	// When the header is absent, or sent by anyone else, Cost applies. A
+	// malformed value from a trusted proxy is answered 400.
 	CostHeader string
 	// Headers selects the response headers. The zero value is IETF.
 	Headers HeaderMode
@@ -93,9 +91,11 @@ type Middleware struct {
 	// DisabledRules names rules (by name, or by key when unnamed) that are
 	// not applied.
 	DisabledRules []string
-	// FailClosed answers 503 when the store fails. The default is to fail
-	// open: the failing rule is skipped.
-	FailClosed bool
+	// OnStoreError is what happens when the store fails for a rule (a
+	// Redis store applies its own policy first; what reaches here is what
+	// it returns): FailError (the zero value) answers 503, FailDeny 429,
+	// FailAllow and FailLocal skip the rule.
+	OnStoreError ratelimit.FailurePolicy
 	// Observe, when set, is called for every rule decision (for metrics).
 	// It must be fast and safe for concurrent use.
 	Observe func(Event)
@@ -131,26 +131,31 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return h
 }
 
-// scratch is one request's working memory, pooled: a descriptor's
-// entries (which escape through the Matcher interface; they are only used
-// until the rule's store key is built) and the applied rules.
+// scratch is one request's working memory, pooled: every descriptor's
+// entries in one array, the descriptors, the resolved checks and the
+// applied rules.
 type scratch struct {
 	entries []rules.Entry
+	descs   []rules.Descriptor
+	checks  []rules.Check
 	as      []applied
 }
 
 var scratchPool = sync.Pool{New: func() any {
-	return &scratch{entries: make([]rules.Entry, 0, 16), as: make([]applied, 0, 4)}
+	return &scratch{entries: make([]rules.Entry, 0, 16), descs: make([]rules.Descriptor, 0, 4),
+		checks: make([]rules.Check, 0, 4), as: make([]applied, 0, 4)}
 }}
 
 // release clears what the request used (so that the pool does not keep
 // its strings alive) and returns sc to the pool.
-func (sc *scratch) release(nEntries, nApplied int) {
-	if cap(sc.entries) > 64 || cap(sc.as) > 16 {
+func (sc *scratch) release() {
+	if cap(sc.entries) > 64 || cap(sc.as) > 16 || cap(sc.checks) > 16 || cap(sc.descs) > 16 {
 		return // an unusual request; let it go
 	}
-	clear(sc.entries[:min(nEntries, cap(sc.entries))])
-	clear(sc.as[:min(nApplied, cap(sc.as))])
+	clear(sc.entries[:cap(sc.entries)])
+	clear(sc.descs[:cap(sc.descs)])
+	clear(sc.checks[:cap(sc.checks)])
+	clear(sc.as[:cap(sc.as)])
 	scratchPool.Put(sc)
 }
 
@@ -160,186 +165,47 @@ type handler struct {
 	disabled map[string]bool
 }
 
-// applied is one rule applied to one request.
+// applied is one limited check of one request and its decision.
 type applied struct {
-	rule   *rules.Rule
+	rules.Check
 	policy string
-	req    ratelimit.Request
-	shadow bool
 	d      ratelimit.Decision
-	// quota period end, for quota rules
-	end time.Time
+	failed bool // the store failed; the rule is skipped (not in headers)
 }
 
+// ServeHTTP: who is calling, what the request costs, which store requests
+// the rules make of it (rules.Set.Resolve), charge them, answer.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	m := &h.m
-	var id identity.Identity
-	if m.Identity != nil {
-		var err error
-		id, err = m.Identity.Resolve(r)
-		if err != nil {
-			if errors.Is(err, identity.ErrUnauthorized) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-				writeProblem(w, http.StatusUnauthorized, "invalid credentials", "")
-				return
-			}
-			m.Logger.Error("httplimit: identify caller", "err", err)
-			writeProblem(w, http.StatusInternalServerError, "cannot identify the caller", "")
-			return
-		}
-	} else {
-		id.IP = remoteIP(r.RemoteAddr)
+	id, ok := h.identify(w, r)
+	if !ok {
+		return
 	}
-	cost := m.Cost
-	if m.CostHeader != "" {
-		if vs := r.Header.Values(m.CostHeader); len(vs) > 0 {
-			n, err := strconv.ParseInt(strings.TrimSpace(vs[0]), 10, 64)
-			if len(vs) > 1 || err != nil || n <= 0 {
-				writeProblem(w, http.StatusBadRequest, "the "+m.CostHeader+" header must be one positive integer", "")
-				return
-			}
-			cost = n
-		}
+	cost, ok := h.cost(w, r, id)
+	if !ok {
+		return
 	}
-
-	// Match every descriptor, then drop replaced rules.
 	sc := scratchPool.Get().(*scratch)
-	nEntries := 0
-	as := sc.as[:0]
-	defer func() { sc.release(nEntries, len(as)) }()
-	now := time.Time{}
-	for _, d := range m.Descriptors {
-		es, ok := sc.entries[:0], true
-		for _, a := range d.Actions {
-			e, produced := a.Entry(r, id)
-			if !produced {
-				ok = false
-				break
-			}
-			if e.Key != "" {
-				es = append(es, e)
-			}
-		}
-		nEntries = max(nEntries, len(es))
-		if cap(es) > cap(sc.entries) {
-			sc.entries = es[:0] // keep the bigger array
-		}
-		if !ok || len(es) == 0 {
-			continue
-		}
-		rule := m.Rules.Match(m.Domain, es)
-		if rule == nil || rule.Unlimited {
-			continue
-		}
-		name := rule.Name
-		if h.disabled[name] {
-			continue
-		}
-		a := applied{rule: rule, policy: name, shadow: m.Shadow || rule.ShadowMode}
-		a.req = ratelimit.Request{Algorithm: rule.Algorithm, Limit: rule.Limit, N: cost}
-		if rule.Quota != nil {
-			if now.IsZero() {
-				now = m.Now()
-			}
-			start, end := rule.Quota.Window(now)
-			var err error
-			a.req.Limit, err = QuotaLimit(start, end, rule.Quota.Limit)
-			if err != nil {
-				m.Logger.Error("httplimit: quota", "rule", name, "err", err)
-				continue
-			}
-			a.req.Algorithm = ratelimit.FixedWindow
-			a.end = end
-			a.req.Key = storeKey(quotaPrefix(rule.Quota.Period, start), rule, es)
-		} else {
-			a.req.Key = storeKey(algPrefix[rule.Algorithm], rule, es)
-		}
-		as = append(as, a)
-	}
-	for i := 0; i < len(as); i++ {
-		for _, rep := range as[i].rule.Replaces {
-			for j := 0; j < len(as); j++ {
-				if j != i && as[j].rule.Name == rep {
-					as = append(as[:j], as[j+1:]...)
-					if j < i {
-						i--
-					}
-					j--
-				}
-			}
-		}
+	defer sc.release()
+	as, err := h.resolve(sc, r, id, cost)
+	if err != nil {
+		h.m.Logger.Error("httplimit: resolve", "err", err)
+		writeProblem(w, http.StatusInternalServerError, "cannot resolve the rate limits", "")
+		return
 	}
 	if len(as) == 0 {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-
 	ctx := r.Context()
 	if dl, ok := ctx.Deadline(); ok {
 		for i := range as {
-			if as[i].req.Algorithm == ratelimit.LeakyBucket {
-				as[i].req.MaxDelay = max(time.Until(dl), 1)
+			if as[i].Request.Algorithm == ratelimit.LeakyBucket {
+				as[i].Request.MaxDelay = max(time.Until(dl), 1)
 			}
 		}
 	}
-
-	// Several enforced rules: peek at each first (a zero-cost request) and
-	// move the first that cannot admit the cost to the front, so that its
-	// denial charges none of the others. A denied Apply consumes nothing.
-	denied := -1
-	failed := false
-	if countEnforced(as) > 1 {
-		for i := range as {
-			if as[i].shadow || as[i].rule.QuotaMode {
-				continue
-			}
-			p := as[i].req
-			p.N = 0
-			d, err := m.Store.Apply(ctx, p)
-			if err != nil {
-				break // the apply pass observes it
-			}
-			if d.Remaining < cost {
-				first := as[i]
-				copy(as[1:i+1], as[:i])
-				as[0] = first
-				break
-			}
-		}
-	}
-	{
-		for i := range as {
-			a := &as[i]
-			t0 := time.Now()
-			d, err := m.Store.Apply(ctx, a.req)
-			lat := time.Since(t0)
-			if err != nil {
-				m.Logger.Warn("httplimit: store failed", "rule", a.policy, "fail_closed", m.FailClosed, "err", err)
-				h.observe(Event{Rule: a.rule, Policy: a.policy, Outcome: StoreError, Err: err, Latency: lat})
-				a.d = ratelimit.Decision{Allowed: true}
-				if m.FailClosed {
-					failed = true
-					break
-				}
-				a.shadow = true // not reported in headers
-				continue
-			}
-			a.d = d
-			if d.Allowed {
-				h.observe(Event{Rule: a.rule, Policy: a.policy, Outcome: Allowed, Latency: lat})
-				continue
-			}
-			if a.shadow || a.rule.QuotaMode {
-				// envoyproxy/ratelimit's quota_mode: reported, never denied.
-				m.Logger.Info("httplimit: shadow denial", "rule", a.policy, "key", a.req.Key)
-				h.observe(Event{Rule: a.rule, Policy: a.policy, Outcome: ShadowDenied, Latency: lat})
-				continue
-			}
-			h.observe(Event{Rule: a.rule, Policy: a.policy, Outcome: Denied, Latency: lat})
-			denied = i
-			break
-		}
-	}
+	h.denialFirst(ctx, as, cost)
+	denied, failed := h.charge(ctx, as)
 	if failed {
 		writeProblem(w, http.StatusServiceUnavailable, "the rate limit store is unavailable", "")
 		return
@@ -347,37 +213,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if denied >= 0 {
 		as = as[:denied+1]
 	}
-	if now.IsZero() && (m.Headers == Legacy || hasQuota(as)) {
-		now = m.Now()
+	now := time.Time{}
+	if h.m.Headers == Legacy || hasQuota(as) {
+		now = h.m.Now()
 	}
-	for i := range as {
-		if !as[i].end.IsZero() {
-			// Quotas reset at the period's end, not the window's.
-			left := as[i].end.Sub(now)
-			as[i].d.ResetAfter = left
-			if !as[i].d.Allowed && !as[i].d.Unsatisfiable {
-				as[i].d.RetryAfter = left
-			}
-		}
-	}
-	setHeaders(w.Header(), m.Headers, as, denied, now)
+	quotaResets(as, now)
+	setHeaders(w.Header(), h.m.Headers, as, denied, now)
 	if denied >= 0 {
-		a := &as[denied]
-		if m.Headers == Opaque {
-			writeProblem(w, http.StatusTooManyRequests, "", "")
-			return
-		}
-		detail := "rate limit " + strconv.Quote(a.policy) + " exceeded"
-		if a.d.Unsatisfiable {
-			detail = "the request's cost exceeds the capacity of rate limit " + strconv.Quote(a.policy)
-		} else if a.rule.Quota != nil {
-			period := "monthly"
-			if a.rule.Quota.Period == rules.QuotaDay {
-				period = "daily"
-			}
-			detail = period + " quota " + strconv.Quote(a.policy) + " exhausted"
-		}
-		writeProblem(w, http.StatusTooManyRequests, detail, a.policy)
+		h.deny(w, &as[denied])
 		return
 	}
 	var delay time.Duration
@@ -391,6 +234,188 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r)
 }
 
+// identify resolves the caller; a bad credential is answered 401.
+func (h *handler) identify(w http.ResponseWriter, r *http.Request) (identity.Identity, bool) {
+	if h.m.Identity == nil {
+		return identity.Identity{IP: remoteIP(r.RemoteAddr)}, true
+	}
+	id, err := h.m.Identity.Resolve(r)
+	if err == nil {
+		return id, true
+	}
+	if errors.Is(err, identity.ErrUnauthorized) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+		writeProblem(w, http.StatusUnauthorized, "invalid credentials", "")
+		return id, false
+	}
+	h.m.Logger.Error("httplimit: identify caller", "err", err)
+	writeProblem(w, http.StatusInternalServerError, "cannot identify the caller", "")
+	return id, false
+}
+
+// cost is the request's cost: the cost header's when a trusted proxy sent
+// one, else Cost.
+func (h *handler) cost(w http.ResponseWriter, r *http.Request, id identity.Identity) (int64, bool) {
+	m := &h.m
+	if m.CostHeader == "" || !id.TrustedPeer {
+		return m.Cost, true
+	}
+	vs := r.Header.Values(m.CostHeader)
+	if len(vs) == 0 {
+		return m.Cost, true
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(vs[0]), 10, 64)
+	if len(vs) > 1 || err != nil || n <= 0 {
+		writeProblem(w, http.StatusBadRequest, "the "+m.CostHeader+" header must be one positive integer", "")
+		return 0, false
+	}
+	return n, true
+}
+
+// resolve builds the request's descriptors and returns the limited checks
+// the rules make of them, in descriptor order.
+func (h *handler) resolve(sc *scratch, r *http.Request, id identity.Identity, cost int64) ([]applied, error) {
+	m := &h.m
+	entries, descs := sc.entries[:0], sc.descs[:0]
+	for _, d := range m.Descriptors {
+		start, ok := len(entries), true
+		for _, a := range d.Actions {
+			e, produced := a.Entry(r, id)
+			if !produced {
+				ok = false
+				break
+			}
+			if e.Key != "" {
+				entries = append(entries, e)
+			}
+		}
+		if !ok || len(entries) == start {
+			entries = entries[:start]
+			continue
+		}
+		descs = append(descs, rules.Descriptor{Entries: entries[start:len(entries):len(entries)], Hits: cost})
+	}
+	if cap(entries) > cap(sc.entries) {
+		// The entries array grew: earlier descriptors point into the old
+		// one, which stays valid; keep the bigger one for next time.
+		sc.entries = entries[:0]
+	}
+	sc.descs = descs
+	checks, err := m.Rules.Resolve(sc.checks[:0], rules.Input{Domain: m.Domain, Descriptors: descs, Now: m.Now, Shadow: m.Shadow, Disabled: h.disabled})
+	sc.checks = checks
+	as := sc.as[:0]
+	for i := range checks {
+		if checks[i].Kind == rules.Limited {
+			as = append(as, applied{Check: checks[i], policy: checks[i].Policy()})
+		}
+	}
+	sc.as = as
+	return as, err
+}
+
+// denialFirst: with several enforced rules, peek at each (a zero-cost
+// request) and move the first that cannot admit the cost to the front, so
+// that its denial charges none of the others. A denied Apply consumes
+// nothing.
+func (h *handler) denialFirst(ctx context.Context, as []applied, cost int64) {
+	if countEnforced(as) < 2 {
+		return
+	}
+	for i := range as {
+		if !as[i].Enforced() {
+			continue
+		}
+		p := as[i].Request
+		p.N = 0
+		d, err := h.m.Store.Apply(ctx, p)
+		if err != nil {
+			return // the charge observes it
+		}
+		if d.Remaining < cost {
+			first := as[i]
+			copy(as[1:i+1], as[:i])
+			as[0] = first
+			return
+		}
+	}
+}
+
+// charge applies each rule in order and stops at the first enforced
+// denial, whose index it returns (-1: admitted). failed is a store failure
+// that the failure policy answers 503.
+func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed bool) {
+	m := &h.m
+	for i := range as {
+		a := &as[i]
+		t0 := time.Now()
+		d, err := m.Store.Apply(ctx, a.Request)
+		lat := time.Since(t0)
+		if err != nil {
+			m.Logger.Warn("httplimit: store failed", "rule", a.policy, "on_store_error", m.OnStoreError.String(), "err", err)
+			h.observe(Event{Rule: a.Rule, Policy: a.policy, Outcome: StoreError, Key: a.Request.Key, Err: err, Latency: lat})
+			switch m.OnStoreError {
+			case ratelimit.FailError:
+				return -1, true
+			case ratelimit.FailDeny:
+				a.d = ratelimit.Decision{Limit: a.Request.Limit}
+				return i, false
+			}
+			a.d, a.failed = ratelimit.Decision{Allowed: true}, true
+			continue
+		}
+		a.d = d
+		ev := Event{Rule: a.Rule, Policy: a.policy, Outcome: Allowed, Key: a.Request.Key, Decision: d, Latency: lat}
+		switch {
+		case d.Allowed:
+		case !a.Enforced():
+			// Shadow mode, or envoyproxy/ratelimit's quota_mode: reported,
+			// never denied.
+			m.Logger.Info("httplimit: shadow denial", "rule", a.policy, "key", a.Request.Key)
+			ev.Outcome = ShadowDenied
+		default:
+			ev.Outcome = Denied
+			h.observe(ev)
+			return i, false
+		}
+		h.observe(ev)
+	}
+	return -1, false
+}
+
+// quotaResets: quotas reset at the calendar period's end, not the store
+// window's.
+func quotaResets(as []applied, now time.Time) {
+	for i := range as {
+		if end := as[i].QuotaEnd; !end.IsZero() {
+			left := end.Sub(now)
+			as[i].d.ResetAfter = left
+			if !as[i].d.Allowed && !as[i].d.Unsatisfiable {
+				as[i].d.RetryAfter = left
+			}
+		}
+	}
+}
+
+// deny answers 429 for a.
+func (h *handler) deny(w http.ResponseWriter, a *applied) {
+	if h.m.Headers == Opaque {
+		writeProblem(w, http.StatusTooManyRequests, "", "")
+		return
+	}
+	detail := "rate limit " + strconv.Quote(a.policy) + " exceeded"
+	switch {
+	case a.d.Unsatisfiable:
+		detail = "the request's cost exceeds the capacity of rate limit " + strconv.Quote(a.policy)
+	case a.Rule != nil && a.Rule.Quota != nil:
+		period := "monthly"
+		if a.Rule.Quota.Period == rules.QuotaDay {
+			period = "daily"
+		}
+		detail = period + " quota " + strconv.Quote(a.policy) + " exhausted"
+	}
+	writeProblem(w, http.StatusTooManyRequests, detail, a.policy)
+}
+
 func (h *handler) observe(e Event) {
 	if h.m.Observe != nil {
 		h.m.Observe(e)
@@ -400,7 +425,7 @@ func (h *handler) observe(e Event) {
 func countEnforced(as []applied) int {
 	n := 0
 	for i := range as {
-		if !as[i].shadow && !as[i].rule.QuotaMode {
+		if as[i].Enforced() {
 			n++
 		}
 	}
@@ -409,7 +434,7 @@ func countEnforced(as []applied) int {
 
 func hasQuota(as []applied) bool {
 	for i := range as {
-		if !as[i].end.IsZero() {
+		if !as[i].QuotaEnd.IsZero() {
 			return true
 		}
 	}
@@ -433,31 +458,4 @@ func remoteIP(addr string) netip.Addr {
 	}
 	a, _ := netip.ParseAddr(addr)
 	return a.Unmap()
-}
-
-// Store keys are "sl:<algorithm>:" followed by the rule's storage key (the
-// envoyproxy/ratelimit cache key: domain and entries), or for quotas
-// "sl:q:<period start>:" followed by it, so that each calendar period
-// starts from zero and the state of one algorithm is never read as
-// another's.
-var algPrefix = func() map[ratelimit.Algorithm]string {
-	m := map[ratelimit.Algorithm]string{}
-	for _, a := range ratelimit.Algorithms() {
-		m[a] = "sl:" + a.String() + ":"
-	}
-	return m
-}()
-
-func quotaPrefix(period string, start time.Time) string {
-	if period == rules.QuotaMonth {
-		return "sl:q:" + start.Format("2006-01") + ":"
-	}
-	return "sl:q:" + start.Format("2006-01-02") + ":"
-}
-
-func storeKey(prefix string, rule *rules.Rule, es []rules.Entry) string {
-	var buf [128]byte
-	b := append(buf[:0], prefix...)
-	b = rule.AppendStorageKey(b, es)
-	return string(b)
 }

@@ -71,13 +71,14 @@ type users struct{}
 
 func (users) Resolve(r *http.Request) (identity.Identity, error) {
 	ap, _ := netip.ParseAddrPort(r.RemoteAddr)
+	trusted := netip.MustParsePrefix("10.0.0.0/8").Contains(ap.Addr()) // the test's trusted proxies
 	switch k := r.Header.Get("X-API-Key"); k {
 	case "":
-		return identity.Identity{IP: ap.Addr()}, nil
+		return identity.Identity{IP: ap.Addr(), TrustedPeer: trusted}, nil
 	case "bad":
 		return identity.Identity{}, fmt.Errorf("test: %w", identity.ErrUnauthorized)
 	default:
-		return identity.Identity{User: k, Tier: "free", Authenticated: true, IP: ap.Addr()}, nil
+		return identity.Identity{User: k, Tier: "free", Authenticated: true, IP: ap.Addr(), TrustedPeer: trusted}, nil
 	}
 }
 
@@ -238,7 +239,7 @@ func TestDeniedByLaterRuleChargesNoEarlierRule(t *testing.T) {
 		}
 	}
 	// e's own bucket was never charged.
-	d, err := store.Apply(context.Background(), ratelimit.Request{Key: "sl:token_bucket:test_user_e", Algorithm: ratelimit.TokenBucket,
+	d, err := store.Apply(context.Background(), ratelimit.Request{Key: "sl:token_bucket:1000ms:test_user_e_", Algorithm: ratelimit.TokenBucket,
 		Limit: ratelimit.Limit{Rate: 10, Period: time.Second, Burst: 20}})
 	if err != nil || d.Remaining != 20 {
 		t.Errorf("user e's bucket: %+v, %v; want 20 remaining", d, err)
@@ -265,10 +266,30 @@ func TestCostAndBadInput(t *testing.T) {
 		{[]string{"X-API-Key", "u", "X-Cost", "21"}, 429, `"per-user";r=5;t=2`},
 		{[]string{"X-API-Key", "u"}, 200, `"per-user";r=4;t=2`},
 	} {
-		w := do(h, "192.0.2.1:1", tc.hdr...)
+		// The cost header is believed from a trusted proxy only.
+		w := do(h, "10.0.0.1:1", tc.hdr...)
 		if w.Code != tc.code || w.Header().Get("RateLimit") != tc.rl {
 			t.Errorf("%v: %d RateLimit %q, want %d %q", tc.hdr, w.Code, w.Header().Get("RateLimit"), tc.code, tc.rl)
 		}
+	}
+}
+
+// TestCostHeaderUntrusted: a client cannot lower (or break) its cost with
+// the cost header; only a trusted proxy can set it.
+func TestCostHeaderUntrusted(t *testing.T) {
+	t.Parallel()
+	mw := &httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test",
+		Descriptors: identityDescriptors(), Identity: users{}, CostHeader: "X-Cost", Cost: 10}
+	h := mw.Handler(ok)
+	// per-user holds 20: two requests at cost 10, whatever X-Cost says.
+	for i, want := range []int{200, 200, 429, 429} {
+		w := do(h, "192.0.2.1:1", "X-API-Key", "v", "X-Cost", "1")
+		if w.Code != want {
+			t.Fatalf("request %d with X-Cost: 1 from an untrusted peer: %d, want %d", i, w.Code, want)
+		}
+	}
+	if w := do(h, "192.0.2.1:1", "X-API-Key", "w", "X-Cost", "abc"); w.Code != 200 {
+		t.Errorf("a malformed X-Cost from an untrusted peer: %d, want 200 (ignored)", w.Code)
 	}
 }
 
@@ -298,17 +319,16 @@ func (failing) Apply(context.Context, ratelimit.Request) (ratelimit.Decision, er
 
 func TestStoreFailure(t *testing.T) {
 	t.Parallel()
-	for _, closed := range []bool{false, true} {
+	for _, tc := range []struct {
+		p    ratelimit.FailurePolicy
+		want int
+	}{{ratelimit.FailError, 503}, {ratelimit.FailAllow, 200}, {ratelimit.FailDeny, 429}, {ratelimit.FailLocal, 200}} {
 		rec := &recorder{}
 		mw := &httplimit.Middleware{Store: failing{}, Rules: mustRules(t, testRules), Domain: "test",
-			Descriptors: identityDescriptors(), FailClosed: closed, Observe: rec.observe}
+			Descriptors: identityDescriptors(), OnStoreError: tc.p, Observe: rec.observe}
 		w := do(mw.Handler(ok), "192.0.2.1:1")
-		want := 200
-		if closed {
-			want = 503
-		}
-		if w.Code != want || len(rec.events) != 1 || rec.events[0] != "per-ip:store_error" {
-			t.Errorf("fail closed %v: %d, events %v; want %d and one store_error", closed, w.Code, rec.events, want)
+		if w.Code != tc.want || len(rec.events) != 1 || rec.events[0] != "per-ip:store_error" {
+			t.Errorf("on store error %v: %d, events %v; want %d and one store_error", tc.p, w.Code, rec.events, tc.want)
 		}
 	}
 }

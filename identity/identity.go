@@ -28,6 +28,11 @@ type Identity struct {
 	// Method is how the caller was authenticated: "api_key", "jwt",
 	// "header", or "" when anonymous.
 	Method string
+	// TrustedPeer reports whether the request came from a configured
+	// trusted proxy (Options.TrustedProxies): only then are headers that
+	// only a proxy may set (X-Forwarded-For, the user header, a cost
+	// header) believed.
+	TrustedPeer bool
 
 	v6bits int // limit IPv6 clients per this prefix length; 0: whole address
 }
@@ -119,7 +124,7 @@ func NewResolver(opts Options) (*Resolver, error) {
 // valid and they must name the same user.
 func (r *Resolver) Resolve(req *http.Request) (Identity, error) {
 	ip := ClientIP(req.RemoteAddr, req.Header, r.opts.TrustedProxies)
-	id := Identity{IP: ip, v6bits: r.opts.IPv6Prefix}
+	id := Identity{IP: ip, v6bits: r.opts.IPv6Prefix, TrustedPeer: r.peerTrusted(req.RemoteAddr)}
 
 	var found []Identity
 	if vals := req.Header.Values("Authorization"); len(vals) > 0 && (r.jwt != nil || r.opts.APIKeys != nil) {
@@ -148,7 +153,7 @@ func (r *Resolver) Resolve(req *http.Request) (Identity, error) {
 		}
 		found = append(found, got)
 	}
-	if len(found) == 0 && r.opts.UserHeader != "" && r.peerTrusted(req.RemoteAddr) {
+	if len(found) == 0 && r.opts.UserHeader != "" && id.TrustedPeer {
 		if u := strings.TrimSpace(req.Header.Get(r.opts.UserHeader)); u != "" {
 			got := Identity{User: u, Method: "header", Authenticated: true}
 			if r.opts.TierHeader != "" {

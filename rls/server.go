@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -209,13 +209,13 @@ func (s *Server) SetRules(set *rules.Set) {
 // Registry returns the registry holding the server's metrics.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
-// kind says what a descriptor resolved to.
-type kind uint8
+// kind says what a descriptor resolved to (rules.Set.Resolve).
+type kind = rules.Kind
 
 const (
-	kindNone      kind = iota // no rule: OK, nothing counted
-	kindUnlimited             // unlimited rule: OK, remaining MaxUint32
-	kindLimited               // a limit to apply
+	kindNone      = rules.NoLimit   // no rule: OK, nothing counted
+	kindUnlimited = rules.Unlimited // unlimited rule: OK, remaining MaxUint32
+	kindLimited   = rules.Limited   // a limit to apply
 )
 
 // check is one descriptor's resolution and outcome.
@@ -239,10 +239,11 @@ type check struct {
 }
 
 type scratch struct {
-	entries []rules.Entry
-	key     []byte
-	checks  []check
-	replace map[string]struct{}
+	entries   []rules.Entry
+	descs     []rules.Descriptor
+	overrides []ratelimit.Limit
+	resolved  []rules.Check
+	checks    []check
 }
 
 // requestError is a bad request: InvalidArgument over gRPC, 400 over HTTP.
@@ -276,105 +277,32 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scratch) (*pb.RateLimitResponse, error) {
 	set := s.set.Load()
 	domain := req.Domain
-	descs := req.Descriptors
-	sc.checks = append(sc.checks[:0], make([]check, len(descs))...)
+	if err := s.read(req, set.Config(domain) != nil, sc); err != nil {
+		s.m.serviceError.Inc()
+		return nil, err
+	}
+	resolved, err := set.Resolve(sc.resolved[:0], rules.Input{Domain: domain, Descriptors: sc.descs, Now: s.now})
+	sc.resolved = resolved
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "rls: %v", err)
+	}
 	checks := sc.checks
-	clear(sc.replace)
-	anyReplaces := false
-
-	// Resolve every descriptor first: replaces needs them all.
-	for i, desc := range descs {
-		c := &checks[i]
-		hits, err := hitsOf(req, desc)
-		if err != nil {
-			s.m.serviceError.Inc()
-			return nil, err
-		}
-		c.hits = hits
-		sc.entries = sc.entries[:0]
-		for _, e := range desc.GetEntries() {
-			sc.entries = append(sc.entries, rules.Entry{Key: e.GetKey(), Value: e.GetValue()})
-		}
-		if o := desc.GetLimit(); o != nil {
-			if set.Config(domain) == nil {
-				continue // envoyproxy/ratelimit: an unknown domain has no limits
-			}
-			lim, err := overrideLimit(o)
-			if err != nil {
-				s.m.serviceError.Inc()
-				return nil, err
-			}
-			c.kind = kindLimited
-			c.limit = lim
-			c.alg = ratelimit.FixedWindow
-			c.unit, c.mult = pb.RateLimitResponse_RateLimit_Unit(o.GetUnit()), o.GetUnitMultiplier().GetValue()
-			continue
-		}
-		r := set.Match(domain, sc.entries)
-		if r == nil {
-			continue
-		}
-		c.rule = r
-		if len(r.Replaces) > 0 {
-			if sc.replace == nil {
-				sc.replace = make(map[string]struct{})
-			}
-			for _, n := range r.Replaces {
-				sc.replace[n] = struct{}{}
-			}
-			anyReplaces = true
-		}
-		if r.Unlimited {
-			c.kind = kindUnlimited
-			continue
-		}
-		c.kind = kindLimited
-		c.shadow = r.ShadowMode
-		c.alg = r.Algorithm
-		if r.Quota != nil {
-			start, end := r.Quota.Window(s.now())
-			lim, err := httplimit.QuotaLimit(start, end, r.Quota.Limit)
-			if err != nil {
-				return nil, status.Errorf(codes.Internal, "rls: %s: %v", r.Key, err)
-			}
-			c.limit, c.alg, c.quotaEnd = lim, ratelimit.FixedWindow, end
-		} else {
-			c.limit = r.Limit
-		}
-	}
-	if anyReplaces {
-		for i := range checks {
-			c := &checks[i]
-			if c.rule != nil && c.kind == kindLimited && c.rule.HasName() {
-				if _, ok := sc.replace[c.rule.Name]; ok {
-					*c = check{}
-				}
-			}
-		}
-	}
-
-	// Apply.
 	limited := 0
-	for i, desc := range descs {
-		c := &checks[i]
+	for i := range resolved {
+		r, c := &resolved[i], &checks[i]
+		c.kind, c.rule, c.shadow, c.quotaEnd = r.Kind, r.Rule, r.Shadow, r.QuotaEnd
+		c.key, c.limit, c.alg, c.hits = r.Request.Key, r.Request.Limit, r.Request.Algorithm, r.Request.N
 		if c.kind != kindLimited {
 			continue
 		}
 		limited++
-		sc.entries = sc.entries[:0]
-		for _, e := range desc.GetEntries() {
-			sc.entries = append(sc.entries, rules.Entry{Key: e.GetKey(), Value: e.GetValue()})
-		}
-		sc.key = s.storageKey(sc.key[:0], domain, c, sc.entries)
-		c.key = string(sc.key)
 		// Counters only for what is applied: a replaced rule counts nothing.
 		if c.rule != nil {
-			c.stats = s.m.forRule(c.rule, sc.entries)
+			c.stats = s.m.forRule(c.rule, sc.descs[i].Entries)
 		} else {
-			c.stats = s.m.forKey(domain, overrideMetricKey(domain, sc.entries))
+			c.stats = s.m.forKey(domain, overrideMetricKey(domain, sc.descs[i].Entries))
 		}
 	}
-	var err error
 	if s.parallel && limited > 1 && limited <= maxParallel && distinctKeys(checks) {
 		err = s.applyParallel(ctx, checks)
 	} else {
@@ -397,6 +325,50 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 		}
 	}
 	return s.respond(checks), nil
+}
+
+// read turns req's descriptors into rules.Descriptors (entries, hits
+// and limit overrides) in sc, with a check for each. Overrides are
+// validated only in a known domain: elsewhere they limit nothing.
+func (s *Server) read(req *pb.RateLimitRequest, knownDomain bool, sc *scratch) error {
+	descs := req.Descriptors
+	sc.checks = append(sc.checks[:0], make([]check, len(descs))...)
+	sc.entries, sc.descs, sc.overrides = sc.entries[:0], sc.descs[:0], sc.overrides[:0]
+	n := 0
+	for _, desc := range descs {
+		n += len(desc.GetEntries())
+	}
+	sc.entries = slices.Grow(sc.entries, n)
+	for i, desc := range descs {
+		hits, err := hitsOf(req, desc)
+		if err != nil {
+			return err
+		}
+		start := len(sc.entries)
+		for _, e := range desc.GetEntries() {
+			sc.entries = append(sc.entries, rules.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		d := rules.Descriptor{Entries: sc.entries[start:len(sc.entries):len(sc.entries)], Hits: hits}
+		if o := desc.GetLimit(); o != nil && knownDomain {
+			lim, err := overrideLimit(o)
+			if err != nil {
+				return err
+			}
+			sc.overrides = append(sc.overrides, lim)
+			c := &sc.checks[i]
+			c.unit, c.mult = pb.RateLimitResponse_RateLimit_Unit(o.GetUnit()), o.GetUnitMultiplier().GetValue()
+		}
+		sc.descs = append(sc.descs, d)
+	}
+	// Point the overrides at their array only now: it may have grown.
+	k := 0
+	for i, desc := range descs {
+		if desc.GetLimit() != nil && knownDomain {
+			sc.descs[i].Override = &sc.overrides[k]
+			k++
+		}
+	}
+	return nil
 }
 
 // apply runs c against the store and sets its outcome: c.d, c.over (over
@@ -505,35 +477,6 @@ func (s *Server) applyEnvoyWindow(ctx context.Context, c *check, key string) err
 	c.remaining = max(0, c.limit.Rate-count)
 	c.before, c.after = max(0, count-c.hits), count
 	return nil
-}
-
-// storageKey is the rule's storage key (domain and entries, as
-// envoyproxy/ratelimit builds its cache keys) followed by the period and
-// algorithm, so that a reload that changes either starts from a fresh
-// state, as envoyproxy/ratelimit's window-stamped keys do.
-func (s *Server) storageKey(dst []byte, domain string, c *check, entries []rules.Entry) []byte {
-	if c.rule != nil {
-		dst = c.rule.AppendStorageKey(dst, entries)
-	} else {
-		dst = append(dst, domain...)
-		for _, e := range entries {
-			dst = append(dst, '_')
-			dst = append(dst, e.Key...)
-			dst = append(dst, '_')
-			dst = append(dst, e.Value...)
-		}
-	}
-	dst = append(dst, '|')
-	if !c.quotaEnd.IsZero() {
-		// A calendar quota: one state per period.
-		dst = strconv.AppendInt(dst, c.quotaEnd.Unix(), 10)
-		dst = append(dst, 'q')
-	} else {
-		dst = strconv.AppendInt(dst, int64(c.limit.Period/time.Millisecond), 10)
-	}
-	dst = append(dst, '|')
-	dst = strconv.AppendInt(dst, int64(c.alg), 10)
-	return dst
 }
 
 // hitsOf returns the descriptor's cost: its own hits_addend when set (0

@@ -28,14 +28,14 @@ func BenchmarkMatch(b *testing.B) {
 	}
 }
 
-func BenchmarkAppendStorageKey(b *testing.B) {
+func BenchmarkAppendKey(b *testing.B) {
 	c := mustParse(b, "basic_config.yaml")
 	entries := e("key1", "value1", "subkey1", "subvalue1")
 	r := c.Match(entries)
 	buf := make([]byte, 0, 128)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = r.AppendStorageKey(buf[:0], entries)
+		buf = r.AppendKey(buf[:0], entries)
 	}
 }
 

@@ -88,30 +88,6 @@ type step struct {
 // rather than Name being derived from Key.
 func (r *Rule) HasName() bool { return r.explicitName }
 
-// AppendStorageKey appends to dst the key under which the state of entries
-// limited by r is stored, exactly as envoyproxy/ratelimit builds its cache
-// keys before the window start: "domain_key1_value1_key2_value2_". Values
-// matched by a wildcard descriptor with share_threshold are replaced by the
-// pattern, so all of them share one counter. A server that appends the
-// fixed window's start (Unix seconds, aligned to the unit) gets
-// envoyproxy/ratelimit's own key. Entries must be those that matched r. It
-// does not allocate when dst has room.
-func (r *Rule) AppendStorageKey(dst []byte, entries []Entry) []byte {
-	dst = append(dst, r.Domain...)
-	dst = append(dst, '_')
-	for i, e := range entries {
-		dst = append(dst, e.Key...)
-		dst = append(dst, '_')
-		if i < len(r.path) && r.path[i].shareThresh && r.path[i].wildcard {
-			dst = append(dst, r.path[i].value...)
-		} else {
-			dst = append(dst, e.Value...)
-		}
-		dst = append(dst, '_')
-	}
-	return dst
-}
-
 // MetricKey returns the key envoyproxy/ratelimit counts entries under in
 // its stats: Key, unless the rule has detailed_metric (the request's own
 // key_value pairs; share_threshold wildcards keep their pattern) or a level

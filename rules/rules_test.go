@@ -138,25 +138,6 @@ func TestMatchWildcard(t *testing.T) {
 	}
 }
 
-func TestStorageKey(t *testing.T) {
-	t.Parallel()
-	c := mustParse(t, "wildcard.yaml")
-	tests := []struct {
-		entries []Entry
-		want    string
-	}{
-		{e("wild", "foo1"), "wildcard_wild_foo1_"},
-		{e("shared", "files/a"), "wildcard_shared_files/*_"},
-		{e("shared", "files/b"), "wildcard_shared_files/*_"},
-	}
-	for _, tt := range tests {
-		got := string(c.Match(tt.entries).AppendStorageKey(nil, tt.entries))
-		if got != tt.want {
-			t.Errorf("AppendStorageKey(%v) = %q, want %q", tt.entries, got, tt.want)
-		}
-	}
-}
-
 func TestMetricKey(t *testing.T) {
 	t.Parallel()
 	c, err := Parse("metrics.yaml", []byte(`

@@ -1,4 +1,4 @@
-package httplimit
+package rules_test
 
 import (
 	"context"
@@ -24,13 +24,13 @@ func TestQuotaLimitCoversPeriod(t *testing.T) {
 			time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC),
 		} {
 			start, end := rules.Quota{Period: period}.Window(now)
-			lim, err := QuotaLimit(start, end, 1000)
+			lim, err := rules.QuotaLimit(start, end, 1000)
 			if err != nil {
-				t.Fatalf("QuotaLimit(%v, %v) = %v", start, end, err)
+				t.Fatalf("rules.QuotaLimit(%v, %v) = %v", start, end, err)
 			}
 			p := int64(lim.Period)
 			if w0, w1 := start.UnixNano()/p, (end.UnixNano()-1)/p; w0 != w1 {
-				t.Errorf("QuotaLimit(%v, %v) period %v: windows %d and %d, want one", start, end, lim.Period, w0, w1)
+				t.Errorf("rules.QuotaLimit(%v, %v) period %v: windows %d and %d, want one", start, end, lim.Period, w0, w1)
 			}
 		}
 	}
@@ -70,16 +70,16 @@ func TestQuotaLimitLongSpans(t *testing.T) {
 		{year(2026), year(2036)}, // ten years
 	} {
 		const n = 1000
-		lim, err := QuotaLimit(span.start, span.end, n)
+		lim, err := rules.QuotaLimit(span.start, span.end, n)
 		if err != nil {
-			t.Fatalf("QuotaLimit(%v, %v) = %v", span.start, span.end, err)
+			t.Fatalf("rules.QuotaLimit(%v, %v) = %v", span.start, span.end, err)
 		}
 		p := int64(lim.Period)
 		if lim.Period <= ratelimit.MaxPeriod || lim.Period > ratelimit.MaxWindow {
-			t.Errorf("QuotaLimit(%v, %v) period %v, want one past MaxPeriod, at most MaxWindow", span.start, span.end, lim.Period)
+			t.Errorf("rules.QuotaLimit(%v, %v) period %v, want one past MaxPeriod, at most MaxWindow", span.start, span.end, lim.Period)
 		}
 		if w0, w1 := span.start.UnixNano()/p, (span.end.UnixNano()-1)/p; w0 != w1 {
-			t.Errorf("QuotaLimit(%v, %v) period %v: windows %d and %d, want one", span.start, span.end, lim.Period, w0, w1)
+			t.Errorf("rules.QuotaLimit(%v, %v) period %v: windows %d and %d, want one", span.start, span.end, lim.Period, w0, w1)
 		}
 		for name, open := range stores {
 			t.Run(span.start.Format("2006")+"-"+span.end.Format("2006")+"/"+name, func(t *testing.T) {
@@ -108,8 +108,8 @@ func TestQuotaLimitLongSpans(t *testing.T) {
 		{year(2026), year(2062)}, // 36 years: no more than MaxWindow, but no window that long covers it
 		{year(2026), year(2063)}, // 37 years: past MaxWindow
 	} {
-		if lim, err := QuotaLimit(span.start, span.end, 1); err == nil {
-			t.Errorf("QuotaLimit(%v, %v) = %v, want an error", span.start, span.end, lim)
+		if lim, err := rules.QuotaLimit(span.start, span.end, 1); err == nil {
+			t.Errorf("rules.QuotaLimit(%v, %v) = %v, want an error", span.start, span.end, lim)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package httplimit
+package rules
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ func QuotaLimit(start, end time.Time, n int64) (ratelimit.Limit, error) {
 	s, e := start.UnixNano(), end.UnixNano()
 	l := e - s
 	if s <= 0 || l <= 0 || l > int64(ratelimit.MaxWindow) {
-		return ratelimit.Limit{}, fmt.Errorf("httplimit: cannot cover [%v, %v) with one window", start, end)
+		return ratelimit.Limit{}, fmt.Errorf("rules: cannot cover [%v, %v) with one window", start, end)
 	}
 	// k·P ≤ s and (k+1)·P ≥ e, i.e. P in [ceil(e/(k+1)), floor(s/k)],
 	// which is non-empty for k ≤ s/l; a smaller k widens it.
@@ -38,5 +38,5 @@ func QuotaLimit(start, end time.Time, n int64) (ratelimit.Limit, error) {
 			return lim, nil
 		}
 	}
-	return ratelimit.Limit{}, fmt.Errorf("httplimit: cannot cover [%v, %v) with one window", start, end)
+	return ratelimit.Limit{}, fmt.Errorf("rules: cannot cover [%v, %v) with one window", start, end)
 }
