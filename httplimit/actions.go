@@ -1,7 +1,10 @@
 package httplimit
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/sluicehq/sluice/identity"
@@ -59,8 +62,10 @@ func clientIP(id identity.Identity) string {
 }
 
 // RequestHeaders is Envoy's request_headers action: the entry
-// DescriptorKey=<value of HeaderName>. When the header is absent the
-// descriptor is dropped, or with SkipIfAbsent only this entry is.
+// DescriptorKey=<value of HeaderName> (its first value when the request
+// has several). When the header is absent the descriptor is dropped, or
+// with SkipIfAbsent only this entry is. HeaderName may be Host or a
+// pseudo-header, read as Envoy reads them; see [HeaderValue].
 type RequestHeaders struct {
 	HeaderName    string
 	DescriptorKey string
@@ -69,7 +74,7 @@ type RequestHeaders struct {
 
 // Entry implements Action.
 func (a RequestHeaders) Entry(r *http.Request, _ identity.Identity) (rules.Entry, bool) {
-	v := r.Header.Get(a.HeaderName)
+	v, _ := firstValue(r, a.HeaderName)
 	if v == "" {
 		if a.SkipIfAbsent {
 			return rules.Entry{}, true
@@ -108,7 +113,7 @@ type HeaderValueMatch struct {
 func (a HeaderValueMatch) Entry(r *http.Request, _ identity.Identity) (rules.Entry, bool) {
 	all := true
 	for _, m := range a.Headers {
-		if !m.Match(r.Header) {
+		if !m.Match(r) {
 			all = false
 			break
 		}
@@ -120,9 +125,11 @@ func (a HeaderValueMatch) Entry(r *http.Request, _ identity.Identity) (rules.Ent
 }
 
 // HeaderMatcher matches one request header, as Envoy's HeaderMatcher: the
-// header Name must be present and, when set, equal Exact, start with
-// Prefix, end with Suffix and contain Contains. With Present false and no
-// other condition, presence alone matches. Invert negates the result.
+// header Name must be present and, when set, its value (several fields of
+// that name joined with ",") must equal Exact, start with Prefix, end with
+// Suffix and contain Contains. With no condition, presence alone matches.
+// Invert negates the result. Name may be Host or a pseudo-header; see
+// [HeaderValue].
 type HeaderMatcher struct {
 	Name     string
 	Exact    string
@@ -135,14 +142,12 @@ type HeaderMatcher struct {
 	Invert bool
 }
 
-// Match reports whether h satisfies m.
-func (m HeaderMatcher) Match(h http.Header) bool {
-	vs := h.Values(m.Name)
-	ok := len(vs) > 0
+// Match reports whether r satisfies m.
+func (m HeaderMatcher) Match(r *http.Request) bool {
+	v, ok := HeaderValue(r, m.Name)
 	if m.Absent {
 		ok = !ok
 	} else if ok {
-		v := strings.Join(vs, ",")
 		switch {
 		case m.Exact != "" && v != m.Exact:
 			ok = false
@@ -215,4 +220,266 @@ type Path struct {
 // Entry implements Action.
 func (a Path) Entry(r *http.Request, _ identity.Identity) (rules.Entry, bool) {
 	return rules.Entry{Key: keyOr(a.DescriptorKey, "path"), Value: r.URL.Path}, true
+}
+
+// HeaderValue returns the value of the request header name as Envoy's
+// actions read it, and whether the request has it. Several fields of that
+// name are joined with ",".
+//
+// Envoy reads some request properties as headers that Go's server keeps
+// elsewhere, and they are mapped here (Envoy's names are lowercase, but
+// the match ignores case):
+//
+//	:authority, host  r.Host, lowercased and without a trailing dot
+//	:path             r.URL's path and query ("/a/b?q=1"), the path in
+//	                  Go's escaping of r.URL.Path (see below)
+//	:method           r.Method
+//	:scheme           "https" when r.TLS is set, else "http"
+//	:protocol         the :protocol of an HTTP/2 extended CONNECT
+//
+// Go's server never shows a handler a Host header (it moves it to r.Host),
+// so without this mapping a rule on :authority, :path, :method or host
+// would never match and never limit. Host names are case-insensitive and
+// "example.com." is "example.com", and a path may be spelled with
+// needless escapes ("/ap%69" for "/api"): the values above are canonical
+// so that no spelling of the same request gets a counter of its own. The
+// path is the one the gateway routes on. The query is part of :path, as
+// in Envoy, so a rule on one exact :path does not apply to the same path
+// with a query; match a prefix, or use the [Path] action, to ignore it.
+//
+// Any other name beginning with ":" is not a request's pseudo-header and
+// is never present ([CheckHeader] reports it).
+func HeaderValue(r *http.Request, name string) (string, bool) {
+	if p := pseudoOf(name); p != notPseudo {
+		return pseudoValue(r, p)
+	}
+	vs := r.Header.Values(name)
+	switch len(vs) {
+	case 0:
+		return "", false
+	case 1:
+		return vs[0], true
+	}
+	return strings.Join(vs, ","), true
+}
+
+// firstValue is HeaderValue's first value when there are several.
+func firstValue(r *http.Request, name string) (string, bool) {
+	if p := pseudoOf(name); p != notPseudo {
+		return pseudoValue(r, p)
+	}
+	vs := r.Header.Values(name)
+	if len(vs) == 0 {
+		return "", false
+	}
+	return vs[0], true
+}
+
+// pseudo names a request property that Envoy reads as a header and Go's
+// server does not keep in Request.Header under that name.
+type pseudo uint8
+
+const (
+	notPseudo pseudo = iota
+	authority
+	path
+	method
+	scheme
+	protocol
+	unknownPseudo
+)
+
+// pseudoHeaders are the request pseudo-headers (RFC 9113 section 8.3.1,
+// and :protocol of RFC 8441).
+var pseudoHeaders = map[string]pseudo{
+	":authority": authority, ":path": path, ":method": method, ":scheme": scheme, ":protocol": protocol,
+}
+
+func pseudoOf(name string) pseudo {
+	if name == "" {
+		return notPseudo
+	}
+	if name[0] != ':' {
+		if len(name) == 4 && strings.EqualFold(name, "host") {
+			return authority
+		}
+		return notPseudo
+	}
+	if p, ok := pseudoHeaders[name]; ok {
+		return p
+	}
+	if p, ok := pseudoHeaders[strings.ToLower(name)]; ok {
+		return p
+	}
+	return unknownPseudo
+}
+
+func pseudoValue(r *http.Request, p pseudo) (string, bool) {
+	switch p {
+	case authority:
+		if r.Host == "" {
+			return "", false
+		}
+		return canonicalHost(r.Host), true
+	case path:
+		if r.URL == nil || (r.Method == http.MethodConnect && r.URL.Path == "") {
+			return "", false // a CONNECT to host:port has no path
+		}
+		return requestPath(r.URL), true
+	case method:
+		if r.Method == "" {
+			return http.MethodGet, true // as net/http reads a client's empty Method
+		}
+		return r.Method, true
+	case scheme:
+		if r.TLS != nil {
+			return "https", true
+		}
+		return "http", true
+	case protocol:
+		// Go's HTTP/2 server keeps it in the header map under its own
+		// name, which is not in canonical form.
+		if vs := r.Header[":protocol"]; len(vs) > 0 {
+			return vs[0], true
+		}
+	}
+	return "", false
+}
+
+// canonicalHost lowercases host and drops the trailing dot of its name,
+// keeping the port. It does not allocate when host is already canonical.
+func canonicalHost(host string) string {
+	name, port := host, ""
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.IndexByte(host[i:], ']') < 0 {
+		name, port = host[:i], host[i:] // not inside an IPv6 literal
+	}
+	trimmed := strings.TrimSuffix(name, ".")
+	upper := false
+	for i := 0; i < len(trimmed); i++ {
+		if c := trimmed[i]; 'A' <= c && c <= 'Z' {
+			upper = true
+			break
+		}
+	}
+	if !upper && len(trimmed) == len(name) {
+		return host
+	}
+	b := make([]byte, 0, len(trimmed)+len(port))
+	for i := 0; i < len(trimmed); i++ {
+		c := trimmed[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return string(append(b, port...))
+}
+
+// requestPath is u's path, in Go's escaping of the decoded path (so
+// "/ap%69" is "/api", as the path the gateway routes on), and its query.
+func requestPath(u *url.URL) string {
+	if u.Opaque != "" {
+		return u.RequestURI()
+	}
+	c := url.URL{Path: u.Path, RawQuery: u.RawQuery}
+	return c.RequestURI()
+}
+
+// ErrHeaderName is matched (errors.Is) by the errors of [CheckHeader].
+var ErrHeaderName = errors.New("httplimit: bad header name")
+
+// CheckHeader checks the name of a header that an action reads. It
+// returns an error (matching [ErrHeaderName]) for a name no request can
+// have: a pseudo-header other than :authority, :path, :method, :scheme
+// and :protocol, or a name Go's server refuses. It returns a warning for a
+// header that a handler never sees, or that only describes the client's
+// connection. Host and the pseudo-headers are fine: see [HeaderValue].
+//
+// Go's server removes Transfer-Encoding from every request (it decodes
+// the body), Trailer from every chunked one, and moves Host to r.Host.
+// Connection, Keep-Alive, Proxy-Connection, Upgrade and TE are hop-by-hop:
+// an HTTP/1.1 client sets them for its connection to this server, and an
+// HTTP/2 request cannot carry them (Go's server refuses it; TE may only
+// say "trailers").
+func CheckHeader(name string) (warning string, err error) {
+	warning, problem := checkHeader(name)
+	if problem != "" {
+		return "", fmt.Errorf("%w: %s", ErrHeaderName, problem)
+	}
+	return warning, nil
+}
+
+func checkHeader(name string) (warning, problem string) {
+	if name == "" {
+		return "", "empty header name"
+	}
+	if name[0] == ':' {
+		if pseudoOf(name) == unknownPseudo {
+			return "", fmt.Sprintf("unknown pseudo-header %q: requests have :authority, :path, :method, :scheme and :protocol", name)
+		}
+		return "", ""
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTokenByte(name[i]) {
+			return "", fmt.Sprintf("%q is not a header name (an RFC 9110 token): Go's server refuses requests that carry it", name)
+		}
+	}
+	switch k := http.CanonicalHeaderKey(name); k {
+	case "Transfer-Encoding":
+		return "Go's HTTP server removes Transfer-Encoding from every request (it decodes the body itself): this never sees it", ""
+	case "Trailer":
+		return "Go's HTTP server removes Trailer from every chunked request (the trailers come after the body, in Request.Trailer): this never sees it", ""
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Upgrade":
+		return k + " is hop-by-hop: it describes the client's connection, not the request, and an HTTP/2 request cannot carry it", ""
+	case "Te":
+		return "TE is hop-by-hop: it describes the client's connection, not the request, and an HTTP/2 request can only say \"TE: trailers\"", ""
+	}
+	return "", ""
+}
+
+// isTokenByte reports whether c may appear in a header name: an RFC 9110
+// token character.
+func isTokenByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// CheckAction checks the header names a reads ([RequestHeaders]'
+// HeaderName, the names of [HeaderValueMatch]'s matchers) with
+// [CheckHeader]. Each problem's Path is relative to the action, in the
+// names of Envoy's config ("request_headers.header_name",
+// "header_value_match.headers[1].name"); File and Line are the caller's
+// to fill in. Problems make the action useless; warnings may not.
+func CheckAction(a Action) (warnings, problems []rules.Problem) {
+	check := func(name, path string) {
+		w, p := checkHeader(name)
+		if p != "" {
+			problems = append(problems, rules.Problem{Path: path, Msg: p})
+		}
+		if w != "" {
+			warnings = append(warnings, rules.Problem{Path: path, Msg: w})
+		}
+	}
+	switch x := a.(type) {
+	case *RequestHeaders:
+		if x != nil {
+			a = *x
+		}
+	case *HeaderValueMatch:
+		if x != nil {
+			a = *x
+		}
+	}
+	switch x := a.(type) {
+	case RequestHeaders:
+		check(x.HeaderName, "request_headers.header_name")
+	case HeaderValueMatch:
+		for i, m := range x.Headers {
+			check(m.Name, fmt.Sprintf("header_value_match.headers[%d].name", i))
+		}
+	}
+	return warnings, problems
 }
