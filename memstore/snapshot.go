@@ -10,8 +10,10 @@ import (
 	"github.com/sluicehq/sluice/internal/window"
 )
 
-// snapshotVersion changes whenever the snapshot layout does.
-const snapshotVersion = 3 // 3: keyHash.sum changed
+// snapshotVersion changes whenever the snapshot layout, or the key hash
+// that made its keys, does. 3: keyHash.sum changed; 4: every mixing step of
+// keyHash.sum depends on the secret (issue 15).
+const snapshotVersion = 4
 
 type snapshot struct {
 	Version int
@@ -70,17 +72,26 @@ func (s *Store) Snapshot(w io.Writer) error {
 // ErrNotEmpty is returned by Restore when the store already holds keys.
 var ErrNotEmpty = errors.New("memstore: restore into a store that holds keys")
 
+// ErrSnapshotVersion is wrapped by the error Restore returns for a snapshot
+// written by another version of the store. Its keys are stored as hashes
+// made by that version's key hash, which this one does not compute, so they
+// cannot be matched to their keys again: the state is lost and the store
+// starts empty.
+var ErrSnapshotVersion = errors.New("memstore: snapshot of another version")
+
 // Restore reads a snapshot written by Snapshot into s, which must hold no
 // keys yet (restore before serving): s adopts the snapshot's key hash so the
 // same keys find their state. Keys that have decayed since the snapshot are
-// skipped. A malformed snapshot is an error and changes nothing.
+// skipped. A malformed snapshot is an error and changes nothing; so is one
+// of another version (ErrSnapshotVersion): versions before 4 hashed keys in
+// a way an attacker could collide, and their hashes cannot be converted.
 func (s *Store) Restore(r io.Reader) error {
 	var snap snapshot
 	if err := gob.NewDecoder(r).Decode(&snap); err != nil {
 		return fmt.Errorf("memstore: read snapshot: %w", err)
 	}
 	if snap.Version != snapshotVersion {
-		return fmt.Errorf("memstore: read snapshot: version %d, want %d", snap.Version, snapshotVersion)
+		return fmt.Errorf("%w: version %d, want %d (its keys were hashed differently)", ErrSnapshotVersion, snap.Version, snapshotVersion)
 	}
 	if s.Len() != 0 {
 		return ErrNotEmpty
@@ -88,7 +99,7 @@ func (s *Store) Restore(r io.Reader) error {
 	if snap.K0&1 == 0 || snap.K1&1 == 0 {
 		return fmt.Errorf("memstore: read snapshot: malformed key hash")
 	}
-	s.hash = keyHash{snap.K0, snap.K1}
+	s.hash = keyHashOf(snap.K0, snap.K1)
 	now := s.clock()
 	for k, v := range snap.TAT {
 		if v > now {
