@@ -214,10 +214,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		as = as[:denied+1]
 	}
 	now := time.Time{}
-	if h.m.Headers == Legacy || hasQuota(as) {
+	if h.m.Headers == Legacy {
 		now = h.m.Now()
 	}
-	quotaResets(as, now)
 	setHeaders(w.Header(), h.m.Headers, as, denied, now)
 	if denied >= 0 {
 		h.deny(w, &as[denied])
@@ -363,6 +362,9 @@ func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed 
 			a.d, a.failed = ratelimit.Decision{Allowed: true}, true
 			continue
 		}
+		if !a.QuotaEnd.IsZero() {
+			d = quotaReset(d, a.QuotaEnd, h.m.Now())
+		}
 		a.d = d
 		ev := Event{Rule: a.Rule, Policy: a.policy, Outcome: Allowed, Key: a.Request.Key, Decision: d, Latency: lat}
 		switch {
@@ -382,18 +384,15 @@ func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed 
 	return -1, false
 }
 
-// quotaResets: quotas reset at the calendar period's end, not the store
+// quotaReset: a quota resets at its calendar period's end, not its store
 // window's.
-func quotaResets(as []applied, now time.Time) {
-	for i := range as {
-		if end := as[i].QuotaEnd; !end.IsZero() {
-			left := end.Sub(now)
-			as[i].d.ResetAfter = left
-			if !as[i].d.Allowed && !as[i].d.Unsatisfiable {
-				as[i].d.RetryAfter = left
-			}
-		}
+func quotaReset(d ratelimit.Decision, end, now time.Time) ratelimit.Decision {
+	left := end.Sub(now)
+	d.ResetAfter = left
+	if !d.Allowed && !d.Unsatisfiable {
+		d.RetryAfter = left
 	}
+	return d
 }
 
 // deny answers 429 for a.
@@ -430,15 +429,6 @@ func countEnforced(as []applied) int {
 		}
 	}
 	return n
-}
-
-func hasQuota(as []applied) bool {
-	for i := range as {
-		if !as[i].QuotaEnd.IsZero() {
-			return true
-		}
-	}
-	return false
 }
 
 func wait(ctx context.Context, d time.Duration) bool {
