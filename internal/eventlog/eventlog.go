@@ -1,0 +1,395 @@
+package eventlog
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// Kind is what happened.
+type Kind uint8
+
+const (
+	// StoreError is a store failure: logged at slog.LevelError as "store
+	// failed".
+	StoreError Kind = iota
+	// ShadowDenied is a request over a shadow_mode rule's limit, let
+	// through: logged at slog.LevelInfo as "over limit in shadow mode".
+	ShadowDenied
+	// Denied is a request refused by a rule: logged at slog.LevelInfo as
+	// "over limit".
+	Denied
+
+	numKinds
+)
+
+var kinds = [numKinds]struct {
+	name, msg string
+	level     slog.Level
+}{
+	StoreError:   {"store_error", "store failed", slog.LevelError},
+	ShadowDenied: {"shadow_denied", "over limit in shadow mode", slog.LevelInfo},
+	Denied:       {"denied", "over limit", slog.LevelInfo},
+}
+
+// String returns the kind's name in logs: store_error, shadow_denied or
+// denied.
+func (k Kind) String() string {
+	if k >= numKinds {
+		return "unknown"
+	}
+	return kinds[k].name
+}
+
+// Defaults of Options' zero values, and the bound on kept strings.
+const (
+	DefaultInterval = 10 * time.Second
+	DefaultSamples  = 3
+	DefaultMaxRules = 1000
+	// MaxKeyLen is the most bytes of a rule name or sample key kept; a
+	// longer one is cut at a UTF-8 boundary.
+	MaxKeyLen = 256
+)
+
+// Options configures a Log. The zero value is the documented default.
+type Options struct {
+	// Interval is how often a (kind, rule) with events gets its summary
+	// line. Zero means DefaultInterval.
+	Interval time.Duration
+	// Samples is how many distinct keys a line names at most. Zero means
+	// DefaultSamples; negative, none.
+	Samples int
+	// MaxRules bounds the (kind, rule) pairs tracked at once; events of
+	// further pairs are counted in one overflow line per kind. Zero means
+	// DefaultMaxRules.
+	MaxRules int
+	// SummaryOnly holds back the first event of a quiet (kind, rule) for
+	// the interval's summary too, instead of logging it at once.
+	SummaryOnly bool
+}
+
+// Log aggregates events into a bounded number of log lines. Create it with
+// New and stop it with Close. Its methods are safe for concurrent use.
+type Log struct {
+	logger      *slog.Logger
+	interval    time.Duration
+	samples     int // keys per line
+	window      int64
+	maxRules    int
+	summaryOnly bool
+
+	table atomic.Pointer[table] // read by Report without locks
+
+	_ [64]byte // keep the counters below off the lines Report reads
+
+	mu       sync.Mutex // writes of table; flushes
+	closed   atomic.Bool
+	dropped  []*entry // dropped by the last flush: late reports may still count there
+	overflow [numKinds]atomic.Int64
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// table maps each kind's rule names to their entries. It is never
+// modified once published: a new pair copies it.
+type table struct {
+	byKind [numKinds]map[string]*entry
+	n      int
+}
+
+// entry is one (kind, rule) pair's events since the last line.
+type entry struct {
+	count atomic.Int64 // events not yet logged
+	_     [56]byte     // count's cache line is written by every report
+
+	kind Kind
+	rule string
+
+	mu    sync.Mutex
+	keys  []string // distinct sample keys, at most Log.samples
+	err   error    // last error
+	fresh bool     // created since the last flush (its first event logged)
+}
+
+// New returns a Log writing to logger (nil discards) and starts the
+// goroutine that writes its summaries every opts.Interval. Call Close to
+// stop it.
+func New(logger *slog.Logger, opts Options) *Log {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	l := &Log{
+		logger:      logger,
+		interval:    cmp.Or(opts.Interval, DefaultInterval),
+		samples:     max(0, cmp.Or(opts.Samples, DefaultSamples)),
+		maxRules:    max(1, cmp.Or(opts.MaxRules, DefaultMaxRules)),
+		summaryOnly: opts.SummaryOnly,
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+	if l.interval < 0 {
+		l.interval = DefaultInterval
+	}
+	// Reports past the samples still look for a distinct key a little
+	// while, then take no lock: one hot key must not make every report
+	// lock.
+	l.window = int64(4 * l.samples)
+	l.table.Store(&table{})
+	go l.run()
+	return l
+}
+
+func (l *Log) run() {
+	defer close(l.done)
+	t := time.NewTicker(l.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			l.Flush()
+		case <-l.stop:
+			return
+		}
+	}
+}
+
+// Report records one event of kind for rule, about key (a request's
+// limiting key: it may be sampled into the line), with err the failure if
+// any (the line shows the last one). A pair's first event after an
+// interval without any is logged at once unless Options.SummaryOnly; the
+// others are counted into one line per interval. Each event is in exactly
+// one line. Reports after Close are dropped.
+//
+// In the steady state (the pair already tracked and its samples taken)
+// Report takes no lock and does not allocate.
+func (l *Log) Report(kind Kind, rule, key string, err error) {
+	if kind >= numKinds {
+		return
+	}
+	rule = truncate(rule)
+	e := l.table.Load().byKind[kind][rule]
+	if e == nil {
+		l.first(kind, rule, key, err)
+		return
+	}
+	l.count(e, key, err)
+}
+
+// count adds an event to e.
+func (l *Log) count(e *entry, key string, err error) {
+	n := e.count.Add(1)
+	switch {
+	case n <= l.window:
+		e.mu.Lock()
+		e.sample(l.samples, key)
+		if err != nil {
+			e.err = err
+		}
+		e.mu.Unlock()
+	case err != nil:
+		// The last error, or one as recent: skip when another report or
+		// the flush holds the entry.
+		if e.mu.TryLock() {
+			e.err = err
+			e.mu.Unlock()
+		}
+	}
+}
+
+// sample adds key to e's samples if it is new and there is room. e.mu is
+// held.
+func (e *entry) sample(samples int, key string) {
+	if len(e.keys) >= samples {
+		return
+	}
+	key = truncate(key)
+	if slices.Contains(e.keys, key) {
+		return
+	}
+	e.keys = append(e.keys, strings.Clone(key))
+}
+
+// first handles an event of a pair without an entry: it creates one (or
+// counts the event as overflow), and logs the event.
+func (l *Log) first(kind Kind, rule, key string, err error) {
+	if l.closed.Load() {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return
+	}
+	t := l.table.Load()
+	if e := t.byKind[kind][rule]; e != nil { // created meanwhile
+		l.count(e, key, err)
+		return
+	}
+	if t.n >= l.maxRules {
+		l.overflow[kind].Add(1)
+		return
+	}
+	e := &entry{kind: kind, rule: strings.Clone(rule), fresh: true}
+	e.keys = make([]string, 0, l.samples)
+	nt := &table{n: t.n + 1}
+	for k := range t.byKind {
+		nt.byKind[k] = t.byKind[k]
+	}
+	m := make(map[string]*entry, len(t.byKind[kind])+1)
+	for r, e := range t.byKind[kind] {
+		m[r] = e
+	}
+	m[e.rule] = e
+	nt.byKind[kind] = m
+	l.table.Store(nt)
+	if l.summaryOnly {
+		l.count(e, key, err)
+		return
+	}
+	// Under l.mu, so that the pair's summary never comes before it.
+	attrs := make([]slog.Attr, 0, 6)
+	attrs = append(attrs, slog.String("kind", kind.String()), slog.String("rule", e.rule), slog.Int64("count", 1))
+	if l.samples > 0 {
+		attrs = append(attrs, slog.Any("keys", []string{truncate(key)}))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.Any("error", err))
+	}
+	attrs = append(attrs, slog.Bool("first", true))
+	l.logger.LogAttrs(context.Background(), kinds[kind].level, kinds[kind].msg, attrs...)
+}
+
+// line is one summary to log.
+type line struct {
+	kind     Kind
+	rule     string
+	count    int64
+	keys     []string
+	err      error
+	overflow bool
+}
+
+// Flush logs the summaries of the events counted so far, as the interval's
+// end does.
+func (l *Log) Flush() {
+	l.mu.Lock()
+	lines := l.collect(false)
+	l.mu.Unlock()
+	l.write(lines)
+}
+
+// collect takes the counted events out of the entries, into lines, and
+// drops the entries of quiet pairs (or all, when final). l.mu is held.
+func (l *Log) collect(final bool) []line {
+	var lines []line
+	take := func(e *entry) (keep bool) {
+		e.mu.Lock()
+		n := e.count.Swap(0)
+		keys, err, fresh := e.keys, e.err, e.fresh
+		if n > 0 {
+			e.keys, e.err = make([]string, 0, l.samples), nil
+		}
+		e.fresh = false
+		keep = !final && (n > 0 || fresh)
+		e.mu.Unlock()
+		if n > 0 {
+			lines = append(lines, line{kind: e.kind, rule: e.rule, count: n, keys: keys, err: err})
+		}
+		return keep
+	}
+	// Reports that loaded the table before the last flush replaced it may
+	// have counted in its dropped entries since.
+	for _, e := range l.dropped {
+		take(e)
+	}
+	l.dropped = l.dropped[:0]
+	t := l.table.Load()
+	nt := &table{}
+	for k := range t.byKind {
+		for _, e := range t.byKind[k] {
+			if take(e) {
+				if nt.byKind[k] == nil {
+					nt.byKind[k] = make(map[string]*entry)
+				}
+				nt.byKind[k][e.rule] = e
+				nt.n++
+			} else {
+				l.dropped = append(l.dropped, e)
+			}
+		}
+	}
+	if nt.n != t.n {
+		l.table.Store(nt)
+	}
+	for k := range l.overflow {
+		if n := l.overflow[k].Swap(0); n > 0 {
+			lines = append(lines, line{kind: Kind(k), count: n, overflow: true})
+		}
+	}
+	return lines
+}
+
+// write logs lines, in the order of kinds and rules.
+func (l *Log) write(lines []line) {
+	slices.SortFunc(lines, func(a, b line) int {
+		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.rule, b.rule), cmp.Compare(b.count, a.count))
+	})
+	ctx := context.Background()
+	for _, ln := range lines {
+		k := kinds[ln.kind]
+		attrs := make([]slog.Attr, 0, 6)
+		attrs = append(attrs, slog.String("kind", k.name))
+		if ln.overflow {
+			attrs = append(attrs, slog.Bool("overflow", true))
+		} else {
+			attrs = append(attrs, slog.String("rule", ln.rule))
+		}
+		attrs = append(attrs, slog.Int64("count", ln.count))
+		if len(ln.keys) > 0 {
+			attrs = append(attrs, slog.Any("keys", ln.keys))
+		}
+		if ln.err != nil {
+			attrs = append(attrs, slog.Any("error", ln.err))
+		}
+		attrs = append(attrs, slog.Duration("interval", l.interval))
+		l.logger.LogAttrs(ctx, k.level, k.msg, attrs...)
+	}
+}
+
+// Close stops the Log's goroutine and logs what was counted since the last
+// summary. Reports racing with Close may be lost; later ones are dropped.
+// It always returns nil, and does nothing more when called again.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed.Swap(true) {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
+	l.mu.Lock()
+	lines := l.collect(true)
+	l.table.Store(&table{})
+	l.mu.Unlock()
+	l.write(lines)
+	return nil
+}
+
+// truncate cuts s to at most MaxKeyLen bytes at a UTF-8 boundary.
+func truncate(s string) string {
+	if len(s) <= MaxKeyLen {
+		return s
+	}
+	i := MaxKeyLen
+	for j := 0; j < utf8.UTFMax-1 && i > 0 && !utf8.RuneStart(s[i]); j++ {
+		i--
+	}
+	return s[:i]
+}
