@@ -32,8 +32,8 @@ type record struct {
 }
 
 func (c *capture) Enabled(context.Context, slog.Level) bool { return true }
-func (c *capture) WithAttrs([]slog.Attr) slog.Handler        { return c }
-func (c *capture) WithGroup(string) slog.Handler             { return c }
+func (c *capture) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *capture) WithGroup(string) slog.Handler            { return c }
 func (c *capture) Handle(_ context.Context, r slog.Record) error {
 	rec := record{level: r.Level, msg: r.Message, attrs: map[string]string{}}
 	r.Attrs(func(a slog.Attr) bool {
