@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/httplimit"
@@ -27,6 +28,23 @@ const (
 	DefaultUpstreamTimeout = 30 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultSnapshotEvery   = time.Minute
+
+	// Connection limits of the public listener (connections) and of the
+	// admin listener (admin_connections); see ConnConfig.
+	DefaultMaxConnections      = 10000 // or half the open-file limit, if lower (see DefaultConnections)
+	DefaultAdminMaxConnections = 128
+	DefaultIdleTimeout         = 75 * time.Second // nginx's keepalive_timeout
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultReadTimeout         = 60 * time.Second // nginx's client_body_timeout
+	DefaultWriteTimeout        = 30 * time.Second
+	DefaultAdminWriteTimeout   = 60 * time.Second // above pprof's 30 s profile
+	DefaultMaxHeaderBytes      = 64 << 10
+
+	// Headers in which the gateway tells the upstream who is calling; see
+	// IdentityConfig.
+	DefaultForwardUserHeader = "X-Sluice-User"
+	DefaultForwardTierHeader = "X-Sluice-Tier"
+	DefaultForwardKindHeader = "X-Sluice-Identity-Kind"
 	// BuiltinEcho is the upstream that answers every request itself with a
 	// JSON echo of it: a demo API with nothing else to run.
 	BuiltinEcho = "builtin:echo"
@@ -53,7 +71,12 @@ type Config struct {
 	Pprof           bool     // pprof: serve net/http/pprof on the admin listener
 	Identity        IdentityConfig
 	Routes          []Route
-	Rules           *rules.Set
+	// Connections bounds the public listener's connections
+	// (connections:), AdminConnections the admin listener's
+	// (admin_connections:). Parse fills every default.
+	Connections      ConnConfig
+	AdminConnections ConnConfig
+	Rules            *rules.Set
 
 	// readFile reads the files the config names (the embedded files for
 	// Default); nil means os.ReadFile.
@@ -90,6 +113,13 @@ func Default() (*Config, error) {
 
 // IdentityConfig is the identity section: who the caller is. Nothing is
 // trusted by default: no proxies, no keys, no header.
+//
+// The gateway owns the identity headers of what it proxies: from a peer
+// that is not a trusted proxy, UserHeader, TierHeader and StripHeaders
+// are removed before the request is limited and proxied, and the
+// identity the gateway resolved is sent upstream in ForwardUserHeader,
+// ForwardTierHeader and ForwardKindHeader, overwriting whatever the
+// client sent in those names.
 type IdentityConfig struct {
 	TrustedProxies []netip.Prefix // trusted_proxies: peers whose X-Forwarded-For/Forwarded is read
 	IPv6Prefix     int            // ipv6_prefix: limit IPv6 clients per prefix (e.g. 64); 0 per address
@@ -97,6 +127,100 @@ type IdentityConfig struct {
 	UserHeader     string         // user_header: a user ID set by a trusted proxy
 	TierHeader     string         // tier_header: the tier, read with user_header
 	JWT            *JWTConfig     // jwt
+
+	// StripHeaders (strip_headers) are removed, like UserHeader and
+	// TierHeader, from requests whose peer is not a trusted proxy.
+	StripHeaders []string
+	// ForwardUserHeader (forward_user_header, default X-Sluice-User)
+	// carries the user ID of an authenticated caller upstream;
+	// ForwardTierHeader (forward_tier_header, default X-Sluice-Tier) its
+	// tier when known; ForwardKindHeader (forward_kind_header, default
+	// X-Sluice-Identity-Kind) how it was identified: api_key, jwt, header
+	// or ip. A client's own values are always removed. "" turns one off.
+	ForwardUserHeader string
+	ForwardTierHeader string
+	ForwardKindHeader string
+	// HideCredentials (hide_credentials) removes Authorization and
+	// X-API-Key from what is proxied: the upstream gets the identity, not
+	// the credential.
+	HideCredentials bool
+}
+
+// ConnConfig bounds one listener's connections and how long each step of
+// a request may take. A zero field means its default (Parse fills them
+// all; DefaultConnections and DefaultAdminConnections list them).
+type ConnConfig struct {
+	// Max (max) is the most connections open at once. At the cap, a new
+	// connection closes the connection that has been idle the longest
+	// (a keep-alive connection between requests), as nginx does; when
+	// none is idle the new connection is accepted and closed at once (a
+	// refusal, counted in sluice_gateway_connections_refused_total).
+	Max int
+	// IdleTimeout (idle_timeout) closes a keep-alive connection that has
+	// waited that long for its next request.
+	IdleTimeout time.Duration
+	// ReadHeaderTimeout (read_header_timeout) bounds reading a request's
+	// headers, from the connection's first byte or the end of its
+	// previous request.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout (read_timeout) bounds reading a request's body, from
+	// the end of its headers. It is not http.Server.ReadTimeout (which
+	// would also cancel a request whose upstream takes longer).
+	ReadTimeout time.Duration
+	// WriteTimeout (write_timeout) bounds writing the response: a
+	// request's response must be written within its route's
+	// upstream_timeout plus WriteTimeout from the end of its headers
+	// (within WriteTimeout on the admin listener, and for answers the
+	// gateway gives itself).
+	WriteTimeout time.Duration
+	// MaxHeaderBytes (max_header_bytes) bounds a request's header block;
+	// a bigger one is answered 431.
+	MaxHeaderBytes int
+}
+
+// DefaultConnections returns the public listener's defaults: Max is
+// DefaultMaxConnections, or half the process's open-file limit (less 128
+// for the upstream, the store and files) when that is lower.
+func DefaultConnections() ConnConfig {
+	return ConnConfig{
+		Max:               min(DefaultMaxConnections, max(fileLimit()-128, 2)/2),
+		IdleTimeout:       DefaultIdleTimeout,
+		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		ReadTimeout:       DefaultReadTimeout,
+		WriteTimeout:      DefaultWriteTimeout,
+		MaxHeaderBytes:    DefaultMaxHeaderBytes,
+	}
+}
+
+// DefaultAdminConnections returns the admin listener's defaults.
+func DefaultAdminConnections() ConnConfig {
+	c := DefaultConnections()
+	c.Max = DefaultAdminMaxConnections
+	c.WriteTimeout = DefaultAdminWriteTimeout
+	return c
+}
+
+// withDefaults fills c's zero fields from def.
+func (c ConnConfig) withDefaults(def ConnConfig) ConnConfig {
+	if c.Max <= 0 {
+		c.Max = def.Max
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = def.IdleTimeout
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = def.ReadHeaderTimeout
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = def.ReadTimeout
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = def.WriteTimeout
+	}
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = def.MaxHeaderBytes
+	}
+	return c
 }
 
 // JWTConfig is the jwt subsection of identity.
@@ -110,12 +234,29 @@ type JWTConfig struct {
 	Leeway    time.Duration // leeway: clock skew allowed on exp and nbf
 }
 
-// Route is one entry of routes: requests whose path starts with Path (and
-// whose method is in Methods, when set) are limited by its descriptors and
-// proxied upstream.
+// Route is one entry of routes: the requests it matches are limited by
+// its descriptors and proxied upstream. Routes are registered on an
+// http.ServeMux, so they match the cleaned path segment by segment, and
+// the most specific pattern wins (see Patterns).
 type Route struct {
-	Path            string
-	Methods         []string
+	// Path (path) is a ServeMux path: "/v1/" is the subtree, and a path
+	// that does not end in "/" is both the path itself and its subtree
+	// ("/search" is "/search" and "/search/"), so a config written when
+	// paths were prefixes limits at least what it limited then (except
+	// "/searchx", which "/search" no longer matches).
+	Path string
+	// Methods (methods) restrict the route to these methods; GET also
+	// matches HEAD. Empty: every method.
+	Methods []string
+	// Host (host) restricts the route to requests for this host (the
+	// Host header or absolute request target, port ignored, matched in
+	// lower case).
+	Host string
+	// Pattern (pattern) is an http.ServeMux pattern, used as it is
+	// ("[METHOD ][HOST]/PATH": "GET example.com/api/", "/items/{$}"),
+	// instead of Path, Methods and Host.
+	Pattern string
+
 	UpstreamTimeout time.Duration
 	Cost            int64
 	CostHeader      string
@@ -185,6 +326,8 @@ func (d *decoder) parse(data []byte) *Config {
 		File:     d.file, Listen: DefaultListen, AdminListen: DefaultAdminListen,
 		UpstreamTimeout: DefaultUpstreamTimeout, ShutdownTimeout: DefaultShutdownTimeout,
 		Store: "memory", SnapshotEvery: DefaultSnapshotEvery,
+		Identity: IdentityConfig{ForwardUserHeader: DefaultForwardUserHeader,
+			ForwardTierHeader: DefaultForwardTierHeader, ForwardKindHeader: DefaultForwardKindHeader},
 	}
 	var cfgs []*rules.Config
 	var rulesNode, routesNode *yaml.Node
@@ -239,8 +382,14 @@ func (d *decoder) parse(data []byte) *Config {
 		},
 		"domain":   func(k, v *yaml.Node) { c.Domain, domainLine = d.str(v, "domain"), v.Line },
 		"identity": func(k, v *yaml.Node) { d.identity(v, &c.Identity, rel) },
-		"routes":   func(k, v *yaml.Node) { routesNode = v },
-		"rules":    func(k, v *yaml.Node) { rulesNode = v },
+		"connections": func(k, v *yaml.Node) {
+			d.connections(v, "connections", &c.Connections)
+		},
+		"admin_connections": func(k, v *yaml.Node) {
+			d.connections(v, "admin_connections", &c.AdminConnections)
+		},
+		"routes": func(k, v *yaml.Node) { routesNode = v },
+		"rules":  func(k, v *yaml.Node) { rulesNode = v },
 		"rules_files": func(k, v *yaml.Node) {
 			hasRulesFiles = true
 			d.list(v, "rules_files", func(_ int, v *yaml.Node, path string) {
@@ -298,12 +447,22 @@ func (d *decoder) parse(data []byte) *Config {
 	if c.SnapshotFile != "" && c.Store != "memory" {
 		d.add(root.Line, "snapshot", "snapshots are for the memory store; %s keeps its own state", c.Store)
 	}
+	c.Connections = c.Connections.withDefaults(DefaultConnections())
+	c.AdminConnections = c.AdminConnections.withDefaults(DefaultAdminConnections())
 	if routesNode == nil {
 		d.add(root.Line, "routes", "missing routes")
 	} else {
+		var lines []int
+		before := len(d.errs)
 		d.list(routesNode, "routes", func(i int, v *yaml.Node, path string) {
 			c.Routes = append(c.Routes, d.route(v, path, c))
+			lines = append(lines, v.Line)
 		})
+		if len(d.errs) == before { // conflicts only between routes that are well formed
+			for _, p := range checkRoutes(c.Routes) {
+				d.add(lines[p.route], fmt.Sprintf("routes[%d]", p.route), "%s", p.msg)
+			}
+		}
 		if len(c.Routes) == 0 && (routesNode.Kind == yaml.SequenceNode || routesNode.Tag == "!!null") {
 			d.add(routesNode.Line, "routes", "no routes")
 		}
@@ -391,8 +550,19 @@ func (d *decoder) identity(n *yaml.Node, ic *IdentityConfig, rel func(string) st
 		},
 		"ipv6_prefix":   func(k, v *yaml.Node) { ic.IPv6Prefix = int(d.integer(v, "identity.ipv6_prefix", 0, 128)) },
 		"api_keys_file": func(k, v *yaml.Node) { ic.APIKeysFile = rel(d.str(v, "identity.api_keys_file")) },
-		"user_header":   func(k, v *yaml.Node) { ic.UserHeader = d.str(v, "identity.user_header") },
-		"tier_header":   func(k, v *yaml.Node) { ic.TierHeader = d.str(v, "identity.tier_header") },
+		"user_header":   func(k, v *yaml.Node) { ic.UserHeader = d.header(v, "identity.user_header") },
+		"tier_header":   func(k, v *yaml.Node) { ic.TierHeader = d.header(v, "identity.tier_header") },
+		"strip_headers": func(k, v *yaml.Node) {
+			d.list(v, "identity.strip_headers", func(_ int, v *yaml.Node, path string) {
+				if h := d.header(v, path); h != "" {
+					ic.StripHeaders = append(ic.StripHeaders, h)
+				}
+			})
+		},
+		"forward_user_header": func(k, v *yaml.Node) { ic.ForwardUserHeader = d.header(v, "identity.forward_user_header") },
+		"forward_tier_header": func(k, v *yaml.Node) { ic.ForwardTierHeader = d.header(v, "identity.forward_tier_header") },
+		"forward_kind_header": func(k, v *yaml.Node) { ic.ForwardKindHeader = d.header(v, "identity.forward_kind_header") },
+		"hide_credentials":    func(k, v *yaml.Node) { ic.HideCredentials = d.boolean(v, "identity.hide_credentials") },
 		"jwt": func(k, v *yaml.Node) {
 			j := &JWTConfig{UserClaim: "sub"}
 			d.fields(v, "identity.jwt", map[string]func(k, v *yaml.Node){
@@ -424,19 +594,35 @@ var methods = map[string]bool{
 
 func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	var r Route
-	seenPath := false
+	var pathLine, patternLine int
 	d.fields(n, path, map[string]func(k, v *yaml.Node){
 		"path": func(k, v *yaml.Node) {
-			seenPath = true
+			pathLine = v.Line
 			r.Path = d.str(v, yamlnode.Join(path, "path"))
 			if !strings.HasPrefix(r.Path, "/") {
-				d.add(v.Line, yamlnode.Join(path, "path"), "want a path prefix starting with /, got %q", r.Path)
+				d.add(v.Line, yamlnode.Join(path, "path"), "want a path starting with /, got %q", r.Path)
+			}
+		},
+		"pattern": func(k, v *yaml.Node) {
+			patternLine = v.Line
+			r.Pattern = d.str(v, yamlnode.Join(path, "pattern"))
+			if err := validPattern(r.Pattern); err != nil {
+				d.add(v.Line, yamlnode.Join(path, "pattern"), "%v", err)
+			}
+		},
+		"host": func(k, v *yaml.Node) {
+			r.Host = d.str(v, yamlnode.Join(path, "host"))
+			if err := validHost(r.Host); err != nil {
+				d.add(v.Line, yamlnode.Join(path, "host"), "%v", err)
 			}
 		},
 		"methods": func(k, v *yaml.Node) {
 			d.list(v, yamlnode.Join(path, "methods"), func(_ int, v *yaml.Node, p string) {
 				m := strings.ToUpper(d.str(v, p))
-				if !methods[m] {
+				switch {
+				case m == http.MethodConnect:
+					d.add(v.Line, p, "CONNECT is not proxied (the gateway answers it 405)")
+				case !methods[m]:
 					d.add(v.Line, p, "unknown HTTP method %s", yamlnode.Kind(v))
 				}
 				r.Methods = append(r.Methods, m)
@@ -466,8 +652,11 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 			})
 		},
 	})
-	if !seenPath {
-		d.add(n.Line, yamlnode.Join(path, "path"), "missing path")
+	switch {
+	case r.Pattern != "" && (pathLine != 0 || r.Host != "" || len(r.Methods) > 0):
+		d.add(patternLine, yamlnode.Join(path, "pattern"), "pattern says method, host and path itself: drop path, host and methods")
+	case r.Pattern == "" && pathLine == 0 && patternLine == 0:
+		d.add(n.Line, yamlnode.Join(path, "path"), "missing path (or pattern)")
 	}
 	if r.UpstreamTimeout == 0 {
 		r.UpstreamTimeout = c.UpstreamTimeout
@@ -598,4 +787,31 @@ func (d *decoder) headerMatcher(n *yaml.Node, path string) httplimit.HeaderMatch
 		d.add(n.Line, yamlnode.Join(path, "name"), "missing header name")
 	}
 	return m
+}
+
+func (d *decoder) connections(n *yaml.Node, path string, cc *ConnConfig) {
+	p := func(f string) string { return yamlnode.Join(path, f) }
+	d.fields(n, path, map[string]func(k, v *yaml.Node){
+		"max":                 func(k, v *yaml.Node) { cc.Max = int(d.integer(v, p("max"), 1, 1<<24)) },
+		"idle_timeout":        func(k, v *yaml.Node) { cc.IdleTimeout = d.duration(v, p("idle_timeout")) },
+		"read_header_timeout": func(k, v *yaml.Node) { cc.ReadHeaderTimeout = d.duration(v, p("read_header_timeout")) },
+		"read_timeout":        func(k, v *yaml.Node) { cc.ReadTimeout = d.duration(v, p("read_timeout")) },
+		"write_timeout":       func(k, v *yaml.Node) { cc.WriteTimeout = d.duration(v, p("write_timeout")) },
+		"max_header_bytes": func(k, v *yaml.Node) {
+			cc.MaxHeaderBytes = int(d.integer(v, p("max_header_bytes"), 1024, 64<<20))
+		},
+	})
+}
+
+// header reads a header name, in canonical form ("" stays "").
+func (d *decoder) header(n *yaml.Node, path string) string {
+	h := d.str(n, path)
+	if h == "" {
+		return ""
+	}
+	if !httpguts.ValidHeaderFieldName(h) {
+		d.add(n.Line, path, "want a header name, got %s", yamlnode.Kind(n))
+		return ""
+	}
+	return http.CanonicalHeaderKey(h)
 }

@@ -57,7 +57,7 @@ rules:
 		"gw.yaml:4: store: want memory or a redis://",
 		`gw.yaml:5: unknown field "bogus"`,
 		"gw.yaml:7: identity.trusted_proxies[1]: want an IP address or CIDR prefix",
-		"gw.yaml:9: routes[0].path: want a path prefix starting with /",
+		"gw.yaml:9: routes[0].path: want a path starting with /",
 		`gw.yaml:10: routes[0].methods[1]: unknown HTTP method "FETCH"`,
 		"gw.yaml:11: routes[0].cost: want a whole number from 1",
 		"gw.yaml:15: routes[0].rate_limits[0].actions[1].generic_key: descriptor_value is required",

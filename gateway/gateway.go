@@ -13,8 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +44,7 @@ type Gateway struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
 	metrics  *metrics
+	conns    *connMetrics
 
 	store    ratelimit.Store
 	mem      *memstore.Store // when the store is memory
@@ -83,6 +82,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	g.metrics = m
+	if g.conns, err = newConnMetrics(g.registry); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
 	if err := g.openStore(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -270,17 +272,43 @@ func Check(filename string, data []byte) error {
 	return err
 }
 
-type route struct {
-	Route
-	methods map[string]bool
-	handler http.Handler
+// routeHandler serves one route: it resolves the caller (see
+// forward.go), strips the identity headers an untrusted peer may not
+// set, and hands the request to the route's limits and the upstream.
+type routeHandler struct {
+	limited  http.Handler
+	resolver *identity.Resolver
+	headers  *identityHeaders
+	write    time.Duration // the response's write deadline: upstream_timeout + write_timeout
+	log      *slog.Logger
+}
+
+func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setWriteDeadline(w, h.write)
+	id, err := h.resolver.Resolve(r)
+	if err != nil {
+		if errors.Is(err, identity.ErrUnauthorized) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+			problem(w, http.StatusUnauthorized, "invalid credentials")
+			return
+		}
+		h.log.Error("gateway: identify caller", "err", err)
+		problem(w, http.StatusInternalServerError, "cannot identify the caller")
+		return
+	}
+	r = h.headers.stripUntrusted(r)
+	h.limited.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), &id)))
 }
 
 func (g *Gateway) build(cfg *Config) (*state, error) {
-	res, err := Resolver(cfg)
+	resolver, err := Resolver(cfg)
 	if err != nil {
 		return nil, err
 	}
+	// The middleware takes the identity routeHandler resolved.
+	res := cachedIdentity{resolver}
+	ih := newIdentityHeaders(cfg.Identity)
+	cc := cfg.Connections.withDefaults(DefaultConnections())
 	var upstream http.Handler
 	if cfg.Upstream == BuiltinEcho {
 		upstream = http.HandlerFunc(echo)
@@ -289,7 +317,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: upstream: %w", err)
 		}
-		upstream = g.proxy(target, cfg.Identity.TrustedProxies)
+		upstream = g.proxy(target, cfg.Identity.TrustedProxies, ih)
 	}
 	var names []string
 	if cfg.Rules != nil {
@@ -300,15 +328,10 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		}
 	}
 	observe := g.metrics.observer(names)
-	routes := make([]*route, 0, len(cfg.Routes))
-	for _, rc := range cfg.Routes {
-		rt := &route{Route: rc}
-		if len(rc.Methods) > 0 {
-			rt.methods = map[string]bool{}
-			for _, m := range rc.Methods {
-				rt.methods[m] = true
-			}
-		}
+	mux := http.NewServeMux()
+	patterns := routePatterns(cfg.Routes)
+	catchAll := false
+	for i, rc := range cfg.Routes {
 		next := upstream
 		if cfg.Upstream != BuiltinEcho {
 			next = withTimeout(upstream, rc.UpstreamTimeout)
@@ -331,25 +354,25 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		if cfg.Rules != nil {
 			mw.Rules = cfg.Rules // never a typed nil in the interface
 		}
-		rt.handler = mw.Handler(next)
-		routes = append(routes, rt)
-	}
-	// Longest prefix first; a route with methods before one without.
-	sort.SliceStable(routes, func(i, j int) bool {
-		if len(routes[i].Path) != len(routes[j].Path) {
-			return len(routes[i].Path) > len(routes[j].Path)
-		}
-		return routes[i].methods != nil && routes[j].methods == nil
-	})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, rt := range routes {
-			if strings.HasPrefix(r.URL.Path, rt.Path) && (rt.methods == nil || rt.methods[r.Method]) {
-				rt.handler.ServeHTTP(w, r)
-				return
+		rt := &routeHandler{limited: mw.Handler(next), resolver: resolver, headers: ih,
+			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log}
+		for _, p := range patterns[i] {
+			if err := register(mux, p, rt); err != nil {
+				return nil, fmt.Errorf("gateway: %s: routes[%d]: %w", cfg.File, i, err)
 			}
+			catchAll = catchAll || p == "/"
 		}
-		httplimit.WriteProblem(w, httplimit.Problem{Status: http.StatusNotFound, Detail: "no route for " + r.Method + " " + r.URL.Path})
-	})
+	}
+	if !catchAll {
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			problem(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+		})
+	}
+	h := withDeadlines(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if canonicalize(w, r) {
+			mux.ServeHTTP(w, r)
+		}
+	}), cc.ReadTimeout, cc.WriteTimeout)
 	return &state{cfg: cfg, handler: h}, nil
 }
 
@@ -367,7 +390,10 @@ func withTimeout(h http.Handler, d time.Duration) http.Handler {
 // client are dropped (ReverseProxy does so before Rewrite) and set afresh
 // from the peer; only when the peer is a trusted proxy is its
 // X-Forwarded-For kept, with the peer appended.
-func (g *Gateway) proxy(target *url.URL, trusted []netip.Prefix) http.Handler {
+//
+// The identity headers are the gateway's (see identityHeaders): the
+// client's own values are removed and the resolved identity set.
+func (g *Gateway) proxy(target *url.URL, trusted []netip.Prefix, ih *identityHeaders) http.Handler {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 256
@@ -378,6 +404,7 @@ func (g *Gateway) proxy(target *url.URL, trusted []netip.Prefix) http.Handler {
 				pr.Out.Header["X-Forwarded-For"] = xff
 			}
 			pr.SetXForwarded()
+			ih.forward(pr)
 		},
 		Transport: tr,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -413,15 +440,32 @@ func peerTrusted(remoteAddr string, trusted []netip.Prefix) bool {
 // turns 503, listeners close, and in-flight requests get up to the
 // config's shutdown_timeout to finish. It returns nil after a clean
 // shutdown.
+//
+// Each listener is bounded by the config's connections and
+// admin_connections (see ConnConfig): at most max connections open,
+// idle keep-alive connections closed after idle_timeout (and first when
+// room is needed), headers within read_header_timeout of a request's
+// start, bodies within read_timeout of the headers, responses within
+// write_timeout (plus the route's upstream_timeout). Those of the config
+// at the start of Serve hold until it returns, except read_timeout and
+// write_timeout of the public listener, which follow reloads.
 func (g *Gateway) Serve(ctx context.Context, ln, admin net.Listener) error {
-	pub := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slogErrorLog(g.log)}
+	cfg := g.Config()
+	pc := cfg.Connections.withDefaults(DefaultConnections())
+	plim := newConnLimiter(pc.Max, g.conns, "public")
+	pub := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: pc.ReadHeaderTimeout, IdleTimeout: pc.IdleTimeout,
+		MaxHeaderBytes: pc.MaxHeaderBytes, ConnState: plim.connState, ErrorLog: slogErrorLog(g.log)}
 	var adm *http.Server
 	errc := make(chan error, 2)
-	go func() { errc <- pub.Serve(ln) }()
+	go func() { errc <- pub.Serve(plim.listener(ln)) }()
 	n := 1
 	if admin != nil {
-		adm = &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slogErrorLog(g.log)}
-		go func() { errc <- adm.Serve(admin) }()
+		ac := cfg.AdminConnections.withDefaults(DefaultAdminConnections())
+		alim := newConnLimiter(ac.Max, g.conns, "admin")
+		adm = &http.Server{Handler: withDeadlines(g.AdminHandler(), ac.ReadTimeout, ac.WriteTimeout),
+			ReadHeaderTimeout: ac.ReadHeaderTimeout, IdleTimeout: ac.IdleTimeout, MaxHeaderBytes: ac.MaxHeaderBytes,
+			ConnState: alim.connState, ErrorLog: slogErrorLog(g.log)}
+		go func() { errc <- adm.Serve(alim.listener(admin)) }()
 		n++
 	}
 	var err error

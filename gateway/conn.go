@@ -1,0 +1,223 @@
+package gateway
+
+import (
+	"container/list"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// connMetrics count each listener's connections.
+type connMetrics struct {
+	open    *prometheus.GaugeVec
+	refused *prometheus.CounterVec
+	evicted *prometheus.CounterVec
+}
+
+func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
+	m := &connMetrics{
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "sluice", Subsystem: "gateway", Name: "connections_open",
+			Help: "Connections open now, by listener (public, admin).",
+		}, []string{"listener"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "gateway", Name: "connections_refused_total",
+			Help: "Connections closed on accept because the listener was at its max and none was idle.",
+		}, []string{"listener"}),
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "gateway", Name: "connections_evicted_total",
+			Help: "Idle keep-alive connections closed to make room for a new one at the listener's max.",
+		}, []string{"listener"}),
+	}
+	for _, c := range []prometheus.Collector{m.open, m.refused, m.evicted} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// connLimiter caps a listener's open connections. At the cap, a new
+// connection closes the connection idle the longest (an HTTP keep-alive
+// connection waiting for its next request: its client reconnects at
+// worst) and takes its place, as nginx reuses keep-alive connections
+// when it runs out; when no connection is idle, the new one is accepted
+// and closed at once, so that its client learns at once instead of
+// waiting in the kernel's backlog, and the refusal is counted.
+//
+// A connection is idle between http.StateIdle and the next state
+// (http.Server.ConnState feeds connState). Connections that are new
+// (no complete request yet) are not evicted: read_header_timeout bounds
+// them.
+type connLimiter struct {
+	max     int
+	open    prometheus.Gauge
+	refused prometheus.Counter
+	evicted prometheus.Counter
+
+	mu   sync.Mutex
+	n    int       // open connections
+	idle list.List // of *limitedConn, longest idle first
+}
+
+func newConnLimiter(max int, m *connMetrics, listener string) *connLimiter {
+	return &connLimiter{
+		max:     max,
+		open:    m.open.WithLabelValues(listener),
+		refused: m.refused.WithLabelValues(listener),
+		evicted: m.evicted.WithLabelValues(listener),
+	}
+}
+
+// listener wraps ln: Accept returns only connections within the cap.
+func (l *connLimiter) listener(ln net.Listener) net.Listener {
+	return &limitedListener{Listener: ln, l: l}
+}
+
+type limitedListener struct {
+	net.Listener
+	l *connLimiter
+}
+
+func (ln *limitedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := ln.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if lc := ln.l.admit(c); lc != nil {
+			return lc, nil
+		}
+	}
+}
+
+// admit returns c counted, or closes it and returns nil.
+func (l *connLimiter) admit(c net.Conn) *limitedConn {
+	l.mu.Lock()
+	if l.n >= l.max {
+		e := l.idle.Front()
+		if e == nil {
+			l.mu.Unlock()
+			c.Close()
+			l.refused.Inc()
+			return nil
+		}
+		victim := e.Value.(*limitedConn)
+		l.idle.Remove(e)
+		victim.idle = nil
+		l.mu.Unlock()
+		victim.Close() // releases its place
+		l.evicted.Inc()
+		l.mu.Lock()
+	}
+	l.n++
+	l.open.Set(float64(l.n))
+	l.mu.Unlock()
+	return &limitedConn{Conn: c, l: l}
+}
+
+// connState is the http.Server's ConnState hook: it keeps the list of
+// idle connections.
+func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lc.closed {
+		return
+	}
+	switch st {
+	case http.StateIdle:
+		if lc.idle == nil {
+			lc.idle = l.idle.PushBack(lc)
+		}
+	default:
+		if lc.idle != nil {
+			l.idle.Remove(lc.idle)
+			lc.idle = nil
+		}
+	}
+}
+
+// release takes c out of the count.
+func (l *connLimiter) release(c *limitedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c.closed = true
+	if c.idle != nil {
+		l.idle.Remove(c.idle)
+		c.idle = nil
+	}
+	l.n--
+	l.open.Set(float64(l.n))
+}
+
+// limitedConn is a connection counted by its connLimiter until closed.
+type limitedConn struct {
+	net.Conn
+	l    *connLimiter
+	once sync.Once
+	// guarded by l.mu
+	idle   *list.Element
+	closed bool
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.release(c) })
+	return err
+}
+
+// withDeadlines bounds reading a request's body by read (from the end of
+// its headers) and, when write > 0, writing its response by write. The
+// body's deadline is lifted once the body is read, so that it does not
+// cut the rest of the exchange (http.Server.ReadTimeout would: the
+// server's background read of the connection hits it and cancels the
+// request's context).
+func withDeadlines(h http.Handler, read, write time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hasBody := r.Body != nil && r.Body != http.NoBody
+		if hasBody || write > 0 {
+			rc := http.NewResponseController(w)
+			now := time.Now()
+			if write > 0 {
+				rc.SetWriteDeadline(now.Add(write))
+			}
+			if hasBody && read > 0 && rc.SetReadDeadline(now.Add(read)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the connection's read deadline at the end of the
+// body.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// setWriteDeadline bounds writing r's response by d from now, when w
+// supports it.
+func setWriteDeadline(w http.ResponseWriter, d time.Duration) {
+	if d > 0 {
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+	}
+}

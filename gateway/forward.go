@@ -1,0 +1,152 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/sluicehq/sluice/identity"
+)
+
+// The gateway resolves the caller once per request, before limiting (see
+// routeHandler): the identity goes into the request's context, where the
+// limiting middleware finds it (cachedIdentity is its Identifier) and the
+// proxy's Rewrite forwards it upstream. Resolving before the middleware
+// also means that a presented and wrong credential is answered 401 on
+// every route, limited or not: the gateway never forwards a request as
+// anonymous when it carried a credential it refused.
+
+type identityKey struct{}
+
+// withIdentity returns ctx carrying id.
+func withIdentity(ctx context.Context, id *identity.Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// identityFrom returns the identity the gateway resolved for a request.
+func identityFrom(ctx context.Context) (*identity.Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(*identity.Identity)
+	return id, ok
+}
+
+// cachedIdentity is the limiting middleware's Identifier: the identity
+// routeHandler resolved, else (a request that did not come through it)
+// the resolver's answer.
+type cachedIdentity struct{ *identity.Resolver }
+
+func (c cachedIdentity) Resolve(r *http.Request) (identity.Identity, error) {
+	if id, ok := identityFrom(r.Context()); ok {
+		return *id, nil
+	}
+	return c.Resolver.Resolve(r)
+}
+
+// headerSet is a set of header names compared as a CGI gateway does:
+// case-insensitive and with "_" the same as "-" (PHP, WSGI and Rack read
+// both X-User and X_User as HTTP_X_USER, so stripping only one would let
+// the other through).
+type headerSet map[string]bool
+
+func newHeaderSet(names ...string) headerSet {
+	s := headerSet{}
+	for _, n := range names {
+		if n != "" {
+			s[cgiName(n)] = true
+		}
+	}
+	return s
+}
+
+func cgiName(n string) string {
+	return strings.ReplaceAll(strings.ToLower(n), "_", "-")
+}
+
+// has reports whether h has a header in s, under any spelling.
+func (s headerSet) has(h http.Header) bool {
+	for k := range h {
+		if s[cgiName(k)] {
+			return true
+		}
+	}
+	return false
+}
+
+// remove deletes every header of s from h, under any spelling.
+func (s headerSet) remove(h http.Header) {
+	for k := range h {
+		if s[cgiName(k)] {
+			delete(h, k)
+		}
+	}
+}
+
+// identityHeaders is what the gateway does to a request's identity
+// headers: strip is removed before limiting from requests whose peer is
+// not a trusted proxy; owned is removed from every proxied request, and
+// the resolved identity set in user, tier and kind.
+type identityHeaders struct {
+	trusted []netip.Prefix
+	strip   headerSet
+	owned   headerSet
+	user    string
+	tier    string
+	kind    string
+}
+
+func newIdentityHeaders(ic IdentityConfig) *identityHeaders {
+	canon := http.CanonicalHeaderKey
+	h := &identityHeaders{
+		trusted: ic.TrustedProxies,
+		strip:   newHeaderSet(append([]string{ic.UserHeader, ic.TierHeader}, ic.StripHeaders...)...),
+		owned:   newHeaderSet(ic.ForwardUserHeader, ic.ForwardTierHeader, ic.ForwardKindHeader),
+		user:    canon(ic.ForwardUserHeader),
+		tier:    canon(ic.ForwardTierHeader),
+		kind:    canon(ic.ForwardKindHeader),
+	}
+	if ic.HideCredentials {
+		h.owned[cgiName("Authorization")] = true
+		h.owned[cgiName("X-Api-Key")] = true
+	}
+	return h
+}
+
+// stripUntrusted returns r without the strip headers when its peer is
+// not a trusted proxy (a shallow copy with its own Header when there was
+// something to remove).
+func (ih *identityHeaders) stripUntrusted(r *http.Request) *http.Request {
+	if len(ih.strip) == 0 || !ih.strip.has(r.Header) || peerTrusted(r.RemoteAddr, ih.trusted) {
+		return r
+	}
+	r2 := *r
+	r2.Header = r.Header.Clone()
+	ih.strip.remove(r2.Header)
+	return &r2
+}
+
+// forward sets the identity headers of a proxied request (pr.Out's
+// headers are its own copy).
+func (ih *identityHeaders) forward(pr *httputil.ProxyRequest) {
+	h := pr.Out.Header
+	ih.owned.remove(h)
+	id, ok := identityFrom(pr.In.Context())
+	if !ok {
+		return
+	}
+	kind := "ip"
+	if id.Authenticated {
+		kind = id.Method
+		if ih.user != "" && httpguts.ValidHeaderFieldValue(id.User) {
+			h[ih.user] = []string{id.User}
+		}
+	}
+	if ih.tier != "" && id.Tier != "" && httpguts.ValidHeaderFieldValue(id.Tier) {
+		h[ih.tier] = []string{id.Tier}
+	}
+	if ih.kind != "" && kind != "" {
+		h[ih.kind] = []string{kind}
+	}
+}
