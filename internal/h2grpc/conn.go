@@ -25,16 +25,9 @@ const (
 	// maxFrameSize is the largest frame the server accepts: HTTP/2's
 	// default SETTINGS_MAX_FRAME_SIZE, which it does not raise.
 	maxFrameSize = 16384
-	// connWindow is the receive window the server gives a connection.
-	connWindow = 1 << 20
-	// defaultWindow is HTTP/2's initial stream window, which the server
-	// keeps for the streams it receives on.
-	defaultWindow = 65535
-	// maxWindow is the largest flow-control window HTTP/2 allows.
-	maxWindow = 1<<31 - 1
-	// maxQueued bounds the frames queued for a peer that does not read
-	// them; past it the connection is closed.
-	maxQueued = 4 << 20
+	// maxSendFrame bounds the DATA frames the server sends, whatever
+	// SETTINGS_MAX_FRAME_SIZE the client allows.
+	maxSendFrame = 64 << 10
 	// closeGrace bounds the writes still pending when a connection closes.
 	closeGrace = time.Second
 	// yieldBelow: a flush of less than this yields once before writing.
@@ -75,8 +68,6 @@ type conn struct {
 	hexisting   *stream // the stream it continues (trailers), if any
 	contStream  uint32  // a header block on this stream awaits CONTINUATION
 	gotSettings bool
-	recvWin     int64 // the connection's receive window left
-	recvUnacked int64 // received bytes not yet given back by WINDOW_UPDATE
 
 	handlers sync.WaitGroup // dispatched handlers
 
@@ -94,6 +85,16 @@ type conn struct {
 	peerInitWin     int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	peerMaxFrame    int    // the client's SETTINGS_MAX_FRAME_SIZE
 	tableSizeSent   bool   // the first header block (table size 0) went out
+	writing         int    // the bytes of the write in progress
+
+	// Receive flow control (see the package documentation). The client
+	// may send recvWin more bytes on the connection; held bytes of
+	// requests (in streams' held) and recvPending bytes consumed but not
+	// yet given back make up the rest of the connection's window.
+	recvWin     int64
+	recvPending int64
+	reserveFree int64     // the large-message reserve left to grant
+	reserveQ    []*stream // streams waiting for a grant, in order
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -104,7 +105,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 		kick:         make(chan struct{}, 1),
 		done:         make(chan struct{}),
 		payload:      make([]byte, maxFrameSize),
-		recvWin:      connWindow,
+		recvWin:      s.lim.connWin,
+		reserveFree:  s.lim.reserve,
 		streams:      map[uint32]*stream{},
 		sendWin:      defaultWindow,
 		peerInitWin:  defaultWindow,
@@ -115,19 +117,38 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.dec.SetMaxStringLength(int(s.opts.MaxHeaderListSize))
 	// The server's preface: its SETTINGS, and a connection window larger
 	// than HTTP/2's 64 KiB.
-	b := appendFrameHeader(nil, 12, http2.FrameSettings, 0, 0)
+	n := 12
+	if s.lim.streamWin != defaultWindow {
+		n += 6
+	}
+	b := appendFrameHeader(nil, n, http2.FrameSettings, 0, 0)
 	b = append(b, 0, byte(http2.SettingMaxConcurrentStreams))
 	b = appendUint32(b, s.opts.MaxConcurrentStreams)
 	b = append(b, 0, byte(http2.SettingMaxHeaderListSize))
 	b = appendUint32(b, s.opts.MaxHeaderListSize)
-	b = appendFrameHeader(b, 4, http2.FrameWindowUpdate, 0, 0)
-	b = appendUint32(b, connWindow-defaultWindow)
-	c.wbuf = b
+	if s.lim.streamWin != defaultWindow {
+		b = append(b, 0, byte(http2.SettingInitialWindowSize))
+		b = appendUint32(b, uint32(s.lim.streamWin))
+	}
+	c.wbuf = appendWindowUpdate(b, 0, s.lim.connWin-defaultWindow)
 	go c.writer()
 	return c
 }
 
-func (c *conn) emit(f hpack.HeaderField) { c.req.field(f.Name, f.Value) }
+// emit records a decoded field. Past the header-list limit the decoder
+// stops emitting until the block ends: the block is still decoded, to
+// keep HPACK's table in step, but nothing of it is kept.
+func (c *conn) emit(f hpack.HeaderField) {
+	c.req.field(f.Name, f.Value)
+	if c.req.size > c.srv.opts.MaxHeaderListSize {
+		c.dec.SetEmitEnabled(false)
+	}
+}
+
+func appendWindowUpdate(b []byte, id uint32, inc int64) []byte {
+	b = appendFrameHeader(b, 4, http2.FrameWindowUpdate, 0, id)
+	return appendUint32(b, uint32(inc))
+}
 
 // serve reads and handles frames until the connection ends.
 func (c *conn) serve() {
@@ -226,25 +247,54 @@ func (c *conn) drain() {
 
 // queue appends frames (add may be nil) and has them written: by the
 // writer goroutine, so that the caller (the reader) never blocks on the
-// socket.
+// socket. Past MaxSendQueue and controlSlack, the client is not reading
+// what it asks for, and the connection ends.
 func (c *conn) queue(add func([]byte) []byte) error {
 	c.mu.Lock()
 	if add != nil {
 		c.wbuf = add(c.wbuf)
 	}
-	if len(c.wbuf) > maxQueued {
+	if c.queuedLocked() > c.srv.lim.sendQueue+controlSlack {
 		c.mu.Unlock()
 		return connError{http2.ErrCodeEnhanceYourCalm, "the client does not read what it asked for"}
 	}
-	idle := !c.flushing
-	c.mu.Unlock()
-	if idle {
+	if !c.flushing {
 		select {
 		case c.kick <- struct{}{}:
 		default:
 		}
 	}
+	c.mu.Unlock()
 	return nil
+}
+
+// queuedLocked returns the bytes of frames queued or being written.
+func (c *conn) queuedLocked() int { return len(c.wbuf) + c.writing }
+
+// kickLocked has the writer goroutine write what is queued, unless a
+// flush is under way. c.mu is held.
+func (c *conn) kickLocked() {
+	if !c.flushing && len(c.wbuf) > 0 {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// roomLocked waits until n more bytes of a handler's frames fit in the
+// send queue (MaxSendQueue; any frame fits in an empty queue), and
+// reports whether st may still write. c.mu is held (and released while
+// waiting).
+func (c *conn) roomLocked(st *stream, n int) bool {
+	for !st.reset && !c.closed {
+		if q := c.queuedLocked(); q == 0 || q+n <= c.srv.lim.sendQueue {
+			return true
+		}
+		c.kickLocked()
+		c.cond.Wait()
+	}
+	return false
 }
 
 // writer flushes what the reader queues.
@@ -292,9 +342,12 @@ func (c *conn) flush() {
 	for len(c.wbuf) > 0 {
 		b := c.wbuf
 		c.wbuf, c.spare = c.spare[:0], nil
+		c.writing = len(b)
 		c.mu.Unlock()
 		_, err := c.nc.Write(b)
 		c.mu.Lock()
+		c.writing = 0
+		c.cond.Broadcast() // handlers may wait for room in the queue
 		if cap(b) <= 256<<10 {
 			c.spare = b[:0]
 		}
@@ -432,6 +485,7 @@ func (c *conn) onHeaders(flags http2.Flags, id uint32, p []byte) error {
 	}
 	c.req = request{}
 	c.blockLen = 0
+	c.dec.SetEmitEnabled(true)
 	c.hstream, c.hid, c.hend = id, id, flags.Has(http2.FlagHeadersEndStream)
 	c.hexisting = c.stream(id)
 	if c.hexisting == nil && !c.closedID(id) {
@@ -480,6 +534,11 @@ func (c *conn) onFragment(end bool, p []byte) error {
 		if !c.hend || c.req.pseudo != 0 || c.req.malformed != "" {
 			return c.reset(st, http2.ErrCodeProtocol)
 		}
+		if c.req.size > c.srv.opts.MaxHeaderListSize {
+			c.drop(st)
+			return c.reject(st.id, true, 200, status.Newf(codes.ResourceExhausted,
+				"h2grpc: trailers of %d bytes are larger than %d", c.req.size, c.srv.opts.MaxHeaderListSize))
+		}
 		return c.endRequest(st)
 	}
 	return c.open(c.hstream, c.hend)
@@ -495,12 +554,14 @@ func (c *conn) open(id uint32, end bool) error {
 	if refuse {
 		return c.resetID(id, http2.ErrCodeRefusedStream)
 	}
-	if r.malformed != "" || !r.scheme || r.method == "" || r.path == "" {
-		return c.resetID(id, http2.ErrCodeProtocol)
-	}
+	// First: past the limit the decoder stopped emitting, so the fields
+	// after it were neither kept nor checked.
 	if r.size > opts.MaxHeaderListSize {
 		return c.reject(id, end, 200, status.Newf(codes.ResourceExhausted,
 			"h2grpc: header list of %d bytes is larger than %d", r.size, opts.MaxHeaderListSize))
+	}
+	if r.malformed != "" || !r.scheme || r.method == "" || r.path == "" {
+		return c.resetID(id, http2.ErrCodeProtocol)
 	}
 	if r.method != "POST" {
 		return c.reject(id, end, 405, status.Newf(codes.Internal, "h2grpc: method %q is not POST", r.method))
@@ -519,7 +580,7 @@ func (c *conn) open(id uint32, end bool) error {
 	case m.stream != nil && m.stream.ClientStreams:
 		return c.reject(id, end, 200, status.Newf(codes.Unimplemented, "h2grpc: %s streams from the client, which this server does not serve", r.path))
 	}
-	st := &stream{c: c, id: id, m: m, recvWin: defaultWindow, encoding: r.encoding}
+	st := &stream{c: c, id: id, m: m, recvLimit: c.srv.lim.streamWin, msgLen: -1, encoding: r.encoding}
 	if r.hasTimeout {
 		st.ctx.setTimeout(r.timeout)
 	}
@@ -573,19 +634,112 @@ func (c *conn) reset(st *stream, code http2.ErrCode) error {
 	return c.resetID(st.id, code)
 }
 
-// drop forgets st, as the client or the server reset it.
+// drop forgets st, as the client or the server reset it. Called by the
+// reading goroutine: a stream whose handler has not been dispatched gives
+// back what it holds at once; one whose handler runs, when it returns.
 func (c *conn) drop(st *stream) {
 	c.mu.Lock()
+	free := false
 	if c.streams[st.id] == st {
 		delete(c.streams, st.id)
 		st.reset = true
 		if !st.dispatched {
 			c.releaseLocked()
+			c.releaseRecvLocked(st)
+			c.kickLocked()
+			free = true
 		}
 		c.cond.Broadcast()
 	}
 	c.mu.Unlock()
 	st.ctx.cancel(context.Canceled)
+	if free && st.buf != nil {
+		putBuf(st.buf)
+		st.buf = nil
+	}
+}
+
+// releaseRecvLocked gives back what st holds of the connection's receive
+// window: its request's bytes (WINDOW_UPDATE, once enough are due) and
+// its grant from the large-message reserve, which goes to the streams
+// waiting for it. c.mu is held; the caller has the frames written.
+func (c *conn) releaseRecvLocked(st *stream) {
+	if st.released {
+		return
+	}
+	st.released = true
+	c.unwaitLocked(st)
+	c.giveBackLocked(st.held)
+	st.held = 0
+	if st.grant > 0 {
+		c.reserveFree += st.grant
+		st.grant = 0
+		c.grantWaitingLocked()
+	}
+}
+
+// giveBackLocked counts n bytes of the connection's window as consumed,
+// and gives the client its credit back once windowUpdateAt bytes are due.
+// c.mu is held; the caller has the frames written.
+func (c *conn) giveBackLocked(n int64) {
+	if c.recvPending += n; c.recvPending >= windowUpdateAt && !c.closed {
+		c.wbuf = appendWindowUpdate(c.wbuf, 0, c.recvPending)
+		c.recvWin += c.recvPending
+		c.recvPending = 0
+	}
+}
+
+// wantGrantLocked asks for the credit st needs to send the rest of its
+// request message: granted at once from the reserve if no stream waits
+// before it, else when enough is given back. c.mu is held; the caller has
+// the frames written.
+func (c *conn) wantGrantLocked(st *stream, need int64) {
+	st.need = need
+	if len(c.reserveQ) == 0 && need <= c.reserveFree {
+		c.grantLocked(st)
+		return
+	}
+	c.reserveQ = append(c.reserveQ, st)
+}
+
+func (c *conn) grantLocked(st *stream) {
+	c.reserveFree -= st.need
+	st.grant += st.need
+	st.recvLimit += st.need
+	c.wbuf = appendWindowUpdate(c.wbuf, st.id, st.need)
+	st.need = 0
+}
+
+// grantWaitingLocked grants the waiting streams what the reserve has, in
+// order. c.mu is held.
+func (c *conn) grantWaitingLocked() {
+	for len(c.reserveQ) > 0 && c.reserveQ[0].need <= c.reserveFree {
+		c.grantLocked(c.reserveQ[0])
+		c.reserveQ = c.reserveQ[1:]
+	}
+	if len(c.reserveQ) == 0 {
+		c.reserveQ = nil
+	}
+}
+
+// unwaitLocked takes st out of the streams waiting for a grant. c.mu is
+// held.
+func (c *conn) unwaitLocked(st *stream) {
+	if st.need == 0 {
+		return
+	}
+	st.need = 0
+	for i, w := range c.reserveQ {
+		if w == st {
+			c.reserveQ = append(c.reserveQ[:i], c.reserveQ[i+1:]...)
+			break
+		}
+	}
+	if len(c.reserveQ) == 0 {
+		c.reserveQ = nil
+	}
+	// The stream at the head may fit now.
+	c.grantWaitingLocked()
 }
 
 // releaseLocked counts a stream as no longer active, and closes a
@@ -607,71 +761,100 @@ func (c *conn) releaseLocked() {
 func (c *conn) endRequest(st *stream) error {
 	c.mu.Lock()
 	st.dispatched = true
+	if st.need > 0 {
+		// The message is cut short: it needs no more credit.
+		c.unwaitLocked(st)
+		c.kickLocked()
+	}
 	c.mu.Unlock()
 	c.handlers.Add(1)
 	c.srv.dispatch(st)
 	return nil
 }
 
+// onData takes a DATA frame: its bytes count against the connection's
+// window and the stream's, and stay counted until the call's handler has
+// returned (a stream's request is one message, read whole before the
+// handler runs). Padding, and data the server drops, are given back at
+// once.
 func (c *conn) onData(flags http2.Flags, id uint32, p []byte) error {
 	if id == 0 {
 		return protocolError("DATA on stream 0")
-	}
-	n := int64(len(p))
-	if c.recvWin -= n; c.recvWin < 0 {
-		return connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
-	}
-	// The connection's window is given back as data arrives: each
-	// stream's own window and its message limit bound what it buffers.
-	if c.recvUnacked += n; c.recvUnacked >= connWindow/4 {
-		inc := c.recvUnacked
-		c.recvWin += inc
-		c.recvUnacked = 0
-		if err := c.queue(func(b []byte) []byte {
-			b = appendFrameHeader(b, 4, http2.FrameWindowUpdate, 0, 0)
-			return appendUint32(b, uint32(inc))
-		}); err != nil {
-			return err
-		}
 	}
 	data, err := stripPadding(flags, p)
 	if err != nil {
 		return err
 	}
-	st := c.stream(id)
-	if st == nil {
-		if c.closedID(id) {
-			return nil // late data on a stream already answered or reset
+	n, pad := int64(len(p)), int64(len(p)-len(data))
+	end := flags.Has(http2.FlagDataEndStream)
+	c.mu.Lock()
+	if c.recvWin -= n; c.recvWin < 0 {
+		c.mu.Unlock()
+		return connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
+	}
+	st := c.streams[id]
+	if st == nil || st.dispatched {
+		// Late data on a stream already answered or reset, or data after
+		// the request's end.
+		c.giveBackLocked(n)
+		c.kickLocked()
+		opened := id <= c.lastID
+		c.mu.Unlock()
+		if st != nil {
+			return c.reset(st, http2.ErrCodeStreamClosed)
 		}
-		return protocolError("DATA on a stream not opened")
+		if !opened {
+			return protocolError("DATA on a stream not opened")
+		}
+		return nil
 	}
-	if st.dispatched {
-		return c.reset(st, http2.ErrCodeStreamClosed)
+	if st.recvBytes += n; st.recvBytes > st.recvLimit {
+		c.mu.Unlock()
+		return connError{http2.ErrCodeFlowControl, "DATA beyond the stream's window"}
 	}
-	if st.recvWin -= n; st.recvWin < 0 {
-		return c.reset(st, http2.ErrCodeFlowControl)
+	st.held += int64(len(data))
+	if pad > 0 {
+		// Padding is consumed on arrival, on the stream too: the credit a
+		// stream is granted is for its message.
+		c.giveBackLocked(pad)
+		if !end {
+			st.recvLimit += pad
+			c.wbuf = appendWindowUpdate(c.wbuf, id, pad)
+		}
+		c.kickLocked()
 	}
+	limit := st.recvLimit
+	c.mu.Unlock()
+
+	size := st.appendBody(data, limit)
 	max := c.srv.opts.MaxRecvMsgSize
-	if size := st.appendBody(data); size > max+5 || size >= 5 && int(binary.BigEndian.Uint32(st.body()[1:5])) > max {
-		declared := size - 5
-		if size >= 5 {
-			declared = int(binary.BigEndian.Uint32(st.body()[1:5]))
+	if st.msgLen < 0 && size >= 5 {
+		declared := int64(binary.BigEndian.Uint32(st.body()[1:5]))
+		if declared > int64(max) {
+			c.drop(st)
+			return c.reject(id, end, 200, status.Newf(codes.ResourceExhausted,
+				"grpc: received message larger than max (%d vs. %d)", declared, max))
 		}
+		st.msgLen = declared
+		if !end {
+			// The credit for the rest of the message, past the stream's
+			// window.
+			c.mu.Lock()
+			if need := (5 + declared - int64(size)) - (st.recvLimit - st.recvBytes); need > 0 {
+				c.wantGrantLocked(st, need)
+				c.kickLocked()
+			}
+			c.mu.Unlock()
+		}
+	}
+	if st.msgLen >= 0 && int64(size) > 5+st.msgLen {
+		// A method takes one message: a second gets no credit, so the
+		// call ends here rather than waiting for it.
 		c.drop(st)
-		return c.reject(id, flags.Has(http2.FlagDataEndStream), 200, status.Newf(codes.ResourceExhausted,
-			"grpc: received message larger than max (%d vs. %d)", declared, max))
+		return c.reject(id, end, 200, status.New(codes.Internal, "h2grpc: more than one request message for a method that takes one"))
 	}
-	if flags.Has(http2.FlagDataEndStream) {
+	if end {
 		return c.endRequest(st)
-	}
-	if st.recvUnacked += n; st.recvUnacked >= defaultWindow/2 {
-		inc := st.recvUnacked
-		st.recvWin += inc
-		st.recvUnacked = 0
-		return c.queue(func(b []byte) []byte {
-			b = appendFrameHeader(b, 4, http2.FrameWindowUpdate, 0, id)
-			return appendUint32(b, uint32(inc))
-		})
 	}
 	return nil
 }
@@ -816,24 +999,26 @@ func (c *conn) appendHeadersLocked(b []byte, id uint32, flags http2.Flags, block
 var errStreamDone = status.Error(codes.Canceled, "h2grpc: the stream has ended")
 
 // appendDataLocked appends data as DATA frames on st, waiting for flow
-// control as needed. c.mu is held (and released while waiting).
+// control and for room in the send queue as needed. c.mu is held (and
+// released while waiting).
 func (c *conn) appendDataLocked(st *stream, data []byte) error {
 	for len(data) > 0 {
-		for !st.reset && !c.closed && (c.sendWin <= 0 || st.sendWin <= 0) {
-			// The client may be waiting for what is queued before it
-			// grants more.
-			if !c.flushing && len(c.wbuf) > 0 {
-				select {
-				case c.kick <- struct{}{}:
-				default:
+		var n int64
+		for {
+			if st.reset || c.closed {
+				return errStreamDone
+			}
+			if c.sendWin > 0 && st.sendWin > 0 {
+				n = min(int64(len(data)), int64(min(c.peerMaxFrame, maxSendFrame)), c.sendWin, st.sendWin)
+				if q := c.queuedLocked(); q == 0 || q+9+int(n) <= c.srv.lim.sendQueue {
+					break
 				}
 			}
+			// The client may be waiting for what is queued before it
+			// grants more; or the queue is full.
+			c.kickLocked()
 			c.cond.Wait()
 		}
-		if st.reset || c.closed {
-			return errStreamDone
-		}
-		n := min(int64(len(data)), int64(c.peerMaxFrame), c.sendWin, st.sendWin)
 		c.wbuf = appendFrameHeader(c.wbuf, int(n), http2.FrameData, 0, st.id)
 		c.wbuf = append(c.wbuf, data[:n]...)
 		c.sendWin -= n

@@ -443,12 +443,23 @@ func checkOK(t *testing.T, r *response, msg proto.Message) {
 }
 
 func TestProtoServerPreface(t *testing.T) {
+	const large = 4<<20 + 5 - 65535 // a message of MaxRecvMsgSize past a 64 KiB window
 	for _, tc := range []struct {
 		o        h2grpc.Options
 		mcs, mhl uint32
+		iws      uint32 // SETTINGS_INITIAL_WINDOW_SIZE; 0: not sent (65535)
+		conn     uint32 // the connection's window
 	}{
-		{h2grpc.Options{MaxConcurrentStreams: 7, MaxHeaderListSize: 12345}, 7, 12345},
-		{h2grpc.Options{}, 1000, 64 << 10},
+		{h2grpc.Options{MaxConcurrentStreams: 7, MaxHeaderListSize: 12345}, 7, 12345, 0, 32 << 20},
+		{h2grpc.Options{}, 256, 64 << 10, 0, 32 << 20},
+		{h2grpc.Options{InitialWindowSize: 1 << 20, MaxConcurrentStreams: 7}, 7, 64 << 10, 1 << 20, 32 << 20},
+		// Below 65535: HTTP/2's default.
+		{h2grpc.Options{InitialWindowSize: 1000}, 256, 64 << 10, 0, 32 << 20},
+		// The connection's window is raised to hold every stream's and
+		// one large message.
+		{h2grpc.Options{MaxConcurrentStreams: 1000}, 1000, 64 << 10, 0, 1000*65536 + large + 65536},
+		{h2grpc.Options{InitialConnWindowSize: 1 << 20}, 256, 64 << 10, 0, 256*65536 + large + 65536},
+		{h2grpc.Options{InitialConnWindowSize: 40 << 20}, 256, 64 << 10, 0, 40 << 20},
 	} {
 		_, addr := serveRaw(t, tc.o, &testService{})
 		c := dialRaw(t, addr)
@@ -466,13 +477,16 @@ func TestProtoServerPreface(t *testing.T) {
 		if v, ok := got[http2.SettingMaxHeaderListSize]; !ok || v != tc.mhl {
 			t.Errorf("SETTINGS_MAX_HEADER_LIST_SIZE = %d (sent: %v), want %d", v, ok, tc.mhl)
 		}
+		if v, ok := got[http2.SettingInitialWindowSize]; ok != (tc.iws != 0) || v != tc.iws {
+			t.Errorf("SETTINGS_INITIAL_WINDOW_SIZE = %d (sent: %v), want %d", v, ok, tc.iws)
+		}
 		f = c.readFrame()
 		wu, ok := f.(*http2.WindowUpdateFrame)
 		if !ok || wu.StreamID != 0 {
 			t.Fatalf("the second frame is %v, want a connection WINDOW_UPDATE", f)
 		}
-		if wu.Increment != 1<<20-65535 {
-			t.Errorf("connection WINDOW_UPDATE of %d, want %d (a 1 MiB window)", wu.Increment, 1<<20-65535)
+		if wu.Increment != tc.conn-65535 {
+			t.Errorf("connection WINDOW_UPDATE of %d, want %d (a window of %d)", wu.Increment, tc.conn-65535, tc.conn)
 		}
 		// The client's SETTINGS are acknowledged, and so are later ones.
 		c.preface()
@@ -875,9 +889,7 @@ func TestProtoStreamErrors(t *testing.T) {
 }
 
 // TestProtoStreamResets: errors confined to a stream reset it alone.
-// (The server gives the receive windows back as data arrives, bounding
-// what it buffers by MaxRecvMsgSize instead, so a client cannot overrun
-// them with frames of the default size.)
+// (DATA past a window is a connection error: TestProtoRecvWindow.)
 func TestProtoStreamResets(t *testing.T) {
 	svc := &testService{}
 	canceled := make(chan error, 1)

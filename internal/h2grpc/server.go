@@ -13,11 +13,14 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Options configures a Server. The zero value serves with the defaults.
+// Options configures a Server. The zero value serves with the defaults,
+// under which one connection holds at most 40 MiB (see the package
+// documentation for the arithmetic).
 type Options struct {
 	// MaxConcurrentStreams bounds the calls a connection may have open at
 	// once, counting calls a client has reset whose handlers have not
-	// returned yet. Default 1000.
+	// returned yet; a stream past it is refused (RST_STREAM
+	// REFUSED_STREAM). Default 256.
 	MaxConcurrentStreams uint32
 	// MaxRecvMsgSize bounds a request message, in bytes; a larger one is
 	// answered RESOURCE_EXHAUSTED. Default 4 MiB, as grpc-go's.
@@ -25,6 +28,30 @@ type Options struct {
 	// MaxHeaderListSize bounds a request's header list as HTTP/2 counts
 	// it (names, values and 32 bytes a field). Default 64 KiB.
 	MaxHeaderListSize uint32
+	// InitialWindowSize is each stream's receive window: what a client
+	// may send on a stream before the server grants more, which it does
+	// only for a request message larger than the window (the credit for
+	// the rest of that message, out of the connection's window). Default,
+	// and least, 65535, HTTP/2's own: a client may send that much before
+	// it has read the server's SETTINGS.
+	InitialWindowSize int32
+	// InitialConnWindowSize is the connection's receive window: the bytes
+	// of requests a connection may hold, received and not yet consumed. A
+	// request's bytes are given back (WINDOW_UPDATE) once its handler has
+	// returned, never on receipt. Default 32 MiB; raised to at least
+	// MaxConcurrentStreams × max(InitialWindowSize, 64 KiB) +
+	// MaxRecvMsgSize + 5 - InitialWindowSize + 64 KiB, so that every
+	// stream's window and one message of the largest size fit in it at
+	// once and a client that keeps to the windows never waits on the
+	// connection's while a stream can send (2 GiB at most).
+	InitialConnWindowSize int32
+	// MaxSendQueue bounds the bytes of frames queued for a client that
+	// reads them slower than handlers answer: a handler's frames wait
+	// (SendMsg, or the end of its call) while the queue is full. The
+	// server's own frames (acknowledgements, WINDOW_UPDATE, RST_STREAM)
+	// may take it 1 MiB further, past which a client that does not read
+	// loses the connection. Default 4 MiB.
+	MaxSendQueue int
 	// Workers bounds the goroutines kept to run handlers. A call that
 	// finds none waiting gets a new goroutine, which stays on as a worker
 	// while there are fewer than Workers: a worker's stack has grown
@@ -35,15 +62,48 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+const (
+	// defaultWindow is HTTP/2's initial stream window, the least the
+	// server gives a stream.
+	defaultWindow = 65535
+	// maxWindow is the largest flow-control window HTTP/2 allows.
+	maxWindow = 1<<31 - 1
+	// windowUpdateAt: the connection's credit goes back to the client
+	// once this much has been consumed.
+	windowUpdateAt = 64 << 10
+	// bodyBufMax is the largest request buffer kept for reuse (bufs), so
+	// the most a stream's buffer takes beyond its window.
+	bodyBufMax = 64 << 10
+	// controlSlack is how far past MaxSendQueue the server's own frames
+	// may take the queue before the connection is closed.
+	controlSlack = 1 << 20
+)
+
+// limits are a server's flow-control figures, derived from its Options.
+type limits struct {
+	streamWin int64 // each stream's initial receive window
+	connWin   int64 // the connection's receive window
+	reserve   int64 // the part of connWin granted to large messages
+	sendQueue int   // Options.MaxSendQueue
+}
+
 func (o Options) withDefaults() Options {
 	if o.MaxConcurrentStreams == 0 {
-		o.MaxConcurrentStreams = 1000
+		o.MaxConcurrentStreams = 256
 	}
 	if o.MaxRecvMsgSize <= 0 {
 		o.MaxRecvMsgSize = 4 << 20
 	}
+	o.MaxRecvMsgSize = min(o.MaxRecvMsgSize, maxWindow-5)
 	if o.MaxHeaderListSize == 0 {
 		o.MaxHeaderListSize = 64 << 10
+	}
+	o.InitialWindowSize = max(o.InitialWindowSize, defaultWindow)
+	if o.InitialConnWindowSize <= 0 {
+		o.InitialConnWindowSize = 32 << 20
+	}
+	if o.MaxSendQueue <= 0 {
+		o.MaxSendQueue = 4 << 20
 	}
 	if o.Workers <= 0 {
 		o.Workers = 1024
@@ -54,6 +114,23 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// limits derives the windows from o (with defaults): every stream's
+// window, with its buffer's rounding to bodyBufMax, plus one message of
+// the largest size, plus the credit not yet given back, fit in the
+// connection's window. What is left over goes to large messages.
+func (o Options) limits() limits {
+	w := int64(o.InitialWindowSize)
+	streams := int64(o.MaxConcurrentStreams) * max(w, bodyBufMax)
+	large := max(int64(o.MaxRecvMsgSize)+5-w, 0)
+	conn := min(max(int64(o.InitialConnWindowSize), streams+large+windowUpdateAt), maxWindow)
+	return limits{
+		streamWin: w,
+		connWin:   conn,
+		reserve:   max(conn-streams-windowUpdateAt, large),
+		sendQueue: o.MaxSendQueue,
+	}
+}
+
 // ErrServerStopped is what Serve returns when called after Stop or
 // GracefulStop.
 var ErrServerStopped = errors.New("h2grpc: the server has been stopped")
@@ -61,6 +138,7 @@ var ErrServerStopped = errors.New("h2grpc: the server has been stopped")
 // Server is a gRPC server. Register services on it, then Serve.
 type Server struct {
 	opts Options
+	lim  limits
 
 	mu        sync.Mutex
 	methods   map[string]*method // by path, /package.Service/Method
@@ -85,8 +163,10 @@ type method struct {
 
 // NewServer returns a server with no services.
 func NewServer(o Options) *Server {
+	o = o.withDefaults()
 	return &Server{
-		opts:      o.withDefaults(),
+		opts:      o,
+		lim:       o.limits(),
 		methods:   map[string]*method{},
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*conn]struct{}{},

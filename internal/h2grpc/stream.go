@@ -23,14 +23,19 @@ type stream struct {
 	m        *method
 	ctx      callCtx
 	encoding string
-	buf      *[]byte // the request body, gRPC-framed, while it arrives (reader's)
+	buf      *[]byte // the request body, gRPC-framed: the reader's until dispatched, then the handler's
 
 	// The reading goroutine's.
-	recvWin     int64
-	recvUnacked int64
-	dispatched  bool
+	recvBytes int64 // flow-controlled bytes received on the stream, padding included
+	msgLen    int64 // the request message's declared length; -1 until its prefix is in
 
 	// Under c.mu.
+	dispatched  bool  // the request is complete and its handler runs
+	recvLimit   int64 // the stream's receive window in all: the initial one and what was granted
+	held        int64 // request bytes counted against the connection's window
+	grant       int64 // credit granted from the connection's large-message reserve
+	need        int64 // credit waited for (in c.reserveQ); 0 if none
+	released    bool  // held and grant have been given back
 	sendWin     int64
 	reset       bool // reset by either side, or the connection ended: write nothing
 	headersSent bool
@@ -60,12 +65,25 @@ func (st *stream) body() []byte {
 	return *st.buf
 }
 
-// appendBody adds p to the request body.
-func (st *stream) appendBody(p []byte) int {
+// appendBody adds p to the request body, and returns its size. The
+// buffer never grows past limit, the stream's window: by doubling, or
+// straight to the message's size once the window covers the whole
+// message.
+func (st *stream) appendBody(p []byte, limit int64) int {
 	if st.buf == nil {
 		st.buf = getBuf()
 	}
-	*st.buf = append(*st.buf, p...)
+	b := *st.buf
+	if need := len(b) + len(p); need > cap(b) {
+		size := int64(2 * cap(b))
+		if st.msgLen >= 0 && 5+st.msgLen <= limit {
+			size = 5 + st.msgLen
+		}
+		nb := make([]byte, len(b), max(int64(need), min(size, limit)))
+		copy(nb, b)
+		b = nb
+	}
+	*st.buf = append(b, p...)
 	return len(*st.buf)
 }
 
@@ -89,13 +107,15 @@ func (st *stream) run() {
 	} else if err := st.m.stream.Handler(st.m.impl, st); err != nil {
 		s = statusOf(err)
 	}
-	st.finish(out, s)
-	if out != nil {
-		putBuf(out)
-	}
+	// The request is consumed: its buffer goes before finish gives its
+	// credit back, and perhaps waits for room in the send queue.
 	if st.buf != nil {
 		putBuf(st.buf)
 		st.buf = nil
+	}
+	st.finish(out, s)
+	if out != nil {
+		putBuf(out)
 	}
 }
 
@@ -135,11 +155,13 @@ func marshal(v any) (*[]byte, error) {
 	return bp, nil
 }
 
-// finish sends the call's end: out (a unary method's answer) then the
+// finish gives back what the call holds of the connection's receive
+// window, sends the call's end: out (a unary method's answer) then the
 // status s (nil: OK), and forgets the stream.
 func (st *stream) finish(out *[]byte, s *status.Status) {
 	c := st.c
 	c.mu.Lock()
+	c.releaseRecvLocked(st)
 	if !st.reset && !c.closed {
 		if s == nil && out != nil {
 			if !st.headersSent {
@@ -164,7 +186,9 @@ func (st *stream) finish(out *[]byte, s *status.Status) {
 				block = appendStatusFields(block, s)
 				block = appendMetadata(block, st.trailer)
 			}
-			c.wbuf = c.appendHeadersLocked(c.wbuf, st.id, http2.FlagHeadersEndStream, block)
+			if c.roomLocked(st, 9+len(block)) {
+				c.wbuf = c.appendHeadersLocked(c.wbuf, st.id, http2.FlagHeadersEndStream, block)
+			}
 		}
 	}
 	if c.streams[st.id] == st {
@@ -180,14 +204,20 @@ func (st *stream) finish(out *[]byte, s *status.Status) {
 	}
 }
 
-// sendHeadersLocked appends the response headers. c.mu is held.
-func (st *stream) sendHeadersLocked() {
+// sendHeadersLocked appends the response headers, once there is room in
+// the send queue, and reports whether it did. c.mu is held (and released
+// while waiting).
+func (st *stream) sendHeadersLocked() bool {
 	block := okHeaders
 	if st.header != nil {
 		block = appendMetadata(append([]byte(nil), okHeaders...), st.header)
 	}
+	if !st.c.roomLocked(st, 9+len(block)) {
+		return false
+	}
 	st.c.wbuf = st.c.appendHeadersLocked(st.c.wbuf, st.id, 0, block)
 	st.headersSent = true
+	return true
 }
 
 // Context returns the call's context: canceled when the client resets the
@@ -219,11 +249,14 @@ func (st *stream) SendHeader(md metadata.MD) error {
 		return errStreamDone
 	}
 	st.header = metadata.Join(st.header, md)
-	st.sendHeadersLocked()
+	ok := st.sendHeadersLocked()
 	flush := c.startFlushLocked()
 	c.mu.Unlock()
 	if flush {
 		c.flush()
+	}
+	if !ok {
+		return errStreamDone
 	}
 	return nil
 }
@@ -250,7 +283,7 @@ func (st *stream) SendMsg(m any) error {
 		return errStreamDone
 	}
 	if !st.headersSent {
-		st.sendHeadersLocked()
+		st.sendHeadersLocked() // on failure appendDataLocked fails too
 	}
 	err = c.appendDataLocked(st, *out)
 	flush := c.startFlushLocked()
