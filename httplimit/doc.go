@@ -36,23 +36,34 @@
 // [Middleware.DisabledRules] and, with [Middleware.Disabled], all rules are
 // skipped: that is the kill switch.
 //
-// A store error is a failure, not a denial: by default the middleware fails
-// open (the rule is skipped, the error observed and logged); with
-// [Middleware.FailClosed] it answers 503.
+// A store error is a failure, not a denial: [Middleware.OnStoreError]
+// decides (ratelimit.FailurePolicy, the vocabulary sluice rls and
+// redisstore use): error (the zero value) answers 503, deny 429, allow and
+// local skip the rule. The error is observed and logged either way.
+//
+// Where a descriptor becomes a store request (matching, replaces,
+// unlimited, shadow, quota windows, the store key) is rules.Set.Resolve,
+// which the RLS calls too: one rule file means the same through both.
+//
+// The cost header ([Middleware.CostHeader]) is believed only from a
+// trusted proxy (identity.Identity.TrustedPeer): a client cannot lower the
+// cost of its own requests.
 //
 // # Headers
 //
 // [IETF] (the default) sets RateLimit-Policy and RateLimit of
 // draft-ietf-httpapi-ratelimit-headers, one list member per enforced
 // policy, plus Retry-After (delta-seconds) on 429. [Legacy] sets
-// X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (Unix
-// seconds, as GitHub does) for the policy closest to its limit, plus
-// Retry-After on 429. [Opaque] sets nothing and answers a bare 429 with no
+// X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (seconds
+// until the policy is full again, as envoyproxy/ratelimit sends it, not a
+// Unix time) for the policy that denied, else the one
+// closest to its limit, plus Retry-After on 429. The modes and their
+// headers are ratelimit.HeaderMode's, shared with the RLS. [Opaque] sets nothing and answers a bare 429 with no
 // Retry-After and no quota information.
 //
 // # Quotas
 //
 // A rule with a calendar quota (a day or a month, in UTC) is counted in a
 // fixed window exactly as long as the calendar period, keyed by the
-// period's start, so months of 28 to 31 days are exact; see [QuotaWindow].
+// period's start, so months of 28 to 31 days are exact; see rules.QuotaLimit.
 package httplimit

@@ -57,6 +57,6 @@ func ExampleParseHeaderMode() {
 	// Output:
 	// ietf <nil>
 	// legacy <nil>
-	// opaque <nil>
-	// ietf httplimit: unknown header mode "x-ratelimit" (want ietf, legacy or opaque)
+	// off <nil>
+	// ietf unknown header mode "x-ratelimit" (want ietf, legacy or off)
 }

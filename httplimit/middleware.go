@@ -213,11 +213,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if denied >= 0 {
 		as = as[:denied+1]
 	}
-	now := time.Time{}
-	if h.m.Headers == Legacy {
-		now = h.m.Now()
-	}
-	setHeaders(w.Header(), h.m.Headers, as, denied, now)
+	setHeaders(w.Header(), h.m.Headers, as, denied)
 	if denied >= 0 {
 		h.deny(w, &as[denied])
 		return

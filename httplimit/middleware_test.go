@@ -149,7 +149,7 @@ func TestHeaderModes(t *testing.T) {
 			map[string]string{"RateLimit-Policy": `"per-ip";q=3;w=60`, "RateLimit": `"per-ip";r=0;t=60`, "X-RateLimit-Limit": "", "Retry-After": ""},
 			map[string]string{"RateLimit": `"per-ip";r=0;t=60`, "Retry-After": "20"}, true},
 		{httplimit.Legacy,
-			map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1795262460", "RateLimit": ""},
+			map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "60", "RateLimit": ""},
 			map[string]string{"X-RateLimit-Remaining": "0", "Retry-After": "20"}, true},
 		{httplimit.Opaque,
 			map[string]string{"X-RateLimit-Limit": "", "RateLimit": "", "RateLimit-Policy": ""},

@@ -61,3 +61,55 @@ func (p *FailurePolicy) UnmarshalText(b []byte) error {
 	}
 	return err
 }
+
+// HeaderMode selects the rate limit headers a server sends with its
+// answers: the gateway on its responses, the RLS in Envoy's
+// response_headers_to_add. One set of modes, with one meaning, for both.
+type HeaderMode uint8
+
+const (
+	// HeadersIETF (the zero value) sends RateLimit-Policy and RateLimit of
+	// draft-ietf-httpapi-ratelimit-headers, one list member per enforced
+	// policy, and Retry-After (delta-seconds) when denied:
+	//
+	//	RateLimit-Policy: "per-user";q=100;w=60
+	//	RateLimit: "per-user";r=42;t=17
+	HeadersIETF HeaderMode = iota
+	// HeadersLegacy sends X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset for one policy: the one that denied, else the one
+	// with the fewest remaining events (envoyproxy/ratelimit's choice), and
+	// Retry-After when denied. X-RateLimit-Reset is the number of seconds
+	// until the policy is back to full, as envoyproxy/ratelimit and the
+	// IETF draft's t count (not a Unix time, which a skewed client clock
+	// would misread).
+	HeadersLegacy
+	// HeadersOff sends no rate limit header: a denial carries no
+	// Retry-After and no quota information (the gateway's 429 body names
+	// no policy either). "opaque" is another name for it.
+	HeadersOff
+)
+
+var headerModeNames = [...]string{"ietf", "legacy", "off"}
+
+// String returns ietf, legacy or off.
+func (m HeaderMode) String() string {
+	if int(m) < len(headerModeNames) {
+		return headerModeNames[m]
+	}
+	return fmt.Sprintf("headermode(%d)", uint8(m))
+}
+
+// ParseHeaderMode returns the mode named s: ietf, legacy, or off (also
+// spelled opaque, or none).
+func ParseHeaderMode(s string) (HeaderMode, error) {
+	switch s {
+	case "opaque", "none":
+		return HeadersOff, nil
+	}
+	for i, n := range headerModeNames {
+		if n == s {
+			return HeaderMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown header mode %q (want ietf, legacy or off)", s)
+}

@@ -35,7 +35,7 @@ func benchServer(b *testing.B) *rls.Server {
 	set, _ := rules.NewSet(cfg)
 	store := memstore.New(memstore.Options{})
 	b.Cleanup(func() { store.Close() })
-	srv, err := rls.New(store, set, rls.Options{})
+	srv, err := rls.New(store, set, rls.Options{Headers: rls.HeadersOff})
 	if err != nil {
 		b.Fatal(err)
 	}

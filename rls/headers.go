@@ -7,8 +7,9 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluicehq/sluice/internal/sfv"
+	"github.com/sluicehq/sluice/internal/rlheader"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/rules"
 )
 
 func wrapU32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
@@ -25,81 +26,39 @@ func policyName(c *check, i int) string {
 	return "descriptor-" + strconv.Itoa(i)
 }
 
-// quotaOf returns the q and w (seconds) of a descriptor's policy: a window
-// holds Rate events per Period, a bucket Burst events refilled in
-// Burst·Interval.
-func quotaOf(c *check) (q, w int64) {
-	q, window := c.limit.Policy(c.alg)
-	return q, ratelimit.DurationCeil(window)
-}
-
+// responseHeaders are the rate limit headers of s.headers for the
+// enforced descriptors of checks (ratelimit.HeaderMode, written by
+// rlheader as the gateway writes them).
 func (s *Server) responseHeaders(checks []check, resp *pb.RateLimitResponse) []*corepb.HeaderValue {
-	switch s.headers {
-	case HeadersIETF:
-		var pol, rl []byte
-		var retry int64
-		for i := range checks {
-			c := &checks[i]
-			if c.kind != kindLimited || c.shadow {
-				continue
-			}
-			q, w := quotaOf(c)
-			if len(pol) > 0 {
-				pol = append(pol, ", "...)
-				rl = append(rl, ", "...)
-			}
-			name := policyName(c, i)
-			pol = sfv.AppendString(pol, name)
-			pol = append(pol, ";q="...)
-			pol = strconv.AppendInt(pol, q, 10)
-			pol = append(pol, ";w="...)
-			pol = strconv.AppendInt(pol, w, 10)
-			rl = sfv.AppendString(rl, name)
-			rl = append(rl, ";r="...)
-			rl = strconv.AppendUint(rl, uint64(resp.Statuses[i].LimitRemaining), 10)
-			rl = append(rl, ";t="...)
-			rl = strconv.AppendInt(rl, resp.Statuses[i].DurationUntilReset.GetSeconds(), 10)
-			if c.over {
-				wait := c.d.RetryAfter
-				if c.alg == ratelimit.FixedWindow || wait == 0 {
-					wait = resp.Statuses[i].DurationUntilReset.AsDuration()
-				}
-				retry = max(retry, ratelimit.DurationCeil(wait))
-			}
+	var buf [4]rlheader.State
+	ps := buf[:0]
+	for i := range checks {
+		c := &checks[i]
+		if c.kind != kindLimited || c.shadow {
+			continue
 		}
-		if len(pol) == 0 {
-			return nil
-		}
-		out := []*corepb.HeaderValue{header("RateLimit-Policy", string(pol)), header("RateLimit", string(rl))}
-		if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT && retry > 0 {
-			out = append(out, header("Retry-After", strconv.FormatInt(retry, 10)))
-		}
-		return out
-	case HeadersLegacy:
-		// envoyproxy/ratelimit's choice: the lowest limit_remaining, and an
-		// over-limit descriptor (the last one) wins outright.
-		best, over := -1, false
-		for i, st := range resp.Statuses {
-			if st.CurrentLimit == nil || checks[i].kind != kindLimited {
-				continue
+		rc := rules.Check{Kind: c.kind, Rule: c.rule, QuotaEnd: c.quotaEnd,
+			Request: ratelimit.Request{Limit: c.limit, Algorithm: c.alg}}
+		q, w := rc.Quota()
+		st := resp.Statuses[i]
+		p := rlheader.State{Name: policyName(c, i), Quota: q, Window: ratelimit.DurationCeil(w),
+			Remaining: int64(st.LimitRemaining), Reset: st.DurationUntilReset.GetSeconds(),
+			Over: st.Code == pb.RateLimitResponse_OVER_LIMIT}
+		if p.Over {
+			wait := c.d.RetryAfter
+			if c.alg == ratelimit.FixedWindow || wait == 0 {
+				wait = st.DurationUntilReset.AsDuration()
 			}
-			if st.Code == pb.RateLimitResponse_OVER_LIMIT {
-				best, over = i, true
-				continue
-			}
-			if !over && (best < 0 || st.LimitRemaining < resp.Statuses[best].LimitRemaining) {
-				best = i
-			}
+			p.RetryAfter = ratelimit.DurationCeil(wait)
 		}
-		if best < 0 {
-			return nil
+		if c.rule != nil && c.rule.QuotaMode {
+			p.Reset = ratelimit.DurationCeil(s.resetAfter(c)) // quota_mode reports no duration_until_reset
 		}
-		st := resp.Statuses[best]
-		return []*corepb.HeaderValue{
-			header("X-RateLimit-Limit", strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)),
-			header("X-RateLimit-Remaining", strconv.FormatUint(uint64(st.LimitRemaining), 10)),
-			header("X-RateLimit-Reset", strconv.FormatInt(st.DurationUntilReset.GetSeconds(), 10)),
-		}
+		ps = append(ps, p)
 	}
-	return nil
+	var out []*corepb.HeaderValue
+	rlheader.Write(s.headers, ps, func(name, value string) {
+		out = append(out, header(name, value))
+	})
+	return out
 }

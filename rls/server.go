@@ -3,12 +3,10 @@ package rls
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,48 +42,38 @@ const DefaultNearLimitRatio = 0.8
 const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
 // HeaderMode selects the response_headers_to_add of a response, which
-// Envoy adds to the response it sends downstream.
-type HeaderMode uint8
+// Envoy adds to the response it sends downstream: ratelimit.HeaderMode,
+// the same modes and headers as the gateway's.
+type HeaderMode = ratelimit.HeaderMode
 
+// The header modes.
 const (
-	// HeadersOff adds no header (the default, as envoyproxy/ratelimit
-	// without LIMIT_RESPONSE_HEADERS_ENABLED).
-	HeadersOff HeaderMode = iota
+	// HeadersOff adds no header (what the sluice rls command does unless
+	// told otherwise, as envoyproxy/ratelimit without
+	// LIMIT_RESPONSE_HEADERS_ENABLED).
+	HeadersOff = ratelimit.HeadersOff
 	// HeadersIETF adds RateLimit-Policy and RateLimit
 	// (draft-ietf-httpapi-ratelimit-headers) for every enforced descriptor,
 	// and Retry-After when the answer is OVER_LIMIT:
 	//
 	//	RateLimit-Policy: "per-user";q=100;w=60
 	//	RateLimit: "per-user";r=42;t=17
-	HeadersIETF
+	HeadersIETF = ratelimit.HeadersIETF
 	// HeadersLegacy adds X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds until the window resets), the names
 	// Envoy's rate limit filter uses, for the descriptor closest to its
-	// limit (an over-limit one first), as envoyproxy/ratelimit chooses it.
-	HeadersLegacy
+	// limit (an over-limit one first), as envoyproxy/ratelimit chooses it,
+	// and Retry-After when the answer is OVER_LIMIT.
+	HeadersLegacy = ratelimit.HeadersLegacy
 )
 
-var headerModeNames = [...]string{"off", "ietf", "legacy"}
-
-// String returns off, ietf or legacy.
-func (h HeaderMode) String() string {
-	if int(h) < len(headerModeNames) {
-		return headerModeNames[h]
-	}
-	return "headermode(" + strconv.Itoa(int(h)) + ")"
-}
-
-// ParseHeaderMode returns the mode named s: off (or ""), ietf or legacy.
+// ParseHeaderMode returns the mode named s: off (or "", or opaque), ietf
+// or legacy.
 func ParseHeaderMode(s string) (HeaderMode, error) {
 	if s == "" {
 		return HeadersOff, nil
 	}
-	for i, n := range headerModeNames {
-		if n == s {
-			return HeaderMode(i), nil
-		}
-	}
-	return 0, fmt.Errorf("rls: unknown header mode %q (want off, ietf or legacy)", s)
+	return ratelimit.ParseHeaderMode(s)
 }
 
 // Options configures a Server. The zero value is a good default.
@@ -96,7 +84,8 @@ type Options struct {
 	// Registry is where the server registers its metrics, and what
 	// Handler's /metrics serves. Nil means a registry of the server's own.
 	Registry *prometheus.Registry
-	// Headers selects the response headers; zero adds none.
+	// Headers selects the response headers. The zero value is HeadersIETF;
+	// set HeadersOff to add none (envoyproxy/ratelimit's default).
 	Headers HeaderMode
 	// NearLimitRatio is the fraction of a limit past which hits count as
 	// near_limit. Zero means DefaultNearLimitRatio.

@@ -609,7 +609,7 @@ func TestHeaders(t *testing.T) {
 	})
 	t.Run("off", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, nil, rls.Options{})
+		h := newHarness(t, nil, rls.Options{Headers: rls.HeadersOff})
 		if got := h.call(t, 0, d("user", "u")).ResponseHeadersToAdd; len(got) != 0 {
 			t.Errorf("headers = %v, want none", got)
 		}

@@ -288,3 +288,19 @@ func appendEscaped(dst []byte, s string) []byte {
 	}
 	return append(dst, s[start:]...)
 }
+
+// Quota is what a Limited check admits, as the IETF RateLimit-Policy
+// states it: q events per window w. A bucket holds Burst events and
+// refills completely in Burst·Interval; a window holds Rate events per
+// Period; a calendar quota holds its limit per calendar period (w is the
+// current period's length: 28 to 31 days for a month).
+func (c *Check) Quota() (q int64, w time.Duration) {
+	if c.Rule != nil && c.Rule.Quota != nil && !c.QuotaEnd.IsZero() {
+		start := c.QuotaEnd.AddDate(0, 0, -1)
+		if c.Rule.Quota.Period == QuotaMonth {
+			start = c.QuotaEnd.AddDate(0, -1, 0)
+		}
+		return c.Rule.Quota.Limit, c.QuotaEnd.Sub(start)
+	}
+	return c.Request.Limit.Normalize().Policy(c.Request.Algorithm)
+}

@@ -3,6 +3,7 @@ package twodoors
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -136,6 +137,7 @@ func randomRequest(rng *rand.Rand) request {
 
 type outcome struct {
 	allowed bool
+	headers map[string]string // the rate limit headers sent
 	// per descriptor index: remaining and reset (seconds) of each limited
 	// check the gateway observed
 	remaining map[string]int64
@@ -169,7 +171,10 @@ func TestDoorsAgree(t *testing.T) {
 	if compared < 5000 {
 		t.Errorf("only %d requests compared", compared)
 	}
-	t.Logf("%d rule files, %d requests compared", files, compared)
+	t.Logf("%d rule files, %d requests compared, %d with headers", files, compared, withHeaders)
+	if withHeaders < compared/4 {
+		t.Errorf("only %d of %d requests compared had rate limit headers", withHeaders, compared)
+	}
 }
 
 // TestDoorsUnlimitedReplaces is the case the doors once disagreed on: a
@@ -188,7 +193,7 @@ descriptors:
 		t.Fatal(err)
 	}
 	set, _ := rules.NewSet(cfg)
-	d := newDoors(t, set)
+	d := newDoors(t, set, ratelimit.HeadersIETF)
 	req := request{shapes: []int{0, 1}, values: map[string]string{"k0": "a", "k1": "b"}}
 	for i := range 3 {
 		g, r := d.gateway(t, req), d.rls(t, req)
@@ -199,18 +204,19 @@ descriptors:
 }
 
 type doors struct {
+	mode  ratelimit.HeaderMode
 	clock *ratelimittest.Clock
 	gw    http.Handler
 	srv   *rls.Server
 	obs   *outcome
 }
 
-func newDoors(t *testing.T, set *rules.Set) *doors {
+func newDoors(t *testing.T, set *rules.Set, mode ratelimit.HeaderMode) *doors {
 	clock := ratelimittest.NewClock(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC))
 	gs := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
 	rs := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
 	t.Cleanup(func() { gs.Close(); rs.Close() })
-	d := &doors{clock: clock}
+	d := &doors{clock: clock, mode: mode}
 	var descs []httplimit.Descriptor
 	for i, sh := range shapes {
 		var as []httplimit.Action
@@ -220,7 +226,7 @@ func newDoors(t *testing.T, set *rules.Set) *doors {
 		}
 		descs = append(descs, httplimit.Descriptor{Actions: as})
 	}
-	mw := &httplimit.Middleware{Store: gs, Rules: set, Domain: "d", Descriptors: descs, Now: clock.Now,
+	mw := &httplimit.Middleware{Store: gs, Rules: set, Domain: "d", Descriptors: descs, Now: clock.Now, Headers: mode,
 		Observe: func(e httplimit.Event) {
 			if e.Outcome == httplimit.StoreError {
 				t.Errorf("gateway store error: %v", e.Err)
@@ -230,7 +236,7 @@ func newDoors(t *testing.T, set *rules.Set) *doors {
 			d.obs.reset[e.Key] = ratelimit.DurationCeil(e.Decision.ResetAfter)
 		}}
 	d.gw = mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	srv, err := rls.New(rs, set, rls.Options{Now: clock.Now})
+	srv, err := rls.New(rs, set, rls.Options{Now: clock.Now, Headers: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +261,12 @@ func (d *doors) gateway(t *testing.T, req request) outcome {
 	}
 	o := *d.obs
 	o.allowed = w.Code == 200
+	o.headers = map[string]string{}
+	for _, k := range []string{"RateLimit-Policy", "RateLimit", "Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+		if v := w.Header().Get(k); v != "" {
+			o.headers[k] = v
+		}
+	}
 	return o
 }
 
@@ -271,7 +283,10 @@ func (d *doors) rls(t *testing.T, req request) outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := outcome{allowed: resp.OverallCode == pb.RateLimitResponse_OK, remaining: map[string]int64{}, reset: map[string]int64{}}
+	o := outcome{allowed: resp.OverallCode == pb.RateLimitResponse_OK, remaining: map[string]int64{}, reset: map[string]int64{}, headers: map[string]string{}}
+	for _, h := range resp.ResponseHeadersToAdd {
+		o.headers[h.Key] = h.Value
+	}
 	set := d.srv.Rules()
 	descs := make([]rules.Descriptor, len(in))
 	for i, desc := range in {
@@ -294,10 +309,14 @@ func (d *doors) rls(t *testing.T, req request) outcome {
 	return o
 }
 
+// withHeaders counts the requests compared with rate limit headers.
+var withHeaders int
+
 // runSequence sends up to 60 random requests through both doors and
 // returns how many it compared.
 func runSequence(t *testing.T, rng *rand.Rand, set *rules.Set, text string) int {
-	d := newDoors(t, set)
+	mode := []ratelimit.HeaderMode{ratelimit.HeadersIETF, ratelimit.HeadersLegacy}[rng.IntN(2)]
+	d := newDoors(t, set, mode)
 	for n := range 60 {
 		req := randomRequest(rng)
 		g, r := d.gateway(t, req), d.rls(t, req)
@@ -311,6 +330,13 @@ func runSequence(t *testing.T, rng *rand.Rand, set *rules.Set, text string) int 
 					n, req, k, rem, g.reset[k], rr, r.reset[k], ok, text)
 				return n
 			}
+		}
+		if len(g.headers) > 0 {
+			withHeaders++
+		}
+		if (g.allowed || len(r.remaining) == 1) && !maps.Equal(g.headers, r.headers) {
+			t.Errorf("request %d %v, %v headers: gateway %v, rls %v\nrules:\n%s", n, req, mode, g.headers, r.headers, text)
+			return n
 		}
 		if !g.allowed && len(r.remaining) > 1 {
 			// The doors charge a request denied by one of several limits
