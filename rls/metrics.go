@@ -3,23 +3,59 @@ package rls
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/rules"
 )
 
+// Bounds on the series that request values create. A rule with
+// detailed_metric or value_to_metric, and a limit override, name their
+// series after the values of each request (envoyproxy/ratelimit never drops
+// them: a flood of fresh values grows its memory and /metrics without
+// bound). sluice gives each such rule, and the overrides of each domain, at
+// most MaxDetailedSeries keys of their own; later values count under one
+// overflow key, and each descriptor counted there adds one to
+// ratelimit_service_rate_limit_detailed_metric_overflow with that key. The
+// first values seen keep their series for the life of the server.
+const (
+	// DefaultMaxDetailedSeries is the number of detailed keys a rule (or a
+	// domain's overrides) gets when the option is zero.
+	DefaultMaxDetailedSeries = 1000
+	// MaxMetricKeyLen is the most bytes of a key label made from request
+	// values: a longer one is cut at a UTF-8 boundary, and values that share
+	// their first MaxMetricKeyLen bytes share a series.
+	MaxMetricKeyLen = 256
+	// OverflowKeySuffix makes a rule's overflow key from its key:
+	// "detailed.__overflow__" for the rule at "domain.detailed".
+	OverflowKeySuffix = ".__overflow__"
+	// OverrideOverflowKey is the overflow key of a domain's limit
+	// overrides.
+	OverrideOverflowKey = "__overflow__"
+)
+
 // metrics are envoyproxy/ratelimit's stats, as its Prometheus exporter
 // names them: ratelimit.service.rate_limit.DOMAIN.KEY.total_hits becomes
 // ratelimit_service_rate_limit_total_hits{domain="DOMAIN",key="KEY"}.
+//
+// Memory and series are bounded: a rule's own key per rule, at most
+// maxDetailed (+1 overflow) keys per detailed or value_to_metric rule and
+// per domain's overrides, each key at most MaxMetricKeyLen bytes.
 type metrics struct {
 	totalHits, overLimit, nearLimit, withinLimit, shadowMode *prometheus.CounterVec
+	detailedOverflow                                         *prometheus.CounterVec
 
 	configLoadSuccess, configLoadError prometheus.Counter
 	serviceError, storeError           prometheus.Counter
 	globalShadow                       prometheus.Counter
 
-	byKey sync.Map // metric key ("domain.key_value") -> *ruleStats
+	maxDetailed int64 // detailed keys per family; 0: none (all overflow)
+
+	byKey     sync.Map // metric key ("domain.key_value") -> *ruleStats
+	rules     sync.Map // rule key -> *family
+	overrides sync.Map // domain -> *family
 }
 
 // ruleStats are one rule's (or detailed key's) counters, resolved once.
@@ -27,7 +63,27 @@ type ruleStats struct {
 	totalHits, overLimit, nearLimit, withinLimit, shadowMode prometheus.Counter
 }
 
+// family is the bounded set of detailed keys of one rule, or of one
+// domain's overrides.
+type family struct {
+	domain, overflowLabel string
+	n                     atomic.Int64 // detailed keys created
+
+	once       sync.Once
+	overflow   *ruleStats
+	overflowed prometheus.Counter
+}
+
+// newMetrics registers the metrics with the default bound.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	return newBoundedMetrics(reg, 0)
+}
+
+// newBoundedMetrics registers the metrics in reg, with at most maxDetailed
+// detailed keys per rule and per domain's overrides: 0 means
+// DefaultMaxDetailedSeries, a negative number none (every request value
+// counts under the overflow key).
+func newBoundedMetrics(reg prometheus.Registerer, maxDetailed int) (*metrics, error) {
 	vec := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "ratelimit", Subsystem: "service_rate_limit", Name: name, Help: help,
@@ -37,19 +93,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ratelimit", Subsystem: "service", Name: name, Help: help})
 	}
 	m := &metrics{
-		totalHits:         vec("total_hits", "Hits counted against the rule (hits_addend summed)."),
-		overLimit:         vec("over_limit", "Hits over the rule's limit."),
-		nearLimit:         vec("near_limit", "Hits within the limit but past the near-limit ratio."),
-		withinLimit:       vec("within_limit", "Hits within the limit."),
-		shadowMode:        vec("shadow_mode", "Hits over the limit of a shadow_mode rule (answered OK)."),
+		totalHits:   vec("total_hits", "Hits counted against the rule (hits_addend summed)."),
+		overLimit:   vec("over_limit", "Hits over the rule's limit."),
+		nearLimit:   vec("near_limit", "Hits within the limit but past the near-limit ratio."),
+		withinLimit: vec("within_limit", "Hits within the limit."),
+		shadowMode:  vec("shadow_mode", "Hits over the limit of a shadow_mode rule (answered OK)."),
+		detailedOverflow: vec("detailed_metric_overflow",
+			"Descriptors counted under an overflow key because their rule (or domain's overrides) had all its detailed keys."),
 		configLoadSuccess: counter("config_load_success", "Configurations loaded."),
 		configLoadError:   counter("config_load_error", "Configurations refused (the previous one stays)."),
 		serviceError:      counter("call_should_rate_limit_service_error", "Requests refused as invalid."),
 		storeError:        counter("call_should_rate_limit_store_error", "Requests failed because the store failed."),
 		globalShadow:      counter("global_shadow_mode", "Requests over the limit answered OK by the global shadow mode."),
 	}
+	switch {
+	case maxDetailed == 0:
+		m.maxDetailed = DefaultMaxDetailedSeries
+	case maxDetailed > 0:
+		m.maxDetailed = int64(maxDetailed)
+	}
 	for _, c := range []prometheus.Collector{m.totalHits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode,
-		m.configLoadSuccess, m.configLoadError, m.serviceError, m.storeError, m.globalShadow} {
+		m.detailedOverflow, m.configLoadSuccess, m.configLoadError, m.serviceError, m.storeError, m.globalShadow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -57,32 +121,127 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// forKey returns the counters of a metric key "domain.rest".
+// forKey returns the counters of a limit override's metric key
+// "domain.rest": at most maxDetailed keys per domain, then the domain's
+// OverrideOverflowKey.
 func (m *metrics) forKey(domain, key string) *ruleStats {
+	key = boundKey(domain, key)
 	if v, ok := m.byKey.Load(key); ok {
 		return v.(*ruleStats)
 	}
-	label := strings.TrimPrefix(key, domain+".")
-	rs := &ruleStats{
-		totalHits:   m.totalHits.WithLabelValues(domain, label),
-		overLimit:   m.overLimit.WithLabelValues(domain, label),
-		nearLimit:   m.nearLimit.WithLabelValues(domain, label),
-		withinLimit: m.withinLimit.WithLabelValues(domain, label),
-		shadowMode:  m.shadowMode.WithLabelValues(domain, label),
-	}
-	v, _ := m.byKey.LoadOrStore(key, rs)
-	return v.(*ruleStats)
+	return m.newDetailed(m.family(&m.overrides, domain, domain, OverrideOverflowKey), domain, key)
 }
 
 // forRule returns the counters entries count under for r: the rule's key,
-// or with detailed_metric or value_to_metric, a key naming the values.
+// or with detailed_metric or value_to_metric, a key naming the values, up
+// to maxDetailed keys per rule and then the rule's overflow key.
 func (m *metrics) forRule(r *rules.Rule, entries []rules.Entry) *ruleStats {
 	if !r.DetailedMetric {
 		if v, ok := m.byKey.Load(r.Key); ok {
 			return v.(*ruleStats)
 		}
 	}
-	return m.forKey(r.Domain, r.MetricKey(entries))
+	key := r.MetricKey(entries)
+	if key == r.Key {
+		// The rule's own key, from the configuration: one per rule.
+		if v, ok := m.byKey.Load(key); ok {
+			return v.(*ruleStats)
+		}
+		rs := m.newStats(r.Domain, labelOf(r.Domain, key))
+		v, _ := m.byKey.LoadOrStore(key, rs)
+		return v.(*ruleStats)
+	}
+	key = boundKey(r.Domain, key)
+	if v, ok := m.byKey.Load(key); ok {
+		return v.(*ruleStats)
+	}
+	return m.newDetailed(m.family(&m.rules, r.Key, r.Domain, labelOf(r.Domain, r.Key)+OverflowKeySuffix), r.Domain, key)
+}
+
+// family returns the family named id in fams, creating it.
+func (m *metrics) family(fams *sync.Map, id, domain, overflowLabel string) *family {
+	if v, ok := fams.Load(id); ok {
+		return v.(*family)
+	}
+	v, _ := fams.LoadOrStore(id, &family{domain: domain, overflowLabel: truncateUTF8(overflowLabel, MaxMetricKeyLen)})
+	return v.(*family)
+}
+
+// newDetailed returns the counters of key, a request's metric key already
+// cut by boundKey and missing from byKey: new counters if f has room, else
+// f's overflow counters.
+func (m *metrics) newDetailed(f *family, domain, key string) *ruleStats {
+	if !utf8.ValidString(key) {
+		// Prometheus refuses such label values; requests over gRPC or JSON
+		// cannot carry them, but the key must not panic either way.
+		key = boundKey(domain, strings.ToValidUTF8(key, "\uFFFD"))
+		if v, ok := m.byKey.Load(key); ok {
+			return v.(*ruleStats)
+		}
+	}
+	if f.n.Load() >= m.maxDetailed {
+		return m.overflow(f)
+	}
+	if f.n.Add(1) > m.maxDetailed {
+		f.n.Add(-1) // another key took the last slot
+		return m.overflow(f)
+	}
+	key = strings.Clone(key) // not the request's memory
+	rs := m.newStats(domain, labelOf(domain, key))
+	v, loaded := m.byKey.LoadOrStore(key, rs)
+	if loaded {
+		f.n.Add(-1) // created concurrently: one key, one slot
+	}
+	return v.(*ruleStats)
+}
+
+// overflow counts one descriptor over f's bound and returns f's overflow
+// counters.
+func (m *metrics) overflow(f *family) *ruleStats {
+	f.once.Do(func() {
+		f.overflow = m.newStats(f.domain, f.overflowLabel)
+		f.overflowed = m.detailedOverflow.WithLabelValues(f.domain, f.overflowLabel)
+	})
+	f.overflowed.Inc()
+	return f.overflow
+}
+
+func (m *metrics) newStats(domain, label string) *ruleStats {
+	return &ruleStats{
+		totalHits:   m.totalHits.WithLabelValues(domain, label),
+		overLimit:   m.overLimit.WithLabelValues(domain, label),
+		nearLimit:   m.nearLimit.WithLabelValues(domain, label),
+		withinLimit: m.withinLimit.WithLabelValues(domain, label),
+		shadowMode:  m.shadowMode.WithLabelValues(domain, label),
+	}
+}
+
+// labelOf is the key label of the metric key "domain.rest": rest.
+func labelOf(domain, key string) string {
+	if len(key) > len(domain) && key[len(domain)] == '.' && key[:len(domain)] == domain {
+		return key[len(domain)+1:]
+	}
+	return key
+}
+
+// boundKey cuts the metric key "domain.rest" so that its label has at most
+// MaxMetricKeyLen bytes. It does not allocate.
+func boundKey(domain, key string) string {
+	label := labelOf(domain, key)
+	return key[:len(key)-len(label)+len(truncateUTF8(label, MaxMetricKeyLen))]
+}
+
+// truncateUTF8 returns the longest prefix of s of at most n bytes that does
+// not split a UTF-8 sequence.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for j := 0; j < utf8.UTFMax-1 && i > 0 && !utf8.RuneStart(s[i]); j++ {
+		i--
+	}
+	return s[:i]
 }
 
 // record counts c's outcome as envoyproxy/ratelimit's base limiter does:
