@@ -185,50 +185,23 @@ func (g *Gateway) AdminHandler() http.Handler {
 	return mux
 }
 
-// Reload swaps in cfg. An invalid config (its identity files cannot be
-// loaded) is refused and the current one keeps serving. Settings that
-// need a restart (listen addresses, store, snapshot) are logged and
+// Reload swaps in cfg. A config that cannot be served (its identity files
+// cannot be loaded) is refused and the current one keeps serving. Settings
+// that need a restart (listen addresses, store, snapshot) are logged and
 // ignored. Counters are not reset: they live in the store, keyed by the
 // rules' descriptors, so unchanged rules keep counting where they were.
+// Every reload is logged once and counted once in
+// sluice_gateway_config_reloads_total{result="ok"} or {result="invalid"}.
 func (g *Gateway) Reload(cfg *Config) error {
-	g.reloadMu.Lock()
-	defer g.reloadMu.Unlock()
-	st, err := g.build(cfg)
-	if err != nil {
-		g.metrics.reloads.WithLabelValues("invalid").Inc()
-		return err
-	}
-	old := g.cur.Load().cfg
-	for _, c := range []struct{ name, old, new string }{
-		{"listen", old.Listen, cfg.Listen},
-		{"admin_listen", old.AdminListen, cfg.AdminListen},
-		{"store", old.Store, cfg.Store},
-		{"snapshot.file", old.SnapshotFile, cfg.SnapshotFile},
-	} {
-		if c.old != c.new {
-			g.log.Warn("gateway: setting changed; it takes effect on restart", "setting", c.name, "serving", c.old, "file", c.new)
-		}
-	}
-	g.cur.Store(st)
-	g.metrics.reloads.WithLabelValues("ok").Inc()
-	return nil
+	return g.reload(cfg.File, "", func() (*Config, error) { return cfg, nil })
 }
 
-// ReloadFile parses filename and reloads it; see Reload. Every problem is
-// logged and returned.
+// ReloadFile parses filename and reloads it; see Reload. A refused file,
+// whatever refused it (it cannot be read, does not parse, is invalid, or
+// names identity files that cannot be loaded), is logged once, with every
+// problem, and counted once as invalid.
 func (g *Gateway) ReloadFile(filename string) error {
-	cfg, err := ParseFile(filename)
-	if err == nil {
-		err = g.Reload(cfg)
-	} else {
-		g.metrics.reloads.WithLabelValues("invalid").Inc()
-	}
-	if err != nil {
-		g.log.Error("gateway: config refused; the previous config keeps serving", "file", filename, "err", err)
-		return err
-	}
-	g.log.Info("gateway: config reloaded", "file", filename)
-	return nil
+	return g.reload(filename, "", func() (*Config, error) { return ParseFile(filename) })
 }
 
 // Resolver builds the identity resolver that cfg describes, loading its
