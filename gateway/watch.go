@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"os"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -17,10 +19,12 @@ func WatchFile(ctx context.Context, filename string, interval time.Duration, cha
 	NewFileWatcher(filename).Run(ctx, interval, changed)
 }
 
-// FileWatcher reports changes to a file's content since it was made.
+// FileWatcher reports changes to the content of a set of files. Each file
+// is compared with its content when it joined the set, then with what the
+// watcher last saw. A FileWatcher is safe for concurrent use.
 type FileWatcher struct {
-	filename string
-	last     fileVersion
+	mu    sync.Mutex
+	files map[string]fileVersion // a zero version: not read yet
 }
 
 type fileVersion struct {
@@ -29,29 +33,82 @@ type fileVersion struct {
 	sum  [32]byte
 }
 
-// NewFileWatcher reads filename now: Run reports changes from this
-// content on. Make it before reading the file for use, and a change made
+// NewFileWatcher reads filenames now: Run reports changes from this
+// content on. Make it before reading the files for use, and a change made
 // in between is reported (once more than needed at worst, never missed).
-func NewFileWatcher(filename string) *FileWatcher {
-	w := &FileWatcher{filename: filename}
-	w.last, _ = w.read()
+func NewFileWatcher(filenames ...string) *FileWatcher {
+	w := &FileWatcher{files: map[string]fileVersion{}}
+	w.Set(filenames...)
 	return w
 }
 
-func (w *FileWatcher) read() (fileVersion, bool) {
-	fi, err := os.Stat(w.filename)
+// Set makes filenames the files w watches. A file it already watched
+// keeps the content it is compared with; a new one is read now (call Set
+// before reading it for use, as for NewFileWatcher); one left out is no
+// longer watched.
+func (w *FileWatcher) Set(filenames ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	files := make(map[string]fileVersion, len(filenames))
+	for _, f := range filenames {
+		v, ok := w.files[f]
+		if !ok {
+			v, _ = readVersion(f)
+		}
+		files[f] = v
+	}
+	w.files = files
+}
+
+// Files returns the files w watches, sorted.
+func (w *FileWatcher) Files() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for f := range w.files {
+		out = append(out, f)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func readVersion(filename string) (fileVersion, bool) {
+	fi, err := os.Stat(filename)
 	if err != nil {
 		return fileVersion{}, false
 	}
-	data, err := os.ReadFile(w.filename)
+	data, err := os.ReadFile(filename)
 	if err != nil {
 		return fileVersion{}, false
 	}
 	return fileVersion{fi.ModTime(), fi.Size(), sha256.Sum256(data)}, true
 }
 
-// Run polls the file every interval (1s when zero) until ctx is done, and
-// calls changed when its content changes. Run blocks.
+// poll reads every file and returns those whose content changed since
+// last seen. A file that cannot be read is skipped until it can: a file
+// being replaced, or removed, is not a change.
+func (w *FileWatcher) poll() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var changed []string
+	for f, last := range w.files {
+		v, ok := readVersion(f)
+		if !ok || v == last {
+			continue
+		}
+		// Only the content matters; a touch alone is not a change.
+		if v.sum != last.sum {
+			changed = append(changed, f)
+		}
+		w.files[f] = v
+	}
+	slices.Sort(changed)
+	return changed
+}
+
+// Run polls the files every interval (1s when zero) until ctx is done,
+// and calls changed once per poll in which the content of one or more of
+// them changed. Run blocks; changed may call Set.
 func (w *FileWatcher) Run(ctx context.Context, interval time.Duration, changed func()) {
 	if interval <= 0 {
 		interval = time.Second
@@ -64,16 +121,144 @@ func (w *FileWatcher) Run(ctx context.Context, interval time.Duration, changed f
 			return
 		case <-t.C:
 		}
-		v, ok := w.read()
-		if !ok || v == w.last {
-			continue
-		}
-		// Only the content matters; a touch alone does not reload.
-		if v.sum != w.last.sum {
-			w.last = v
+		if len(w.poll()) > 0 {
 			changed()
-			continue
 		}
-		w.last = v
 	}
+}
+
+// ConfigFiles returns the files cfg was loaded from, which a reload reads
+// again: the config file itself, its rules_files, identity.api_keys_file
+// and identity.jwt.key_file. A built-in config (Default) has none.
+func ConfigFiles(cfg *Config) []string {
+	if cfg == nil || cfg.readFile != nil {
+		return nil
+	}
+	var files []string
+	add := func(f string) {
+		if f != "" && !slices.Contains(files, f) {
+			files = append(files, f)
+		}
+	}
+	add(cfg.File)
+	if cfg.Rules != nil {
+		for _, d := range cfg.Rules.Domains() {
+			add(cfg.Rules.Config(d).File)
+		}
+	}
+	add(cfg.Identity.APIKeysFile)
+	if cfg.Identity.JWT != nil {
+		add(cfg.Identity.JWT.KeyFile)
+	}
+	return files
+}
+
+// Watch keeps g serving the latest good version of the config file
+// filename until ctx is done. It reloads the file (as ReloadFile: a
+// refused version is logged and counted once, and the previous config
+// keeps serving) when w sees the content of a watched file change, polling
+// every interval (1s when zero), and when reload receives a value, which
+// is logged as the trigger (say "SIGHUP"); reload may be nil.
+//
+// The files watched follow the config: the config file and every file it
+// reads (ConfigFiles), so that an API key removed from identity's
+// api_keys_file stops working within one interval, without a signal. A
+// refused config's files are watched too, so that creating a key file it
+// names is enough to retry it.
+//
+// w must already watch the files of the config g serves, read before they
+// were: make it with NewFileWatcher(filename) before parsing the file,
+// and Set it to ConfigFiles(cfg) before New reads them. Watch blocks; run
+// it in a goroutine that ctx stops.
+func (g *Gateway) Watch(ctx context.Context, filename string, w *FileWatcher, interval time.Duration, reload <-chan string) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var trigger string
+		var changed []string
+		select {
+		case <-ctx.Done():
+			return
+		case trigger = <-reload:
+		case <-t.C:
+			if changed = w.poll(); len(changed) == 0 {
+				continue
+			}
+			trigger = "file changed"
+		}
+		g.watchedReload(filename, w, trigger, changed)
+	}
+}
+
+// watchedReload reloads filename and keeps w on the files of the config
+// served and of the one tried.
+func (g *Gateway) watchedReload(filename string, w *FileWatcher, trigger string, changed []string) {
+	// Watch the files the new config names before the reload reads them,
+	// so that a change made meanwhile is seen at the next poll. The file
+	// is parsed twice for that: once to learn the names, once to reload.
+	files := append([]string{filename}, ConfigFiles(g.Config())...)
+	if cfg, err := ParseFile(filename); err == nil {
+		files = append(files, ConfigFiles(cfg)...)
+	}
+	w.Set(files...)
+	var attrs []any
+	if len(changed) > 0 {
+		attrs = []any{"changed", changed}
+	}
+	err := g.reload(filename, trigger, func() (*Config, error) { return ParseFile(filename) }, attrs...)
+	if err == nil {
+		// Forget the files only the previous config read.
+		w.Set(append([]string{filename}, ConfigFiles(g.Config())...)...)
+	}
+}
+
+// reload loads a config with load and swaps it in, one reload at a time.
+// Every outcome is logged once and counted once in reloads, whatever
+// refused the config (a file that cannot be read, a parse or validation
+// error, an identity file that cannot be loaded). source names the config
+// in the log and trigger, when not "", what asked for the reload.
+func (g *Gateway) reload(source, trigger string, load func() (*Config, error), attrs ...any) error {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	attrs = append([]any{"file", source}, attrs...)
+	if trigger != "" {
+		attrs = append(attrs, "trigger", trigger)
+	}
+	cfg, err := load()
+	if err == nil {
+		err = g.swap(cfg)
+	}
+	if err != nil {
+		g.metrics.reloads.WithLabelValues("invalid").Inc()
+		g.log.Error("gateway: config refused; the previous config keeps serving", append(attrs, "err", err)...)
+		return err
+	}
+	g.metrics.reloads.WithLabelValues("ok").Inc()
+	g.log.Info("gateway: config reloaded", attrs...)
+	return nil
+}
+
+// swap builds cfg and serves it. Settings that need a restart are logged
+// and ignored.
+func (g *Gateway) swap(cfg *Config) error {
+	st, err := g.build(cfg)
+	if err != nil {
+		return err
+	}
+	old := g.cur.Load().cfg
+	for _, c := range []struct{ name, old, new string }{
+		{"listen", old.Listen, cfg.Listen},
+		{"admin_listen", old.AdminListen, cfg.AdminListen},
+		{"store", RedactURL(old.Store), RedactURL(cfg.Store)},
+		{"snapshot.file", old.SnapshotFile, cfg.SnapshotFile},
+	} {
+		if c.old != c.new {
+			g.log.Warn("gateway: setting changed; it takes effect on restart", "setting", c.name, "serving", c.old, "file", c.new)
+		}
+	}
+	g.cur.Store(st)
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,12 +11,14 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 func init() {
-	checkGatewayConfig = gateway.Check
+	checkGatewayConfig = checkGateway
 	register(command{
 		name:    "serve",
 		summary: "run the rate limiting gateway (a reverse proxy with per-identity limits)",
@@ -30,6 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	configFile := fs.String("config", "", "gateway config `FILE` (YAML); without it, the built-in demo config (builtin:echo upstream, memory store, demo API key)")
 	listen := fs.String("listen", "", "listen on `ADDR` (host:port), overriding the config's listen")
 	adminListen := fs.String("admin-listen", "", "serve /metrics, /healthz and /readyz on `ADDR`, overriding the config's admin_listen")
+	watchInterval := fs.Duration("watch-interval", time.Second, "how often to look for changes to the config file and the files it reads (API keys, JWT key, rules_files)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -37,35 +41,35 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
+	if *watchInterval <= 0 {
+		return fmt.Errorf("%w: --watch-interval %v is not positive", errUsage, *watchInterval)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
-	load := func() (*gateway.Config, error) {
-		var cfg *gateway.Config
-		var err error
-		if *configFile == "" {
-			cfg, err = gateway.Default()
-		} else {
-			cfg, err = gateway.ParseFile(*configFile)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if *listen != "" {
-			cfg.Listen = *listen
-		}
-		if *adminListen != "" {
-			cfg.AdminListen = *adminListen
-		}
-		return cfg, nil
-	}
 	var watcher *gateway.FileWatcher
-	if *configFile != "" {
-		// Before the first load: a change made while starting is seen.
+	var cfg *gateway.Config
+	var err error
+	if *configFile == "" {
+		cfg, err = gateway.Default()
+	} else {
+		// Before the first read: a change made while starting is seen.
 		watcher = gateway.NewFileWatcher(*configFile)
+		cfg, err = gateway.ParseFile(*configFile)
+		if err == nil {
+			watcher.Set(gateway.ConfigFiles(cfg)...) // before New reads them
+		}
 	}
-	cfg, err := load()
 	if err != nil {
 		return err
+	}
+	// The flags override the config's addresses without changing it, so
+	// that a reload compares the file with the file.
+	addr, adminAddr := cfg.Listen, cfg.AdminListen
+	if *listen != "" {
+		addr = *listen
+	}
+	if *adminListen != "" {
+		adminAddr = *adminListen
 	}
 	g, err := gateway.New(ctx, cfg, gateway.Options{Logger: log})
 	if err != nil {
@@ -76,11 +80,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			log.Error("sluice serve: close", "err", err)
 		}
 	}()
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	adm, err := net.Listen("tcp", cfg.AdminListen)
+	adm, err := net.Listen("tcp", adminAddr)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("serve: admin: %w", err)
@@ -89,22 +93,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	wctx, stop := context.WithCancel(ctx)
 	defer func() { stop(); wg.Wait() }()
 	if *configFile != "" {
-		var mu sync.Mutex
-		reload := func(why string) {
-			mu.Lock()
-			defer mu.Unlock()
-			cfg, err := load()
-			if err == nil {
-				err = g.Reload(cfg)
-			}
-			if err != nil {
-				log.Error("sluice serve: config refused; the previous config keeps serving", "file", *configFile, "trigger", why, "err", err)
-				return
-			}
-			log.Info("sluice serve: config reloaded", "file", *configFile, "trigger", why)
-		}
+		// One path for every reload: the gateway's, which logs and counts
+		// each outcome once and keeps watching the files the config reads.
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
+		reload := make(chan string)
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -114,13 +107,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				case <-wctx.Done():
 					return
 				case <-hup:
-					reload("SIGHUP")
+					select {
+					case reload <- "SIGHUP":
+					case <-wctx.Done():
+						return
+					}
 				}
 			}
 		}()
 		go func() {
 			defer wg.Done()
-			watcher.Run(wctx, 0, func() { reload("file changed") })
+			g.Watch(wctx, *configFile, watcher, *watchInterval, reload)
 		}()
 	}
 	source := *configFile
@@ -132,6 +129,29 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	err = g.Serve(ctx, ln, adm)
 	log.Info("sluice serve: stopped")
 	return err
+}
+
+// checkGateway validates a gateway config offline for sluice check: it
+// parses it, checks the header names its rate limit actions read, and
+// loads the files it names, without opening the store or listening.
+func checkGateway(filename string, data []byte) (warnings []string, err error) {
+	cfg, err := gateway.Parse(filename, data)
+	if err != nil {
+		return nil, err
+	}
+	routes := make([][]httplimit.Descriptor, len(cfg.Routes))
+	for i, r := range cfg.Routes {
+		routes[i] = r.Descriptors
+	}
+	warnings, problems := checkActions(filename, data, routes)
+	_, err = gateway.Resolver(cfg)
+	switch {
+	case len(problems) > 0 && err != nil:
+		return warnings, errors.New(problems.Error() + "\n" + err.Error())
+	case len(problems) > 0:
+		return warnings, &problems
+	}
+	return warnings, err
 }
 
 // redact hides a store URL's password.
