@@ -7,19 +7,22 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/rules"
 )
 
 // checkGatewayConfig validates a sluice gateway config (the format of
-// package gateway). The gateway's command file sets it from its init, so
-// that this file needs no import of gateway. When nil, files that are not
-// envoyproxy/ratelimit rules files are reported as such. The error should
-// be a *rules.Errors, or lines of "file:line: path: message".
-var checkGatewayConfig func(filename string, data []byte) error
+// package gateway) and returns its warnings, each a line of "file:line:
+// path: warning: message". The gateway's command file sets it from its
+// init, so that this file needs no import of gateway. When nil, files that
+// are not envoyproxy/ratelimit rules files are reported as such. The error
+// should be a *rules.Errors, or lines of "file:line: path: message".
+var checkGatewayConfig func(filename string, data []byte) (warnings []string, err error)
 
 func init() {
 	register(command{
@@ -42,6 +45,10 @@ file; any other is a gateway config. A directory is checked as a rules
 directory (every *.yaml and *.yml in it, domains unique), as "sluice rls"
 and envoyproxy/ratelimit load one.
 
+A gateway config's warnings (a rate limit action reading a header that
+Go's server never shows a handler, or a hop-by-hop one) are printed as
+"file:line: path: warning: message" but do not fail the check.
+
 Exit status: 0 when every file is valid, 1 when there is a problem, 2 for
 bad usage.
 
@@ -58,14 +65,17 @@ Flags:
 	}
 	problems, bad := 0, 0
 	for _, name := range fs.Args() {
-		lines, summary := checkPath(name)
-		for _, l := range lines {
+		lines, warnings, summary := checkPath(name)
+		for _, l := range append(lines, warnings...) {
 			fmt.Fprintln(stdout, l)
 		}
 		if len(lines) > 0 {
 			problems += len(lines)
 			bad++
 		} else if !*quiet {
+			if len(warnings) > 0 {
+				summary += fmt.Sprintf(", %d %s", len(warnings), plural(len(warnings), "warning"))
+			}
 			fmt.Fprintf(stdout, "ok  %s (%s)\n", name, summary)
 		}
 	}
@@ -82,42 +92,119 @@ func plural(n int, s string) string {
 	return s + "s"
 }
 
-// checkPath checks one file or directory and returns its problems, one a
-// line, or a summary of what it holds.
-func checkPath(name string) (problems []string, summary string) {
+// checkPath checks one file or directory and returns its problems and
+// warnings, one a line, and a summary of what it holds.
+func checkPath(name string) (problems, warnings []string, summary string) {
 	st, err := os.Stat(name)
 	if err != nil {
-		return []string{err.Error()}, ""
+		return []string{err.Error()}, nil, ""
 	}
 	if st.IsDir() {
 		set, err := rules.LoadDir(name)
 		if err != nil {
-			return errorLines(err), ""
+			return errorLines(err), nil, ""
 		}
 		n := 0
 		for _, d := range set.Domains() {
 			n += len(set.Config(d).Rules())
 		}
-		return nil, fmt.Sprintf("rules directory: %d %s, %d %s", len(set.Domains()), plural(len(set.Domains()), "domain"), n, plural(n, "rule"))
+		return nil, nil, fmt.Sprintf("rules directory: %d %s, %d %s", len(set.Domains()), plural(len(set.Domains()), "domain"), n, plural(n, "rule"))
 	}
 	data, err := os.ReadFile(name)
 	if err != nil {
-		return []string{err.Error()}, ""
+		return []string{err.Error()}, nil, ""
 	}
 	switch kind := fileKind(data); {
 	case kind == "rules" || (kind == "unknown" && checkGatewayConfig == nil):
 		cfg, err := rules.Parse(name, data)
 		if err != nil {
-			return errorLines(err), ""
+			return errorLines(err), nil, ""
 		}
-		return nil, fmt.Sprintf("rules: domain %s, %d %s", cfg.Domain, len(cfg.Rules()), plural(len(cfg.Rules()), "rule"))
+		return nil, nil, fmt.Sprintf("rules: domain %s, %d %s", cfg.Domain, len(cfg.Rules()), plural(len(cfg.Rules()), "rule"))
 	case checkGatewayConfig != nil:
-		if err := checkGatewayConfig(name, data); err != nil {
-			return errorLines(err), ""
+		warnings, err := checkGatewayConfig(name, data)
+		if err != nil {
+			return errorLines(err), warnings, ""
 		}
-		return nil, "gateway config"
+		return nil, warnings, "gateway config"
 	}
-	return []string{name + `: not a rules file (no top-level "domain"), and this build cannot check gateway configs`}, ""
+	return []string{name + `: not a rules file (no top-level "domain"), and this build cannot check gateway configs`}, nil, ""
+}
+
+// checkActions checks the header names that the rate limit actions of a
+// gateway config read (routes[i].rate_limits[j].actions[k], given as
+// routes[i][j].Actions[k]) with httplimit.CheckAction, and returns its
+// warnings as lines and its problems, with the lines of data (the
+// config's YAML) where they are.
+func checkActions(filename string, data []byte, routes [][]httplimit.Descriptor) (warnings []string, problems rules.Errors) {
+	var doc yaml.Node
+	yaml.Unmarshal(data, &doc) // it parsed before; on error every line is 0
+	for i, ds := range routes {
+		for j, d := range ds {
+			for k, a := range d.Actions {
+				prefix := fmt.Sprintf("routes[%d].rate_limits[%d].actions[%d]", i, j, k)
+				ws, ps := httplimit.CheckAction(a)
+				for _, p := range ps {
+					p.File, p.Path = filename, prefix+"."+p.Path
+					p.Line = lineOf(&doc, p.Path)
+					problems = append(problems, p)
+				}
+				for _, w := range ws {
+					w.File, w.Path = filename, prefix+"."+w.Path
+					w.Line = lineOf(&doc, w.Path)
+					w.Msg = "warning: " + w.Msg
+					warnings = append(warnings, w.Error())
+				}
+			}
+		}
+	}
+	return warnings, problems
+}
+
+// lineOf returns the line of the node at path ("a.b[2].c") in doc, or 0
+// when there is none.
+func lineOf(doc *yaml.Node, path string) int {
+	n := doc
+	for _, seg := range strings.Split(path, ".") {
+		key, rest, _ := strings.Cut(seg, "[")
+		if n = mappingValue(n, key); n == nil {
+			return 0
+		}
+		for rest != "" {
+			idx, after, ok := strings.Cut(rest, "]")
+			i, err := strconv.Atoi(idx)
+			if n = deref(n); !ok || err != nil || n.Kind != yaml.SequenceNode || i < 0 || i >= len(n.Content) {
+				return 0
+			}
+			n, rest = n.Content[i], strings.TrimPrefix(after, "[")
+		}
+	}
+	return n.Line
+}
+
+// mappingValue returns the value of key in the mapping n (or the
+// document n holds).
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	n = deref(n)
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = deref(n.Content[0])
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func deref(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
 }
 
 // fileKind tells a rules file (a mapping with a top-level domain) from

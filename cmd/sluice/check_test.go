@@ -90,9 +90,9 @@ func TestCheckGatewayHook(t *testing.T) {
 	}
 
 	var got string
-	checkGatewayConfig = func(name string, data []byte) error {
+	checkGatewayConfig = func(name string, data []byte) ([]string, error) {
 		got = name
-		return errors.New(name + ":1: listen: boom")
+		return nil, errors.New(name + ":1: listen: boom")
 	}
 	out, err = runCheckArgs(t, gw)
 	if got != gw || err == nil || out != gw+":1: listen: boom\n" {
@@ -116,5 +116,67 @@ func TestCheckUsage(t *testing.T) {
 	out, err := runCheckArgs(t, "/nonexistent/rules.yaml")
 	if err == nil || !strings.Contains(out, "no such file") {
 		t.Errorf("check missing file = %q, %v", out, err)
+	}
+}
+
+// TestCheckGatewayHeaderNames checks that sluice check reports, at their
+// lines, an unknown pseudo-header as a problem and headers that Go's
+// server never shows a handler, or hop-by-hop ones, as warnings; Host and
+// the pseudo-headers Envoy reads are fine.
+func TestCheckGatewayHeaderNames(t *testing.T) {
+	dir := t.TempDir()
+	gw := filepath.Join(dir, "gw.yaml")
+	cfg := `upstream: builtin:echo
+routes:
+  - path: /
+    rate_limits:
+      - actions:
+          - request_headers: {header_name: ":authority", descriptor_key: authority}
+          - request_headers: {header_name: host, descriptor_key: host}
+          - request_headers: {header_name: Transfer-Encoding, descriptor_key: te}
+      - actions:
+          - header_value_match:
+              descriptor_value: upgrade
+              headers:
+                - {name: ":method", exact_match: GET}
+                - {name: connection, exact_match: upgrade}
+rules:
+  domain: d
+  descriptors:
+    - key: authority
+      rate_limit: {unit: second, requests_per_unit: 1}
+`
+	if err := os.WriteFile(gw, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCheckArgs(t, gw)
+	want := gw + ":8: routes[0].rate_limits[0].actions[2].request_headers.header_name: warning: Go's HTTP server removes Transfer-Encoding from every request (it decodes the body itself): this never sees it\n" +
+		gw + ":14: routes[0].rate_limits[1].actions[0].header_value_match.headers[1].name: warning: Connection is hop-by-hop: it describes the client's connection, not the request, and an HTTP/2 request cannot carry it\n" +
+		"ok  " + gw + " (gateway config, 2 warnings)\n"
+	if err != nil || out != want {
+		t.Errorf("check = %v, output:\n%s\nwant:\n%s", err, out, want)
+	}
+
+	// An unknown pseudo-header is a problem, reported with the others.
+	bad := strings.Replace(cfg, `header_name: host,`, `header_name: ":status",`, 1)
+	bad += "identity: {api_keys_file: missing.txt}\n"
+	if err := os.WriteFile(gw, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCheckArgs(t, "-q", gw)
+	if err == nil || errors.Is(err, errUsage) {
+		t.Fatalf("check = %v, want a (non-usage) error", err)
+	}
+	for _, w := range []string{
+		gw + `:7: routes[0].rate_limits[0].actions[1].request_headers.header_name: unknown pseudo-header ":status": requests have :authority, :path, :method, :scheme and :protocol`,
+		"identity.api_keys_file",
+		gw + ":8: routes[0].rate_limits[0].actions[2].request_headers.header_name: warning:",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("check output lacks %q:\n%s", w, out)
+		}
+	}
+	if got, want := err.Error(), "check: 2 problems in 1 of 1 argument"; got != want {
+		t.Errorf("check error = %q, want %q", got, want)
 	}
 }
