@@ -20,8 +20,10 @@ import (
 const DefaultPollInterval = time.Second
 
 // Load reads every YAML file of dir (as rules.LoadDir) and swaps the
-// configuration in. A bad directory is an error, logged with every problem,
-// and the previous configuration stays.
+// configuration in. A bad directory (one that cannot be read, or a file in
+// it that cannot be read, parsed or validated) is an error, logged once
+// with every problem and counted once in config_load_error, and the
+// previous configuration stays.
 func (s *Server) Load(dir string) error {
 	fp, _ := fingerprint(dir) // before reading: a later edit is seen by Watch
 	s.loaded.Store(&loaded{dir: dir, fp: fp})
@@ -60,19 +62,15 @@ func (s *Server) Watch(ctx context.Context, dir string, interval time.Duration) 
 			return nil
 		case <-t.C:
 		}
-		fp, err := fingerprint(dir)
-		if err != nil {
-			if fp != last {
-				s.log.Error("rls: reading config dir", slog.String("dir", dir), slog.Any("error", err))
-			}
-			last = fp
-			continue
-		}
+		// A directory or file that cannot be read is a refused config
+		// like any other: Load fails on it, and logs and counts it once
+		// (its fingerprint is the error's, the same until it changes).
+		fp, _ := fingerprint(dir)
 		if fp == last {
 			continue
 		}
 		last = fp
-		_ = s.Load(dir) // logged; the previous config stays on error
+		_ = s.Load(dir) // logged and counted; the previous config stays on error
 	}
 }
 
