@@ -2,8 +2,10 @@ package gateway_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
@@ -129,5 +131,99 @@ rules:
 	}
 	if cfg.Headers != httplimit.Legacy || cfg.Routes[0].CostHeader != "X-Cost" || cfg.Domain != "d" {
 		t.Errorf("cfg = headers %v cost header %q domain %q", cfg.Headers, cfg.Routes[0].CostHeader, cfg.Domain)
+	}
+}
+
+func TestParseRoutesIdentityConnections(t *testing.T) {
+	t.Parallel()
+	src := `upstream: http://127.0.0.1:1
+identity:
+  strip_headers: [x-internal]
+  forward_user_header: X-Auth-User
+  hide_credentials: true
+connections: {max: 10, idle_timeout: 5s, read_header_timeout: 2s, read_timeout: 3s, write_timeout: 4s, max_header_bytes: 8192}
+admin_connections: {max: 2}
+routes:
+  - pattern: GET example.com/api/
+  - path: /x
+    host: example.com
+    methods: [get]
+`
+	cfg, err := gateway.Parse("gw.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic := cfg.Identity
+	if fmt.Sprint(ic.StripHeaders) != "[X-Internal]" || ic.ForwardUserHeader != "X-Auth-User" || ic.ForwardTierHeader != "X-Sluice-Tier" ||
+		ic.ForwardKindHeader != "X-Sluice-Identity-Kind" || !ic.HideCredentials {
+		t.Errorf("identity = %+v", ic)
+	}
+	want := gateway.ConnConfig{Max: 10, IdleTimeout: 5 * time.Second, ReadHeaderTimeout: 2 * time.Second,
+		ReadTimeout: 3 * time.Second, WriteTimeout: 4 * time.Second, MaxHeaderBytes: 8192}
+	if cfg.Connections != want {
+		t.Errorf("connections = %+v, want %+v", cfg.Connections, want)
+	}
+	wantAdmin := gateway.DefaultAdminConnections()
+	wantAdmin.Max = 2
+	if cfg.AdminConnections != wantAdmin {
+		t.Errorf("admin_connections = %+v, want %+v", cfg.AdminConnections, wantAdmin)
+	}
+	if r := cfg.Routes[0]; r.Pattern != "GET example.com/api/" {
+		t.Errorf("routes[0] = %+v", r)
+	}
+	if r := cfg.Routes[1]; r.Path != "/x" || r.Host != "example.com" || fmt.Sprint(r.Methods) != "[GET]" {
+		t.Errorf("routes[1] = %+v", r)
+	}
+
+	// Defaults.
+	cfg, err = gateway.Parse("gw.yaml", []byte("upstream: builtin:echo\nroutes: [{path: /}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := gateway.DefaultConnections(); cfg.Connections != d || d.IdleTimeout != 75*time.Second || d.Max < 1 || d.Max > gateway.DefaultMaxConnections {
+		t.Errorf("default connections = %+v (DefaultConnections %+v)", cfg.Connections, d)
+	}
+}
+
+func TestParseRouteProblems(t *testing.T) {
+	t.Parallel()
+	src := `upstream: http://127.0.0.1:1
+identity:
+  strip_headers: ["bad header"]
+connections: {max: 0, idle_timeout: soon}
+routes:
+  - pattern: GET /a
+    path: /a
+  - pattern: FETCH /b
+  - path: /c
+    methods: [CONNECT]
+  - path: /d
+    host: example.com:8080
+  - methods: [GET]
+`
+	_, err := gateway.Parse("gw.yaml", []byte(src))
+	want := []string{
+		`gw.yaml:3: identity.strip_headers[0]: want a header name, got "bad header"`,
+		"gw.yaml:4: connections.max: want a whole number from 1",
+		"gw.yaml:4: connections.idle_timeout: want a positive duration",
+		"gw.yaml:6: routes[0].pattern: pattern says method, host and path itself",
+		`gw.yaml:8: routes[1].pattern: unknown HTTP method "FETCH"`,
+		"gw.yaml:10: routes[2].methods[0]: CONNECT is not proxied",
+		"gw.yaml:12: routes[3].host: want a host name without port",
+		"gw.yaml:13: routes[4].path: missing path (or pattern)",
+	}
+	if err == nil {
+		t.Fatal("Parse = nil, want errors")
+	}
+	got := err.Error()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("Parse errors:\n%s\nlack %q", got, w)
+		}
+	}
+	// Conflicting routes are refused, with both named.
+	_, err = gateway.Parse("gw.yaml", []byte("upstream: builtin:echo\nroutes:\n  - path: /a\n  - path: /b\n  - path: /a\n"))
+	if err == nil || !strings.Contains(err.Error(), `gw.yaml:5: routes[2]: pattern "/a" conflicts with routes[0]`) {
+		t.Errorf("duplicate routes: %v", err)
 	}
 }
