@@ -20,8 +20,9 @@
 // the events of further pairs are counted in one line per kind with
 // overflow=true. A pair is forgotten after an interval without events.
 // Rule names and keys are cut to MaxKeyLen bytes, and a line keeps at most
-// Options.Samples keys. So the lines per interval are at most
-// 2·MaxRules+3, whatever the request rate, and the memory is bounded too.
+// Options.Samples keys. So an interval has at most one summary per
+// tracked pair, MaxRules first lines and 3 overflow lines: 2·MaxRules+3
+// lines whatever the request rate, in bounded memory.
 //
 // Report is the hot path: once its pair is tracked and the interval's
 // samples are taken, it takes no lock and does not allocate (one map

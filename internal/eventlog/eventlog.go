@@ -47,6 +47,9 @@ func (k Kind) String() string {
 	return kinds[k].name
 }
 
+// dead marks an entry's count once the entry is dropped.
+const dead = 1 << 62
+
 // Defaults of Options' zero values, and the bound on kept strings.
 const (
 	DefaultInterval = 10 * time.Second
@@ -60,14 +63,14 @@ const (
 // Options configures a Log. The zero value is the documented default.
 type Options struct {
 	// Interval is how often a (kind, rule) with events gets its summary
-	// line. Zero means DefaultInterval.
+	// line. Zero or less means DefaultInterval.
 	Interval time.Duration
 	// Samples is how many distinct keys a line names at most. Zero means
 	// DefaultSamples; negative, none.
 	Samples int
 	// MaxRules bounds the (kind, rule) pairs tracked at once; events of
-	// further pairs are counted in one overflow line per kind. Zero means
-	// DefaultMaxRules.
+	// further pairs are counted in one overflow line per kind. Zero or
+	// less means DefaultMaxRules.
 	MaxRules int
 	// SummaryOnly holds back the first event of a quiet (kind, rule) for
 	// the interval's summary too, instead of logging it at once.
@@ -90,7 +93,6 @@ type Log struct {
 
 	mu       sync.Mutex // writes of table; flushes
 	closed   atomic.Bool
-	dropped  []*entry // dropped by the last flush: late reports may still count there
 	overflow [numKinds]atomic.Int64
 	stop     chan struct{}
 	done     chan struct{}
@@ -105,8 +107,11 @@ type table struct {
 
 // entry is one (kind, rule) pair's events since the last line.
 type entry struct {
-	count atomic.Int64 // events not yet logged
-	_     [56]byte     // count's cache line is written by every report
+	// count is the events not yet logged, plus dead once the entry is
+	// dropped: a report that adds to a dead entry (it loaded the table
+	// before the flush replaced it) counts again in the current table.
+	count atomic.Int64
+	_     [56]byte // count's cache line is written by every report
 
 	kind Kind
 	rule string
@@ -128,7 +133,7 @@ func New(logger *slog.Logger, opts Options) *Log {
 		logger:      logger,
 		interval:    cmp.Or(opts.Interval, DefaultInterval),
 		samples:     max(0, cmp.Or(opts.Samples, DefaultSamples)),
-		maxRules:    max(1, cmp.Or(opts.MaxRules, DefaultMaxRules)),
+		maxRules:    cmp.Or(max(0, opts.MaxRules), DefaultMaxRules),
 		summaryOnly: opts.SummaryOnly,
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -174,17 +179,17 @@ func (l *Log) Report(kind Kind, rule, key string, err error) {
 	}
 	rule = truncate(rule)
 	e := l.table.Load().byKind[kind][rule]
-	if e == nil {
+	if e == nil || !l.count(e, key, err) {
 		l.first(kind, rule, key, err)
-		return
 	}
-	l.count(e, key, err)
 }
 
-// count adds an event to e.
-func (l *Log) count(e *entry, key string, err error) {
+// count adds an event to e, unless e is dead.
+func (l *Log) count(e *entry, key string, err error) (ok bool) {
 	n := e.count.Add(1)
 	switch {
+	case n >= dead:
+		return false
 	case n <= l.window:
 		e.mu.Lock()
 		e.sample(l.samples, key)
@@ -200,6 +205,7 @@ func (l *Log) count(e *entry, key string, err error) {
 			e.mu.Unlock()
 		}
 	}
+	return true
 }
 
 // sample adds key to e's samples if it is new and there is room. e.mu is
@@ -290,25 +296,24 @@ func (l *Log) collect(final bool) []line {
 	var lines []line
 	take := func(e *entry) (keep bool) {
 		e.mu.Lock()
-		n := e.count.Swap(0)
-		keys, err, fresh := e.keys, e.err, e.fresh
+		keep = !final && (e.fresh || e.count.Load() > 0)
+		var n int64
+		if keep {
+			n = e.count.Swap(0)
+		} else {
+			n = e.count.Swap(dead) // later reports go to a new entry
+		}
+		keys, err := e.keys, e.err
 		if n > 0 {
 			e.keys, e.err = make([]string, 0, l.samples), nil
 		}
 		e.fresh = false
-		keep = !final && (n > 0 || fresh)
 		e.mu.Unlock()
 		if n > 0 {
 			lines = append(lines, line{kind: e.kind, rule: e.rule, count: n, keys: keys, err: err})
 		}
 		return keep
 	}
-	// Reports that loaded the table before the last flush replaced it may
-	// have counted in its dropped entries since.
-	for _, e := range l.dropped {
-		take(e)
-	}
-	l.dropped = l.dropped[:0]
 	t := l.table.Load()
 	nt := &table{}
 	for k := range t.byKind {
@@ -319,8 +324,6 @@ func (l *Log) collect(final bool) []line {
 				}
 				nt.byKind[k][e.rule] = e
 				nt.n++
-			} else {
-				l.dropped = append(l.dropped, e)
 			}
 		}
 	}
