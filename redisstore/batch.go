@@ -23,7 +23,7 @@ type call struct {
 	n         int64
 	sec, nsec int64 // now, when Options.Now is set
 	lim       ratelimit.Limit
-	enq       int64 // when queued, on the batcher's monotonic clock
+	deadline  int64 // when queued plus the timeout, on the batcher's clock
 	state     atomic.Uint32
 	done      chan struct{} // buffered: finish sends once
 	d         ratelimit.Decision
@@ -47,7 +47,6 @@ type group struct {
 
 // flight is a batch on its way to Redis.
 type flight struct {
-	start int64
 	calls []*call
 }
 
@@ -58,9 +57,14 @@ type flight struct {
 // free worker takes up to max of them. Workers' calls share connections by
 // rueidis's automatic pipelining.
 //
-// A watchdog fails the calls that have waited longer than the timeout,
-// queued or in flight: some waits of the client library (a connection's
-// handshake while Redis restarts) do not end with the call's context.
+// Each call has a deadline, the time it was queued plus the timeout, which
+// holds while it is queued and while it is in flight, however many
+// batches it waited behind. A watchdog fails the calls past their
+// deadline, queued or in flight: some waits of the client library (a
+// connection's handshake while Redis restarts) do not end with the
+// call's context. A worker drops the calls past their deadline instead of
+// sending them, and waits for a batch's reply only until the latest
+// deadline of its calls.
 type batcher struct {
 	s       *Store
 	max     int
@@ -75,6 +79,7 @@ type batcher struct {
 
 	scriptCalls, requests atomic.Uint64 // for Stats
 	minFill               int           // the fewest calls a batch sent while another is in flight takes: max/4
+	timeoutErr            error         // what a call past its deadline gets
 	closed                bool
 	stop                  chan struct{}
 	wg                    sync.WaitGroup
@@ -85,6 +90,7 @@ func newBatcher(s *Store, workers, maxBatch int, timeout time.Duration) *batcher
 		s: s, max: maxBatch, timeout: int64(timeout), epoch: time.Now(),
 		pending: make(map[group][]*call), flying: make(map[*flight]struct{}),
 		stop: make(chan struct{}), minFill: max(1, maxBatch/4),
+		timeoutErr: fmt.Errorf("%w: no reply within %v", ErrUnavailable, timeout),
 	}
 	b.cond = sync.NewCond(&b.mu)
 	b.wg.Add(workers + 1)
@@ -99,7 +105,7 @@ func (b *batcher) now() int64 { return int64(time.Since(b.epoch)) }
 
 // submit queues c. It returns false when the batcher is closed.
 func (b *batcher) submit(g group, c *call) bool {
-	c.enq = b.now()
+	c.deadline = b.now() + b.timeout
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -151,18 +157,31 @@ func (b *batcher) work() {
 			delete(b.pending, g)
 		}
 		b.queued -= len(take)
+		// The calls whose callers have stopped waiting are not sent.
+		now, last := b.now(), int64(0)
+		kept := take[:0]
+		for _, c := range take {
+			if now > c.deadline {
+				c.finish(ratelimit.Decision{}, b.timeoutErr)
+			} else {
+				kept = append(kept, c)
+				last = max(last, c.deadline)
+			}
+		}
+		clear(take[len(kept):])
+		take = kept
 		if len(take) == 0 {
 			b.mu.Unlock()
 			continue
 		}
-		f := &flight{start: b.now(), calls: take}
+		f := &flight{calls: take}
 		b.flying[f] = struct{}{}
 		more := b.ready()
 		b.mu.Unlock()
 		if more {
 			b.cond.Signal()
 		}
-		ds, err := b.s.exec(g, take, &sc)
+		ds, err := b.s.exec(g, take, &sc, b.epoch.Add(time.Duration(last)))
 		b.scriptCalls.Add(1)
 		b.requests.Add(uint64(len(take)))
 		b.mu.Lock()
@@ -178,7 +197,7 @@ func (b *batcher) watch(tick time.Duration) {
 	defer b.wg.Done()
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	err := fmt.Errorf("%w: no reply within %v", ErrUnavailable, time.Duration(b.timeout))
+	err := b.timeoutErr
 	for {
 		select {
 		case <-b.stop:
@@ -190,7 +209,7 @@ func (b *batcher) watch(tick time.Duration) {
 		for g, q := range b.pending {
 			kept := q[:0]
 			for _, c := range q {
-				if now-c.enq > b.timeout {
+				if now > c.deadline {
 					c.finish(ratelimit.Decision{}, err)
 				} else {
 					kept = append(kept, c)
@@ -201,8 +220,8 @@ func (b *batcher) watch(tick time.Duration) {
 			b.pending[g] = kept
 		}
 		for f := range b.flying {
-			if now-f.start > b.timeout {
-				for _, c := range f.calls {
+			for _, c := range f.calls {
+				if now > c.deadline {
 					c.finish(ratelimit.Decision{}, err)
 				}
 			}
@@ -223,9 +242,13 @@ func (b *batcher) close() {
 
 // finish hands every call of a batch its result.
 func (s *Store) finish(calls []*call, ds []ratelimit.Decision, err error) {
-	s.brk.record(err)
-	if err != nil && s.opts.OnFailure != nil {
-		s.opts.OnFailure(err)
+	if err == nil {
+		s.link.ok()
+	} else {
+		s.link.fail(err, false)
+		if s.opts.OnFailure != nil {
+			s.opts.OnFailure(err)
+		}
 	}
 	for i, c := range calls {
 		if err != nil {
@@ -245,8 +268,9 @@ type scratch struct {
 	ds         []ratelimit.Decision
 }
 
-// exec runs one batch and returns its decisions, in sc.
-func (s *Store) exec(g group, calls []*call, sc *scratch) (ds []ratelimit.Decision, err error) {
+// exec runs one batch and returns its decisions, in sc. It waits for the
+// reply until deadline, the latest of its calls'.
+func (s *Store) exec(g group, calls []*call, sc *scratch, deadline time.Time) (ds []ratelimit.Decision, err error) {
 	defer func() {
 		// The client library must not take the caller down with it.
 		if p := recover(); p != nil {
@@ -259,9 +283,9 @@ func (s *Store) exec(g group, calls []*call, sc *scratch) (ds []ratelimit.Decisi
 	}
 	sc.keys = keys
 	s.scriptArgs(g.shape, calls, sc)
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	reply, err := s.scripts[g.shape].Exec(ctx, s.client, keys, sc.args).ToArray()
+	reply, err := s.scripts[g.shape].Exec(ctx, s.conn.Load().client, keys, sc.args).ToArray()
 	clear(sc.keys) // let the keys go with their calls
 	if err != nil {
 		return nil, s.failure(err, len(calls))

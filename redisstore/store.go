@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,19 +19,20 @@ import (
 
 // Defaults for the zero Options.
 const (
-	DefaultPrefix           = "sluice:"
-	DefaultTimeout          = 100 * time.Millisecond
-	DefaultBreakerThreshold = 3
-	DefaultBreakerCooldown  = time.Second
-	DefaultMaxBatch         = 128
-	DefaultPipeline         = 2
-	DefaultClusterPipeline  = 2
-	DefaultDenyCacheSize    = 1 << 16
+	DefaultPrefix             = "sluice:"
+	DefaultTimeout            = 100 * time.Millisecond
+	DefaultBreakerThreshold   = 3
+	DefaultBreakerCooldown    = time.Second
+	DefaultBreakerMaxCooldown = 5 * time.Second
+	DefaultMaxBatch           = 128
+	DefaultPipeline           = 2
+	DefaultClusterPipeline    = 2
+	DefaultDenyCacheSize      = 1 << 16
 )
 
 // ErrUnavailable is wrapped by the errors Apply returns when Redis could not
-// decide: unreachable, timed out, a cluster slot without its node, or the
-// breaker open after such failures.
+// decide: unreachable, timed out, a cluster slot without its node, not
+// connected yet, or the breaker open after such failures.
 var ErrUnavailable = errors.New("redisstore: redis unavailable")
 
 // ErrScript is wrapped by errors about a script's reply or a script error
@@ -109,23 +111,42 @@ type Options struct {
 	// that they agree. With Now set, keys also live at least MinTTLWithNow
 	// in Redis, since Redis expires them on its own clock.
 	Now func() time.Time
-	// Timeout bounds each Apply's wait for Redis, queueing included (it is
-	// checked every Timeout/4, so a wait may last 1.25·Timeout). Default
-	// 100 ms. A request that timed out may still be counted by Redis when
-	// its batch runs late.
+	// Timeout bounds each Apply's wait for Redis, measured from when the
+	// call is queued, queueing and every batch it waits behind included:
+	// a watchdog checks every Timeout/4, so a wait lasts at most
+	// 1.25·Timeout (plus the scheduling delays of a loaded machine).
+	// Default 100 ms. A request that timed out may still be counted by
+	// Redis when its batch runs late. Open also uses it, when at least a
+	// second, as the dial timeout of its connections (the URL's
+	// dial_timeout overrides it).
 	Timeout time.Duration
 	// OnError is what Apply does when Redis cannot decide. Default
 	// ReturnError.
 	OnError Policy
 	// BreakerThreshold is the number of consecutive failed calls that opens
 	// the breaker: while it is open, Apply applies OnError at once, without
-	// calling Redis, and once every BreakerCooldown one call probes Redis;
-	// its success closes the breaker. Default 3; negative disables the
-	// breaker.
+	// calling Redis, and the store probes Redis in the background (PING
+	// to every node, with the scripts loaded again); the first probe that
+	// a node answers closes the breaker. Default 3; negative disables the
+	// breaker (every call then goes to Redis and waits up to Timeout).
 	BreakerThreshold int
-	// BreakerCooldown is how long the breaker stays open before a probe.
-	// Default 1 s.
+	// BreakerCooldown is how long the breaker stays open before the first
+	// probe. Default 1 s. Each failed probe doubles the wait before the
+	// next, up to BreakerMaxCooldown, and each wait is lengthened by a
+	// random fraction of up to a quarter, so that the instances of a
+	// fleet do not probe in step.
 	BreakerCooldown time.Duration
+	// BreakerMaxCooldown bounds the wait between probes while Redis stays
+	// away. Default 5 s; never less than BreakerCooldown.
+	BreakerMaxCooldown time.Duration
+	// RequireAtStart makes Open fail when no Redis server answers at once.
+	// Off by default: Open then returns a store that applies OnError from
+	// the first request and connects in the background (Health reports
+	// it). A server that answers and refuses the configuration (a
+	// certificate that does not verify, a wrong password, a database that
+	// does not exist) always fails Open: that is not an outage. New has
+	// its client already and ignores RequireAtStart.
+	RequireAtStart bool
 	// DenyCache, when true, remembers denials in process: a key denied with
 	// RetryAfter d is denied locally for d, without a round trip, for
 	// requests costing at least as much. See the package documentation for
@@ -146,8 +167,16 @@ type Options struct {
 	// goes out at once.
 	Pipeline int
 	// OnFailure, when set, is called with every failed call to Redis (a
-	// batch of requests), for logging and metrics. It must not block.
+	// batch of requests), and every failed connection attempt or probe
+	// while Redis is away (at most one per BreakerCooldown, growing to one
+	// per BreakerMaxCooldown), for logging and metrics. It must not block.
 	OnFailure func(error)
+	// OnHealth, when set, is called with the store's Health each time it
+	// loses Redis (the breaker opens) or gets it back (a probe or a call
+	// succeeds, or the first connection of a store that started without
+	// Redis), for logging. It is called from the store's goroutines and
+	// must not block.
+	OnHealth func(Health)
 	// Local configures the memstore of the Local policy (its Now is set to
 	// this Options' Now).
 	Local memstore.Options
@@ -165,18 +194,28 @@ const MinTTLWithNow = 10 * time.Minute
 // Store is a ratelimit.Store keeping limiter state in Redis (standalone or
 // Cluster). It is safe for concurrent use. Close releases it.
 type Store struct {
-	client  rueidis.Client
+	conn    atomic.Pointer[conn]           // nil until the first connection
+	dial    func() (rueidis.Client, error) // Open's; nil for New
 	own     bool
-	cluster bool
 	opts    Options
 	minTTL  int64 // ms
 	scripts [numShapes]*rueidis.Lua
 	batch   *batcher
-	brk     breaker
+	link    *link
 	deny    *denyCache
 	local   *memstore.Store
 	closed  atomic.Bool
-	calls   sync.Pool // of *call
+	calls   sync.Pool     // of *call
+	stop    chan struct{} // closed by Close: stops the prober
+	wg      sync.WaitGroup
+}
+
+// conn is a Store's client. A Store that Open made without Redis has none
+// until the prober connects; then it keeps that one (the client library
+// reconnects its connections by itself).
+type conn struct {
+	client  rueidis.Client
+	cluster bool
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -190,29 +229,110 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	s, err := newStore(client, false, opts)
+	s, err := newStore(false, client.Mode() == rueidis.ClientModeCluster, opts)
 	if err != nil {
 		return nil, err
 	}
+	s.setConn(client)
 	s.preload(ctx)
+	s.start()
 	return s, nil
 }
 
+// setConn makes client the store's.
+func (s *Store) setConn(client rueidis.Client) {
+	s.conn.Store(&conn{client: client, cluster: client.Mode() == rueidis.ClientModeCluster})
+}
+
 // preload sends SCRIPT LOAD for every script to every node, so that the
-// first decisions do not pay for NOSCRIPT and EVAL.
-func (s *Store) preload(ctx context.Context) {
+// first decisions do not pay for NOSCRIPT and EVAL, and a PING first. It
+// returns nil when at least one node answered the PING, else the last
+// error.
+func (s *Store) preload(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, time.Second))
 	defer cancel()
-	for _, node := range s.client.Nodes() {
-		cmds := make(rueidis.Commands, 0, len(scriptSources))
+	cn := s.conn.Load()
+	if cn == nil {
+		return fmt.Errorf("%w: not connected", ErrUnavailable)
+	}
+	err := fmt.Errorf("%w: the client knows no node", ErrUnavailable)
+	answered := false
+	for addr, node := range cn.client.Nodes() {
+		cmds := make(rueidis.Commands, 0, 1+len(scriptSources))
+		cmds = append(cmds, node.B().Ping().Build())
 		for _, src := range scriptSources {
 			cmds = append(cmds, node.B().ScriptLoad().Script(src).Build())
 		}
-		node.DoMulti(ctx, cmds...)
+		// Only the PING decides: a server whose ACL forbids SCRIPT LOAD
+		// still runs the scripts, by EVAL after a NOSCRIPT.
+		if perr := node.DoMulti(ctx, cmds...)[0].Error(); perr != nil {
+			err = fmt.Errorf("%w: probe of %s: %v", ErrUnavailable, addr, perr)
+		} else {
+			answered = true
+		}
+	}
+	if answered {
+		return nil
+	}
+	return err
+}
+
+// start starts the prober: it connects and probes Redis in the background
+// while the link is down. Close stops it.
+func (s *Store) start() {
+	s.wg.Add(1)
+	go s.probe()
+}
+
+// probe waits for the link to go down, then tries to bring it back up,
+// with the link's backoff between tries, until it is up again or the
+// store closes.
+func (s *Store) probe() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.link.wake:
+		}
+		for n := 0; s.link.isDown(); n++ {
+			t := time.NewTimer(s.link.backoff(n))
+			select {
+			case <-s.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if !s.link.isDown() {
+				break // a call succeeded meanwhile
+			}
+			if err := s.reconnect(); err != nil {
+				s.link.fail(err, true)
+				if s.opts.OnFailure != nil {
+					s.opts.OnFailure(err)
+				}
+				continue
+			}
+			s.link.ok()
+		}
 	}
 }
 
-func newStore(client rueidis.Client, own bool, opts Options) (*Store, error) {
+// reconnect makes the store's client if it has none yet (Open without
+// Redis), then probes: PING to every node, with the scripts loaded again,
+// since a server that restarted has lost them.
+func (s *Store) reconnect() error {
+	if s.conn.Load() == nil {
+		client, err := s.dial()
+		if err != nil {
+			return err
+		}
+		s.setConn(client)
+	}
+	return s.preload(context.Background())
+}
+
+func newStore(own, cluster bool, opts Options) (*Store, error) {
 	if strings.ContainsAny(opts.Prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q contains a brace", opts.Prefix)
 	}
@@ -231,12 +351,16 @@ func newStore(client rueidis.Client, own bool, opts Options) (*Store, error) {
 	if opts.BreakerCooldown <= 0 {
 		opts.BreakerCooldown = DefaultBreakerCooldown
 	}
+	if opts.BreakerMaxCooldown <= 0 {
+		opts.BreakerMaxCooldown = max(DefaultBreakerMaxCooldown, opts.BreakerCooldown)
+	}
+	opts.BreakerMaxCooldown = max(opts.BreakerMaxCooldown, opts.BreakerCooldown)
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = DefaultMaxBatch
 	}
 	if opts.Pipeline <= 0 {
 		opts.Pipeline = DefaultPipeline
-		if client.Mode() == rueidis.ClientModeCluster {
+		if cluster {
 			opts.Pipeline = DefaultClusterPipeline
 		}
 	}
@@ -244,21 +368,16 @@ func newStore(client rueidis.Client, own bool, opts Options) (*Store, error) {
 		opts.DenyCacheSize = DefaultDenyCacheSize
 	}
 	s := &Store{
-		client:  client,
 		own:     own,
-		cluster: client.Mode() == rueidis.ClientModeCluster,
 		opts:    opts,
 		minTTL:  1,
 		scripts: newScripts(),
+		link:    newLink(opts.BreakerThreshold, opts.BreakerCooldown, opts.BreakerMaxCooldown, opts.OnHealth),
+		stop:    make(chan struct{}),
 	}
 	if opts.Now != nil {
 		s.minTTL = MinTTLWithNow.Milliseconds()
 	}
-	s.brk.threshold = opts.BreakerThreshold
-	if opts.BreakerThreshold < 0 {
-		s.brk.threshold = int(^uint(0) >> 1)
-	}
-	s.brk.cooldown = opts.BreakerCooldown
 	if opts.DenyCache {
 		s.deny = newDenyCache(opts.DenyCacheSize)
 	}
@@ -281,7 +400,17 @@ func newStore(client rueidis.Client, own bool, opts Options) (*Store, error) {
 //	rediss-cluster://…                            Redis Cluster over TLS
 //
 // Query parameters of rueidis.ParseURL (dial_timeout, …) are accepted for
-// redis:// and rediss://. Open fails when no server answers.
+// redis:// and rediss://.
+//
+// Open tries to connect once (for at most the dial timeout). When no
+// server answers, it still returns a store (unless Options.RequireAtStart
+// is set): Apply applies Options.OnError from the first request, and the
+// store connects in the background (on a Cluster: discovers its slots),
+// with the breaker's backoff, loads the scripts, and sends decisions to
+// Redis from then on. Health tells where it is. Open fails on a bad URL
+// or options, and when the server answers and refuses the configuration,
+// which a retry would not change: a certificate that does not verify, a
+// wrong password or user, a missing database.
 func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	co, err := parseURL(rawURL)
 	if err != nil {
@@ -301,17 +430,69 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		// long while Redis restarts.
 		co.Dialer.Timeout = max(opts.Timeout, time.Second)
 	}
-	client, err := rueidis.NewClient(co)
-	if err != nil {
-		return nil, fmt.Errorf("%w: connect to %s: %v", ErrUnavailable, redactURL(rawURL), err)
+	dial := func() (rueidis.Client, error) {
+		// Each attempt gets its own options: rueidis shuffles InitAddress
+		// in place, and a failed attempt's goroutines may still read it.
+		o := co
+		o.InitAddress = slices.Clone(co.InitAddress)
+		client, err := rueidis.NewClient(o)
+		if err != nil {
+			return nil, fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, redactURL(rawURL), err)
+		}
+		return client, nil
 	}
-	s, err := newStore(client, true, opts)
-	if err != nil {
-		client.Close()
+	client, err := dial()
+	if err != nil && (opts.RequireAtStart || refused(err)) {
 		return nil, err
 	}
-	s.preload(ctx)
+	cluster := len(co.InitAddress) > 1 || strings.HasSuffix(strings.SplitN(rawURL, "://", 2)[0], "-cluster")
+	if client != nil {
+		cluster = client.Mode() == rueidis.ClientModeCluster
+	}
+	s, serr := newStore(true, cluster, opts)
+	if serr != nil {
+		if client != nil {
+			client.Close()
+		}
+		return nil, serr
+	}
+	s.dial = dial
+	if client != nil {
+		s.setConn(client)
+		s.preload(ctx)
+	} else {
+		s.link.startDown(err)
+		if opts.OnFailure != nil {
+			opts.OnFailure(err)
+		}
+	}
+	s.start()
 	return s, nil
+}
+
+// refused reports whether err, from connecting, says that the server
+// answered and refused what this store is configured with, which retrying
+// would not change: a certificate that does not verify, a wrong password
+// or user, missing permissions, a database that does not exist. Replies
+// of a server that is starting or failing over (LOADING, MASTERDOWN,
+// CLUSTERDOWN, …) and every network error are an outage.
+func refused(err error) bool {
+	var ve *tls.CertificateVerificationError
+	if errors.As(err, &ve) {
+		return true
+	}
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return strings.HasPrefix(msg, "ERR") && (strings.Contains(msg, "password") || strings.Contains(msg, "DB index") ||
+		strings.Contains(msg, "AUTH"))
 }
 
 func parseURL(raw string) (rueidis.ClientOption, error) {
@@ -371,16 +552,20 @@ func redactURL(raw string) string {
 	return raw
 }
 
-// Close stops the store's workers, closes the client if Open made it, and
-// closes the local fallback store. Apply returns ratelimit.ErrClosed
+// Close stops the store's workers and its prober, closes the client if
+// Open made it, and closes the local fallback store. It waits for a
+// connection attempt in progress, which ends within the dial timeout. Apply returns ratelimit.ErrClosed
 // afterwards. Close is idempotent.
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	close(s.stop)
 	s.batch.close()
-	if s.own {
-		s.client.Close()
+	// A connection attempt in progress ends within its dial timeout.
+	s.wg.Wait()
+	if cn := s.conn.Load(); s.own && cn != nil {
+		cn.client.Close()
 	}
 	if s.local != nil {
 		s.local.Close()
@@ -416,8 +601,12 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 			return d, nil
 		}
 	}
-	if !s.brk.allow() {
-		return s.fallback(ctx, req, fmt.Errorf("%w: breaker open after %d failures; last: %v", ErrUnavailable, s.opts.BreakerThreshold, s.brk.lastErr()))
+	if s.link.isDown() {
+		return s.fallback(ctx, req, s.link.downError())
+	}
+	cn := s.conn.Load()
+	if cn == nil { // cannot happen: the link is down until there is one
+		return s.fallback(ctx, req, fmt.Errorf("%w: not connected", ErrUnavailable))
 	}
 
 	unsatisfiable := req.N > lim.Capacity(req.Algorithm)
@@ -435,7 +624,7 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 		c.sec, c.nsec = now.Unix(), int64(now.Nanosecond())
 	}
 	g := group{shape: sh}
-	if s.cluster {
+	if cn.cluster {
 		g.slot = slot(c.key)
 	}
 	if !s.batch.submit(g, c) {
@@ -472,6 +661,12 @@ func (s *Store) cacheClock(now time.Time) int64 {
 	}
 	return time.Now().UnixNano()
 }
+
+// Health returns the state of the store's connection to Redis, for
+// metrics and readiness checks: whether decisions come from Redis or from
+// Options.OnError, since when, the last error, and counts of failures and
+// reconnections. It is cheap (a lock and a copy).
+func (s *Store) Health() Health { return s.link.health() }
 
 // Stats are a Store's counters since it was opened.
 type Stats struct {

@@ -72,11 +72,15 @@ func TestOpenErrors(t *testing.T) {
 	for _, tc := range []struct{ name, url, want string }{
 		{"scheme", "http://localhost:6379", "want redis://"},
 		{"no host", "redis-cluster://", "no host"},
-		{"refused", "redis://" + dead.Addr, "redis unavailable"},
+		{"refused, required at start", "redis://" + dead.Addr, "redis unavailable"},
 		{"wrong password", "redis://:nope@" + secret.Addr, "redis unavailable"},
+		{"wrong user", "redis://someone:nope@" + secret.Addr, "redis unavailable"},
+		{"no such db", "redis://" + secret.Addr + "/99999", "redis unavailable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := redisstore.Open(ctx, tc.url, redisstore.Options{})
+			// Only a refused connection depends on RequireAtStart: the
+			// others are errors the server replies.
+			s, err := redisstore.Open(ctx, tc.url, redisstore.Options{RequireAtStart: strings.HasPrefix(tc.name, "refused")})
 			if err == nil {
 				s.Close()
 				t.Fatalf("Open(%q): no error", tc.url)
