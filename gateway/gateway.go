@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/eventlog"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -55,6 +56,7 @@ type Gateway struct {
 	draining atomic.Bool
 	reloadMu sync.Mutex
 
+	events    *eventlog.Log // store failures and denials, aggregated per rule
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -88,9 +90,11 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if err := g.openStore(ctx, cfg); err != nil {
 		return nil, err
 	}
+	g.events = eventlog.New(g.log, eventlog.Options{})
 	st, err := g.build(cfg)
 	if err != nil {
 		g.closeFn()
+		g.events.Close()
 		return nil, err
 	}
 	g.cur.Store(st)
@@ -128,7 +132,7 @@ func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 		}
 		return nil
 	}
-	s, closeFn, err := openRedis(ctx, cfg.Store)
+	s, closeFn, err := openRedis(ctx, cfg.Store, cfg.OnStoreError)
 	if err != nil {
 		return fmt.Errorf("gateway: store %s: %w", RedactURL(cfg.Store), err)
 	}
@@ -300,7 +304,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			}
 		}
 	}
-	observe := g.metrics.observer(names)
+	observe := g.metrics.observer(names, g.events)
 	mux := http.NewServeMux()
 	patterns := routePatterns(cfg.Routes)
 	catchAll := false
@@ -320,7 +324,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			Shadow:        cfg.Shadow,
 			Disabled:      cfg.Disabled,
 			DisabledRules: cfg.DisabledRules,
-			FailClosed:    cfg.FailClosed,
+			OnStoreError:  cfg.OnStoreError,
 			Observe:       observe,
 			Logger:        g.log,
 		}
@@ -477,7 +481,7 @@ func (g *Gateway) Close() error {
 		if g.mem != nil && g.snapFile != "" {
 			errs = append(errs, g.Snapshot())
 		}
-		errs = append(errs, g.closeFn())
+		errs = append(errs, g.closeFn(), g.events.Close())
 		g.closeErr = errors.Join(errs...)
 	})
 	return g.closeErr

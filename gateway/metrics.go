@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/eventlog"
 )
 
 // metrics are the gateway's Prometheus collectors.
@@ -68,7 +69,9 @@ func (m *metrics) countersFor(rule string) *ruleCounters {
 // observer returns the httplimit.Middleware.Observe hook for a config
 // whose rules are named names: their counters are looked up once, here,
 // so that the hot path does not hash label values.
-func (m *metrics) observer(names []string) func(httplimit.Event) {
+// observer counts every decision and reports store failures, shadow
+// denials and denials to the aggregated log.
+func (m *metrics) observer(names []string, events *eventlog.Log) func(httplimit.Event) {
 	byRule := make(map[string]*ruleCounters, len(names))
 	for _, n := range names {
 		if byRule[n] == nil {
@@ -86,8 +89,12 @@ func (m *metrics) observer(names []string) func(httplimit.Event) {
 		switch e.Outcome {
 		case httplimit.ShadowDenied:
 			rc.shadow.Inc()
+			events.Report(eventlog.ShadowDenied, e.Policy, e.Key, nil)
 		case httplimit.StoreError:
 			rc.storeErr.Inc()
+			events.Report(eventlog.StoreError, e.Policy, e.Key, e.Err)
+		case httplimit.Denied:
+			events.Report(eventlog.Denied, e.Policy, e.Key, nil)
 		}
 		if e.Latency > 0 {
 			m.latency.Observe(e.Latency.Seconds())

@@ -96,10 +96,15 @@ type Middleware struct {
 	// it returns): FailError (the zero value) answers 503, FailDeny 429,
 	// FailAllow and FailLocal skip the rule.
 	OnStoreError ratelimit.FailurePolicy
-	// Observe, when set, is called for every rule decision (for metrics).
-	// It must be fast and safe for concurrent use.
+	// Observe, when set, is called for every rule decision: for metrics,
+	// and for logs. The middleware logs nothing per request itself (a line
+	// per store failure or denial would turn an outage or a flood into a
+	// logging one); the gateway aggregates Observe's store errors, shadow
+	// denials and denials into a few lines per rule per interval. It must
+	// be fast and safe for concurrent use.
 	Observe func(Event)
-	// Logger logs shadow denials and store errors. Nil discards.
+	// Logger logs what is not about one request (a rule that cannot be
+	// resolved, an identity resolver that fails). Nil discards.
 	Logger *slog.Logger
 	// Now is the clock for quota periods and legacy reset times. Nil means
 	// time.Now.
@@ -346,7 +351,6 @@ func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed 
 		d, err := m.Store.Apply(ctx, a.Request)
 		lat := time.Since(t0)
 		if err != nil {
-			m.Logger.Warn("httplimit: store failed", "rule", a.policy, "on_store_error", m.OnStoreError.String(), "err", err)
 			h.observe(Event{Rule: a.Rule, Policy: a.policy, Outcome: StoreError, Key: a.Request.Key, Err: err, Latency: lat})
 			switch m.OnStoreError {
 			case ratelimit.FailError:
@@ -368,7 +372,6 @@ func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed 
 		case !a.Enforced():
 			// Shadow mode, or envoyproxy/ratelimit's quota_mode: reported,
 			// never denied.
-			m.Logger.Info("httplimit: shadow denial", "rule", a.policy, "key", a.Request.Key)
 			ev.Outcome = ShadowDenied
 		default:
 			ev.Outcome = Denied

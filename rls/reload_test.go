@@ -74,6 +74,7 @@ func TestWatchCountsEveryRefusedConfig(t *testing.T) {
 		defer store.Close()
 		srv, err := rls.New(store, set, rls.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		must(err)
+		defer srv.Close()
 		must(srv.Load(dir))
 		first := srv.Rules()
 		go srv.Watch(t.Context(), dir, time.Second)

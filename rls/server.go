@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/internal/eventlog"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -102,6 +103,11 @@ type Options struct {
 	// Leave it off for the memory store, where a goroutine costs more than
 	// the decision.
 	ParallelDescriptors bool
+	// LogInterval is how often store failures and denials are logged, one
+	// line per kind and rule with counts and sample keys
+	// (internal/eventlog), so that an outage or a flood does not write a
+	// line per request. Zero means 10 s.
+	LogInterval time.Duration
 	// Now is the clock for what the store does not report: the reset of a
 	// window nobody has hit yet, and calendar quota periods. Nil means
 	// time.Now.
@@ -126,6 +132,7 @@ type Server struct {
 	now       func() time.Time
 	scratch   sync.Pool // *scratch
 	loaded    atomic.Pointer[loaded]
+	events    *eventlog.Log // store failures and denials, aggregated
 }
 
 var _ pb.RateLimitServiceServer = (*Server)(nil)
@@ -150,6 +157,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	s.events = eventlog.New(s.log, eventlog.Options{Interval: opts.LogInterval})
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
 	}
@@ -177,6 +185,24 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	pb.RegisterRateLimitServiceServer(g, s)
 	healthpb.RegisterHealthServer(g, s.health)
+}
+
+// Close writes the last aggregated log lines and stops their goroutine.
+// Call it once the server no longer answers.
+func (s *Server) Close() error { return s.events.Close() }
+
+// logDenial reports an over-limit descriptor to the aggregated log: a
+// shadow denial, or an enforced one (quota_mode's too).
+func (s *Server) logDenial(c *check) {
+	name := "override"
+	if c.rule != nil {
+		name = c.rule.Key
+	}
+	kind := eventlog.Denied
+	if c.shadow {
+		kind = eventlog.ShadowDenied
+	}
+	s.events.Report(kind, name, c.key, nil)
 }
 
 // Shutdown marks the server NOT_SERVING on the health service and
@@ -305,12 +331,15 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 	}
 	if err != nil {
 		s.m.storeError.Inc()
-		s.log.LogAttrs(ctx, slog.LevelError, "rls: store failed", slog.String("domain", domain), slog.Any("error", err))
+		s.events.Report(eventlog.StoreError, domain, "", err)
 		return nil, status.Errorf(codes.Unavailable, "rls: store: %v", err)
 	}
 	for i := range checks {
 		if c := &checks[i]; c.kind == kindLimited {
 			c.stats.record(c, s.nearRatio)
+			if c.over {
+				s.logDenial(c)
+			}
 		}
 	}
 	return s.respond(checks), nil

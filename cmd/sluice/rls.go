@@ -105,6 +105,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	defer srv.Close()
 	if rs, ok := store.(*redisstore.Store); ok {
 		if err := registerRedisStats(srv.Registry(), rs); err != nil {
 			return err
