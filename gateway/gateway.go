@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/eventlog"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/eventlog"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 )
