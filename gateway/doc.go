@@ -18,9 +18,24 @@
 //	defer g.Close()
 //	err = g.Serve(ctx, publicListener, adminListener)
 //
+// Routes are an http.ServeMux (segment boundaries, GET matches HEAD, the
+// most specific pattern wins), and every request is first put in one
+// canonical spelling: an encoded separator (%2F, %5C) is refused, an
+// unclean path ("//", ".", "..", also as %2E) is redirected to the clean
+// one, methods are upper-cased and hosts lowercased, so the upstream
+// receives exactly the path that was matched and limited.
+//
 // Requests are limited by package httplimit and proxied with
 // httputil.ReverseProxy (Rewrite, never Director; the client's
-// X-Forwarded-* headers are replaced). The admin listener serves
+// X-Forwarded-* headers are replaced). The gateway owns the identity
+// headers: from a peer that is not a trusted proxy, the user, tier and
+// strip_headers headers are removed before limiting, and the resolved
+// identity is forwarded in X-Sluice-User, X-Sluice-Tier and
+// X-Sluice-Identity-Kind, whatever the client sent in those. Each
+// listener caps its open connections (the longest-idle keep-alive
+// connection gives way to a new one; with none idle the new one is
+// closed) and bounds idle time, headers, bodies and responses (see
+// ConnConfig). The admin listener serves
 // Prometheus /metrics (decisions by rule and outcome, shadow denials,
 // store errors, decision latency, reloads), /healthz and /readyz (503
 // while draining).
