@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/yamlnode"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -63,12 +64,12 @@ type Config struct {
 	SnapshotFile    string        // snapshot.file: the memory store's state across restarts ("" none)
 	SnapshotEvery   time.Duration // snapshot.interval
 	Headers         httplimit.HeaderMode
-	FailClosed      bool     // fail_closed: 503 when the store fails (default: fail open)
-	Shadow          bool     // shadow: every rule in shadow mode
-	Disabled        bool     // disabled: the kill switch for all limiting
-	DisabledRules   []string // disabled_rules: the kill switch per rule (by name)
-	Domain          string   // domain: the rules domain; defaults to the only one
-	Pprof           bool     // pprof: serve net/http/pprof on the admin listener
+	OnStoreError    ratelimit.FailurePolicy // on_store_error: allow (default), deny, local or error; fail_closed: true is error
+	Shadow          bool                    // shadow: every rule in shadow mode
+	Disabled        bool                    // disabled: the kill switch for all limiting
+	DisabledRules   []string                // disabled_rules: the kill switch per rule (by name)
+	Domain          string                  // domain: the rules domain; defaults to the only one
+	Pprof           bool                    // pprof: serve net/http/pprof on the admin listener
 	Identity        IdentityConfig
 	Routes          []Route
 	// Connections bounds the public listener's connections
@@ -333,6 +334,7 @@ func (d *decoder) parse(data []byte) *Config {
 	var rulesNode, routesNode *yaml.Node
 	var domainLine int
 	var disabledLines []int
+	var onStoreErrorLine, failClosedLine int
 	hasRulesFiles := false
 	d.fields(root, "", map[string]func(k, v *yaml.Node){
 		"listen":       func(k, v *yaml.Node) { c.Listen = d.str(v, "listen") },
@@ -370,10 +372,23 @@ func (d *decoder) parse(data []byte) *Config {
 			}
 			c.Headers = m
 		},
-		"fail_closed": func(k, v *yaml.Node) { c.FailClosed = d.boolean(v, "fail_closed") },
-		"pprof":       func(k, v *yaml.Node) { c.Pprof = d.boolean(v, "pprof") },
-		"shadow":      func(k, v *yaml.Node) { c.Shadow = d.boolean(v, "shadow") },
-		"disabled":    func(k, v *yaml.Node) { c.Disabled = d.boolean(v, "disabled") },
+		"on_store_error": func(k, v *yaml.Node) {
+			p, err := ratelimit.ParseFailurePolicy(d.str(v, "on_store_error"))
+			if err != nil {
+				d.add(v.Line, "on_store_error", "want allow, deny, local or error, got %s", yamlnode.Kind(v))
+			}
+			c.OnStoreError, onStoreErrorLine = p, v.Line
+		},
+		"fail_closed": func(k, v *yaml.Node) {
+			// Before on_store_error: fail_closed: true answered 503, which
+			// is on_store_error: error.
+			if d.boolean(v, "fail_closed") {
+				failClosedLine = v.Line
+			}
+		},
+		"pprof":    func(k, v *yaml.Node) { c.Pprof = d.boolean(v, "pprof") },
+		"shadow":   func(k, v *yaml.Node) { c.Shadow = d.boolean(v, "shadow") },
+		"disabled": func(k, v *yaml.Node) { c.Disabled = d.boolean(v, "disabled") },
 		"disabled_rules": func(k, v *yaml.Node) {
 			d.list(v, "disabled_rules", func(_ int, v *yaml.Node, path string) {
 				c.DisabledRules = append(c.DisabledRules, d.str(v, path))
@@ -410,6 +425,12 @@ func (d *decoder) parse(data []byte) *Config {
 	})
 	if c.Upstream == "" {
 		d.add(root.Line, "upstream", "missing upstream (a URL, or %s)", BuiltinEcho)
+	}
+	if failClosedLine > 0 {
+		if onStoreErrorLine > 0 && c.OnStoreError != ratelimit.FailError {
+			d.add(failClosedLine, "fail_closed", "fail_closed: true is on_store_error: error; the file also says on_store_error: %s", c.OnStoreError)
+		}
+		c.OnStoreError = ratelimit.FailError
 	}
 	if rulesNode != nil {
 		if rc := d.inlineRules(root, rulesNode, data); rc != nil {

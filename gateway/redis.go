@@ -8,10 +8,16 @@ import (
 )
 
 // openRedis opens the Redis store at u (redis://, rediss://,
-// redis-cluster://). It keeps redisstore's default of returning errors, so
-// that the gateway's fail_closed policy (fail open by default) decides.
-func openRedis(ctx context.Context, u string) (ratelimit.Store, func() error, error) {
-	s, err := redisstore.Open(ctx, u, redisstore.Options{})
+// redis-cluster://). The store falls back to a local memory store itself
+// with on_store_error: local; otherwise it returns errors, and the
+// middleware applies the policy (allow skips the rule, deny answers 429,
+// error 503).
+func openRedis(ctx context.Context, u string, p ratelimit.FailurePolicy) (ratelimit.Store, func() error, error) {
+	var opts redisstore.Options
+	if p == ratelimit.FailLocal {
+		opts.OnError = redisstore.Local
+	}
+	s, err := redisstore.Open(ctx, u, opts)
 	if err != nil {
 		return nil, nil, err
 	}
