@@ -43,8 +43,10 @@
 // [Gateway.Reload] swaps in a new config atomically: limiter state lives
 // in the store, keyed by the rules' descriptors, so unchanged rules keep
 // their counters, and connections are never dropped. An invalid config
-// is refused and the old one keeps serving. [WatchFile] polls a config
-// file for changes. With the memory store, a snapshot file keeps state
-// (calendar quotas above all) across restarts: it is written periodically
-// and on [Gateway.Close], and restored by [New].
+// is refused and the old one keeps serving; every reload is logged and
+// counted once. [Gateway.Watch] reloads a config file when it, or a file
+// it reads (API keys, JWT key, rules), changes. With the memory store, a
+// snapshot file keeps state (calendar quotas above all) across restarts:
+// it is written periodically and on [Gateway.Close], and restored by
+// [New].
 package gateway

@@ -26,7 +26,7 @@ func init() {
 	})
 }
 
-const serveSynopsis = "[--config FILE] [--listen ADDR] [--admin-listen ADDR]"
+const serveSynopsis = "[--config FILE] [--listen ADDR] [--admin-listen ADDR] [--watch-interval D]"
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", serveSynopsis, stderr)
