@@ -116,11 +116,11 @@ func (l *lineLog) snapshot() ([]logLine, <-chan struct{}) {
 
 // proc is a sluice process.
 type proc struct {
-	t      testing.TB
-	name   string
-	cmd    *exec.Cmd
-	log    *lineLog
-	exited chan struct{} // closed once reaped
+	t       testing.TB
+	name    string
+	cmd     *exec.Cmd
+	log     *lineLog
+	exited  chan struct{} // closed once reaped
 	waitErr error
 }
 
