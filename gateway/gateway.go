@@ -345,11 +345,14 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			problem(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 		})
 	}
+	// The body's deadline here; the response's in routeHandler, which
+	// knows the route's upstream_timeout (the gateway's own answers are
+	// a few hundred bytes).
 	h := withDeadlines(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if canonicalize(w, r) {
 			mux.ServeHTTP(w, r)
 		}
-	}), cc.ReadTimeout, cc.WriteTimeout)
+	}), cc.ReadTimeout, 0)
 	return &state{cfg: cfg, handler: h}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/httplimit"
 )
@@ -25,9 +26,13 @@ import (
 //     percent-encoded as %2E) is redirected (307, as ServeMux does) to its
 //     cleaned form, and is never proxied: the client must come back with
 //     the canonical path, which is limited;
+//   - a path that is not UTF-8 once decoded (an overlong "%C0%AF") is
+//     refused with 400 as well;
 //   - other percent-encodings are matched decoded ("/%73earch" is
-//     "/search") and proxied as the client wrote them, which decodes to
-//     the same path;
+//     "/search") and proxied in Go's escaping ("/search"), except in a
+//     path with sub-delimiters ("!$&'()*+,;=:@"), whose escaping may mean
+//     something to the upstream: that one is proxied as the client wrote
+//     it, which decodes to the same path;
 //   - a standard method in any case ("get") is the upper-case method;
 //   - the host is matched in lower case, without a trailing dot or port;
 //   - CONNECT is answered 405: the gateway is not a forward proxy.
@@ -207,10 +212,21 @@ func canonicalize(w http.ResponseWriter, r *http.Request) bool {
 			return false
 		}
 	}
+	if !utf8.ValidString(p) {
+		problem(w, http.StatusBadRequest, "a path that is not UTF-8 once decoded is refused (%C0%AF is not a slash)")
+		return false
+	}
 	if clean := cleanPath(p); clean != p {
 		u := &url.URL{Path: clean, RawQuery: r.URL.RawQuery}
 		http.Redirect(w, r, u.String(), http.StatusTemporaryRedirect)
 		return false
+	}
+	// Proxy the path as matched, in Go's escaping, unless it has
+	// characters whose escaping may mean something to the upstream
+	// ("%3B" is data, ";" starts Tomcat's path parameters): then the
+	// client's escaping is kept, which decodes to the same path.
+	if r.URL.RawPath != "" && !strings.ContainsAny(p, "!$&'()*+,;=:@") {
+		r.URL.RawPath = ""
 	}
 	return true
 }

@@ -194,7 +194,11 @@ func spellings(method, p, host string) []spelling {
 		`/y/..\` + rest,     // a backslash
 		fmt.Sprintf("/%%%02x", rest[0]) + rest[1:], // /%61pi/z
 		fmt.Sprintf("/%%%02X", rest[0]) + rest[1:], // /%61pi/z
-		p + "?q=1",                     //
+		p + "?q=1",  //
+		p + "#frag", // a fragment in the request target
+		p + "%23frag",
+		p + ";param",                   // a path parameter: another path to the gateway
+		"/y/%c0%ae%c0%ae/" + rest,      // overlong dots
 		p + "/",                        // a trailing slash
 		p + "//",                       //
 		p + "/.",                       //
@@ -262,7 +266,7 @@ func TestRouteSpellings(t *testing.T) {
 		}
 		statuses := map[int]int{}
 		for _, sp := range spellings(kind.method, kind.p, kind.host) {
-			for range 30 {
+			for range 10 {
 				statuses[follow(t, addr, sp.method, sp.target, sp.host)]++
 			}
 		}
@@ -279,10 +283,12 @@ func TestRouteSpellings(t *testing.T) {
 			t.Errorf("%s: the upstream got %d requests for %s %s (Host %s) in all spellings, want 5 (the limit); statuses %v",
 				kind.name, n, kind.method, kind.p, kind.host, statuses)
 		}
-		t.Logf("%s: %d spellings ×30: statuses %v", kind.name, len(spellings(kind.method, kind.p, kind.host)), statuses)
+		t.Logf("%s: %d spellings ×10: statuses %v", kind.name, len(spellings(kind.method, kind.p, kind.host)), statuses)
 	}
+	bad := map[string]bool{}
 	for _, h := range rec.all() {
-		if !canonical(h.uri) {
+		if !canonical(h.uri) && !bad[h.uri] {
+			bad[h.uri] = true
 			t.Errorf("the upstream received %s %s: not the canonical path the gateway matched", h.method, h.uri)
 		}
 	}
@@ -329,16 +335,20 @@ func TestNonCanonicalAnswers(t *testing.T) {
 		{"GET", `/api\z`, 400, ""},
 		{"GET", "/api/%00", 400, ""},
 		{"CONNECT", "example.com:443", 405, ""},
-		{"GET", "/%73earch", 200, ""}, // matched decoded; limited as /search
+		{"GET", "/api/%c0%af", 400, ""},  // not UTF-8: an overlong slash
+		{"GET", "/%73earch", 200, ""},    // matched decoded; limited as /search
+		{"GET", "/%61pi/a%3Bb", 200, ""}, // escaping kept: ";" may mean something upstream
 	} {
 		code, loc := rawRequest(t, addr, tc.method, tc.target, "gw.test")
 		if code != tc.code || loc != tc.loc {
 			t.Errorf("%s %s = %d %q, want %d %q", tc.method, tc.target, code, loc, tc.code, tc.loc)
 		}
 	}
+	var got []string
 	for _, h := range rec.all() {
-		if h.uri != "/%73earch" {
-			t.Errorf("the upstream received %s %s", h.method, h.uri)
-		}
+		got = append(got, h.uri)
+	}
+	if want := "[/search /%61pi/a%3Bb]"; fmt.Sprint(got) != want {
+		t.Errorf("the upstream received %v, want %s", got, want)
 	}
 }
