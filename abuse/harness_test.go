@@ -638,3 +638,51 @@ var errStatus = errors.New("unexpected status")
 
 // mib formats bytes in MiB.
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// rlsRequest is a RateLimitRequest in protojson: one descriptor per entry
+// list.
+func rlsRequest(domain string, hits int, descriptors ...[][2]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"domain":%q,"hits_addend":%d,"descriptors":[`, domain, hits)
+	for i, d := range descriptors {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"entries":[`)
+		for j, e := range d {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"key":%q,"value":%q}`, e[0], e[1])
+		}
+		b.WriteString(`]}`)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// tryDecide posts a request to the RLS's /json endpoint and returns the
+// status (200 OK, 429 OVER_LIMIT, 500 the store failed) and body.
+func (r *rlsProc) tryDecide(c *http.Client, domain string, hits int, descriptors ...[][2]string) (int, string, error) {
+	res, err := c.Post(r.http+"/json", "application/json", strings.NewReader(rlsRequest(domain, hits, descriptors...)))
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), err
+}
+
+// decide is tryDecide failing t on a transport error or an unexpected
+// status.
+func (r *rlsProc) decide(t testing.TB, domain string, hits int, descriptors ...[][2]string) int {
+	t.Helper()
+	code, body, err := r.tryDecide(http.DefaultClient, domain, hits, descriptors...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusOK && code != http.StatusTooManyRequests {
+		t.Fatalf("POST /json: %d %s", code, body)
+	}
+	return code
+}
