@@ -129,7 +129,7 @@ func (m *metrics) forKey(domain, key string) *ruleStats {
 	if v, ok := m.byKey.Load(key); ok {
 		return v.(*ruleStats)
 	}
-	return m.newDetailed(m.family(&m.overrides, domain, domain, OverrideOverflowKey), domain, key)
+	return m.newDetailed(m.family(&m.overrides, domain, domain, ""), domain, key)
 }
 
 // forRule returns the counters entries count under for r: the rule's key,
@@ -155,15 +155,20 @@ func (m *metrics) forRule(r *rules.Rule, entries []rules.Entry) *ruleStats {
 	if v, ok := m.byKey.Load(key); ok {
 		return v.(*ruleStats)
 	}
-	return m.newDetailed(m.family(&m.rules, r.Key, r.Domain, labelOf(r.Domain, r.Key)+OverflowKeySuffix), r.Domain, key)
+	return m.newDetailed(m.family(&m.rules, r.Key, r.Domain, r.Key), r.Domain, key)
 }
 
-// family returns the family named id in fams, creating it.
-func (m *metrics) family(fams *sync.Map, id, domain, overflowLabel string) *family {
+// family returns the family named id in fams, creating it: the family of
+// the rule at ruleKey, or with ruleKey "", of domain's overrides.
+func (m *metrics) family(fams *sync.Map, id, domain, ruleKey string) *family {
 	if v, ok := fams.Load(id); ok {
 		return v.(*family)
 	}
-	v, _ := fams.LoadOrStore(id, &family{domain: domain, overflowLabel: truncateUTF8(overflowLabel, MaxMetricKeyLen)})
+	label := OverrideOverflowKey
+	if ruleKey != "" {
+		label = truncateUTF8(labelOf(domain, ruleKey)+OverflowKeySuffix, MaxMetricKeyLen)
+	}
+	v, _ := fams.LoadOrStore(id, &family{domain: domain, overflowLabel: label})
 	return v.(*family)
 }
 

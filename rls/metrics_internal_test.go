@@ -307,3 +307,36 @@ func TestDetailedMetricsMemory(t *testing.T) {
 		t.Errorf("/metrics is %d bytes, want at most %d", len(body), limit)
 	}
 }
+
+// BenchmarkForRule measures the counters lookup of a descriptor: a plain
+// rule, a detailed_metric value that has its key, and one counted under
+// the overflow key.
+func BenchmarkForRule(b *testing.B) {
+	m, err := newBoundedMetrics(prometheus.NewRegistry(), 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := boundedSet(b)
+	for i := range 10 {
+		count(b, m, set, rules.Entry{Key: "detailed", Value: fmt.Sprint("v", i)})
+	}
+	for _, bc := range []struct {
+		name  string
+		entry rules.Entry
+	}{
+		{"plain", rules.Entry{Key: "plain", Value: "v"}},
+		{"detailed", rules.Entry{Key: "detailed", Value: "v7"}},
+		{"overflow", rules.Entry{Key: "detailed", Value: "v123"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			entries := []rules.Entry{bc.entry}
+			r := set.Match("test", entries)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					m.forRule(r, entries)
+				}
+			})
+		})
+	}
+}
