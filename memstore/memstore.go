@@ -16,6 +16,11 @@ import (
 // zero.
 const DefaultMaxKeys = 1 << 20
 
+// MaxBytesPerKey bounds the heap a Store holds, in bytes per key of
+// Options.MaxKeys, whatever its keys' algorithms, except the entries of
+// sliding window logs (see Options.MaxKeys).
+const MaxBytesPerKey = 200
+
 // Options configures a Store. The zero value is a good default.
 type Options struct {
 	// Now returns the current time. Nil means the real clock, read on every
@@ -32,10 +37,35 @@ type Options struct {
 	// more than the limit allows. Zero reads the clock on every call.
 	Resolution time.Duration
 	// MaxKeys bounds the number of keys held (rounded down to a multiple of
-	// the number of shards, each of which holds its share). When a new key would exceed
-	// it, keys that have decayed to a full quota are dropped first (which
-	// changes nothing), then the most decayed of a sample. Zero means
+	// the number of shards, each of which holds its share). Zero means
 	// DefaultMaxKeys; negative means unbounded.
+	//
+	// When a new key would exceed it, the store forgets what costs least
+	// to forget: a key whose state has decayed to a full quota (the same
+	// as an absent key: nothing changes), else, of a sample of each kind
+	// of key, the one that has used the smallest share of its limit (among
+	// equals, the one soonest back to full). It never forgets a key that
+	// denies a request (an exhausted bucket, a full window) or a
+	// long-period quota used past a quarter (state that lasts an hour or
+	// more: an hourly, daily or monthly window, a bucket whose
+	// Burst·Period/Rate is that long) while it can find a cheaper one: when
+	// every key it looks at is such a key, it refuses the new one with
+	// ErrFull and the caller's failure policy decides. So a flood of fresh
+	// identities, one request each, evicts its own keys and no one's
+	// denial or used quota; to make the store refuse new keys an attacker
+	// must fill all of it with denials or quarter-used long quotas. Stats
+	// counts evictions and refusals.
+	//
+	// Memory is at most MaxBytesPerKey (200) bytes of heap per key of
+	// MaxKeys, whatever the mix of algorithms over time, plus 16 to 32
+	// bytes per request a sliding window log holds: 200 MiB at the
+	// default. A bucket key (GCRA, token, leaky) takes about 40 bytes in a
+	// full store (a 16-byte slot of a flat table at most half full, and 4
+	// bytes of packed limit), a window key up to about 115 (an entry of a
+	// Go map, which grows by doubling), a sliding log about 135 with one
+	// entry. A shard's table and maps keep the room they once needed, so a
+	// store whose keys changed kind over time may hold each kind's peak at
+	// once; MaxBytesPerKey covers that.
 	MaxKeys int
 	// SweepInterval is how often a background goroutine drops decayed keys.
 	// Zero means one minute; negative disables the sweeper.
@@ -79,7 +109,8 @@ type shard struct {
 	tat  tatTable             // GCRA, TokenBucket, LeakyBucket
 	win  map[uint64]winEntry  // FixedWindow, SlidingWindowCounter
 	logs map[uint64]*logEntry // SlidingWindowLog
-	_    [shardSize - 8 - 24 - 16]byte
+
+	evictions, refusals uint64 // Stats; guarded by mu
 }
 
 // shardSize is a shard's size: one cache line.
@@ -105,14 +136,30 @@ const (
 	memoWays  = 4
 )
 
+// winEntry is a window key's state and the limit it was last applied
+// with, which eviction needs to tell what forgetting the key would cost.
 type winEntry struct {
 	window.State
-	exp int64 // Unix ns from which the state holds nothing
+	period int64 // the limit's Period, ns
+	lim    int64 // the limit's Rate<<1, | 1 for the sliding window counter
+}
+
+func (e *winEntry) rate() int64   { return e.lim >> 1 }
+func (e *winEntry) sliding() bool { return e.lim&1 != 0 }
+func (e *winEntry) expiry() int64 { return e.Expiry(e.sliding(), time.Duration(e.period)) }
+func winLim(rate int64, sliding bool) int64 {
+	if sliding {
+		return rate<<1 | 1
+	}
+	return rate << 1
 }
 
 type logEntry struct {
-	log slidinglog.Log
-	exp int64
+	log    slidinglog.Log
+	exp    int64 // Unix ns from which the log holds nothing
+	rate   int64 // the limit's Rate
+	period int64 // the limit's Period, ns
+	used   int64 // the log's count at its last request
 }
 
 func (sh *shard) len() int { return sh.tat.n + len(sh.win) + len(sh.logs) }
@@ -223,7 +270,8 @@ func (s *Store) shardOf(h uint64) *shard {
 }
 
 // Apply decides req and records what it consumed. It returns an error only
-// for an invalid request or a closed store.
+// for an invalid request, a closed store, or a new key refused by a full
+// store (ErrFull).
 func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	if s.closed.Load() {
 		return ratelimit.Decision{}, ratelimit.ErrClosed
@@ -236,7 +284,9 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decis
 		return ratelimit.Decision{}, err
 	}
 	var d ratelimit.Decision
-	s.apply(s.clock(), &req, &m.p, &d)
+	if !s.apply(s.clock(), &req, &m.p, &d) {
+		return ratelimit.Decision{}, ErrFull
+	}
 	return d, nil
 }
 
@@ -298,30 +348,35 @@ func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Durat
 		return d, ratelimit.Request{Key: key, Limit: b.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}.Validate()
 	}
 	now := s.clock()
+	var ok bool
 	if b.alg.Windowed() {
 		req := ratelimit.Request{Key: key, Limit: b.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}
-		s.applyWindow(s.hash.sum(key), now, &req, &d)
-		return d, nil
+		ok = s.applyWindow(s.hash.sum(key), now, &req, &d)
+	} else {
+		ok = s.applyTAT(s.hash.sum(key), now, n, b.alg == ratelimit.LeakyBucket, maxDelay, &b.p, &d)
 	}
-	s.applyTAT(s.hash.sum(key), now, n, b.alg == ratelimit.LeakyBucket, maxDelay, &b.p, &d)
+	if !ok {
+		return ratelimit.Decision{}, ErrFull
+	}
 	return d, nil
 }
 
 // apply decides req, which is valid, at now; p holds req.Limit's GCRA
-// parameters.
-func (s *Store) apply(now int64, req *ratelimit.Request, p *gcra.Params, d *ratelimit.Decision) {
+// parameters. It reports false, deciding nothing, when req would add a key
+// that the full store refuses (see makeRoom).
+func (s *Store) apply(now int64, req *ratelimit.Request, p *gcra.Params, d *ratelimit.Decision) bool {
 	h := s.hash.sum(req.Key)
 	if req.Algorithm.Windowed() {
-		s.applyWindow(h, now, req, d)
-		return
+		return s.applyWindow(h, now, req, d)
 	}
-	s.applyTAT(h, now, req.N, req.Algorithm == ratelimit.LeakyBucket, req.MaxDelay, p, d)
+	return s.applyTAT(h, now, req.N, req.Algorithm == ratelimit.LeakyBucket, req.MaxDelay, p, d)
 }
 
 // applyTAT decides a request of cost n for GCRA, TokenBucket or
 // LeakyBucket (leaky) on the key hashed to h. An existing key is updated
-// without the lock (see tatTable).
-func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Duration, p *gcra.Params, d *ratelimit.Decision) {
+// without the lock (see tatTable). It reports false when the key is new
+// and the store refuses it.
+func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Duration, p *gcra.Params, d *ratelimit.Decision) bool {
 	sh := s.shardOf(h)
 	for {
 		e := sh.tat.lookup(h)
@@ -334,7 +389,7 @@ func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Durat
 		}
 		tat := gcra.StepCost(old, now, n, leaky, maxDelay, p, d)
 		if tat == old || e.tat.CompareAndSwap(old, tat) {
-			return
+			return true
 		}
 		// Another request spent from the key meanwhile: decide again.
 	}
@@ -344,37 +399,49 @@ func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Durat
 		e := sh.tat.lookup(h)
 		if e == nil {
 			if tat := gcra.StepCost(0, now, n, leaky, maxDelay, p, d); tat != 0 {
-				s.makeRoom(sh, h, now)
-				sh.tat.insert(h, tat)
+				if !s.makeRoom(sh, h, now) {
+					return false
+				}
+				sh.tat.insert(h, tat, packTATLimit(p.Tau, p.Limit.Burst))
 			}
-			return
+			return true
 		}
 		// Under the lock a key's slot is not frozen, but lock-free
 		// updates still race with this one.
 		old := e.tat.Load()
 		if tat := gcra.StepCost(old, now, n, leaky, maxDelay, p, d); tat == old || e.tat.CompareAndSwap(old, tat) {
-			return
+			return true
 		}
 	}
 }
 
-// applyWindow decides a window algorithm's req on the key hashed to h.
-func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, d *ratelimit.Decision) {
+// applyWindow decides a window algorithm's req on the key hashed to h. It
+// reports false when the key is new and the store refuses it.
+func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, d *ratelimit.Decision) bool {
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if req.Algorithm == ratelimit.SlidingWindowLog {
 		e, ok := sh.logs[h]
 		if !ok {
-			e = &logEntry{}
-		}
-		*d = e.log.Step(now, *req)
-		if !ok && d.Allowed && req.N > 0 {
-			s.makeRoom(sh, h, now)
+			// Decide on an empty log, and keep it only if there is room.
+			var l slidinglog.Log
+			if *d = l.Step(now, *req); !d.Allowed || req.N == 0 {
+				return true
+			}
+			if !s.makeRoom(sh, h, now) {
+				*d = ratelimit.Decision{}
+				return false
+			}
+			e = &logEntry{log: l}
 			sh.logs[h] = e
+		} else {
+			*d = e.log.Step(now, *req)
 		}
 		e.exp = e.log.Expiry(req.Limit.Period)
-		return
+		e.rate, e.period = req.Limit.Rate, int64(req.Limit.Period)
+		e.used = req.Limit.Rate - d.Remaining
+		return true
 	}
 	sliding := req.Algorithm == ratelimit.SlidingWindowCounter
 	old, ok := sh.win[h]
@@ -385,75 +452,13 @@ func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, d *rate
 		st, *d = window.Fixed(old.State, now, *req)
 	}
 	if st != old.State {
-		if !ok {
-			s.makeRoom(sh, h, now)
+		if !ok && !s.makeRoom(sh, h, now) {
+			*d = ratelimit.Decision{}
+			return false
 		}
-		sh.win[h] = winEntry{State: st, exp: st.Expiry(sliding, req.Limit.Period)}
+		sh.win[h] = winEntry{State: st, period: int64(req.Limit.Period), lim: winLim(req.Limit.Rate, sliding)}
 	}
-}
-
-// evictSample is how many keys makeRoom looks at when no key it meets has
-// decayed.
-const evictSample = 16
-
-// makeRoom ensures sh can take one more key, h. It drops decayed keys
-// first: their state is the same as absence, so dropping them changes no
-// decision. If a whole sample has not decayed, it drops the one closest to
-// decay, which frees the least capacity early. The GCRA sample starts at a
-// slot chosen by h, so successive evictions look at different keys. Called
-// with sh.mu held.
-func (s *Store) makeRoom(sh *shard, h uint64, now int64) {
-	if s.perShard <= 0 || sh.len() < s.perShard {
-		return
-	}
-	type candidate struct {
-		kind int // 0: GCRA (slot), 1: window (key), 2: log (key)
-		key  uint64
-		slot *tatSlot
-		exp  int64
-	}
-	var (
-		victim candidate
-		seen   int
-	)
-	consider := func(c candidate) (done bool) {
-		if c.exp <= now {
-			victim = c
-			return true
-		}
-		if seen == 0 || c.exp < victim.exp {
-			victim = c
-		}
-		seen++
-		return seen >= evictSample
-	}
-	done := false
-	sh.tat.all(h>>20, func(e *tatSlot, k uint64) bool {
-		done = consider(candidate{kind: 0, slot: e, exp: e.tat.Load()})
-		return !done
-	})
-	if !done {
-		for k, e := range sh.win {
-			if done = consider(candidate{kind: 1, key: k, exp: e.exp}); done {
-				break
-			}
-		}
-	}
-	if !done {
-		for k, e := range sh.logs {
-			if consider(candidate{kind: 2, key: k, exp: e.exp}) {
-				break
-			}
-		}
-	}
-	switch victim.kind {
-	case 0:
-		sh.tat.remove(victim.slot)
-	case 1:
-		delete(sh.win, victim.key)
-	case 2:
-		delete(sh.logs, victim.key)
-	}
+	return true
 }
 
 // Sweep drops every key whose state has decayed to a full quota. The
@@ -466,7 +471,7 @@ func (s *Store) Sweep() {
 		sh.mu.Lock()
 		sh.tat.removeWhere(func(tat int64) bool { return tat <= now })
 		for k, e := range sh.win {
-			if e.exp <= now {
+			if e.expiry() <= now {
 				delete(sh.win, k)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/slidinglog"
 	"github.com/sluicehq/sluice/internal/window"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // snapshotVersion changes whenever the snapshot layout, or the key hash
@@ -15,22 +16,31 @@ import (
 // keyHash.sum depends on the secret (issue 15).
 const snapshotVersion = 4
 
+// snapshot is the layout Snapshot writes with encoding/gob. Fields are
+// only ever added (gob matches them by name), so that Restore can decode a
+// snapshot of an older version far enough to refuse it by its Version.
 type snapshot struct {
-	Version int
-	K0, K1  uint64 // the key hash's secret
-	TAT     map[uint64]int64
-	Win     map[uint64]snapWin
-	Logs    map[uint64]snapLog
+	Version  int
+	K0, K1   uint64 // the key hash's secret
+	TAT      map[uint64]int64
+	TATLimit map[uint64]uint32 // each TAT key's packed limit (tatLimit); since version 4
+	Win      map[uint64]snapWin
+	Logs     map[uint64]snapLog
 }
 
 type snapWin struct {
-	State window.State
-	Exp   int64
+	State   window.State
+	Period  int64 // since version 4, with Rate and Sliding
+	Rate    int64
+	Sliding bool
 }
 
 type snapLog struct {
-	Log []slidinglog.Entry
-	Exp int64
+	Log    []slidinglog.Entry
+	Exp    int64
+	Rate   int64 // since version 4, with Period and Used
+	Period int64
+	Used   int64
 }
 
 // Snapshot writes the state of every key that has not decayed to w, so a
@@ -41,24 +51,25 @@ type snapLog struct {
 func (s *Store) Snapshot(w io.Writer) error {
 	now := s.clock()
 	snap := snapshot{Version: snapshotVersion, K0: s.hash.k0, K1: s.hash.k1,
-		TAT: map[uint64]int64{}, Win: map[uint64]snapWin{}, Logs: map[uint64]snapLog{}}
+		TAT: map[uint64]int64{}, TATLimit: map[uint64]uint32{}, Win: map[uint64]snapWin{}, Logs: map[uint64]snapLog{}}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.tat.all(0, func(e *tatSlot, k uint64) bool {
+		sh.tat.all(0, func(e *tatSlot, k uint64, lim tatLimit) bool {
 			if v := e.tat.Load(); v > now {
 				snap.TAT[k] = v
+				snap.TATLimit[k] = uint32(lim)
 			}
 			return true
 		})
 		for k, v := range sh.win {
-			if v.exp > now {
-				snap.Win[k] = snapWin{v.State, v.exp}
+			if v.expiry() > now {
+				snap.Win[k] = snapWin{v.State, v.period, v.rate(), v.sliding()}
 			}
 		}
 		for k, v := range sh.logs {
 			if v.exp > now {
-				snap.Logs[k] = snapLog{append([]slidinglog.Entry(nil), v.log.Entries()...), v.exp}
+				snap.Logs[k] = snapLog{append([]slidinglog.Entry(nil), v.log.Entries()...), v.exp, v.rate, v.period, v.used}
 			}
 		}
 		sh.mu.Unlock()
@@ -96,30 +107,37 @@ func (s *Store) Restore(r io.Reader) error {
 	if s.Len() != 0 {
 		return ErrNotEmpty
 	}
-	if snap.K0&1 == 0 || snap.K1&1 == 0 {
-		return fmt.Errorf("memstore: read snapshot: malformed key hash")
+	if err := snap.check(); err != nil {
+		return fmt.Errorf("memstore: read snapshot: %w", err)
 	}
 	s.hash = keyHashOf(snap.K0, snap.K1)
 	now := s.clock()
+	// Keys go in as new keys do: past MaxKeys (a store restarted with a
+	// smaller bound) the cheapest are dropped first, and what cannot fit
+	// without dropping valuable state is left out (counted as refusals).
 	for k, v := range snap.TAT {
 		if v > now {
+			lim := tatLimit(snap.TATLimit[k])
 			k = nonzero(k) // as sum maps it
 			sh := s.shardOf(k)
 			sh.mu.Lock()
 			if e := sh.tat.lookup(k); e != nil {
 				e.tat.Store(max(e.tat.Load(), v)) // the store is not serving yet
-			} else {
-				sh.tat.insert(k, v)
+			} else if s.makeRoom(sh, k, now) {
+				sh.tat.insert(k, v, lim)
 			}
 			sh.mu.Unlock()
 		}
 	}
 	for k, v := range snap.Win {
-		if v.Exp > now {
+		e := winEntry{State: v.State, period: v.Period, lim: winLim(v.Rate, v.Sliding)}
+		if e.expiry() > now {
 			k = nonzero(k)
 			sh := s.shardOf(k)
 			sh.mu.Lock()
-			sh.win[k] = winEntry{State: v.State, exp: v.Exp}
+			if _, ok := sh.win[k]; ok || s.makeRoom(sh, k, now) {
+				sh.win[k] = e
+			}
 			sh.mu.Unlock()
 		}
 	}
@@ -128,8 +146,33 @@ func (s *Store) Restore(r io.Reader) error {
 			k = nonzero(k)
 			sh := s.shardOf(k)
 			sh.mu.Lock()
-			sh.logs[k] = &logEntry{log: slidinglog.NewLog(v.Log), exp: v.Exp}
+			if _, ok := sh.logs[k]; ok || s.makeRoom(sh, k, now) {
+				sh.logs[k] = &logEntry{log: slidinglog.NewLog(v.Log), exp: v.Exp, rate: v.Rate, period: v.Period, used: v.Used}
+			}
 			sh.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// check reports what is malformed in snap, whose version is current.
+func (snap *snapshot) check() error {
+	if snap.K0&1 == 0 || snap.K1&1 == 0 {
+		return errors.New("malformed key hash")
+	}
+	for k := range snap.TAT {
+		if snap.TATLimit[k] == 0 {
+			return fmt.Errorf("key %#x: no limit", k)
+		}
+	}
+	for k, v := range snap.Win {
+		if v.Period <= 0 || v.Rate <= 0 || v.Rate > ratelimit.MaxRate {
+			return fmt.Errorf("key %#x: malformed window limit", k)
+		}
+	}
+	for k, v := range snap.Logs {
+		if v.Period <= 0 || v.Rate <= 0 || v.Rate > ratelimit.MaxRate {
+			return fmt.Errorf("key %#x: malformed log limit", k)
 		}
 	}
 	return nil

@@ -35,8 +35,9 @@ import (
 //     lock, where it finds the key's new home (or its absence). No update
 //     is lost and none lands on another key.
 //
-// A slot is 16 bytes, so an idle key costs 21–43 bytes of table (33.5 at a
-// million keys in 256 shards). Hash values 0 (empty) and 1 (tombstone) are
+// A slot is 16 bytes, plus 4 of packed limit in a parallel array that only
+// the lock's holders touch, so an idle key costs 27–53 bytes of table (40
+// in a full store of 2^12 keys a shard). Hash values 0 (empty) and 1 (tombstone) are
 // reserved; keyHash.sum never returns them.
 type tatTable struct {
 	cur  atomic.Pointer[tatArray]
@@ -47,6 +48,11 @@ type tatTable struct {
 type tatArray struct {
 	mask  uint64
 	slots []tatSlot // len a power of two
+	// lims holds, for each slot, the packed limit (tatLimit) its key was
+	// inserted with: what eviction needs to tell a denial from a bucket
+	// nearly full. It is written and read only under the lock, so the
+	// lock-free path never touches it.
+	lims []tatLimit
 }
 
 type tatSlot struct {
@@ -87,9 +93,9 @@ func (t *tatTable) lookup(h uint64) *tatSlot {
 	return nil
 }
 
-// insert adds h, which must be absent, with state tat. Called with the lock
-// held.
-func (t *tatTable) insert(h uint64, tat int64) {
+// insert adds h, which must be absent, with state tat under limit lim.
+// Called with the lock held.
+func (t *tatTable) insert(h uint64, tat int64, lim tatLimit) {
 	a := t.cur.Load()
 	if a == nil || (t.n+t.dead+1)*4 > len(a.slots)*3 {
 		a = t.rebuild(t.n + 1)
@@ -98,6 +104,7 @@ func (t *tatTable) insert(h uint64, tat int64) {
 		if e := &a.slots[i]; e.h.Load() == empty {
 			// State first: a reader that sees the key sees its state.
 			e.tat.Store(tat)
+			a.lims[i] = lim
 			e.h.Store(h)
 			break
 		}
@@ -131,7 +138,7 @@ func (t *tatTable) rebuild(want int) *tatArray {
 	for size < 2*want {
 		size *= 2
 	}
-	next := &tatArray{mask: uint64(size - 1), slots: make([]tatSlot, size)}
+	next := &tatArray{mask: uint64(size - 1), slots: make([]tatSlot, size), lims: make([]tatLimit, size)}
 	if old := t.cur.Load(); old != nil {
 		for i := range old.slots {
 			e := &old.slots[i]
@@ -143,6 +150,7 @@ func (t *tatTable) rebuild(want int) *tatArray {
 			for j := h & next.mask; ; j = (j + 1) & next.mask {
 				if f := &next.slots[j]; f.h.Load() == empty {
 					f.tat.Store(v)
+					next.lims[j] = old.lims[i]
 					f.h.Store(h)
 					break
 				}
@@ -195,14 +203,15 @@ func (t *tatTable) removeWhere(drop func(tat int64) bool) {
 // until f returns false. Called with the lock held, which keeps each key in
 // its slot; lock-free updates may still change the slot's state, so f reads
 // it with e.tat.Load().
-func (t *tatTable) all(from uint64, f func(e *tatSlot, h uint64) bool) {
+func (t *tatTable) all(from uint64, f func(e *tatSlot, h uint64, lim tatLimit) bool) {
 	a := t.cur.Load()
 	if a == nil {
 		return
 	}
 	for k := range uint64(len(a.slots)) {
-		e := &a.slots[(from+k)&a.mask]
-		if h := e.h.Load(); h != empty && h != tomb && !f(e, h) {
+		i := (from + k) & a.mask
+		e := &a.slots[i]
+		if h := e.h.Load(); h != empty && h != tomb && !f(e, h, a.lims[i]) {
 			return
 		}
 	}

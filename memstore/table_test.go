@@ -31,7 +31,7 @@ func TestTableMatchesMap(t *testing.T) {
 				if e := tab.lookup(h); e != nil {
 					e.tat.Store(v)
 				} else {
-					tab.insert(h, v)
+					tab.insert(h, v, limOf(h))
 				}
 				ref[h] = v
 			case op < 8: // delete one
@@ -61,6 +61,10 @@ func TestTableMatchesMap(t *testing.T) {
 	}
 }
 
+// limOf is the limit TestTableMatchesMap inserts h with, so that checkTable
+// sees whether each key's limit moved with it through rebuilds.
+func limOf(h uint64) tatLimit { return tatLimit(h*0x9e3779b97f4a7c15>>32) | 1 }
+
 func checkTable(t *testing.T, tab *tatTable, ref map[uint64]int64) {
 	t.Helper()
 	if tab.n != len(ref) {
@@ -76,10 +80,13 @@ func checkTable(t *testing.T, tab *tatTable, ref map[uint64]int64) {
 		}
 	}
 	seen := 0
-	tab.all(0, func(e *tatSlot, h uint64) bool {
+	tab.all(0, func(e *tatSlot, h uint64, lim tatLimit) bool {
 		seen++
 		if v := e.tat.Load(); ref[h] != v {
 			t.Errorf("table holds %#x=%d, map %d", h, v, ref[h])
+		}
+		if lim != limOf(h) {
+			t.Errorf("key %#x: limit %#x, inserted with %#x", h, lim, limOf(h))
 		}
 		return true
 	})
@@ -93,7 +100,7 @@ func checkTable(t *testing.T, tab *tatTable, ref map[uint64]int64) {
 func TestTableShrinks(t *testing.T) {
 	var tab tatTable
 	for h := uint64(1); h <= 10000; h++ {
-		tab.insert(h*0x9e3779b97f4a7c15, int64(h))
+		tab.insert(h*0x9e3779b97f4a7c15, int64(h), 1)
 	}
 	big := len(tab.cur.Load().slots)
 	tab.removeWhere(func(v int64) bool { return v > 100 })
@@ -124,7 +131,7 @@ func TestTableNoLostUpdates(t *testing.T) {
 	hash := func(k int) uint64 { return uint64(k)*0x9e3779b97f4a7c15 | 2 }
 	mu.Lock()
 	for k := range keys {
-		tab.insert(hash(k), 0)
+		tab.insert(hash(k), 0, 1)
 	}
 	mu.Unlock()
 	var workers, mover sync.WaitGroup
@@ -173,7 +180,7 @@ func TestTableNoLostUpdates(t *testing.T) {
 				e.h.Store(tomb)
 				tab.n--
 				tab.dead++
-				tab.insert(h, 0)
+				tab.insert(h, 0, 1)
 			}
 			if rng.IntN(8) == 0 {
 				tab.rebuild(tab.n)
@@ -185,7 +192,7 @@ func TestTableNoLostUpdates(t *testing.T) {
 	stop.Store(true)
 	mover.Wait()
 	var sum int64
-	tab.all(0, func(e *tatSlot, _ uint64) bool { sum += e.tat.Load(); return true })
+	tab.all(0, func(e *tatSlot, _ uint64, _ tatLimit) bool { sum += e.tat.Load(); return true })
 	if got := sum + removed.Load(); got != added.Load() || got == 0 {
 		t.Fatalf("the table counted %d increments (%d still held, %d taken out by deletions), %d succeeded", got, sum, removed.Load(), added.Load())
 	}
