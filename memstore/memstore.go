@@ -71,7 +71,8 @@ type Options struct {
 	// Zero means one minute; negative disables the sweeper.
 	SweepInterval time.Duration
 	// Shards is the number of independently locked shards, rounded up to a
-	// power of two. Zero means 256.
+	// power of two, and halved while a shard would hold fewer than 16 of
+	// MaxKeys. Zero means 256.
 	Shards int
 }
 
@@ -178,8 +179,10 @@ func New(opts Options) *Store {
 		}
 	}
 	if opts.MaxKeys > 0 {
-		for n > opts.MaxKeys {
-			n >>= 1 // at least one key a shard
+		// At least evictSample keys a shard (or one shard), so that a full
+		// shard compares a whole sample before it evicts or refuses.
+		for n > 1 && n*evictSample > opts.MaxKeys {
+			n >>= 1
 		}
 	}
 	s := &Store{

@@ -82,8 +82,7 @@ func TestMaxKeysEvictsDecayedFirst(t *testing.T) {
 		}
 	}
 	// The short keys had decayed and went first; by now the new keys have
-	// had to displace each other, not the hour-long key, whose state is
-	// the furthest from decayed.
+	// had to displace each other, not the hour-long key, which denies.
 	if d, _ := s.Apply(ctx, ratelimit.Request{Key: "victim?", Limit: lim, N: 1}); d.Allowed {
 		t.Errorf("the exhausted key was evicted: %+v, want still denied", d)
 	}
@@ -262,7 +261,8 @@ func TestManyLimitsNoAllocs(t *testing.T) {
 // (freezing and moving slots) under the lock-free updates. With the clock
 // stopped, each hot key must admit exactly its capacity: an update lost in
 // a move would admit more. (The hot keys are never evicted: eviction takes
-// the key closest to decay, and the cold keys are 3.6 ms from it.)
+// the key that has used the least of its limit, and each cold key has used
+// one millionth.)
 func TestExactWhileTablesMove(t *testing.T) {
 	now := ratelimittest.T0
 	s := memstore.New(memstore.Options{Now: func() time.Time { return now }, SweepInterval: -1, MaxKeys: 64, Shards: 4})
