@@ -4,24 +4,23 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/sluicehq/sluice/internal/didyoumean"
 	"github.com/sluicehq/sluice/internal/yamlnode"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Limits on what Parse accepts, so that a hostile file cannot exhaust
-// memory or the stack (YAML aliases can expand exponentially).
+// memory or the stack (YAML aliases can expand exponentially). The node
+// budget and the problem cap are yamlnode's, the same as the gateway
+// config's.
 const (
-	maxDepth    = 64      // nested descriptors levels
-	maxNodes    = 1 << 20 // YAML nodes visited, aliases expanded
-	maxProblems = 100     // problems reported before giving up
+	maxDepth    = 64                   // nested descriptors levels
+	maxNodes    = yamlnode.MaxNodes    // YAML nodes visited, aliases expanded
+	maxProblems = yamlnode.MaxProblems // problems reported before giving up
 )
 
 // units are envoyproxy/ratelimit's rate limit units (the
@@ -55,15 +54,7 @@ func unitNames() string {
 			names = append(names, u.name)
 		}
 	}
-	return orList(names)
-}
-
-// orList formats ["a","b","c"] as "a, b or c".
-func orList(s []string) string {
-	if len(s) <= 1 {
-		return strings.Join(s, "")
-	}
-	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+	return yamlnode.OrList(names)
 }
 
 // Parse parses one envoyproxy/ratelimit YAML file (with sluice's optional
@@ -75,30 +66,30 @@ func Parse(filename string, data []byte) (*Config, error) {
 }
 
 func parse(filename string, data []byte, nodeLimit int) (*Config, error) {
-	p := &parser{file: filename, names: map[string]int{}, maxNodes: nodeLimit}
+	p := &parser{file: filename, names: map[string]int{}}
+	p.MaxNodes = nodeLimit
+	p.Report = func(pr yamlnode.Problem) {
+		p.errs = append(p.errs, Problem{File: p.file, Line: pr.Line, Path: pr.Path, Msg: pr.Msg})
+	}
 	cfg := p.parse(data)
 	if len(p.errs) > 0 {
-		p.errs.sort()
-		if p.truncated {
-			p.errs = append(p.errs, Problem{File: p.file, Msg: fmt.Sprintf("too many problems: stopped after %d", maxProblems)})
-		}
+		p.errs.sort() // stable: "too many problems" stays last
 		errs := p.errs
 		return nil, &errs
 	}
 	return cfg, nil
 }
 
+// parser reads a rules file with yamlnode's walker (the node helpers, the
+// node budget and the problem cap the gateway's config has too).
 type parser struct {
-	file      string
-	errs      Errors
-	nodes     int
-	maxNodes  int
-	tooBig    bool
-	truncated bool
-	names     map[string]int // explicit rule names → line of first definition
-	replaces  []replaceRef
-	domain    string
-	cfg       *Config
+	yamlnode.Walker
+	file     string
+	errs     Errors
+	names    map[string]int // explicit rule names → line of first definition
+	replaces []replaceRef
+	domain   string
+	cfg      *Config
 }
 
 type replaceRef struct {
@@ -106,45 +97,35 @@ type replaceRef struct {
 	line       int
 }
 
-func (p *parser) add(line int, path, format string, args ...any) {
-	switch {
-	case len(p.errs) < maxProblems:
-		p.errs = append(p.errs, Problem{File: p.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
-	default:
-		p.truncated = true
-	}
-}
-
 func (p *parser) parse(data []byte) *Config {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		line, msg := yamlnode.ErrorLine(err)
-		p.add(line, "", "invalid YAML: %s", msg)
+		p.SyntaxError(err)
 		return nil
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		p.add(0, "", "empty file (want domain and descriptors)")
+		p.Addf(0, "", "empty file (want domain and descriptors)")
 		return nil
 	}
-	root := p.deref(doc.Content[0])
+	root := p.Deref(doc.Content[0])
 	if root == nil {
 		return nil
 	}
 	if root.Kind != yaml.MappingNode {
-		p.add(root.Line, "", "want a mapping with domain and descriptors, got %s", yamlnode.Kind(root))
+		p.Addf(root.Line, "", "want a mapping with domain and descriptors, got %s", yamlnode.Kind(root))
 		return nil
 	}
 	p.cfg = &Config{File: p.file, root: &level{}}
 	var domainNode, descNode *yaml.Node
-	p.fields(root, "", map[string]func(k, v *yaml.Node){
-		"domain":      func(k, v *yaml.Node) { domainNode = k; p.domain, _ = p.str(v, "domain") },
+	p.Fields(root, "", map[string]func(k, v *yaml.Node){
+		"domain":      func(k, v *yaml.Node) { domainNode = k; p.domain, _ = p.Str(v, "domain") },
 		"descriptors": func(k, v *yaml.Node) { descNode = v },
 	})
 	switch {
 	case domainNode == nil:
-		p.add(root.Line, "domain", "missing domain")
+		p.Addf(root.Line, "domain", "missing domain")
 	case p.domain == "":
-		p.add(domainNode.Line, "domain", "config file cannot have empty domain")
+		p.Addf(domainNode.Line, "domain", "config file cannot have empty domain")
 	}
 	p.cfg.Domain = p.domain
 	p.cfg.domLine = root.Line
@@ -156,130 +137,10 @@ func (p *parser) parse(data []byte) *Config {
 	}
 	for _, r := range p.replaces {
 		if _, ok := p.names[r.name]; !ok {
-			p.add(r.line, r.path, "no rate limit named %q in domain %q", r.name, p.domain)
+			p.Addf(r.line, r.path, "no rate limit named %q in domain %q", r.name, p.domain)
 		}
 	}
 	return p.cfg
-}
-
-// deref follows aliases and counts nodes against maxNodes.
-func (p *parser) deref(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	p.nodes++
-	if p.truncated {
-		return nil
-	}
-	if p.nodes > p.maxNodes {
-		if !p.tooBig {
-			p.tooBig = true
-			p.add(0, "", "file too large: more than %d YAML nodes once aliases are expanded", p.maxNodes)
-		}
-		return nil
-	}
-	return n
-}
-
-// fields calls the handler of each key of mapping n, and reports unknown
-// and duplicate keys. Merge keys (<<) are expanded; explicit keys win.
-func (p *parser) fields(n *yaml.Node, path string, handlers map[string]func(k, v *yaml.Node)) {
-	type pair struct{ k, v *yaml.Node }
-	var pairs []pair
-	seen := map[string]int{}
-	var merged []pair
-	var collect func(m *yaml.Node, explicit bool, depth int)
-	collect = func(m *yaml.Node, explicit bool, depth int) {
-		for i := 0; i+1 < len(m.Content); i += 2 {
-			k, v := m.Content[i], p.deref(m.Content[i+1])
-			if v == nil {
-				return
-			}
-			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
-				if depth > 8 {
-					p.add(k.Line, path, "merge keys nested too deep")
-					continue
-				}
-				switch v.Kind {
-				case yaml.MappingNode:
-					collect(v, false, depth+1)
-				case yaml.SequenceNode:
-					for _, e := range v.Content {
-						if e = p.deref(e); e != nil && e.Kind == yaml.MappingNode {
-							collect(e, false, depth+1)
-						}
-					}
-				default:
-					p.add(k.Line, path, "merge key (<<) wants a mapping, got %s", yamlnode.Kind(v))
-				}
-				continue
-			}
-			if !explicit {
-				merged = append(merged, pair{k, v})
-				continue
-			}
-			pairs = append(pairs, pair{k, v})
-		}
-	}
-	collect(n, true, 0)
-	for _, pr := range pairs {
-		name := pr.k.Value
-		if pr.k.Kind != yaml.ScalarNode {
-			p.add(pr.k.Line, path, "field name is %s, want a string", yamlnode.Kind(pr.k))
-			continue
-		}
-		if first, dup := seen[name]; dup {
-			p.add(pr.k.Line, yamlnode.Join(path, name), "duplicate field (first at line %d)", first)
-			continue
-		}
-		seen[name] = pr.k.Line
-		h, ok := handlers[name]
-		if !ok || pr.k.Tag != "!!str" {
-			p.add(pr.k.Line, path, "unknown field %q%s", name, suggest(name, handlers))
-			continue
-		}
-		h(pr.k, pr.v)
-	}
-	for _, pr := range merged {
-		name := pr.k.Value
-		if _, dup := seen[name]; dup {
-			continue
-		}
-		seen[name] = pr.k.Line
-		h, ok := handlers[name]
-		if !ok || pr.k.Tag != "!!str" {
-			p.add(pr.k.Line, path, "unknown field %q%s", name, suggest(name, handlers))
-			continue
-		}
-		h(pr.k, pr.v)
-	}
-}
-
-// suggest returns ` (did you mean "x"?)` for the known field closest to
-// name, or ` (want a, b or c)`.
-func suggest(name string, handlers map[string]func(k, v *yaml.Node)) string {
-	known := make([]string, 0, len(handlers))
-	for k := range handlers {
-		known = append(known, k)
-	}
-	sort.Strings(known)
-	if best := didyoumean.Closest(name, known); best != "" {
-		return fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	return " (want " + orList(known) + ")"
-}
-
-// str reads a scalar as a string. Like envoyproxy/ratelimit (yaml.v2), a
-// number or a boolean is taken as its text; null is "".
-func (p *parser) str(n *yaml.Node, path string) (string, bool) {
-	if n.Kind != yaml.ScalarNode {
-		p.add(n.Line, path, "want a string, got %s", yamlnode.Kind(n))
-		return "", false
-	}
-	if n.Tag == "!!null" {
-		return "", true
-	}
-	return n.Value, true
 }
 
 // text reads a descriptor key or value: a string, or an integer or boolean
@@ -287,50 +148,23 @@ func (p *parser) str(n *yaml.Node, path string) (string, bool) {
 // such as 1.5), so sluice does too, with a hint.
 func (p *parser) text(n *yaml.Node, path string) (string, bool) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
-		p.add(n.Line, path, "%s is a number, not a string: quote it (%q)", n.Value, n.Value)
+		p.Addf(n.Line, path, "%s is a number, not a string: quote it (%q)", n.Value, n.Value)
 		return "", false
 	}
-	return p.str(n, path)
+	return p.Str(n, path)
 }
 
-// boolean reads true/false (and YAML 1.1's yes/no/on/off, as yaml.v2 does).
+// boolean reads a boolean field; YAML 1.1's yes/no/on/off are booleans,
+// as in yaml.v2, which envoyproxy/ratelimit uses.
 func (p *parser) boolean(n *yaml.Node, path string) bool {
-	if n.Kind == yaml.ScalarNode {
-		switch strings.ToLower(n.Value) {
-		case "true", "yes", "y", "on":
-			if n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) == 0 {
-				return true
-			}
-		case "false", "no", "n", "off":
-			if n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) == 0 {
-				return false
-			}
-		case "", "~", "null":
-			if n.Tag == "!!null" {
-				return false
-			}
-		}
-	}
-	p.add(n.Line, path, "want true or false, got %s", yamlnode.Kind(n))
-	return false
-}
-
-// integer reads a whole number in [lo, hi].
-func (p *parser) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!int" {
-		v, err := strconv.ParseInt(n.Value, 0, 64)
-		if err == nil && v >= lo && v <= hi {
-			return v, true
-		}
-	}
-	p.add(n.Line, path, "want a whole number from %d to %d, got %s", lo, hi, yamlnode.Kind(n))
-	return 0, false
+	b, _ := p.Bool(n, path)
+	return b
 }
 
 // nonNull returns n, or nil for a YAML null: an empty "rate_limit:" is no
 // rate limit, as in envoyproxy/ratelimit.
 func nonNull(n *yaml.Node) *yaml.Node {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+	if yamlnode.IsNull(n) {
 		return nil
 	}
 	return n
@@ -385,35 +219,31 @@ func (l *level) insert(n *node) {
 // the parent ("domain" at the top).
 func (p *parser) descriptors(n *yaml.Node, path, parentKey string, steps []step, depth int) *level {
 	lvl := &level{}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+	switch {
+	case yamlnode.IsNull(n):
+		return lvl
+	case n.Kind != yaml.SequenceNode:
+		p.Addf(n.Line, path, "want a list of descriptors, got %s", yamlnode.Kind(n))
+		return lvl
+	case depth > maxDepth:
+		p.Addf(n.Line, path, "descriptors nested more than %d levels deep", maxDepth)
 		return lvl
 	}
-	if n.Kind != yaml.SequenceNode {
-		p.add(n.Line, path, "want a list of descriptors, got %s", yamlnode.Kind(n))
-		return lvl
-	}
-	if depth > maxDepth {
-		p.add(n.Line, path, "descriptors nested more than %d levels deep", maxDepth)
-		return lvl
-	}
-	for i, item := range n.Content {
-		item = p.deref(item)
-		if item == nil {
-			return lvl
-		}
-		ipath := fmt.Sprintf("%s[%d]", path, i)
+	p.List(n, path, func(_ int, item *yaml.Node, ipath string) {
 		if item.Kind != yaml.MappingNode {
-			p.add(item.Line, ipath, "want a descriptor (a mapping with key, value, rate_limit, descriptors…), got %s", yamlnode.Kind(item))
-			continue
+			p.Addf(item.Line, ipath, "want a descriptor (a mapping with key, value, rate_limit, descriptors…), got %s", yamlnode.Kind(item))
+			return
 		}
-		if d := p.descriptor(item, ipath, parentKey, steps, depth); d != nil {
-			if prev := lvl.find(d.key, d.value); prev != nil {
-				p.add(d.line, ipath, "duplicate descriptor composite key %q (first at line %d)", compositeKey(parentKey, d.key, d.value), prev.line)
-				continue
-			}
-			lvl.insert(d)
+		d := p.descriptor(item, ipath, parentKey, steps, depth)
+		if d == nil {
+			return
 		}
-	}
+		if prev := lvl.find(d.key, d.value); prev != nil {
+			p.Addf(d.line, ipath, "duplicate descriptor composite key %q (first at line %d)", compositeKey(parentKey, d.key, d.value), prev.line)
+			return
+		}
+		lvl.insert(d)
+	})
 	return lvl
 }
 
@@ -434,7 +264,7 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		shadow, detailed, v2m, share, quotaMode          bool
 		keyOK                                            bool
 	)
-	p.fields(n, path, map[string]func(k, v *yaml.Node){
+	p.Fields(n, path, map[string]func(k, v *yaml.Node){
 		"key":             func(k, v *yaml.Node) { keyNode = v; key, keyOK = p.text(v, yamlnode.Join(path, "key")) },
 		"value":           func(k, v *yaml.Node) { value, _ = p.text(v, yamlnode.Join(path, "value")) },
 		"rate_limit":      func(k, v *yaml.Node) { rlNode = nonNull(v) },
@@ -449,17 +279,17 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 	ok := true
 	switch {
 	case keyNode == nil:
-		p.add(n.Line, yamlnode.Join(path, "key"), "descriptor has no key")
+		p.Addf(n.Line, yamlnode.Join(path, "key"), "descriptor has no key")
 		ok = false
 	case !keyOK:
 		ok = false
 	case key == "":
-		p.add(keyNode.Line, yamlnode.Join(path, "key"), "descriptor has empty key")
+		p.Addf(keyNode.Line, yamlnode.Join(path, "key"), "descriptor has empty key")
 		ok = false
 	}
 	wildcard := strings.HasSuffix(value, "*")
 	if share && !wildcard {
-		p.add(shareNode.Line, yamlnode.Join(path, "share_threshold"), "share_threshold can only be used with wildcard values (ending with '*'), but value is %q", value)
+		p.Addf(shareNode.Line, yamlnode.Join(path, "share_threshold"), "share_threshold can only be used with wildcard values (ending with '*'), but value is %q", value)
 	}
 	fullKey := compositeKey(parentKey, key, value)
 	d := &node{key: key, value: value, wildcard: wildcard, line: n.Line}
@@ -469,7 +299,7 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 	st := append(slices.Clip(steps), step{key: key, value: value, wildcard: wildcard, shareThresh: share, valueToMetric: v2m})
 
 	if rlNode != nil && quotaNode != nil {
-		p.add(quotaNode.Line, yamlnode.Join(path, "quota"), "a descriptor has a rate_limit or a quota, not both: quotas are separate rules (give the quota its own descriptor)")
+		p.Addf(quotaNode.Line, yamlnode.Join(path, "quota"), "a descriptor has a rate_limit or a quota, not both: quotas are separate rules (give the quota its own descriptor)")
 	}
 	var r *Rule
 	switch {
@@ -511,191 +341,206 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 // problems that leave no usable rule.
 func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	if n.Kind != yaml.MappingNode {
-		p.add(n.Line, path, "want a mapping with unit and requests_per_unit, got %s", yamlnode.Kind(n))
+		p.Addf(n.Line, path, "want a mapping with unit and requests_per_unit, got %s", yamlnode.Kind(n))
 		return nil
 	}
-	var (
-		unitNode, rpuNode, algNode, burstNode, windowNode, unlimitedNode, nameNode *yaml.Node
-		multNode                                                                   *yaml.Node
-		unit, name, windowText                                                     string
-		rpu, burst, mult                                                           int64
-		unlimited                                                                  bool
-		alg                                                                        = ratelimit.FixedWindow
-		window                                                                     time.Duration
-		replaces                                                                   []string
-		replaceLines                                                               []int
-		bad                                                                        bool // a problem was reported
-	)
-	p.fields(n, path, map[string]func(k, v *yaml.Node){
-		"unit": func(k, v *yaml.Node) { unitNode = v; unit, _ = p.str(v, yamlnode.Join(path, "unit")) },
+	f := p.rateLimitFields(n, path)
+	r := p.nameAndReplaces(f, path)
+	if f.unlimited {
+		p.checkUnlimited(f, path)
+		r.Unlimited = true
+		return r
+	}
+	period, ok := p.period(r, f, n, path)
+	if !ok || f.bad || !p.fitsAlgorithm(f, period, path) {
+		return nil
+	}
+	r.Algorithm = f.alg
+	r.Limit = ratelimit.Limit{Rate: f.rpu, Period: period, Burst: f.burst}
+	if err := r.Limit.Validate(); err != nil {
+		p.Addf(n.Line, path, "%s", strings.TrimPrefix(err.Error(), "ratelimit: "))
+		return nil
+	}
+	return r
+}
+
+// rateLimitFields is what a rate_limit block says, field by field: each
+// field's node (nil when absent) and its value.
+type rateLimitFields struct {
+	unitNode, rpuNode, multNode, algNode, burstNode, windowNode, nameNode *yaml.Node
+
+	unit, name       string
+	rpu, burst, mult int64
+	unlimited        bool
+	alg              ratelimit.Algorithm
+	window           time.Duration
+	replaces         []string
+	replaceLines     []int
+	bad              bool // a field's value was reported
+}
+
+// rateLimitFields reads the fields of rate_limit block n, reporting the
+// values that are wrong on their own.
+func (p *parser) rateLimitFields(n *yaml.Node, path string) *rateLimitFields {
+	f := &rateLimitFields{alg: ratelimit.FixedWindow}
+	at := func(field string) string { return yamlnode.Join(path, field) }
+	integer := func(v *yaml.Node, field string, lo, hi int64) int64 {
+		i, ok := p.Int(v, at(field), lo, hi)
+		f.bad = f.bad || !ok
+		return i
+	}
+	p.Fields(n, path, map[string]func(k, v *yaml.Node){
+		"unit": func(k, v *yaml.Node) { f.unitNode = v; f.unit, _ = p.Str(v, at("unit")) },
 		"requests_per_unit": func(k, v *yaml.Node) {
-			rpuNode = v
-			var good bool
-			if rpu, good = p.integer(v, yamlnode.Join(path, "requests_per_unit"), 0, math.MaxUint32); !good {
-				bad = true
-			}
+			f.rpuNode, f.rpu = v, integer(v, "requests_per_unit", 0, math.MaxUint32)
 		},
+		// envoyproxy/ratelimit's number of units in the period (a uint32
+		// there; 0 is refused).
 		"unit_multiplier": func(k, v *yaml.Node) {
-			// envoyproxy/ratelimit's number of units in the period (a
-			// uint32 there; 0 is refused).
-			multNode = v
-			var good bool
-			if mult, good = p.integer(v, yamlnode.Join(path, "unit_multiplier"), 1, math.MaxUint32); !good {
-				bad = true
-			}
+			f.multNode, f.mult = v, integer(v, "unit_multiplier", 1, math.MaxUint32)
 		},
-		"unlimited": func(k, v *yaml.Node) { unlimitedNode = v; unlimited = p.boolean(v, yamlnode.Join(path, "unlimited")) },
-		"name":      func(k, v *yaml.Node) { nameNode = v; name, _ = p.str(v, yamlnode.Join(path, "name")) },
-		"replaces": func(k, v *yaml.Node) {
-			replaces, replaceLines = p.replacesList(v, yamlnode.Join(path, "replaces"))
-		},
+		"unlimited": func(k, v *yaml.Node) { f.unlimited = p.boolean(v, at("unlimited")) },
+		"name":      func(k, v *yaml.Node) { f.nameNode = v; f.name, _ = p.Str(v, at("name")) },
+		"replaces":  func(k, v *yaml.Node) { f.replaces, f.replaceLines = p.replacesList(v, at("replaces")) },
 		"algorithm": func(k, v *yaml.Node) {
-			algNode = v
-			s, _ := p.str(v, yamlnode.Join(path, "algorithm"))
+			f.algNode = v
+			s, _ := p.Str(v, at("algorithm"))
 			a, err := ratelimit.ParseAlgorithm(s)
 			if err != nil {
-				p.add(v.Line, yamlnode.Join(path, "algorithm"), "unknown algorithm %q (want %s)", s, orList(algorithmNames()))
-				bad = true
+				p.Addf(v.Line, at("algorithm"), "unknown algorithm %q (want %s)", s, yamlnode.OrList(algorithmNames()))
+				f.bad = true
 				return
 			}
-			alg = a
+			f.alg = a
 		},
-		"burst": func(k, v *yaml.Node) {
-			burstNode = v
-			var good bool
-			if burst, good = p.integer(v, yamlnode.Join(path, "burst"), 1, math.MaxInt64); !good {
-				bad = true
-			}
-		},
+		"burst": func(k, v *yaml.Node) { f.burstNode, f.burst = v, integer(v, "burst", 1, math.MaxInt64) },
 		"window": func(k, v *yaml.Node) {
-			windowNode = v
-			s, _ := p.str(v, yamlnode.Join(path, "window"))
-			windowText = s
-			d, err := time.ParseDuration(s)
+			f.windowNode = v
+			d, ok := p.Duration(v, at("window"))
 			switch {
-			case err != nil || v.Tag != "!!str":
-				p.add(v.Line, yamlnode.Join(path, "window"), "want a duration such as \"10s\" or \"1h30m\", got %s", yamlnode.Kind(v))
-				bad = true
-			case d <= 0:
-				p.add(v.Line, yamlnode.Join(path, "window"), "window must be positive, got %s", s)
-				bad = true
+			case !ok:
+				f.bad = true
 			case d > ratelimit.MaxWindow:
-				p.add(v.Line, yamlnode.Join(path, "window"), "window %s is longer than the longest period sluice enforces (%s)", s, maxWindowText)
-				bad = true
+				p.Addf(v.Line, at("window"), "window %s is longer than the longest period sluice enforces (%s)", v.Value, maxWindowText)
+				f.bad = true
 			default:
-				window = d
+				f.window = d
 			}
 		},
 	})
+	return f
+}
 
-	r := &Rule{Replaces: replaces, Algorithm: ratelimit.FixedWindow}
-	if nameNode != nil && name != "" {
-		r.Name, r.explicitName = name, true
-		if _, dup := p.names[name]; !dup {
-			p.names[name] = nameNode.Line
+// nameAndReplaces starts the rule: its explicit name, and the names it
+// replaces, checked once every rule of the file is known.
+func (p *parser) nameAndReplaces(f *rateLimitFields, path string) *Rule {
+	r := &Rule{Replaces: f.replaces, Algorithm: ratelimit.FixedWindow}
+	if f.nameNode != nil && f.name != "" {
+		r.Name, r.explicitName = f.name, true
+		if _, dup := p.names[f.name]; !dup {
+			p.names[f.name] = f.nameNode.Line
 		}
 	}
-	for i, rep := range replaces {
+	for i, rep := range f.replaces {
 		rpath := fmt.Sprintf("%s.replaces[%d].name", path, i)
 		switch {
 		case rep == "":
-			p.add(replaceLines[i], rpath, "should not have an empty replaces entry")
-		case rep == name:
-			p.add(replaceLines[i], rpath, "replaces should not contain name of same descriptor")
+			p.Addf(f.replaceLines[i], rpath, "should not have an empty replaces entry")
+		case rep == f.name:
+			p.Addf(f.replaceLines[i], rpath, "replaces should not contain name of same descriptor")
 		default:
-			p.replaces = append(p.replaces, replaceRef{name: rep, path: rpath, line: replaceLines[i]})
+			p.replaces = append(p.replaces, replaceRef{name: rep, path: rpath, line: f.replaceLines[i]})
 		}
 	}
+	return r
+}
 
-	if unlimited {
-		r.Unlimited = true
-		if unitNode != nil && unitKnown(unit) {
-			p.add(unitNode.Line, yamlnode.Join(path, "unit"), "should not specify rate limit unit when unlimited")
-		}
-		for _, f := range []struct {
-			n    *yaml.Node
-			name string
-		}{{algNode, "algorithm"}, {burstNode, "burst"}, {windowNode, "window"}} {
-			if f.n != nil {
-				p.add(f.n.Line, yamlnode.Join(path, f.name), "%s has no meaning when unlimited", f.name)
-			}
-		}
-		return r
+// checkUnlimited reports the fields that mean nothing on an unlimited
+// rule.
+func (p *parser) checkUnlimited(f *rateLimitFields, path string) {
+	if f.unitNode != nil && unitKnown(f.unit) {
+		p.Addf(f.unitNode.Line, yamlnode.Join(path, "unit"), "should not specify rate limit unit when unlimited")
 	}
-	_ = unlimitedNode
+	for _, g := range []struct {
+		n    *yaml.Node
+		name string
+	}{{f.algNode, "algorithm"}, {f.burstNode, "burst"}, {f.windowNode, "window"}} {
+		if g.n != nil {
+			p.Addf(g.n.Line, yamlnode.Join(path, g.name), "%s has no meaning when unlimited", g.name)
+		}
+	}
+}
 
-	var period time.Duration
+// period is the rule's period: a sluice window, or envoyproxy/ratelimit's
+// unit × unit_multiplier (recorded in r). It is false after a problem.
+func (p *parser) period(r *Rule, f *rateLimitFields, n *yaml.Node, path string) (time.Duration, bool) {
 	switch {
-	case windowNode != nil && unitNode != nil:
-		p.add(windowNode.Line, yamlnode.Join(path, "window"), "give unit or window, not both")
-		return nil
-	case windowNode != nil && multNode != nil:
-		p.add(multNode.Line, yamlnode.Join(path, "unit_multiplier"), "unit_multiplier multiplies unit, not window: give unit and unit_multiplier, or the whole period as window")
-		return nil
-	case windowNode != nil:
-		if bad {
-			return nil
-		}
-		period = window
-	case unitNode == nil:
-		p.add(n.Line, yamlnode.Join(path, "unit"), "missing unit (want %s; or a sluice window such as \"10s\")", unitNames())
-		return nil
-	default:
-		d, known := unitDuration(unit)
-		switch {
-		case !known:
-			p.add(unitNode.Line, yamlnode.Join(path, "unit"), "unknown unit %q (want %s)", unit, unitNames())
-			return nil
-		case d > ratelimit.MaxWindow:
-			p.add(unitNode.Line, yamlnode.Join(path, "unit"), "unit %s is longer than the longest period sluice enforces (%s)", strings.ToLower(unit), maxWindowText)
-			return nil
-		case mult > 0 && time.Duration(mult) > ratelimit.MaxWindow/d:
-			p.add(multNode.Line, yamlnode.Join(path, "unit_multiplier"), "unit_multiplier %d × %s is longer than the longest period sluice enforces (%s)", mult, strings.ToLower(unit), maxWindowText)
-			return nil
-		}
-		// As envoyproxy/ratelimit: the period is unit × unit_multiplier,
-		// a fixed window aligned to the Unix epoch in multiples of it.
-		period = d * time.Duration(max(1, mult))
-		r.Unit, r.UnitMultiplier = strings.ToLower(unit), uint32(mult)
+	case f.windowNode != nil && f.unitNode != nil:
+		p.Addf(f.windowNode.Line, yamlnode.Join(path, "window"), "give unit or window, not both")
+		return 0, false
+	case f.windowNode != nil && f.multNode != nil:
+		p.Addf(f.multNode.Line, yamlnode.Join(path, "unit_multiplier"), "unit_multiplier multiplies unit, not window: give unit and unit_multiplier, or the whole period as window")
+		return 0, false
+	case f.windowNode != nil:
+		return f.window, !f.bad
+	case f.unitNode == nil:
+		p.Addf(n.Line, yamlnode.Join(path, "unit"), "missing unit (want %s; or a sluice window such as \"10s\")", unitNames())
+		return 0, false
 	}
-	if bad {
-		return nil
+	d, known := unitDuration(f.unit)
+	unit := strings.ToLower(f.unit)
+	switch {
+	case !known:
+		p.Addf(f.unitNode.Line, yamlnode.Join(path, "unit"), "unknown unit %q (want %s)", f.unit, unitNames())
+		return 0, false
+	case d > ratelimit.MaxWindow:
+		p.Addf(f.unitNode.Line, yamlnode.Join(path, "unit"), "unit %s is longer than the longest period sluice enforces (%s)", unit, maxWindowText)
+		return 0, false
+	case f.mult > 0 && time.Duration(f.mult) > ratelimit.MaxWindow/d:
+		p.Addf(f.multNode.Line, yamlnode.Join(path, "unit_multiplier"), "unit_multiplier %d × %s is longer than the longest period sluice enforces (%s)", f.mult, unit, maxWindowText)
+		return 0, false
 	}
-	if burstNode != nil && alg.Windowed() {
-		if algNode == nil {
-			p.add(burstNode.Line, yamlnode.Join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket); with no algorithm the rule is a fixed_window, as in envoyproxy/ratelimit: set algorithm")
+	// As envoyproxy/ratelimit: the period is unit × unit_multiplier, a
+	// fixed window aligned to the Unix epoch in multiples of it.
+	r.Unit, r.UnitMultiplier = unit, uint32(f.mult)
+	return d * time.Duration(max(1, f.mult)), true
+}
+
+// fitsAlgorithm reports, and returns false for, what the rule's algorithm
+// cannot enforce: a burst on a window algorithm, a bucket period longer
+// than ratelimit.MaxPeriod, more than one event per nanosecond.
+func (p *parser) fitsAlgorithm(f *rateLimitFields, period time.Duration, path string) bool {
+	alg := f.alg
+	if f.burstNode != nil && alg.Windowed() {
+		if f.algNode == nil {
+			p.Addf(f.burstNode.Line, yamlnode.Join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket); with no algorithm the rule is a fixed_window, as in envoyproxy/ratelimit: set algorithm")
 		} else {
-			p.add(burstNode.Line, yamlnode.Join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket), not %s", alg)
+			p.Addf(f.burstNode.Line, yamlnode.Join(path, "burst"), "burst applies only to the bucket algorithms (gcra, token_bucket, leaky_bucket), not %s", alg)
 		}
-		return nil
+		return false
 	}
 	if period > ratelimit.MaxPeriod && !alg.Windowed() {
 		// A year (envoyproxy/ratelimit's longest unit) is a window's period;
 		// a bucket refilling over more than MaxPeriod is not enforced.
-		node, field, what := unitNode, "unit", "unit "+strings.ToLower(unit)
+		unit := strings.ToLower(f.unit)
+		node, field, what := f.unitNode, "unit", "unit "+unit
 		switch {
-		case windowNode != nil:
-			node, field, what = windowNode, "window", "window "+windowText
-		case multNode != nil:
-			node, field, what = multNode, "unit_multiplier", fmt.Sprintf("unit_multiplier %d × %s", mult, strings.ToLower(unit))
+		case f.windowNode != nil:
+			node, field, what = f.windowNode, "window", "window "+f.windowNode.Value
+		case f.multNode != nil:
+			node, field, what = f.multNode, "unit_multiplier", fmt.Sprintf("unit_multiplier %d × %s", f.mult, unit)
 		}
-		p.add(node.Line, yamlnode.Join(path, field), "%s is longer than %s enforces (%s); the window algorithms take up to %s: drop algorithm (a fixed window, as in envoyproxy/ratelimit) or use a window algorithm", what, alg, maxPeriodText, maxWindowText)
-		return nil
+		p.Addf(node.Line, yamlnode.Join(path, field), "%s is longer than %s enforces (%s); the window algorithms take up to %s: drop algorithm (a fixed window, as in envoyproxy/ratelimit) or use a window algorithm", what, alg, maxPeriodText, maxWindowText)
+		return false
 	}
-	if rpu > int64(period) && !alg.Windowed() {
+	if f.rpu > int64(period) && !alg.Windowed() {
 		// envoyproxy/ratelimit accepts this (often as "no real limit") and
 		// so do sluice's window algorithms, its default; the bucket
 		// algorithms refill at most one event per nanosecond.
-		p.add(rpuNode.Line, yamlnode.Join(path, "requests_per_unit"), "%d per %v is more than %s enforces: at most one event per nanosecond (%d per %v); use a window algorithm or unlimited: true", rpu, period, alg, int64(period), period)
-		return nil
+		p.Addf(f.rpuNode.Line, yamlnode.Join(path, "requests_per_unit"), "%d per %v is more than %s enforces: at most one event per nanosecond (%d per %v); use a window algorithm or unlimited: true", f.rpu, period, alg, int64(period), period)
+		return false
 	}
-	r.Algorithm = alg
-	r.Limit = ratelimit.Limit{Rate: rpu, Period: period, Burst: burst}
-	if err := r.Limit.Validate(); err != nil {
-		p.add(n.Line, path, "%s", strings.TrimPrefix(err.Error(), "ratelimit: "))
-		return nil
-	}
-	return r
+	return true
 }
 
 func algorithmNames() []string {
@@ -719,65 +564,57 @@ func unitKnown(s string) bool { _, ok := unitDuration(s); return ok }
 
 // replacesList parses replaces: a list of {name: x}.
 func (p *parser) replacesList(n *yaml.Node, path string) ([]string, []int) {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return nil, nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		p.add(n.Line, path, "want a list of {name: …}, got %s", yamlnode.Kind(n))
+	if !yamlnode.IsNull(n) && n.Kind != yaml.SequenceNode {
+		p.Addf(n.Line, path, "want a list of {name: …}, got %s", yamlnode.Kind(n))
 		return nil, nil
 	}
 	var names []string
 	var lines []int
-	for i, e := range n.Content {
-		e = p.deref(e)
-		if e == nil {
-			break
-		}
-		epath := fmt.Sprintf("%s[%d]", path, i)
+	p.List(n, path, func(_ int, e *yaml.Node, epath string) {
 		if e.Kind != yaml.MappingNode {
-			p.add(e.Line, epath, "want a mapping with name, got %s", yamlnode.Kind(e))
-			continue
+			p.Addf(e.Line, epath, "want a mapping with name, got %s", yamlnode.Kind(e))
+			return
 		}
 		name := ""
-		p.fields(e, epath, map[string]func(k, v *yaml.Node){
-			"name": func(k, v *yaml.Node) { name, _ = p.str(v, yamlnode.Join(epath, "name")) },
+		p.Fields(e, epath, map[string]func(k, v *yaml.Node){
+			"name": func(k, v *yaml.Node) { name, _ = p.Str(v, yamlnode.Join(epath, "name")) },
 		})
 		names = append(names, name)
 		lines = append(lines, e.Line)
-	}
+	})
 	return names, lines
 }
 
 // quota parses sluice's quota block: {period: day|month, limit: N}.
 func (p *parser) quota(n *yaml.Node, path string) *Rule {
 	if n.Kind != yaml.MappingNode {
-		p.add(n.Line, path, "want a mapping with period and limit, got %s", yamlnode.Kind(n))
+		p.Addf(n.Line, path, "want a mapping with period and limit, got %s", yamlnode.Kind(n))
 		return nil
 	}
 	var periodNode, limitNode *yaml.Node
 	var period string
 	var limit int64
 	ok := true
-	p.fields(n, path, map[string]func(k, v *yaml.Node){
-		"period": func(k, v *yaml.Node) { periodNode = v; period, _ = p.str(v, yamlnode.Join(path, "period")) },
+	p.Fields(n, path, map[string]func(k, v *yaml.Node){
+		"period": func(k, v *yaml.Node) { periodNode = v; period, _ = p.Str(v, yamlnode.Join(path, "period")) },
 		"limit": func(k, v *yaml.Node) {
 			limitNode = v
 			var good bool
-			if limit, good = p.integer(v, yamlnode.Join(path, "limit"), 0, math.MaxInt64); !good {
+			if limit, good = p.Int(v, yamlnode.Join(path, "limit"), 0, math.MaxInt64); !good {
 				ok = false
 			}
 		},
 	})
 	switch {
 	case periodNode == nil:
-		p.add(n.Line, yamlnode.Join(path, "period"), "missing period (want day or month)")
+		p.Addf(n.Line, yamlnode.Join(path, "period"), "missing period (want day or month)")
 		ok = false
 	case period != QuotaDay && period != QuotaMonth:
-		p.add(periodNode.Line, yamlnode.Join(path, "period"), "unknown quota period %q (want day or month)", period)
+		p.Addf(periodNode.Line, yamlnode.Join(path, "period"), "unknown quota period %q (want day or month)", period)
 		ok = false
 	}
 	if limitNode == nil {
-		p.add(n.Line, yamlnode.Join(path, "limit"), "missing limit")
+		p.Addf(n.Line, yamlnode.Join(path, "limit"), "missing limit")
 		ok = false
 	}
 	if !ok {

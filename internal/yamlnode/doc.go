@@ -1,9 +1,27 @@
-// Package yamlnode holds what sluice's two YAML decoders (the rules files
-// of package rules and the gateway's config) share about yaml.v3's node
-// trees: how a node is named in a problem, how a field's path is written,
-// and which line yaml.v3's own errors point to.
+// Package yamlnode is the one YAML walker behind sluice's config formats:
+// the rules files of package rules (envoyproxy/ratelimit's format) and the
+// gateway's config. Both decode with yaml.v3 into a node tree and read it
+// with a [Walker], so that both have the same limits and say the same
+// thing about the same mistake:
 //
-// The decoders themselves stay in their packages: they differ where their
-// formats do (envoyproxy/ratelimit's YAML 1.1 booleans and merge keys in
-// the rules, Go durations in the gateway's config).
+//   - every problem is reported, as "want …, got …" with the line and the
+//     path of the field, up to [MaxProblems] per file, then one
+//     "too many problems: stopped after 100";
+//   - a walk visits at most [MaxNodes] nodes, aliases expanded, then
+//     reports "file too large" once (an alias bomb costs the same bounded
+//     time as a large file);
+//   - an unknown field gets the closest known name ("did you mean") or the
+//     list of known fields; a field given twice names the line of the
+//     first; a key that is a mapping or a list is refused;
+//   - merge keys ("<<: *defaults") are expanded as yaml.v3 expands them
+//     into a struct: the mapping's own keys win;
+//   - null is an empty string, false, an empty list or an absent mapping;
+//     booleans include YAML 1.1's unquoted yes/no/on/off, as yaml.v2 (and
+//     envoyproxy/ratelimit) read them.
+//
+// What differs between the formats (envoyproxy/ratelimit's units and
+// descriptors, the gateway's routes and URLs) stays in the decoders.
+//
+// [Kind], [Join] and [ErrorLine] name a node, a field's path and the line
+// of a yaml.v3 syntax error for the messages.
 package yamlnode
