@@ -16,23 +16,20 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// checkGatewayConfig validates a sluice gateway config (the format of
-// package gateway) and returns its warnings, each a line of "file:line:
-// path: warning: message". The gateway's command file sets it from its
-// init, so that this file needs no import of gateway. When nil, files that
-// are not envoyproxy/ratelimit rules files are reported as such. The error
-// should be a *rules.Errors, or lines of "file:line: path: message".
-var checkGatewayConfig func(filename string, data []byte) (warnings []string, err error)
-
-func init() {
-	register(command{
-		name:    "check",
-		summary: "validate gateway configs and envoyproxy/ratelimit rules files offline",
-		run:     runCheck,
-	})
+// checker is sluice check. gateway validates a sluice gateway config (the
+// format of package gateway) and returns its warnings, each a line of
+// "file:line: path: warning: message"; its error should be a
+// *rules.Errors, or lines of "file:line: path: message". When nil, files
+// that are not envoyproxy/ratelimit rules files are reported as such.
+type checker struct {
+	gateway func(filename string, data []byte) (warnings []string, err error)
 }
 
-func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return checker{gateway: checkGateway}.run(ctx, args, stdout, stderr)
+}
+
+func (c checker) run(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", "FILE|DIR...", stderr)
 	quiet := fs.Bool("q", false, "print problems only, not a line per valid file")
 	fs.Usage = func() {
@@ -65,7 +62,7 @@ Flags:
 	}
 	problems, bad := 0, 0
 	for _, name := range fs.Args() {
-		lines, warnings, summary := checkPath(name)
+		lines, warnings, summary := c.checkPath(name)
 		for _, l := range append(lines, warnings...) {
 			fmt.Fprintln(stdout, l)
 		}
@@ -94,7 +91,7 @@ func plural(n int, s string) string {
 
 // checkPath checks one file or directory and returns its problems and
 // warnings, one a line, and a summary of what it holds.
-func checkPath(name string) (problems, warnings []string, summary string) {
+func (c checker) checkPath(name string) (problems, warnings []string, summary string) {
 	st, err := os.Stat(name)
 	if err != nil {
 		return []string{err.Error()}, nil, ""
@@ -115,14 +112,14 @@ func checkPath(name string) (problems, warnings []string, summary string) {
 		return []string{err.Error()}, nil, ""
 	}
 	switch kind := fileKind(data); {
-	case kind == "rules" || (kind == "unknown" && checkGatewayConfig == nil):
+	case kind == "rules" || (kind == "unknown" && c.gateway == nil):
 		cfg, err := rules.Parse(name, data)
 		if err != nil {
 			return errorLines(err), nil, ""
 		}
 		return nil, nil, fmt.Sprintf("rules: domain %s, %d %s", cfg.Domain, len(cfg.Rules()), plural(len(cfg.Rules()), "rule"))
-	case checkGatewayConfig != nil:
-		warnings, err := checkGatewayConfig(name, data)
+	case c.gateway != nil:
+		warnings, err := c.gateway(name, data)
 		if err != nil {
 			return errorLines(err), warnings, ""
 		}

@@ -76,32 +76,34 @@ func TestCheckDuplicateDomainsInDir(t *testing.T) {
 }
 
 func TestCheckGatewayHook(t *testing.T) {
-	saved := checkGatewayConfig
-	t.Cleanup(func() { checkGatewayConfig = saved })
 	gw := filepath.Join(t.TempDir(), "sluice.yaml")
 	if err := os.WriteFile(gw, []byte("listen: :8080\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
-	checkGatewayConfig = nil
-	out, err := runCheckArgs(t, gw)
+	runWith := func(c checker, args ...string) (string, error) {
+		var out, errw bytes.Buffer
+		err := c.run(context.Background(), args, &out, &errw)
+		return out.String(), err
+	}
+	out, err := runWith(checker{}, gw)
 	if err == nil || !strings.Contains(out, "not a rules file") {
 		t.Errorf("check gateway config without hook = %q, %v, want not a rules file", out, err)
 	}
 
 	var got string
-	checkGatewayConfig = func(name string, data []byte) ([]string, error) {
+	hook := checker{gateway: func(name string, data []byte) ([]string, error) {
 		got = name
 		return nil, errors.New(name + ":1: listen: boom")
-	}
-	out, err = runCheckArgs(t, gw)
+	}}
+	out, err = runWith(hook, gw)
 	if got != gw || err == nil || out != gw+":1: listen: boom\n" {
 		t.Errorf("check with hook = %q, %v (hook saw %q), want the hook's problem", out, err, got)
 	}
 
 	// Rules files never go to the hook.
 	got = ""
-	if _, err := runCheckArgs(t, "../../examples/envoy/config/edge.yaml"); err != nil || got != "" {
+	if _, err := runWith(hook, "../../examples/envoy/config/edge.yaml"); err != nil || got != "" {
 		t.Errorf("check rules file = %v (hook saw %q), want ok without the hook", err, got)
 	}
 }

@@ -23,14 +23,6 @@ import (
 	"github.com/sluicehq/sluice/httpclient"
 )
 
-func init() {
-	register(command{
-		name:    "fetch",
-		summary: "fetch URLs politely: per-host limits, AIMD, backoff, Retry-After",
-		run:     runFetch,
-	})
-}
-
 const fetchUsage = `Usage: sluice fetch [flags] URL...
        sluice fetch [flags] -i FILE
 

@@ -11,12 +11,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
 )
 
-// command is one subcommand. Each lives in its own file and registers itself
-// from init, so subcommands can be added without touching this file.
+// command is one subcommand; each lives in its own file.
 type command struct {
 	name    string
 	summary string
@@ -25,9 +23,26 @@ type command struct {
 	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-var commands = map[string]command{}
+// commands are sluice's subcommands, in the order --help lists them.
+func commands() []command {
+	return []command{
+		{name: "serve", summary: "run the rate limiting gateway (a reverse proxy with per-identity limits)", run: runServe},
+		{name: "rls", summary: "run a drop-in Envoy rate limit service (envoyproxy/ratelimit's gRPC API and config files)", run: runRLS},
+		{name: "fetch", summary: "fetch URLs politely: per-host limits, AIMD, backoff, Retry-After", run: runFetch},
+		{name: "sim", summary: "run a simulation (brooker, objectstore, aimd, buckets, windows) on sluice's own code", run: runSim},
+		{name: "check", summary: "validate gateway configs and envoyproxy/ratelimit rules files offline", run: runCheck},
+	}
+}
 
-func register(c command) { commands[c.name] = c }
+// lookup returns the command named name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
 
 // errUsage marks an error caused by bad command-line usage (exit status 2).
 var errUsage = errors.New("usage")
@@ -55,7 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	c, ok := commands[args[0]]
+	c, ok := lookup(args[0])
 	if !ok {
 		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", args[0])
 		usage(stderr)
@@ -70,13 +85,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: sluice COMMAND [flags]   (sluice COMMAND --help for its flags)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 }
 

@@ -25,14 +25,6 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-func init() {
-	register(command{
-		name:    "rls",
-		summary: "run a drop-in Envoy rate limit service (envoyproxy/ratelimit's gRPC API and config files)",
-		run:     runRLS,
-	})
-}
-
 // rlsGCPercent is --gc-percent's default: under bench/rls's load it cut
 // the server's CPU per request by about 13% against GOGC=100, for a heap
 // of about five times the live one instead of twice. That was measured

@@ -17,15 +17,6 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 )
 
-func init() {
-	checkGatewayConfig = checkGateway
-	register(command{
-		name:    "serve",
-		summary: "run the rate limiting gateway (a reverse proxy with per-identity limits)",
-		run:     runServe,
-	})
-}
-
 const serveSynopsis = "[--config FILE] [--listen ADDR] [--admin-listen ADDR] [--watch-interval D]"
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -15,14 +15,6 @@ import (
 	"github.com/sluicehq/sluice/sim"
 )
 
-func init() {
-	register(command{
-		name:    "sim",
-		summary: "run a simulation (brooker, objectstore, aimd, buckets, windows) on sluice's own code",
-		run:     runSim,
-	})
-}
-
 // simResult is what every scenario of package sim returns.
 type simResult interface {
 	Table() sim.Table
