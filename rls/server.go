@@ -103,6 +103,13 @@ type Options struct {
 	// Leave it off for the memory store, where a goroutine costs more than
 	// the decision.
 	ParallelDescriptors bool
+	// MaxDetailedSeries bounds the metric keys each detailed_metric or
+	// value_to_metric rule, and each domain's limit overrides, get from
+	// request values; later values count under "<key>.__overflow__" and in
+	// ratelimit_service_rate_limit_detailed_metric_overflow, so a client
+	// sending fresh values cannot grow /metrics without bound. Zero means
+	// DefaultMaxDetailedSeries; negative, none.
+	MaxDetailedSeries int
 	// LogInterval is how often store failures and denials are logged, one
 	// line per kind and rule with counts and sample keys
 	// (internal/eventlog), so that an outage or a flood does not write a
@@ -167,7 +174,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	m, err := newMetrics(s.reg)
+	m, err := newBoundedMetrics(s.reg, opts.MaxDetailedSeries)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	shadow := fs.Bool("shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
 	gcPercent := fs.Int("gc-percent", rlsGCPercent, "the Go garbage collector's target `PERCENT` (as GOGC): the server's live heap is a few MB, so a larger target spends a few MB more on less collection CPU; 0 keeps the runtime's (GOGC, else 100)")
 	debugListen := fs.String("debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
+	maxDetailed := fs.Int("max-detailed-series", rls.DefaultMaxDetailedSeries, "metric keys each detailed_metric or value_to_metric rule may get from request values; later values count under <key>.__overflow__ (negative: none)")
 	nearRatio := fs.Float64("near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
 	grpcServer := fs.String("grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
 	if err := parseFlags(fs, args); err != nil {
@@ -92,7 +93,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer closeStore()
 
-	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: hm, NearLimitRatio: *nearRatio,
+	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: hm, NearLimitRatio: *nearRatio, MaxDetailedSeries: *maxDetailed,
 		ParallelDescriptors: *parallel && *storeURL != "memory", ShadowMode: *shadow})
 	if err != nil {
 		return err
