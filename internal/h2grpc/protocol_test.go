@@ -73,6 +73,11 @@ func dialRaw(t *testing.T, addr string) *rawClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newRawClient(t, nc)
+}
+
+// newRawClient is a client on nc, which it closes when the test ends.
+func newRawClient(t *testing.T, nc net.Conn) *rawClient {
 	t.Cleanup(func() { nc.Close() })
 	c := &rawClient{t: t, nc: nc, fr: http2.NewFramer(nc, nc), dec: hpack.NewDecoder(4096, nil), ended: map[uint32]bool{}}
 	c.fr.AllowIllegalWrites = true // the tests break the rules on purpose
