@@ -37,7 +37,8 @@
 // closed) and bounds idle time, headers, bodies and responses (see
 // ConnConfig). The admin listener serves
 // Prometheus /metrics (decisions by rule and outcome, shadow denials,
-// store errors, decision latency, reloads), /healthz and /readyz (503
+// store errors, decision latency, reloads, open, refused and evicted
+// connections per listener), /healthz and /readyz (503
 // while draining).
 //
 // [Gateway.Reload] swaps in a new config atomically: limiter state lives

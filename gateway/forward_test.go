@@ -138,11 +138,8 @@ func TestHideCredentialsAndForwardNames(t *testing.T) {
 }
 
 // A client that is not a trusted proxy cannot lower its own cost with the
-// cost header.
-//
-// DEPENDS ON httplimit honouring cost_header only from trusted proxies
-// (the lead's change to httplimit: Identity.TrustedPeer); until it lands
-// this test fails with [200 200 200], the client's X-Cost: 1 believed.
+// cost header: httplimit honours it only when identity.Identity's
+// TrustedPeer is set (without that, [200 200 200]: X-Cost: 1 believed).
 func TestCostHeaderFromUntrustedClientIgnored(t *testing.T) {
 	t.Parallel()
 	cfg := `

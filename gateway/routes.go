@@ -242,12 +242,19 @@ func needsHostCanon(h string) bool {
 	return strings.HasSuffix(hostOnly(h), ".")
 }
 
-// canonHost lower-cases h and drops the trailing dot of its name.
+// canonHost lower-cases h (ASCII only) and drops the trailing dots of
+// its name.
 func canonHost(h string) string {
-	h = strings.ToLower(h)
+	b := []byte(h)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	h = string(b)
 	name := hostOnly(h)
 	if strings.HasSuffix(name, ".") {
-		h = strings.TrimSuffix(name, ".") + h[len(name):]
+		h = strings.TrimRight(name, ".") + h[len(name):]
 	}
 	return h
 }

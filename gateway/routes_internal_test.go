@@ -1,7 +1,11 @@
 package gateway
 
 import (
+	"bufio"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -67,4 +71,41 @@ func TestCanonHost(t *testing.T) {
 			t.Errorf("canonHost(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// Whatever request target canonicalize lets through is clean, has no
+// separator an upstream could decode differently, and is proxied as a
+// path that decodes to exactly what the mux matched.
+func FuzzCanonicalize(f *testing.F) {
+	for _, s := range []string{"/x", "//x", "/./x", "/y/../x", "/y/%2e%2e/x", "/%2Fx", "/x%5c", `/a\b`, "/%73earch",
+		"/a%3Bb", "/%c0%af", "/x/", "http://h/x", "*", "/a;b/../c", "/%25%32%65"} {
+		f.Add("GET", s, "Example.COM.")
+	}
+	f.Fuzz(func(t *testing.T, method, target, host string) {
+		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(method + " " + target + " HTTP/1.1\r\nHost: " + host + "\r\n\r\n")))
+		if err != nil {
+			return
+		}
+		w := httptest.NewRecorder()
+		if !canonicalize(w, r) {
+			if w.Code != 307 && w.Code != 400 && w.Code != 405 {
+				t.Fatalf("%s %q: answered %d", method, target, w.Code)
+			}
+			return
+		}
+		p := r.URL.Path
+		if cleanPath(p) != p || strings.Contains(p, `\`) {
+			t.Fatalf("%s %q: path %q let through, not clean", method, target, p)
+		}
+		esc := r.URL.EscapedPath()
+		if containsFold(esc, "%2f") || containsFold(esc, "%5c") {
+			t.Fatalf("%s %q: proxied as %q", method, target, esc)
+		}
+		if dec, err := url.PathUnescape(esc); err != nil || dec != p {
+			t.Fatalf("%s %q: proxied as %q, which decodes to %q, not the matched %q", method, target, esc, dec, p)
+		}
+		if strings.ContainsAny(r.Host, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") || strings.HasSuffix(hostOnly(r.Host), ".") {
+			t.Fatalf("host %q let through as %q", host, r.Host)
+		}
+	})
 }
