@@ -57,107 +57,159 @@ type fetchSummary struct {
 }
 
 func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFetchFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	st := &fetchStats{status: map[int]int64{}}
+	tr := httpclient.New(cfg.clientOptions(st))
+	start := time.Now()
+	var done atomic.Int64
+	stopBar := fetchProgress(stderr, cfg.progress && !cfg.json, len(cfg.urls), &done, st)
+	ok, failures := cfg.fetchAll(ctx, &http.Client{Transport: tr}, &done)
+	stopBar()
+	sum := cfg.summary(st, tr, ok, time.Since(start))
+	if cfg.json {
+		if err := json.NewEncoder(stdout).Encode(sum); err != nil {
+			return err
+		}
+	} else {
+		fetchPrintSummary(stdout, sum, failures)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fetch interrupted: %d of %d URLs done", done.Load(), len(cfg.urls))
+	}
+	if sum.Failed > 0 {
+		if cfg.json {
+			for _, f := range failures {
+				if f != "" {
+					fmt.Fprintln(stderr, "sluice fetch:", f)
+				}
+			}
+		}
+		return fmt.Errorf("fetch: %d of %d URLs failed", sum.Failed, sum.Requests)
+	}
+	return nil
+}
+
+// fetchConfig is sluice fetch's command line, checked.
+type fetchConfig struct {
+	urls                          []*url.URL
+	rate                          float64
+	burst, conc, maxAttempts      int
+	adapt, json, progress, domain bool
+	maxDelay, timeout             time.Duration
+	backoff                       backoff.Strategy
+	outDir                        string
+}
+
+func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 	fs := newFlagSet("fetch", "[flags] URL...", stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, fetchUsage)
 		fs.PrintDefaults()
 	}
+	c := &fetchConfig{}
 	input := fs.String("i", "", "read URLs from `FILE`, one per line (# comments; - for stdin)")
-	rate := fs.Float64("rate", 0, "requests per second per host (0: adaptive, found by AIMD)")
-	burst := fs.Int("burst", 0, "most requests a host's bucket starts at once (0: 20 ms worth at the current rate)")
-	conc := fs.Int("concurrency", 4, "most requests in flight per host")
-	adapt := fs.Bool("adaptive", false, "adapt each host's rate with AIMD (the default without --rate; with --rate, start there)")
-	maxAttempts := fs.Int("max-attempts", 7, "most attempts per URL, the first included")
-	maxDelay := fs.Duration("max-delay", 60*time.Second, "longest single wait; a longer Retry-After fails the URL at once")
+	fs.Float64Var(&c.rate, "rate", 0, "requests per second per host (0: adaptive, found by AIMD)")
+	fs.IntVar(&c.burst, "burst", 0, "most requests a host's bucket starts at once (0: 20 ms worth at the current rate)")
+	fs.IntVar(&c.conc, "concurrency", 4, "most requests in flight per host")
+	fs.BoolVar(&c.adapt, "adaptive", false, "adapt each host's rate with AIMD (the default without --rate; with --rate, start there)")
+	fs.IntVar(&c.maxAttempts, "max-attempts", 7, "most attempts per URL, the first included")
+	fs.DurationVar(&c.maxDelay, "max-delay", 60*time.Second, "longest single wait; a longer Retry-After fails the URL at once")
 	strategy := fs.String("backoff", "equal", "backoff: equal, full, decorrelated, exponential or multiplicative")
 	base := fs.Duration("base-delay", 500*time.Millisecond, "backoff base delay")
-	timeout := fs.Duration("timeout", 30*time.Second, "per-attempt timeout (0: none)")
-	outDir := fs.String("o", "", "save bodies under `DIR` (DIR/host/path); default: discard")
-	jsonOut := fs.Bool("json", false, "print the summary as one JSON object")
-	progress := fs.Bool("progress", true, "show a progress bar when stderr is a terminal")
-	byDomain := fs.Bool("by-domain", false, "limit per registrable domain (www.example.com and img.example.com together) instead of per host")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "per-attempt timeout (0: none)")
+	fs.StringVar(&c.outDir, "o", "", "save bodies under `DIR` (DIR/host/path); default: discard")
+	fs.BoolVar(&c.json, "json", false, "print the summary as one JSON object")
+	fs.BoolVar(&c.progress, "progress", true, "show a progress bar when stderr is a terminal")
+	fs.BoolVar(&c.domain, "by-domain", false, "limit per registrable domain (www.example.com and img.example.com together) instead of per host")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return nil, err
 	}
 	urls := fs.Args()
 	if *input != "" {
 		more, err := fetchReadURLs(*input)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		urls = append(urls, more...)
 	}
 	if len(urls) == 0 {
 		fs.Usage()
-		return fmt.Errorf("%w: no URLs (give them as arguments or with -i FILE)", errUsage)
+		return nil, fmt.Errorf("%w: no URLs (give them as arguments or with -i FILE)", errUsage)
 	}
-	parsed := make([]*url.URL, len(urls))
+	c.urls = make([]*url.URL, len(urls))
 	for i, s := range urls {
 		u, err := url.Parse(s)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%w: not an http(s) URL: %q", errUsage, s)
+			return nil, fmt.Errorf("%w: not an http(s) URL: %q", errUsage, s)
 		}
-		parsed[i] = u
+		c.urls[i] = u
 	}
-	switch {
-	case *rate < 0, *burst < 0, *conc < 1, *maxAttempts < 1, *maxDelay <= 0, *base <= 0, *timeout < 0:
-		return fmt.Errorf("%w: --rate and --burst must be >= 0; --concurrency, --max-attempts >= 1; durations positive", errUsage)
+	if c.rate < 0 || c.burst < 0 || c.conc < 1 || c.maxAttempts < 1 || c.maxDelay <= 0 || *base <= 0 || c.timeout < 0 {
+		return nil, fmt.Errorf("%w: --rate and --burst must be >= 0; --concurrency, --max-attempts >= 1; durations positive", errUsage)
 	}
-	bo, err := fetchBackoff(*strategy, *base, *maxDelay)
-	if err != nil {
-		return err
-	}
+	var err error
+	c.backoff, err = fetchBackoff(*strategy, *base, c.maxDelay)
+	return c, err
+}
 
-	var st fetchStats
-	st.status = map[int]int64{}
+func (c *fetchConfig) clientOptions(st *fetchStats) httpclient.Options {
 	opts := httpclient.Options{
-		Burst:          *burst,
-		Concurrency:    *conc,
-		MaxAttempts:    *maxAttempts,
-		MaxDelay:       *maxDelay,
-		Backoff:        bo,
-		AttemptTimeout: *timeout,
+		Burst:          c.burst,
+		Concurrency:    c.conc,
+		MaxAttempts:    c.maxAttempts,
+		MaxDelay:       c.maxDelay,
+		Backoff:        c.backoff,
+		AttemptTimeout: c.timeout,
 		Observer:       httpclient.ObserverFunc(st.observe),
 	}
-	hostKey := func(u *url.URL) string { return strings.ToLower(u.Host) }
-	if *byDomain {
+	if c.domain {
 		opts.HostKey = httpclient.RegistrableDomain
-		hostKey = func(u *url.URL) string { return httpclient.RegistrableDomain(&http.Request{URL: u}) }
 	}
-	if *rate > 0 {
-		if *adapt {
-			opts.Adaptive = adaptive.Options{Initial: *rate, NoSlowStart: true}
+	if c.rate > 0 {
+		if c.adapt {
+			opts.Adaptive = adaptive.Options{Initial: c.rate, NoSlowStart: true}
 		} else {
-			opts.Rate = *rate
+			opts.Rate = c.rate
 		}
 	}
-	tr := httpclient.New(opts)
-	client := &http.Client{Transport: tr}
+	return opts
+}
 
-	// One queue per host, each drained by --concurrency workers, so that a
-	// paused host never holds up the others.
+// hostKey is the pool a URL is limited in: its host, or with --by-domain
+// its registrable domain.
+func (c *fetchConfig) hostKey(u *url.URL) string {
+	if c.domain {
+		return httpclient.RegistrableDomain(&http.Request{URL: u})
+	}
+	return strings.ToLower(u.Host)
+}
+
+// fetchAll fetches every URL, with one queue per host each drained by
+// --concurrency workers, so that a paused host never holds up the others.
+// It returns how many succeeded and, per URL, its failure ("" if none).
+func (c *fetchConfig) fetchAll(ctx context.Context, client *http.Client, done *atomic.Int64) (int, []string) {
 	byHost := map[string][]int{}
 	var hosts []string
-	for i, u := range parsed {
-		h := hostKey(u)
+	for i, u := range c.urls {
+		h := c.hostKey(u)
 		if _, ok := byHost[h]; !ok {
 			hosts = append(hosts, h)
 		}
 		byHost[h] = append(byHost[h], i)
 	}
-
-	start := time.Now()
-	var done, okCount atomic.Int64
-	failures := make([]string, len(parsed))
-	stopBar := fetchProgress(stderr, *progress && !*jsonOut, len(parsed), &done, &st)
+	var okCount atomic.Int64
+	failures := make([]string, len(c.urls))
 	var wg sync.WaitGroup
 	for _, h := range hosts {
 		queue := make(chan int)
-		for range min(*conc, len(byHost[h])) {
+		for range min(c.conc, len(byHost[h])) {
 			wg.Go(func() {
 				for i := range queue {
-					if err := fetchOne(ctx, client, parsed[i], *outDir); err != nil {
-						failures[i] = fmt.Sprintf("%s: %v", parsed[i], err)
+					if err := fetchOne(ctx, client, c.urls[i], c.outDir); err != nil {
+						failures[i] = fmt.Sprintf("%s: %v", c.urls[i], err)
 					} else {
 						okCount.Add(1)
 					}
@@ -177,12 +229,13 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		})
 	}
 	wg.Wait()
-	stopBar()
-	elapsed := time.Since(start)
+	return int(okCount.Load()), failures
+}
 
+func (c *fetchConfig) summary(st *fetchStats, tr *httpclient.Transport, ok int, elapsed time.Duration) fetchSummary {
 	sum := fetchSummary{
-		Requests:  len(parsed),
-		Succeeded: int(okCount.Load()),
+		Requests:  len(c.urls),
+		Succeeded: ok,
 		Attempts:  st.attempts.Load(),
 		Retries:   st.retries.Load(),
 		Status:    map[string]int64{},
@@ -198,32 +251,9 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, h := range tr.Hosts() {
 		sum.Hosts[h.Host] = float64(int64(h.Rate*100+0.5)) / 100
 	}
-	if *jsonOut {
-		enc := json.NewEncoder(stdout)
-		if err := enc.Encode(sum); err != nil {
-			return err
-		}
-	} else {
-		fetchPrintSummary(stdout, sum, failures)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("fetch interrupted: %d of %d URLs done", done.Load(), len(parsed))
-	}
-	if sum.Failed > 0 {
-		if *jsonOut {
-			for _, f := range failures {
-				if f != "" {
-					fmt.Fprintln(stderr, "sluice fetch:", f)
-				}
-			}
-		}
-		return fmt.Errorf("fetch: %d of %d URLs failed", sum.Failed, sum.Requests)
-	}
-	return nil
+	return sum
 }
 
-// fetchOne gets u and saves or discards the body. A status of 400 or more
-// is a failure.
 func fetchOne(ctx context.Context, c *http.Client, u *url.URL, dir string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
