@@ -1,0 +1,368 @@
+package abuse
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// redisGateway writes a gateway config on store url with one route
+// limited to n requests an hour, failure policy policy.
+func redisGateway(t testing.TB, url, policy string, n int) string {
+	return redisGatewayKey(t, url, policy, n, "all")
+}
+
+// redisGatewayKey is redisGateway with the rule's value (the key in
+// Redis) chosen, for gateways that share a Redis.
+func redisGatewayKey(t testing.TB, url, policy string, n int, value string) string {
+	return writeFile(t, t.TempDir(), "gateway.yaml", fmt.Sprintf(`
+upstream: builtin:echo
+store: %s
+on_store_error: %s
+routes:
+  - path: /
+    rate_limits:
+      - actions: [{generic_key: {descriptor_value: %[4]s}}]
+rules:
+  domain: abuse
+  descriptors:
+    - key: generic_key
+      value: %[4]s
+      rate_limit: {name: %[4]s, algorithm: token_bucket, unit: hour, requests_per_unit: %[3]d}
+`, url, policy, n, value))
+}
+
+// redisRules writes an RLS config directory with one rule: n an hour per
+// value of k.
+func redisRules(t testing.TB, n int) string {
+	dir := t.TempDir()
+	writeFile(t, dir, "rules.yaml", fmt.Sprintf(`
+domain: abuse
+descriptors:
+  - key: k
+    rate_limit: {name: k, algorithm: token_bucket, unit: hour, requests_per_unit: %d}
+`, n))
+	return dir
+}
+
+// Attack (or bad luck): Redis is down when sluice starts. It used to exit,
+// whatever the failure policy said: a full outage.
+//
+// Bound: `sluice serve` and `sluice rls` start anyway; their failure
+// policy answers from the first request (allow: 200, deny: 429); when a
+// redis-server comes up on the port they go back to Redis by themselves
+// (within the store's reconnect backoff, 5 s at most between probes,
+// here 15 s with slack), which the limits show (a rule of 2 an hour
+// denies again) and which /metrics or /readyz reports.
+func TestRedisDownAtStart(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	rs.Kill() // the port is known and nothing listens on it
+	const n = 2
+	const back = 15 * time.Second
+
+	type door struct {
+		name   string
+		policy string
+		ask    func() (int, error) // one request: the status
+		admin  string              // where /metrics (and /readyz) are
+	}
+	var doors []door
+	for _, policy := range []string{"allow", "deny"} {
+		g, err := tryServe(t, redisGatewayKey(t, rs.URL(), policy, n, policy))
+		if err != nil {
+			t.Fatalf("sluice serve with Redis down, on_store_error: %s: %v", policy, err)
+		}
+		c := client(t)
+		doors = append(doors, door{"serve/" + policy, policy, func() (int, error) {
+			code, _, _, err := tryDo(c, "GET", g.url+"/")
+			return code, err
+		}, g.admin})
+		r, err := tryRLS(t, redisRules(t, n), "--store", rs.URL(), "--on-store-error", policy)
+		if err != nil {
+			t.Fatalf("sluice rls with Redis down, --on-store-error %s: %v", policy, err)
+		}
+		rc := &http.Client{Timeout: 10 * time.Second}
+		doors = append(doors, door{"rls/" + policy, policy, func() (int, error) {
+			code, _, err := r.tryDecide(rc, "abuse", 1, [][2]string{{"k", policy}})
+			return code, err
+		}, r.http})
+	}
+	for _, d := range doors {
+		want := map[string]int{"allow": http.StatusOK, "deny": http.StatusTooManyRequests}[d.policy]
+		for i := 0; i < 2*n; i++ {
+			code, err := d.ask()
+			if err != nil || code != want {
+				t.Errorf("%s, Redis down, request %d: %d %v, want %d", d.name, i+1, code, err, want)
+			}
+		}
+	}
+	before := map[string]metrics{}
+	for _, d := range doors {
+		before[d.name] = scrape(t, d.admin)
+	}
+
+	if err := rs.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	var wg sync.WaitGroup
+	for _, d := range doors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Back on Redis: allow could not deny, deny could not admit;
+			// then the rule's n admitted, and 429.
+			var codes []int
+			want := http.StatusTooManyRequests
+			if d.policy == "deny" {
+				want = http.StatusOK
+			}
+			for time.Since(restarted) < back {
+				code, err := d.ask()
+				if err != nil {
+					t.Errorf("%s: %v", d.name, err)
+					return
+				}
+				codes = append(codes, code)
+				if code == want {
+					t.Logf("%s: back on Redis %v after it started", d.name, time.Since(restarted).Round(time.Millisecond))
+					for range n + 1 {
+						code, err = d.ask()
+						codes = append(codes, code)
+					}
+					if code != http.StatusTooManyRequests {
+						t.Errorf("%s: back on Redis, %d more requests on a rule of %d: answers %v", d.name, n+1, n, codes)
+					}
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			t.Errorf("%s: not back on Redis %v after it started: answers %v", d.name, back, codes)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	// Visible to an operator: a metric that changed, or /readyz.
+	var missing []string
+	for _, d := range doors {
+		m := scrape(t, d.admin)
+		if redisVisible(before[d.name], m) {
+			continue
+		}
+		if _, _, body, err := tryDo(http.DefaultClient, "GET", d.admin+"/readyz"); err == nil && strings.Contains(strings.ToLower(body), "connected") {
+			continue
+		}
+		missing = append(missing, d.name)
+	}
+	if len(missing) > 0 {
+		t.Skipf("not fixed yet: the return to Redis is not visible in /metrics of %v (no metric about the Redis connection changed, and /readyz does not say \"connected\"); the behaviour above passed", missing)
+	}
+}
+
+// redisVisible reports whether a metric about the Redis connection
+// (connected, up, reconnects, health) changed between two scrapes.
+func redisVisible(before, after metrics) bool {
+	for s, v := range after.series {
+		n := seriesName(s)
+		if !strings.Contains(n, "redis") && !strings.Contains(n, "store") {
+			continue
+		}
+		if !strings.Contains(n, "connect") && !strings.Contains(n, "up") && !strings.Contains(n, "health") {
+			continue
+		}
+		if before.series[s] != v {
+			return true
+		}
+	}
+	return false
+}
+
+// Attack (or bad luck): Redis hangs (SIGSTOP: connections stay open,
+// nothing answers). Calls queued behind a hung batch were timed from the
+// batch's start and then waited again in the next one, twice the bound.
+//
+// Bound: every request, even 20 sent at once, is answered within 1.25 ×
+// the store timeout from when it was sent (redisstore's documented bound,
+// measured from when a call is queued), plus a slack for the two
+// processes on a loaded machine; the failure policy answers it (allow:
+// 200); Redis's return (SIGCONT) is taken up again.
+func TestRedisHung(t *testing.T) {
+	rs := redistest.Start(t)
+	const burst = 20
+	check := func(t *testing.T, name string, timeout, slack time.Duration, ask func() (int, error)) {
+		// Warm: the connection is up and the scripts loaded.
+		if code, err := ask(); err != nil || code != http.StatusOK {
+			t.Fatalf("%s before the hang: %d %v", name, code, err)
+		}
+		if err := rs.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		resumed := false
+		defer func() {
+			if !resumed {
+				rs.Resume()
+			}
+		}()
+		bound := timeout*5/4 + slack
+		var mu sync.Mutex
+		var lat []time.Duration
+		var wg sync.WaitGroup
+		for round := 0; round < 3; round++ {
+			for range burst {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					start := time.Now()
+					code, err := ask()
+					d := time.Since(start)
+					mu.Lock()
+					lat = append(lat, d)
+					mu.Unlock()
+					if err != nil || code != http.StatusOK {
+						t.Errorf("%s, Redis hung: %d %v after %v, want allow's 200", name, code, err, d)
+					}
+				}()
+			}
+			wg.Wait()
+		}
+		slices.Sort(lat)
+		t.Logf("%s: Redis hung, %d requests in bursts of %d: median %v, max %v (bound %v = 1.25 × %v + %v)",
+			name, len(lat), burst, lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond), bound, timeout, slack)
+		if worst := lat[len(lat)-1]; worst > bound {
+			t.Errorf("%s: a request took %v with Redis hung, want at most %v", name, worst.Round(time.Millisecond), bound)
+		}
+		if err := rs.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		resumed = true
+	}
+	t.Run("rls", func(t *testing.T) {
+		// A timeout long enough that the old double wait (2 × 400 ms)
+		// stands clear of the bound plus a slack for a loaded machine.
+		const timeout = 400 * time.Millisecond
+		r := startRLS(t, redisRules(t, 1000000), "--store", rs.URL(), "--on-store-error", "allow", "--store-timeout", timeout.String())
+		c := &http.Client{Timeout: 10 * time.Second}
+		check(t, "rls", timeout, 150*time.Millisecond, func() (int, error) {
+			code, _, err := r.tryDecide(c, "abuse", 1, [][2]string{{"k", "v"}})
+			return code, err
+		})
+		eventually(t, 10*time.Second, func() error {
+			if code, _, err := r.tryDecide(c, "abuse", 1000000, [][2]string{{"k", "v"}}); err != nil || code != http.StatusTooManyRequests {
+				return fmt.Errorf("after SIGCONT, a request of a million hits: %d %v, want Redis's 429", code, err)
+			}
+			return nil
+		})
+	})
+	t.Run("serve", func(t *testing.T) {
+		// The gateway has no store timeout setting: redisstore's 100 ms.
+		// The slack is wide for a loaded machine; the rls case is the
+		// one that tells 1.25 from 2 × the timeout.
+		const timeout = 100 * time.Millisecond
+		g := startServe(t, redisGateway(t, rs.URL(), "allow", 1000000))
+		c := client(t)
+		check(t, "serve", timeout, 150*time.Millisecond, func() (int, error) {
+			code, _, _, err := tryDo(c, "GET", g.url+"/")
+			return code, err
+		})
+	})
+}
+
+// Attack: a store outage under load turns into a logging outage: a line
+// per rule per request (20k lines a second at 20k requests a second in
+// issue 15), and a flood of denials the same.
+//
+// Bound: store failures and denials are logged aggregated, one line per
+// (kind, rule) per interval (10 s) plus the first of a quiet pair at once
+// (internal/eventlog), and Redis's own failures at most once per probe
+// (1 s growing to 5 s): 2000 requests during an outage, or 2000 denials,
+// write at most 20 lines, and at least one says what happened.
+func TestLogAmplification(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	rs.Kill()
+	const requests, maxLines = 2000, 20
+	burst := func(t *testing.T, p *proc, ask func() (int, error), want int) []string {
+		start := time.Now()
+		err := parallel(requests, 8, func(int) error {
+			code, err := ask()
+			if err != nil {
+				return err
+			}
+			if code != want {
+				return fmt.Errorf("%d, want %d", code, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // the lines written at once
+		lines := p.lines(start)
+		t.Logf("%d requests in %v: %d log lines", requests, time.Since(start).Round(time.Millisecond), len(lines))
+		if len(lines) > maxLines {
+			t.Errorf("%d requests wrote %d log lines, want at most %d; the first:\n%s", requests, len(lines), maxLines, strings.Join(lines[:min(len(lines), 10)], "\n"))
+		}
+		return lines
+	}
+	said := func(t *testing.T, lines []string, what string, words ...string) {
+		for _, l := range lines {
+			for _, w := range words {
+				if strings.Contains(strings.ToLower(l), w) {
+					return
+				}
+			}
+		}
+		t.Errorf("%d requests during %s: no log line says so (looked for %q)", requests, what, words)
+	}
+	t.Run("serve/outage", func(t *testing.T) {
+		t.Parallel()
+		g := startServe(t, redisGateway(t, rs.URL(), "allow", 1000000))
+		c := client(t)
+		lines := burst(t, g.proc, func() (int, error) {
+			code, _, _, err := tryDo(c, "GET", g.url+"/")
+			return code, err
+		}, http.StatusOK)
+		said(t, lines, "a Redis outage", "redis", "store")
+	})
+	t.Run("rls/outage", func(t *testing.T) {
+		t.Parallel()
+		r := startRLS(t, redisRules(t, 1000000), "--store", rs.URL(), "--on-store-error", "allow")
+		c := &http.Client{Timeout: 10 * time.Second}
+		lines := burst(t, r.proc, func() (int, error) {
+			code, _, err := r.tryDecide(c, "abuse", 1, [][2]string{{"k", "v"}})
+			return code, err
+		}, http.StatusOK)
+		said(t, lines, "a Redis outage", "redis", "store")
+	})
+	t.Run("serve/denials", func(t *testing.T) {
+		t.Parallel()
+		g := startServe(t, redisGateway(t, "memory", "allow", 1))
+		c := client(t)
+		do(t, c, "GET", g.url+"/")
+		lines := burst(t, g.proc, func() (int, error) {
+			code, _, _, err := tryDo(c, "GET", g.url+"/")
+			return code, err
+		}, http.StatusTooManyRequests)
+		said(t, lines, "a flood of denials", "denied", "denial", "over")
+	})
+	t.Run("rls/denials", func(t *testing.T) {
+		t.Parallel()
+		r := startRLS(t, redisRules(t, 1))
+		c := &http.Client{Timeout: 10 * time.Second}
+		r.decide(t, "abuse", 1, [][2]string{{"k", "v"}})
+		lines := burst(t, r.proc, func() (int, error) {
+			code, _, err := r.tryDecide(c, "abuse", 1, [][2]string{{"k", "v"}})
+			return code, err
+		}, http.StatusTooManyRequests)
+		said(t, lines, "a flood of denials", "denied", "denial", "over")
+	})
+}
