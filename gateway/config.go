@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,6 +73,10 @@ type Config struct {
 	Pprof           bool                    // pprof: serve net/http/pprof on the admin listener
 	Identity        IdentityConfig
 	Routes          []Route
+	// Warnings are what is legal but probably not meant, each a line
+	// "file:line: path: warning: message" (a rate limit action reading a
+	// header Go's server never shows a handler). sluice check prints them.
+	Warnings []string
 	// Connections bounds the public listener's connections
 	// (connections:), AdminConnections the admin listener's
 	// (admin_connections:). Parse fills every default.
@@ -651,7 +656,15 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 		},
 		"upstream_timeout": func(k, v *yaml.Node) { r.UpstreamTimeout = d.duration(v, yamlnode.Join(path, "upstream_timeout")) },
 		"cost":             func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
-		"cost_header":      func(k, v *yaml.Node) { r.CostHeader = d.str(v, yamlnode.Join(path, "cost_header")) },
+		"cost_header": func(k, v *yaml.Node) {
+			p := yamlnode.Join(path, "cost_header")
+			r.CostHeader = d.str(v, p)
+			if _, err := httplimit.CheckHeader(r.CostHeader); err != nil {
+				d.add(v.Line, p, "%v", err)
+			} else if strings.HasPrefix(r.CostHeader, ":") || strings.EqualFold(r.CostHeader, "Host") {
+				d.add(v.Line, p, "%s cannot carry a cost: name a request header a trusted proxy sets", r.CostHeader)
+			}
+		},
 		"rate_limits": func(k, v *yaml.Node) {
 			d.list(v, yamlnode.Join(path, "rate_limits"), func(_ int, v *yaml.Node, p string) {
 				var desc httplimit.Descriptor
@@ -661,6 +674,7 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 						d.list(v, yamlnode.Join(p, "actions"), func(_ int, v *yaml.Node, p string) {
 							n++
 							if a := d.action(v, p); a != nil {
+								d.checkAction(c, a, v, p)
 								desc.Actions = append(desc.Actions, a)
 							}
 						})
@@ -683,6 +697,59 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 		r.UpstreamTimeout = c.UpstreamTimeout
 	}
 	return r
+}
+
+// checkAction checks the header names that a reads (httplimit.CheckAction,
+// which sluice check used to run on its own): an unknown pseudo-header or
+// an invalid name is a problem, a header Go's server never shows a
+// handler a warning in c.Warnings.
+func (d *decoder) checkAction(c *Config, a httplimit.Action, n *yaml.Node, path string) {
+	ws, ps := httplimit.CheckAction(a)
+	for _, p := range ps {
+		d.add(lineIn(n, p.Path), yamlnode.Join(path, p.Path), "%s", p.Msg)
+	}
+	for _, w := range ws {
+		c.Warnings = append(c.Warnings, rules.Problem{File: d.file, Line: lineIn(n, w.Path), Path: yamlnode.Join(path, w.Path), Msg: "warning: " + w.Msg}.Error())
+	}
+}
+
+// lineIn returns the line of the node at path ("a.b[2].c") below n, or
+// n's line when there is none.
+func lineIn(n *yaml.Node, path string) int {
+	line := n.Line
+	for _, seg := range strings.Split(path, ".") {
+		key, rest, _ := strings.Cut(seg, "[")
+		if n = mappingValue(n, key); n == nil {
+			return line
+		}
+		line = n.Line
+		for rest != "" {
+			idx, after, ok := strings.Cut(rest, "]")
+			i, err := strconv.Atoi(idx)
+			if !ok || err != nil || n.Kind != yaml.SequenceNode || i < 0 || i >= len(n.Content) {
+				return line
+			}
+			n, line = n.Content[i], n.Content[i].Line
+			rest = strings.TrimPrefix(after, "[")
+		}
+	}
+	return line
+}
+
+// mappingValue is the value of key in mapping n (aliases followed), or nil.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
 }
 
 // action decodes one Envoy rate_limits action: a mapping with exactly one

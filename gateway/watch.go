@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"slices"
 	"sync"
@@ -241,6 +242,12 @@ func (g *Gateway) reload(source, trigger string, load func() (*Config, error), a
 	return nil
 }
 
+// restartConn is what of a listener's settings its server took at start:
+// read_timeout and write_timeout follow reloads, the rest does not.
+func restartConn(c ConnConfig) string {
+	return fmt.Sprint(c.Max, c.IdleTimeout, c.ReadHeaderTimeout, c.MaxHeaderBytes)
+}
+
 // swap builds cfg and serves it. Settings that need a restart are logged
 // and ignored.
 func (g *Gateway) swap(cfg *Config) error {
@@ -254,6 +261,8 @@ func (g *Gateway) swap(cfg *Config) error {
 		{"admin_listen", old.AdminListen, cfg.AdminListen},
 		{"store", RedactURL(old.Store), RedactURL(cfg.Store)},
 		{"snapshot.file", old.SnapshotFile, cfg.SnapshotFile},
+		{"connections (max, idle_timeout, read_header_timeout, max_header_bytes)", restartConn(old.Connections), restartConn(cfg.Connections)},
+		{"admin_connections", fmt.Sprint(old.AdminConnections), fmt.Sprint(cfg.AdminConnections)},
 	} {
 		if c.old != c.new {
 			g.log.Warn("gateway: setting changed; it takes effect on restart", "setting", c.name, "serving", c.old, "file", c.new)

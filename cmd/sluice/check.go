@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -126,82 +124,6 @@ func (c checker) checkPath(name string) (problems, warnings []string, summary st
 		return nil, warnings, "gateway config"
 	}
 	return []string{name + `: not a rules file (no top-level "domain"), and this build cannot check gateway configs`}, nil, ""
-}
-
-// checkActions checks the header names that the rate limit actions of a
-// gateway config read (routes[i].rate_limits[j].actions[k], given as
-// routes[i][j].Actions[k]) with httplimit.CheckAction, and returns its
-// warnings as lines and its problems, with the lines of data (the
-// config's YAML) where they are.
-func checkActions(filename string, data []byte, routes [][]httplimit.Descriptor) (warnings []string, problems rules.Errors) {
-	var doc yaml.Node
-	yaml.Unmarshal(data, &doc) // it parsed before; on error every line is 0
-	for i, ds := range routes {
-		for j, d := range ds {
-			for k, a := range d.Actions {
-				prefix := fmt.Sprintf("routes[%d].rate_limits[%d].actions[%d]", i, j, k)
-				ws, ps := httplimit.CheckAction(a)
-				for _, p := range ps {
-					p.File, p.Path = filename, prefix+"."+p.Path
-					p.Line = lineOf(&doc, p.Path)
-					problems = append(problems, p)
-				}
-				for _, w := range ws {
-					w.File, w.Path = filename, prefix+"."+w.Path
-					w.Line = lineOf(&doc, w.Path)
-					w.Msg = "warning: " + w.Msg
-					warnings = append(warnings, w.Error())
-				}
-			}
-		}
-	}
-	return warnings, problems
-}
-
-// lineOf returns the line of the node at path ("a.b[2].c") in doc, or 0
-// when there is none.
-func lineOf(doc *yaml.Node, path string) int {
-	n := doc
-	for _, seg := range strings.Split(path, ".") {
-		key, rest, _ := strings.Cut(seg, "[")
-		if n = mappingValue(n, key); n == nil {
-			return 0
-		}
-		for rest != "" {
-			idx, after, ok := strings.Cut(rest, "]")
-			i, err := strconv.Atoi(idx)
-			if n = deref(n); !ok || err != nil || n.Kind != yaml.SequenceNode || i < 0 || i >= len(n.Content) {
-				return 0
-			}
-			n, rest = n.Content[i], strings.TrimPrefix(after, "[")
-		}
-	}
-	return n.Line
-}
-
-// mappingValue returns the value of key in the mapping n (or the
-// document n holds).
-func mappingValue(n *yaml.Node, key string) *yaml.Node {
-	n = deref(n)
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = deref(n.Content[0])
-	}
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
-}
-
-func deref(n *yaml.Node) *yaml.Node {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
 }
 
 // fileKind tells a rules file (a mapping with a top-level domain) from

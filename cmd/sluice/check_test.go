@@ -159,7 +159,8 @@ rules:
 		t.Errorf("check = %v, output:\n%s\nwant:\n%s", err, out, want)
 	}
 
-	// An unknown pseudo-header is a problem, reported with the others.
+	// An unknown pseudo-header is a problem of the config's parse (the
+	// gateway refuses it too), so the identity files are not read.
 	bad := strings.Replace(cfg, `header_name: host,`, `header_name: ":status",`, 1)
 	bad += "identity: {api_keys_file: missing.txt}\n"
 	if err := os.WriteFile(gw, []byte(bad), 0o644); err != nil {
@@ -171,14 +172,12 @@ rules:
 	}
 	for _, w := range []string{
 		gw + `:7: routes[0].rate_limits[0].actions[1].request_headers.header_name: unknown pseudo-header ":status": requests have :authority, :path, :method, :scheme and :protocol`,
-		"identity.api_keys_file",
-		gw + ":8: routes[0].rate_limits[0].actions[2].request_headers.header_name: warning:",
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("check output lacks %q:\n%s", w, out)
 		}
 	}
-	if got, want := err.Error(), "check: 2 problems in 1 of 1 argument"; got != want {
+	if got, want := err.Error(), "check: 1 problem in 1 of 1 argument"; got != want {
 		t.Errorf("check error = %q, want %q", got, want)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/gateway"
-	"github.com/sluicehq/sluice/httplimit"
 )
 
 const serveSynopsis = "[--config FILE] [--listen ADDR] [--admin-listen ADDR] [--watch-interval D]"
@@ -130,19 +128,8 @@ func checkGateway(filename string, data []byte) (warnings []string, err error) {
 	if err != nil {
 		return nil, err
 	}
-	routes := make([][]httplimit.Descriptor, len(cfg.Routes))
-	for i, r := range cfg.Routes {
-		routes[i] = r.Descriptors
-	}
-	warnings, problems := checkActions(filename, data, routes)
 	_, err = gateway.Resolver(cfg)
-	switch {
-	case len(problems) > 0 && err != nil:
-		return warnings, errors.New(problems.Error() + "\n" + err.Error())
-	case len(problems) > 0:
-		return warnings, &problems
-	}
-	return warnings, err
+	return cfg.Warnings, err
 }
 
 // redact hides a store URL's password.
