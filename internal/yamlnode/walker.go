@@ -76,9 +76,10 @@ func (w *Walker) maxProblems() int {
 // file larger than its node budget.
 func (w *Walker) Truncated() bool { return w.truncated || w.tooBig }
 
-// Addf reports a problem at line and path.
+// Addf reports a problem at line and path, unless the walker stopped
+// (see Truncated).
 func (w *Walker) Addf(line int, path, format string, args ...any) {
-	if w.truncated {
+	if w.truncated || w.tooBig {
 		return
 	}
 	if limit := w.maxProblems(); w.problems >= limit {
@@ -107,20 +108,22 @@ func (w *Walker) SyntaxError(err error) {
 }
 
 // Deref follows n's aliases and counts the node against the budget. It
-// returns nil when the walk must stop: the budget is spent (reported once,
-// as "file too large") or the walker stopped after too many problems.
+// returns nil when the walk must stop: the budget is spent or the walker
+// stopped after too many problems. A spent budget is reported once, as
+// "file too large", and is the last problem reported: what a decoder
+// finds missing in a walk cut short is not a problem of the file.
 func (w *Walker) Deref(n *yaml.Node) *yaml.Node {
+	if w.truncated || w.tooBig {
+		return nil
+	}
 	w.nodes++
 	for n != nil && n.Kind == yaml.AliasNode {
 		n = n.Alias
 		w.nodes++
 	}
-	if w.truncated || w.tooBig {
-		return nil
-	}
 	if w.nodes > w.maxNodes() {
-		w.tooBig = true
 		w.Addf(0, "", "file too large: more than %d YAML nodes once aliases are expanded", w.maxNodes())
+		w.tooBig = true
 		return nil
 	}
 	return n
