@@ -81,8 +81,8 @@ type batcher struct {
 	minFill               int           // the fewest calls a batch sent while another is in flight takes: max/4
 	timeoutErr            error         // what a call past its deadline gets
 	closed                bool
-	stop                  chan struct{}
-	wg                    sync.WaitGroup
+	stop                  chan struct{} // closed once the workers are done: stops the watchdog
+	wg, watchWG           sync.WaitGroup
 }
 
 func newBatcher(s *Store, workers, maxBatch int, timeout time.Duration) *batcher {
@@ -93,10 +93,11 @@ func newBatcher(s *Store, workers, maxBatch int, timeout time.Duration) *batcher
 		timeoutErr: fmt.Errorf("%w: no reply within %v", ErrUnavailable, timeout),
 	}
 	b.cond = sync.NewCond(&b.mu)
-	b.wg.Add(workers + 1)
+	b.wg.Add(workers)
 	for range workers {
 		go b.work()
 	}
+	b.watchWG.Add(1)
 	go b.watch(max(timeout/4, time.Millisecond))
 	return b
 }
@@ -194,7 +195,7 @@ func (b *batcher) work() {
 
 // watch fails the calls older than the timeout, every tick.
 func (b *batcher) watch(tick time.Duration) {
-	defer b.wg.Done()
+	defer b.watchWG.Done()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	err := b.timeoutErr
@@ -230,14 +231,16 @@ func (b *batcher) watch(tick time.Duration) {
 	}
 }
 
-// close stops the workers after they have run what is queued.
+// close stops the workers after they have run what is queued, then the
+// watchdog, which holds the calls' deadlines until then.
 func (b *batcher) close() {
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()
 	b.cond.Broadcast()
-	close(b.stop)
 	b.wg.Wait()
+	close(b.stop)
+	b.watchWG.Wait()
 }
 
 // finish hands every call of a batch its result.

@@ -57,16 +57,47 @@
 //
 // A denial is a Decision; an error means Redis could not decide (it wraps
 // ErrUnavailable or ErrScript). No Apply waits for Redis longer than
-// Options.Timeout (100 ms by default; a watchdog checks every quarter of
-// it), and after BreakerThreshold consecutive failures a breaker stops
-// calling Redis for BreakerCooldown, so an outage does not add a timeout to
-// every request. Options.OnError then
-// chooses: ReturnError (the default: the caller decides), Allow (fail open,
-// as Stripe does), Deny (fail closed), or Local (an in-process memstore
-// applying the same limits until Redis answers again; each instance then
-// enforces the limit alone, so n instances admit up to n times it). The
-// breaker is store-wide: on a Cluster, one lost node's failures also send
-// the other nodes' keys to the policy while it is open.
+// Options.Timeout (100 ms by default) counted from when the call is
+// queued: the deadline holds while it waits for a batch, and while its
+// batch is in flight, however many hung batches it waited behind. A
+// watchdog checks every quarter of the timeout, so a wait lasts at most
+// 1.25·Timeout. After BreakerThreshold consecutive failures a breaker
+// stops calling Redis, so an outage does not add a timeout to every
+// request. Options.OnError then chooses: ReturnError (the default: the
+// caller decides), Allow (fail open, as Stripe does), Deny (fail closed),
+// or Local (an in-process memstore applying the same limits until Redis
+// answers again; each instance then enforces the limit alone, so n
+// instances admit up to n times it). The breaker is store-wide: on a
+// Cluster, one lost node's failures also send the other nodes' keys to
+// the policy while it is open.
+//
+// # Without Redis
+//
+// Losing Redis, at start or later, does not take the store down. Open
+// returns a store even when no server answers (Options.RequireAtStart
+// restores the old failure): Apply applies OnError from the first
+// request, and the store connects in the background; on a Cluster it
+// discovers the slots then. While the store has no connection or its
+// breaker is open, a goroutine of the store probes Redis, no request
+// pays for it: after BreakerCooldown, then doubling the wait after each
+// failed probe up to BreakerMaxCooldown (1 s to 5 s by default), each wait
+// lengthened by up to a quarter at random so that a fleet does not probe
+// in step. A probe sends PING and loads the scripts (a restarted server
+// has lost them) to every node; the first node that answers brings the
+// store back, and decisions come from Redis again. (With one Cluster
+// node lost and the others answering, the breaker closes and opens again
+// with the lost node's failures, as before.) Close stops the prober; it
+// waits for a connection attempt in progress, which ends within the
+// dial timeout.
+//
+// Store.Health reports where the store is, for a server's metrics and
+// readiness detail: connected or not, since when, the last error, and the
+// counts of failures and reconnections; Options.OnHealth is called at
+// each change and Options.OnFailure with each failed call, connection
+// attempt and probe. A server that answers and refuses the configuration
+// (a certificate that does not verify, a wrong password, a database that
+// does not exist) fails Open whatever RequireAtStart says: retrying
+// would not change that.
 //
 // # Denial cache
 //

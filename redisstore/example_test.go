@@ -79,3 +79,48 @@ func ExampleOptions_now() {
 	// 300ms false 700ms
 	// 1s true 0s
 }
+
+// A store opened while Redis is down answers with its failure policy from
+// the first request, and goes to Redis once Redis is back; Health says
+// which (servers export it as a metric and in their readiness detail).
+func ExampleStore_Health() {
+	srv, err := redistest.StartServer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	srv.Kill() // Redis down when the service starts
+	ctx := context.Background()
+
+	store, err := redisstore.Open(ctx, "redis://"+srv.Addr, redisstore.Options{
+		OnError:         redisstore.Allow, // fail open while Redis is away
+		Timeout:         time.Second,
+		BreakerCooldown: 50 * time.Millisecond, // first probe; default 1 s
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	fmt.Println("connected:", store.Health().Connected)
+	req := ratelimit.Request{Key: "user-42", Limit: ratelimit.PerMinute(1), N: 1}
+	d, err := store.Apply(ctx, req)
+	fmt.Println("allowed by the policy:", d.Allowed, err)
+
+	if err := srv.Restart(); err != nil {
+		log.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !store.Health().Connected && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Println("connected:", store.Health().Connected)
+	for range 2 {
+		d, err = store.Apply(ctx, req) // decided in Redis: 1 a minute
+		fmt.Println("allowed by Redis:", d.Allowed, err)
+	}
+	// Output:
+	// connected: false
+	// allowed by the policy: true <nil>
+	// connected: true
+	// allowed by Redis: true <nil>
+	// allowed by Redis: false <nil>
+}

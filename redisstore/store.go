@@ -205,8 +205,9 @@ type Store struct {
 	deny    *denyCache
 	local   *memstore.Store
 	closed  atomic.Bool
-	calls   sync.Pool     // of *call
-	stop    chan struct{} // closed by Close: stops the prober
+	calls   sync.Pool       // of *call
+	life    context.Context // canceled by Close: stops the prober and its probe
+	stop    context.CancelFunc
 	wg      sync.WaitGroup
 }
 
@@ -291,14 +292,14 @@ func (s *Store) probe() {
 	defer s.wg.Done()
 	for {
 		select {
-		case <-s.stop:
+		case <-s.life.Done():
 			return
 		case <-s.link.wake:
 		}
 		for n := 0; s.link.isDown(); n++ {
 			t := time.NewTimer(s.link.backoff(n))
 			select {
-			case <-s.stop:
+			case <-s.life.Done():
 				t.Stop()
 				return
 			case <-t.C:
@@ -307,6 +308,9 @@ func (s *Store) probe() {
 				break // a call succeeded meanwhile
 			}
 			if err := s.reconnect(); err != nil {
+				if s.life.Err() != nil {
+					return // Close cut the probe short
+				}
 				s.link.fail(err, true)
 				if s.opts.OnFailure != nil {
 					s.opts.OnFailure(err)
@@ -329,7 +333,7 @@ func (s *Store) reconnect() error {
 		}
 		s.setConn(client)
 	}
-	return s.preload(context.Background())
+	return s.preload(s.life)
 }
 
 func newStore(own, cluster bool, opts Options) (*Store, error) {
@@ -373,8 +377,8 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 		minTTL:  1,
 		scripts: newScripts(),
 		link:    newLink(opts.BreakerThreshold, opts.BreakerCooldown, opts.BreakerMaxCooldown, opts.OnHealth),
-		stop:    make(chan struct{}),
 	}
+	s.life, s.stop = context.WithCancel(context.Background())
 	if opts.Now != nil {
 		s.minTTL = MinTTLWithNow.Milliseconds()
 	}
@@ -560,7 +564,7 @@ func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	close(s.stop)
+	s.stop()
 	s.batch.close()
 	// A connection attempt in progress ends within its dial timeout.
 	s.wg.Wait()
