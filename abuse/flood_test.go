@@ -61,14 +61,18 @@ rules:
 		// The setting's name is probed: the memory store's bound as a
 		// config setting of sluice serve.
 		var g *gatewayProc
-		var err error
+		var first error
 		for _, setting := range []string{fmt.Sprintf("max_keys: %d\n", maxKeys), fmt.Sprintf("memory: {max_keys: %d}\n", maxKeys)} {
-			g, err = tryServe(t, writeFile(t, dir, "gateway.yaml", setting+body))
-			if err == nil {
+			var err error
+			if g, err = tryServe(t, writeFile(t, dir, "gateway.yaml", setting+body)); err == nil {
+				first = nil
 				break
 			}
+			if first == nil {
+				first = err
+			}
 		}
-		skipIfUnknown(t, err, "sluice serve has no max_keys setting for its memory store")
+		skipIfUnknown(t, first, "sluice serve has no max_keys setting for its memory store")
 		c := client(t)
 		identityFlood(t, floodDoor{g.proc, g.admin, func(c2 *http.Client, id string, quota bool) (int, error) {
 			path := "/w"
