@@ -21,24 +21,68 @@
 //   - Unary and server-streaming methods. A method that streams from the
 //     client is answered UNIMPLEMENTED: the handler runs once the client
 //     has sent its whole request.
-//   - Flow control both ways: a 1 MiB connection receive window given back
-//     as data arrives, HTTP/2's 64 KiB stream windows, and the client's
-//     windows honored for every DATA frame sent (a handler waits for
-//     WINDOW_UPDATE).
+//   - Flow control both ways. A request's bytes count against its
+//     stream's window and the connection's until its handler returns,
+//     and only then are they given back (WINDOW_UPDATE): credit follows
+//     consumption, not receipt. Streams keep HTTP/2's 64 KiB windows; a
+//     request message larger is granted the rest of its length, in the
+//     order messages ask, from the part of the connection's window left
+//     after every stream's. DATA past a window is a connection error
+//     (FLOW_CONTROL_ERROR). Responses keep to the client's windows and
+//     wait for room in a bounded send queue.
 //   - SETTINGS, PING, GOAWAY and RST_STREAM as the RFC requires; frame,
 //     header-list and message size limits; protocol violations end the
 //     connection with GOAWAY and the matching error code, malformed
 //     requests their stream.
 //   - MAX_CONCURRENT_STREAMS counts streams until their handlers return, so
 //     a client resetting streams as fast as it opens them (CVE-2023-44487)
-//     cannot run more handlers than the limit; CONTINUATION floods are
-//     bounded by the header-list limit.
+//     cannot run more handlers than the limit; a stream past it is refused
+//     (RST_STREAM REFUSED_STREAM). CONTINUATION floods are bounded by the
+//     header-list limit, past which HPACK decodes but keeps nothing; the
+//     HPACK table is HTTP/2's 4096 bytes.
 //   - grpc-timeout becomes the handler's context deadline; RST_STREAM, the
 //     deadline, and the connection's end cancel it.
 //   - Status codes, messages (percent-encoded) and details
 //     (grpc-status-details-bin); header and trailer metadata from streaming
 //     handlers.
 //   - GracefulStop (GOAWAY, calls in flight finish) and Stop.
+//
+// # What one connection holds
+//
+// One connection never holds more than 40 MiB with the default Options,
+// whatever its client sends or leaves unread (besides what handlers
+// themselves allocate: their goroutines, the requests they decode, a
+// response each marshals). With S = MaxConcurrentStreams (256), W =
+// InitialWindowSize (65535), M = MaxRecvMsgSize (4 MiB), C =
+// InitialConnWindowSize (32 MiB), Q = MaxSendQueue (4 MiB) and H =
+// MaxHeaderListSize (64 KiB):
+//
+//   - Requests: at most C = 32 MiB. Every byte received counts against
+//     the connection's window until its handler has returned (or the
+//     stream is reset, or the bytes are dropped); the client cannot send
+//     past it. A stream's buffer is never larger than its window, or 64
+//     KiB if that is more, and the windows of S streams plus the grants
+//     to large messages fit in C: S × 64 KiB = 16 MiB, a reserve of C −
+//     16 MiB − 64 KiB ≈ 15.9 MiB (four messages of M at once), and 64 KiB
+//     of credit not yet given back. C is raised to at least S × max(W, 64
+//     KiB) + M + 5 − W + 64 KiB, so that a client keeping to the windows
+//     never waits on the connection's window while a stream may send.
+//   - Responses: at most 1.25 × (Q + 1 MiB) + 256 KiB ≈ 6.5 MiB. A
+//     handler's frames wait while Q = 4 MiB are queued or being written;
+//     the server's own (acknowledgements, WINDOW_UPDATE, RST_STREAM,
+//     refusals) may add 1 MiB, past which the connection ends; a slice
+//     has at most a quarter of its length spare, and one 256 KiB buffer
+//     is kept for the next write.
+//   - The rest: a 32 KiB read buffer, a 16 KiB frame, HPACK's 4 KiB
+//     table, at most 4 × H = 256 KiB for the field HPACK is decoding and
+//     the fields a request keeps (decoding stops keeping them past H),
+//     and under 1 KiB of state a stream: 0.6 MiB with S = 256.
+//
+// In all, 32 + 6.5 + 0.6 ≈ 39.1 MiB. TestRecvBound sends 512 MiB of
+// requests on 256 streams whose handlers block: the client is stuck after
+// 32 MiB and the server's heap grows by about 35 MB (it took all 512 MiB
+// when credit came back on receipt). TestSendQueueBound has 8 handlers
+// stream 512 MiB each to a client that reads nothing.
 //
 // What it leaves out: TLS, compression (a compressed request is answered
 // UNIMPLEMENTED), incoming metadata in the handler's context,
