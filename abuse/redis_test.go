@@ -246,12 +246,14 @@ func TestRedisHung(t *testing.T) {
 		resumed = true
 	}
 	t.Run("rls", func(t *testing.T) {
-		// A timeout long enough that the old double wait (2 × 400 ms)
-		// stands clear of the bound plus a slack for a loaded machine.
-		const timeout = 400 * time.Millisecond
+		// A timeout long enough that the old double wait (2 × 800 ms)
+		// stands clear of the bound plus a slack for a loaded machine,
+		// where a process may stall for 100 ms and more (redisstore's
+		// TestHungWaitBound measured such stalls).
+		const timeout = 800 * time.Millisecond
 		r := startRLS(t, redisRules(t, 1000000), "--store", rs.URL(), "--on-store-error", "allow", "--store-timeout", timeout.String())
 		c := &http.Client{Timeout: 10 * time.Second}
-		check(t, "rls", timeout, 150*time.Millisecond, func() (int, error) {
+		check(t, "rls", timeout, 300*time.Millisecond, func() (int, error) {
 			code, _, err := r.tryDecide(c, "abuse", 1, [][2]string{{"k", "v"}})
 			return code, err
 		})
@@ -269,7 +271,7 @@ func TestRedisHung(t *testing.T) {
 		const timeout = 100 * time.Millisecond
 		g := startServe(t, redisGateway(t, rs.URL(), "allow", 1000000))
 		c := client(t)
-		check(t, "serve", timeout, 150*time.Millisecond, func() (int, error) {
+		check(t, "serve", timeout, 250*time.Millisecond, func() (int, error) {
 			code, _, _, err := tryDo(c, "GET", g.url+"/")
 			return code, err
 		})
