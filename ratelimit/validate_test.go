@@ -56,3 +56,27 @@ func TestValidatePeriodBounds(t *testing.T) {
 		t.Errorf("unknown algorithm with a year: Validate() = %v, want ErrInvalidRequest", err)
 	}
 }
+
+func TestFailurePolicyText(t *testing.T) {
+	for _, p := range []ratelimit.FailurePolicy{ratelimit.FailError, ratelimit.FailAllow, ratelimit.FailDeny, ratelimit.FailLocal} {
+		b, err := p.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var q ratelimit.FailurePolicy
+		if err := q.UnmarshalText(b); err != nil || q != p {
+			t.Errorf("%v: round trip gave %v, %v", p, q, err)
+		}
+	}
+	if _, err := ratelimit.ParseFailurePolicy("open"); err == nil {
+		t.Error("ParseFailurePolicy(open) = nil error")
+	}
+	for s, want := range map[string]ratelimit.HeaderMode{"ietf": ratelimit.HeadersIETF, "legacy": ratelimit.HeadersLegacy, "off": ratelimit.HeadersOff, "opaque": ratelimit.HeadersOff} {
+		if got, err := ratelimit.ParseHeaderMode(s); err != nil || got != want {
+			t.Errorf("ParseHeaderMode(%q) = %v, %v", s, got, err)
+		}
+	}
+	if _, err := ratelimit.ParseHeaderMode("x-ratelimit"); err == nil {
+		t.Error("ParseHeaderMode(x-ratelimit) = nil error")
+	}
+}

@@ -41,62 +41,35 @@ var ErrUnavailable = errors.New("redisstore: redis unavailable")
 var ErrScript = errors.New("redisstore: script failed")
 
 // Policy is what Apply does when Redis cannot decide (ErrUnavailable or
-// ErrScript).
-type Policy uint8
+// ErrScript): ratelimit.FailurePolicy, the one failure vocabulary of
+// sluice (the gateway's on_store_error, sluice rls's --on-store-error).
+type Policy = ratelimit.FailurePolicy
 
 const (
 	// ReturnError (the zero value) returns the error: the caller decides,
 	// for example with a 503, or by choosing a policy per route.
-	ReturnError Policy = iota
+	ReturnError = ratelimit.FailError
 	// Allow fails open: every request is admitted while Redis is
 	// unreachable (Stripe's choice). The decision reports Remaining 0.
-	Allow
+	Allow = ratelimit.FailAllow
 	// Deny fails closed: every request is denied, with RetryAfter equal to
 	// the breaker's cooldown.
-	Deny
+	Deny = ratelimit.FailDeny
 	// Local falls back to an in-process memstore applying the same limits,
 	// so each instance enforces the limit on its own while Redis is away
 	// (n instances admit up to n times the limit), and goes back to Redis
 	// when it answers again. The local state starts empty and is not copied
 	// to Redis.
-	Local
+	Local = ratelimit.FailLocal
 )
-
-var policyNames = [...]string{"error", "allow", "deny", "local"}
-
-// String returns error, allow, deny or local.
-func (p Policy) String() string {
-	if int(p) < len(policyNames) {
-		return policyNames[p]
-	}
-	return fmt.Sprintf("policy(%d)", p)
-}
 
 // ParsePolicy returns the policy named error, allow, deny or local.
 func ParsePolicy(s string) (Policy, error) {
-	for i, n := range policyNames {
-		if n == s {
-			return Policy(i), nil
-		}
+	p, err := ratelimit.ParseFailurePolicy(s)
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: %w", err)
 	}
-	return 0, fmt.Errorf("redisstore: unknown failure policy %q (want error, allow, deny or local)", s)
-}
-
-// MarshalText implements encoding.TextMarshaler.
-func (p Policy) MarshalText() ([]byte, error) {
-	if int(p) >= len(policyNames) {
-		return nil, fmt.Errorf("redisstore: unknown failure policy %d", p)
-	}
-	return []byte(policyNames[p]), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (p *Policy) UnmarshalText(b []byte) error {
-	v, err := ParsePolicy(string(b))
-	if err == nil {
-		*p = v
-	}
-	return err
+	return p, nil
 }
 
 // Options configures a Store. The zero value is a good default: Redis's
@@ -340,7 +313,7 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 	if strings.ContainsAny(opts.Prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q contains a brace", opts.Prefix)
 	}
-	if int(opts.OnError) >= len(policyNames) {
+	if opts.OnError > ratelimit.FailLocal {
 		return nil, fmt.Errorf("redisstore: unknown failure policy %d", opts.OnError)
 	}
 	if opts.Prefix == "" {
@@ -441,7 +414,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		o.InitAddress = slices.Clone(co.InitAddress)
 		client, err := rueidis.NewClient(o)
 		if err != nil {
-			return nil, fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, redactURL(rawURL), err)
+			return nil, fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, RedactURL(rawURL), err)
 		}
 		return client, nil
 	}
@@ -505,12 +478,12 @@ func parseURL(raw string) (rueidis.ClientOption, error) {
 	case "redis", "rediss", "unix":
 		co, err := rueidis.ParseURL(raw)
 		if err != nil {
-			return co, fmt.Errorf("redisstore: URL %q: %v", redactURL(raw), err)
+			return co, fmt.Errorf("redisstore: URL %q: %v", RedactURL(raw), err)
 		}
 		return co, nil
 	case "redis-cluster", "rediss-cluster":
 	default:
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis://, rediss://, unix://, redis-cluster:// or rediss-cluster://", redactURL(raw))
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis://, rediss://, unix://, redis-cluster:// or rediss-cluster://", RedactURL(raw))
 	}
 	single := strings.TrimSuffix(scheme, "-cluster")
 	// redis-cluster://user:pass@h1:p1,h2:p2/?… : net/url cannot parse a
@@ -530,11 +503,11 @@ func parseURL(raw string) (rueidis.ClientOption, error) {
 		}
 	}
 	if len(addrs) == 0 {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: no host", redactURL(raw))
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: no host", RedactURL(raw))
 	}
 	co, err := rueidis.ParseURL(single + "://" + userinfo + addrs[0] + tail)
 	if err != nil {
-		return co, fmt.Errorf("redisstore: URL %q: %v", redactURL(raw), err)
+		return co, fmt.Errorf("redisstore: URL %q: %v", RedactURL(raw), err)
 	}
 	co.InitAddress = addrs
 	co.SelectDB = 0 // a cluster has only db 0
@@ -542,18 +515,28 @@ func parseURL(raw string) (rueidis.ClientOption, error) {
 	return co, nil
 }
 
-// redactURL hides the password of a URL in errors.
-func redactURL(raw string) string {
-	i := strings.Index(raw, "://")
-	at := strings.LastIndex(raw, "@")
-	if i < 0 || at < i {
+// RedactURL hides the password of a store URL, for logs and errors: in
+// redis://user:pass@host, redis://:pass@host and in a redis-cluster:// host
+// list (which net/url cannot parse). A URL without a password is returned
+// as it is.
+func RedactURL(raw string) string {
+	scheme := strings.Index(raw, "://")
+	if scheme < 0 {
 		return raw
 	}
-	cred := raw[i+3 : at]
-	if c := strings.Index(cred, ":"); c >= 0 {
-		return raw[:i+3] + cred[:c] + ":xxxxx" + raw[at:]
+	rest := raw[scheme+3:]
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
 	}
-	return raw
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	colon := strings.Index(rest[:at], ":")
+	if colon < 0 {
+		return raw
+	}
+	return raw[:scheme+3+colon+1] + "xxxxx" + raw[scheme+3+at:]
 }
 
 // Close stops the store's workers and its prober, closes the client if

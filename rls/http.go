@@ -23,11 +23,16 @@ const maxJSONBody = 1 << 20
 //	                protojson, 200 when OK, 429 when OVER_LIMIT, 400 for a
 //	                bad request, 500 when the store failed
 //	/healthcheck    "OK" (200) while serving, 500 after Shutdown
+//	/readyz         as /healthcheck, with a line on the store
+//	                (Options.StoreStatus): "store redis://…: unavailable
+//	                since … (…)" while the failure policy answers for Redis;
+//	                still 200 then, since the server answers
 //	/metrics        the Prometheus metrics of the server's registry
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /json", s.serveJSON)
 	mux.HandleFunc("/healthcheck", s.serveHealth)
+	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	return mux
 }
@@ -39,6 +44,19 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	io.WriteString(w, "OK")
+}
+
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	resp, err := s.health.Check(r.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok\n")
+	if s.storeStatus != nil {
+		_, detail := s.storeStatus()
+		io.WriteString(w, detail+"\n")
+	}
 }
 
 func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {

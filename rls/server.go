@@ -103,6 +103,9 @@ type Options struct {
 	// Leave it off for the memory store, where a goroutine costs more than
 	// the decision.
 	ParallelDescriptors bool
+	// StoreStatus, when set, says whether the store decides for itself
+	// and how it is, for /readyz (storeurl.Store.Ready).
+	StoreStatus func() (ok bool, detail string)
 	// MaxDetailedSeries bounds the metric keys each detailed_metric or
 	// value_to_metric rule, and each domain's limit overrides, get from
 	// request values; later values count under "<key>.__overflow__" and in
@@ -140,6 +143,8 @@ type Server struct {
 	scratch   sync.Pool // *scratch
 	loaded    atomic.Pointer[loaded]
 	events    *eventlog.Log // store failures and denials, aggregated
+
+	storeStatus func() (bool, string)
 }
 
 var _ pb.RateLimitServiceServer = (*Server)(nil)
@@ -151,15 +156,16 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		return nil, errors.New("rls: nil store")
 	}
 	s := &Server{
-		store:     store,
-		log:       opts.Logger,
-		reg:       opts.Registry,
-		headers:   opts.Headers,
-		nearRatio: opts.NearLimitRatio,
-		now:       opts.Now,
-		parallel:  opts.ParallelDescriptors,
-		shadow:    opts.ShadowMode,
-		health:    health.NewServer(),
+		store:       store,
+		log:         opts.Logger,
+		reg:         opts.Registry,
+		headers:     opts.Headers,
+		nearRatio:   opts.NearLimitRatio,
+		now:         opts.Now,
+		parallel:    opts.ParallelDescriptors,
+		shadow:      opts.ShadowMode,
+		storeStatus: opts.StoreStatus,
+		health:      health.NewServer(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -4,20 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/h2grpc"
+	"github.com/sluicehq/sluice/internal/storeurl"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
@@ -37,119 +36,175 @@ const rlsGCPercent = 400
 const rlsSynopsis = "--config-dir DIR [--grpc-listen ADDR] [--http-listen ADDR] [--store URL] [flags]"
 
 func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("rls", rlsSynopsis, stderr)
-	configDir := fs.String("config-dir", "", "`DIR`ectory of envoyproxy/ratelimit YAML files (every *.yaml and *.yml), reloaded when they change")
-	grpcListen := fs.String("grpc-listen", ":8081", "gRPC `ADDR`ess (envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health)")
-	httpListen := fs.String("http-listen", ":8080", "HTTP `ADDR`ess (POST /json, /healthcheck, /metrics); empty disables it")
-	storeURL := fs.String("store", "memory", "where counters live: memory, or a redis://, rediss://, unix:// or redis-cluster://host:port,host:port `URL`")
-	storeTimeout := fs.Duration("store-timeout", redisstore.DefaultTimeout, "bound on each Redis call; past it the call fails and --on-store-error applies (envoyproxy/ratelimit's REDIS_TIMEOUT is 10s; Envoy's filter gives up after 20ms by default)")
-	denyCache := fs.Bool("deny-cache", false, "with Redis, remember over-limit keys in process until their window ends and answer them without a round trip (envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES)")
-	onError := fs.String("on-store-error", "error", "what to answer when Redis cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
-	headers := fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) or legacy (X-RateLimit-Limit, -Remaining, -Reset)")
-	poll := fs.Duration("poll", rls.DefaultPollInterval, "how often to look for config changes")
-	parallel := fs.Bool("parallel-descriptors", true, "with Redis, apply the descriptors of one request concurrently (one round trip) rather than one after the other")
-	shadow := fs.Bool("shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
-	gcPercent := fs.Int("gc-percent", rlsGCPercent, "the Go garbage collector's target `PERCENT` (as GOGC): the server's live heap is a few MB, so a larger target spends a few MB more on less collection CPU; 0 keeps the runtime's (GOGC, else 100)")
-	debugListen := fs.String("debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
-	maxDetailed := fs.Int("max-detailed-series", rls.DefaultMaxDetailedSeries, "metric keys each detailed_metric or value_to_metric rule may get from request values; later values count under <key>.__overflow__ (negative: none)")
-	nearRatio := fs.Float64("near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
-	grpcServer := fs.String("grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
-	if err := parseFlags(fs, args); err != nil {
+	f, err := parseRLSFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	}
-	if *configDir == "" {
-		fs.Usage()
-		return fmt.Errorf("%w: --config-dir is required", errUsage)
-	}
-	hm, err := rls.ParseHeaderMode(*headers)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	policy, err := redisstore.ParsePolicy(*onError)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if *grpcServer != "lean" && *grpcServer != "grpc-go" {
-		return fmt.Errorf("%w: --grpc-server %q: want lean or grpc-go", errUsage, *grpcServer)
-	}
-	if *gcPercent < 0 {
-		return fmt.Errorf("%w: --gc-percent %d is negative", errUsage, *gcPercent)
-	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-
 	// The first config must be good: there is no previous one to keep.
-	set, err := rules.LoadDir(*configDir)
+	set, err := rules.LoadDir(f.configDir)
 	if err != nil {
 		return fmt.Errorf("rls: config: %w", err)
 	}
-
-	store, closeStore, err := openRLSStore(ctx, *storeURL, redisstore.Options{OnError: policy, Timeout: *storeTimeout, DenyCache: *denyCache}, log)
+	store, err := storeurl.Open(ctx, f.store, storeurl.Options{MaxKeys: f.maxKeys, Logger: log,
+		Redis: redisstore.Options{OnError: f.onError, Timeout: f.storeTimeout, DenyCache: f.denyCache,
+			OnFailure: func(err error) { log.Warn("sluice rls: redis failed", "err", err, "policy", f.onError.String()) }}})
 	if err != nil {
-		return err
+		return fmt.Errorf("rls: %w", err)
 	}
-	defer closeStore()
-
-	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: hm, NearLimitRatio: *nearRatio, MaxDetailedSeries: *maxDetailed,
-		ParallelDescriptors: *parallel && *storeURL != "memory", ShadowMode: *shadow})
+	defer store.Close()
+	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
+		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	if rs, ok := store.(*redisstore.Store); ok {
-		if err := registerRedisStats(srv.Registry(), rs); err != nil {
-			return err
-		}
+	if err := store.Register(srv.Registry()); err != nil {
+		return err
 	}
 	// Load again through the server so that Watch starts from what it read
 	// and the load is counted.
-	if err := srv.Load(*configDir); err != nil {
+	if err := srv.Load(f.configDir); err != nil {
 		return fmt.Errorf("rls: config: %w", err)
 	}
-
-	gln, err := net.Listen("tcp", *grpcListen)
+	lns, err := f.listen()
 	if err != nil {
-		return fmt.Errorf("rls: grpc: %w", err)
+		return err
 	}
-	var hln, dln net.Listener
-	if *httpListen != "" {
-		if hln, err = net.Listen("tcp", *httpListen); err != nil {
-			gln.Close()
-			return fmt.Errorf("rls: http: %w", err)
-		}
+	if f.gcPercent > 0 {
+		defer debug.SetGCPercent(debug.SetGCPercent(f.gcPercent))
 	}
-	if *debugListen != "" {
-		if dln, err = net.Listen("tcp", *debugListen); err != nil {
-			gln.Close()
-			if hln != nil {
-				hln.Close()
-			}
-			return fmt.Errorf("rls: debug: %w", err)
-		}
-	}
-
-	if *gcPercent > 0 {
-		defer debug.SetGCPercent(debug.SetGCPercent(*gcPercent))
-	}
-	var g grpcServerImpl
-	if *grpcServer == "lean" {
-		g = h2grpc.NewServer(h2grpc.Options{Logger: log})
-	} else {
-		g = grpc.NewServer(rls.ServerOptions()...)
-	}
+	g := f.grpcServer(log)
 	srv.Register(g)
-	var hs *http.Server
-	if hln != nil {
-		hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	}
-	var ds *http.Server
-	if dln != nil {
-		ds = &http.Server{Handler: pprofHandler(), ReadHeaderTimeout: 10 * time.Second}
-	}
+	log.Info("sluice rls: listening", append(lns.attrs(), "config_dir", f.configDir, "domains", set.Domains(),
+		"store", store.URL(), "headers", f.headers.String(), "grpc_server", f.grpc)...)
+	err = serveRLS(ctx, f, srv, g, lns)
+	log.Info("sluice rls: stopped")
+	return err
+}
 
+// rlsFlags is sluice rls's command line, checked.
+type rlsFlags struct {
+	configDir, grpcListen, httpListen, debugListen, store, grpc string
+	storeTimeout                                                time.Duration
+	denyCache, parallel, shadow                                 bool
+	onError                                                     ratelimit.FailurePolicy
+	headers                                                     ratelimit.HeaderMode
+	poll                                                        time.Duration
+	gcPercent, maxDetailed, maxKeys                             int
+	nearRatio                                                   float64
+}
+
+func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
+	fs := newFlagSet("rls", rlsSynopsis, stderr)
+	f := &rlsFlags{}
+	fs.StringVar(&f.configDir, "config-dir", "", "`DIR`ectory of envoyproxy/ratelimit YAML files (every *.yaml and *.yml), reloaded when they change")
+	fs.StringVar(&f.grpcListen, "grpc-listen", ":8081", "gRPC `ADDR`ess (envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health)")
+	fs.StringVar(&f.httpListen, "http-listen", ":8080", "HTTP `ADDR`ess (POST /json, /healthcheck, /readyz, /metrics); empty disables it")
+	fs.StringVar(&f.store, "store", storeurl.Memory, "where counters live: memory, or a redis://, rediss://, unix:// or redis-cluster://host:port,host:port `URL`; with Redis down at start, the server starts and --on-store-error answers until it is back")
+	fs.IntVar(&f.maxKeys, "max-keys", memstore.DefaultMaxKeys, "with the memory store, the most keys held: past it, keys back to full are dropped first and keys holding a denial or a used quota never, a new key being refused (--on-store-error) instead")
+	fs.DurationVar(&f.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "bound on each Redis call, from when it is queued; past it the call fails and --on-store-error applies (envoyproxy/ratelimit's REDIS_TIMEOUT is 10s; Envoy's filter gives up after 20ms by default)")
+	fs.BoolVar(&f.denyCache, "deny-cache", false, "with Redis, remember over-limit keys in process until their window ends and answer them without a round trip (envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES)")
+	onError := fs.String("on-store-error", "error", "what to answer when the store cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
+	headers := fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) or legacy (X-RateLimit-Limit, -Remaining, -Reset in seconds, Retry-After)")
+	fs.DurationVar(&f.poll, "poll", rls.DefaultPollInterval, "how often to look for config changes")
+	fs.BoolVar(&f.parallel, "parallel-descriptors", true, "with Redis, apply the descriptors of one request concurrently (one round trip) rather than one after the other")
+	fs.BoolVar(&f.shadow, "shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
+	fs.IntVar(&f.gcPercent, "gc-percent", rlsGCPercent, "the Go garbage collector's target `PERCENT` (as GOGC): the server's live heap is a few MB, so a larger target spends a few MB more on less collection CPU; 0 keeps the runtime's (GOGC, else 100)")
+	fs.StringVar(&f.debugListen, "debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
+	fs.IntVar(&f.maxDetailed, "max-detailed-series", rls.DefaultMaxDetailedSeries, "metric keys each detailed_metric or value_to_metric rule may get from request values; later values count under <key>.__overflow__ (negative: none)")
+	fs.Float64Var(&f.nearRatio, "near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
+	fs.StringVar(&f.grpc, "grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if f.configDir == "" {
+		fs.Usage()
+		return nil, fmt.Errorf("%w: --config-dir is required", errUsage)
+	}
+	var err error
+	if f.headers, err = rls.ParseHeaderMode(*headers); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if f.onError, err = redisstore.ParsePolicy(*onError); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if f.grpc != "lean" && f.grpc != "grpc-go" {
+		return nil, fmt.Errorf("%w: --grpc-server %q: want lean or grpc-go", errUsage, f.grpc)
+	}
+	if f.gcPercent < 0 {
+		return nil, fmt.Errorf("%w: --gc-percent %d is negative", errUsage, f.gcPercent)
+	}
+	return f, nil
+}
+
+// rlsListeners are sluice rls's listeners; http and debug may be nil.
+type rlsListeners struct{ grpc, http, debug net.Listener }
+
+func (f *rlsFlags) listen() (*rlsListeners, error) {
+	var l rlsListeners
+	var err error
+	closeAll := func() {
+		for _, ln := range []net.Listener{l.grpc, l.http, l.debug} {
+			if ln != nil {
+				ln.Close()
+			}
+		}
+	}
+	if l.grpc, err = net.Listen("tcp", f.grpcListen); err != nil {
+		return nil, fmt.Errorf("rls: grpc: %w", err)
+	}
+	if f.httpListen != "" {
+		if l.http, err = net.Listen("tcp", f.httpListen); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("rls: http: %w", err)
+		}
+	}
+	if f.debugListen != "" {
+		if l.debug, err = net.Listen("tcp", f.debugListen); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("rls: debug: %w", err)
+		}
+	}
+	return &l, nil
+}
+
+func (l *rlsListeners) attrs() []any {
+	attrs := []any{"grpc", l.grpc.Addr().String()}
+	if l.http != nil {
+		attrs = append(attrs, "http", l.http.Addr().String())
+	}
+	if l.debug != nil {
+		attrs = append(attrs, "debug", l.debug.Addr().String())
+	}
+	return attrs
+}
+
+// grpcServer is the gRPC server --grpc-server names. Both bound what one
+// connection may hold: h2grpc by its defaults (see its package doc),
+// grpc-go by rls.ServerOptions.
+func (f *rlsFlags) grpcServer(log *slog.Logger) grpcServerImpl {
+	if f.grpc == "lean" {
+		return h2grpc.NewServer(h2grpc.Options{Logger: log})
+	}
+	return grpc.NewServer(rls.ServerOptions()...)
+}
+
+// serveRLS serves until ctx is done or a server fails, then drains:
+// NOT_SERVING first, then requests in flight finish (10 s at most).
+func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImpl, l *rlsListeners) error {
+	var hs, ds *http.Server
+	if l.http != nil {
+		hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 75 * time.Second, MaxHeaderBytes: 64 << 10}
+	}
+	if l.debug != nil {
+		ds = &http.Server{Handler: admin.Pprof(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 75 * time.Second}
+	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
@@ -157,7 +212,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		srv.Watch(wctx, *configDir, *poll)
+		srv.Watch(wctx, f.configDir, f.poll)
 	}()
 	// serve runs one listener's server until it stops; an error other than
 	// its closing ends the command.
@@ -170,28 +225,18 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 		}()
 	}
-	serve("grpc", func() error { return g.Serve(gln) })
+	serve("grpc", func() error { return g.Serve(l.grpc) })
 	if hs != nil {
-		serve("http", func() error { return hs.Serve(hln) })
+		serve("http", func() error { return hs.Serve(l.http) })
 	}
 	if ds != nil {
-		serve("debug", func() error { return ds.Serve(dln) })
+		serve("debug", func() error { return ds.Serve(l.debug) })
 	}
-	attrs := []any{"grpc", gln.Addr().String(), "config_dir", *configDir, "domains", set.Domains(),
-		"store", redactStoreURL(*storeURL), "headers", hm.String(), "grpc_server", *grpcServer}
-	if hln != nil {
-		attrs = append(attrs, "http", hln.Addr().String())
-	}
-	if dln != nil {
-		attrs = append(attrs, "debug", dln.Addr().String())
-	}
-	log.Info("sluice rls: listening", attrs...)
-
+	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	// Drain: report NOT_SERVING, finish requests in flight, stop.
 	srv.Shutdown()
 	stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -210,7 +255,6 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		g.Stop()
 	}
 	wg.Wait()
-	log.Info("sluice rls: stopped")
 	return err
 }
 
@@ -221,73 +265,4 @@ type grpcServerImpl interface {
 	Serve(net.Listener) error
 	GracefulStop()
 	Stop()
-}
-
-// pprofHandler serves net/http/pprof's profiles under /debug/pprof/.
-func pprofHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
-}
-
-// registerRedisStats exports the Redis store's batching counters:
-// sluice_redis_requests_total / sluice_redis_script_calls_total is the
-// mean batch, which decides what each decision costs.
-func registerRedisStats(reg prometheus.Registerer, s *redisstore.Store) error {
-	for _, c := range []prometheus.Collector{
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "redis", Name: "script_calls_total",
-			Help: "Script calls sent to Redis (each decides a batch of requests)."},
-			func() float64 { return float64(s.Stats().ScriptCalls) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "redis", Name: "requests_total",
-			Help: "Requests decided by Redis, in all script calls."},
-			func() float64 { return float64(s.Stats().Requests) }),
-	} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// openRLSStore opens the store named by raw: "memory" or a Redis URL.
-func openRLSStore(ctx context.Context, raw string, opts redisstore.Options, log *slog.Logger) (ratelimit.Store, func(), error) {
-	if raw == "memory" || raw == "" {
-		s := memstore.New(memstore.Options{})
-		return s, func() { s.Close() }, nil
-	}
-	opts.OnFailure = func(err error) {
-		log.Warn("sluice rls: redis failed", "err", err, "policy", opts.OnError.String())
-	}
-	s, err := redisstore.Open(ctx, raw, opts)
-	if err != nil {
-		return nil, nil, fmt.Errorf("rls: store: %w", err)
-	}
-	return s, func() { s.Close() }, nil
-}
-
-// redactStoreURL hides a store URL's password, also in a
-// redis-cluster:// host list, which net/url cannot parse.
-func redactStoreURL(raw string) string {
-	scheme := strings.Index(raw, "://")
-	if scheme < 0 {
-		return raw
-	}
-	rest := raw[scheme+3:]
-	if slash := strings.IndexAny(rest, "/?"); slash >= 0 {
-		rest = rest[:slash]
-	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return raw
-	}
-	colon := strings.Index(rest[:at], ":")
-	if colon < 0 {
-		return raw
-	}
-	start := scheme + 3 + colon + 1
-	return raw[:start] + "xxxxx" + raw[scheme+3+at:]
 }

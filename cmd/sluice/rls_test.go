@@ -242,16 +242,3 @@ func TestRLSBadConfig(t *testing.T) {
 	}
 }
 
-func TestRedactStoreURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"memory":                              "memory",
-		"redis://127.0.0.1:6379":              "redis://127.0.0.1:6379",
-		"redis://user:secret@h:1/0":           "redis://user:xxxxx@h:1/0",
-		"redis-cluster://:pw@h1:1,h2:2":       "redis-cluster://:xxxxx@h1:1,h2:2",
-		"rediss://u:p@h:6380?dial_timeout=1s": "rediss://u:xxxxx@h:6380?dial_timeout=1s",
-	} {
-		if got := redactStoreURL(in); got != want {
-			t.Errorf("redactStoreURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

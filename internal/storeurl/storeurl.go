@@ -1,0 +1,153 @@
+// Package storeurl opens the store a server names by URL ("memory", or a
+// redis://, rediss://, unix://, redis-cluster:// URL), exports its health
+// and counters as Prometheus metrics and for a readiness check, and
+// redacts its URL for logs. Both servers (sluice serve and sluice rls) open
+// their store through it, so the two agree on what a store URL means, what
+// happens when Redis is down at start (they start anyway: see
+// redisstore's "Without Redis") and what an operator sees.
+package storeurl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// Memory is the URL of the in-process store.
+const Memory = "memory"
+
+// Options configures Open. The zero value is a good default.
+type Options struct {
+	// MaxKeys bounds the memory store (memstore.Options.MaxKeys: zero is
+	// memstore.DefaultMaxKeys).
+	MaxKeys int
+	// Redis configures a Redis store. Its OnHealth is set by Open to log
+	// when Redis is lost and back.
+	Redis redisstore.Options
+	// Logger receives the store's health changes. Nil discards.
+	Logger *slog.Logger
+}
+
+// Store is an opened store.
+type Store struct {
+	ratelimit.Store
+	// Memory is the memory store, or nil; Redis the Redis store, or nil.
+	Memory *memstore.Store
+	Redis  *redisstore.Store
+	url    string
+}
+
+// Open opens the store raw names ("" is memory). A Redis store opens even
+// when no server answers, unless opts.Redis.RequireAtStart: its failure
+// policy answers until Redis is back.
+func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if raw == "" || raw == Memory {
+		m := memstore.New(memstore.Options{MaxKeys: opts.MaxKeys})
+		return &Store{Store: m, Memory: m, url: Memory}, nil
+	}
+	ro := opts.Redis
+	safe := Redact(raw)
+	next := ro.OnHealth
+	ro.OnHealth = func(h redisstore.Health) {
+		if h.Connected {
+			log.Info("store: redis is back", "store", safe, "health", h.String())
+		} else {
+			log.Error("store: redis is unavailable; the failure policy answers", "store", safe, "on_store_error", ro.OnError.String(), "health", h.String())
+		}
+		if next != nil {
+			next(h)
+		}
+	}
+	r, err := redisstore.Open(ctx, raw, ro)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", safe, err)
+	}
+	if h := r.Health(); !h.Connected {
+		log.Error("store: redis is unavailable at start; serving with the failure policy and reconnecting in the background",
+			"store", safe, "on_store_error", ro.OnError.String(), "err", h.LastError)
+	}
+	return &Store{Store: r, Redis: r, url: safe}, nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error {
+	if s.Memory != nil {
+		return s.Memory.Close()
+	}
+	return s.Redis.Close()
+}
+
+// URL is the store's URL without its password.
+func (s *Store) URL() string { return s.url }
+
+// Ready reports whether the store decides for itself (a memory store
+// always; a Redis store while connected) and says why in one line. A
+// server stays up either way, its failure policy answering for Redis.
+func (s *Store) Ready() (bool, string) {
+	if s.Memory != nil {
+		st := s.Memory.Stats()
+		return true, fmt.Sprintf("store memory: %d keys of %d", st.Keys, st.MaxKeys)
+	}
+	h := s.Redis.Health()
+	return h.Connected, "store " + s.url + ": " + h.String()
+}
+
+// Register adds the store's metrics to reg:
+//
+//	sluice_store_up                          1 while the store decides for itself (Redis connected), else 0
+//	sluice_store_keys, sluice_store_max_keys the memory store's keys and their bound
+//	sluice_store_evictions_total             memory keys dropped before their state had decayed
+//	sluice_store_refusals_total              new memory keys refused (table full of state that must not be lost)
+//	sluice_redis_failures_total              failed Redis calls, connection attempts and probes
+//	sluice_redis_reconnects_total            times Redis came back
+//	sluice_redis_script_calls_total, sluice_redis_requests_total   the mean batch is their ratio
+func (s *Store) Register(reg prometheus.Registerer) error {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "store", Name: name, Help: help}, f)
+	}
+	counter := func(sub, name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sluice", Subsystem: sub, Name: name, Help: help}, f)
+	}
+	cs := []prometheus.Collector{gauge("up", "1 while the store decides for itself (a memory store, or Redis connected); 0 while the failure policy answers.",
+		func() float64 {
+			if ok, _ := s.Ready(); ok {
+				return 1
+			}
+			return 0
+		})}
+	if m := s.Memory; m != nil {
+		cs = append(cs,
+			gauge("keys", "Keys held by the memory store.", func() float64 { return float64(m.Stats().Keys) }),
+			gauge("max_keys", "The memory store's bound on keys.", func() float64 { return float64(m.Stats().MaxKeys) }),
+			counter("store", "evictions_total", "Memory store keys dropped to make room before their state had decayed.", func() float64 { return float64(m.Stats().Evictions) }),
+			counter("store", "refusals_total", "New memory store keys refused because every key held state that must not be lost (the failure policy answered).", func() float64 { return float64(m.Stats().Refusals) }),
+		)
+	}
+	if r := s.Redis; r != nil {
+		cs = append(cs,
+			counter("redis", "failures_total", "Failed Redis calls, connection attempts and probes.", func() float64 { return float64(r.Health().Failures) }),
+			counter("redis", "reconnects_total", "Times Redis came back after being lost.", func() float64 { return float64(r.Health().Reconnects) }),
+			counter("redis", "script_calls_total", "Script calls sent to Redis (each decides a batch of requests).", func() float64 { return float64(r.Stats().ScriptCalls) }),
+			counter("redis", "requests_total", "Requests decided by Redis, in all script calls.", func() float64 { return float64(r.Stats().Requests) }),
+		)
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Redact hides a store URL's password (redisstore.RedactURL).
+func Redact(raw string) string { return redisstore.RedactURL(raw) }
