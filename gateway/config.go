@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/yamlnode"
+	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -63,6 +64,7 @@ type Config struct {
 	ShutdownTimeout time.Duration // shutdown_timeout: how long in-flight requests may drain
 	Store           string        // store: memory, or a redis://, rediss:// or redis-cluster:// URL
 	SnapshotFile    string        // snapshot.file: the memory store's state across restarts ("" none)
+	MaxKeys         int           // max_keys: the memory store's bound on keys (memstore.DefaultMaxKeys)
 	SnapshotEvery   time.Duration // snapshot.interval
 	Headers         httplimit.HeaderMode
 	OnStoreError    ratelimit.FailurePolicy // on_store_error: allow (default), deny, local or error; fail_closed: true is error
@@ -364,6 +366,7 @@ func (d *decoder) parse(data []byte) *Config {
 				}
 			}
 		},
+		"max_keys": func(k, v *yaml.Node) { c.MaxKeys = int(d.integer(v, "max_keys", 1024, 1<<30)) },
 		"snapshot": func(k, v *yaml.Node) {
 			d.fields(v, "snapshot", map[string]func(k, v *yaml.Node){
 				"file":     func(k, v *yaml.Node) { c.SnapshotFile = rel(d.str(v, "snapshot.file")) },
@@ -469,6 +472,9 @@ func (d *decoder) parse(data []byte) *Config {
 				d.add(disabledLines[i], fmt.Sprintf("disabled_rules[%d]", i), "no rule named %q", n)
 			}
 		}
+	}
+	if c.MaxKeys == 0 {
+		c.MaxKeys = memstore.DefaultMaxKeys
 	}
 	if c.SnapshotFile != "" && c.Store != "memory" {
 		d.add(root.Line, "snapshot", "snapshots are for the memory store; %s keeps its own state", c.Store)

@@ -64,6 +64,21 @@ func (k *keepAlive) get(p string) (int, error) {
 	return res.StatusCode, nil
 }
 
+// getBody is get, with the body.
+func (k *keepAlive) getBody(p string) (int, string) {
+	k.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := fmt.Fprintf(k, "GET %s HTTP/1.1\r\nHost: gw.test\r\n\r\n", p); err != nil {
+		return 0, ""
+	}
+	res, err := http.ReadResponse(k.r, nil)
+	if err != nil {
+		return 0, ""
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	return res.StatusCode, string(b)
+}
+
 // closedByPeer waits for the server to close the connection: a read
 // that ends in EOF or a reset, not in a timeout.
 func (k *keepAlive) closedByPeer(t *testing.T) bool {
@@ -125,12 +140,17 @@ func TestConnectionCapEvictsIdle(t *testing.T) {
 	if got := metric(t, s, `sluice_gateway_connections_refused_total{listener="public"}`); got != "0" {
 		t.Errorf("refused = %q, want 0", got)
 	}
-	// The three idle the longest were closed; the other two still serve.
-	for i, c := range old {
-		_, err := c.get("/")
-		if evicted := err != nil; evicted != (i < 3) {
-			t.Errorf("old conn %d: err %v, want evicted %v", i, err, i < 3)
+	// Three of the old idle connections were closed (which three depends
+	// on when the server saw each go idle, which a loaded machine can
+	// reorder); the other two still serve.
+	evicted := 0
+	for _, c := range old {
+		if _, err := c.get("/"); err != nil {
+			evicted++
 		}
+	}
+	if evicted != 3 {
+		t.Errorf("%d of the 5 old connections were closed, want 3", evicted)
 	}
 }
 
@@ -173,17 +193,19 @@ func TestAdminConnectionCap(t *testing.T) {
 	held := dial(t, s.admin)
 	waitFor(t, "a second admin connection refused", func() bool { return dial(t, s.admin).closedByPeerQuick() })
 	held.Close()
-	var code int
+	// Once the held connection is gone, the one slot serves (a
+	// connection at a time: each is closed before the next is dialled,
+	// and the server may take a moment to see the close).
+	var body string
 	waitFor(t, "admin served once the slot is free", func() bool {
-		code, _ = dial(t, s.admin).get("/healthz")
+		k := dial(t, s.admin)
+		defer k.Close()
+		code, b := k.getBody("/metrics")
+		body = b
 		return code == 200
 	})
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr}
-	r := get(t, c, s.admin+"/metrics")
-	if !strings.Contains(r.body, `sluice_gateway_connections_refused_total{listener="admin"}`) {
-		t.Errorf("admin refusals not counted:\n%s", r.body)
+	if !strings.Contains(body, `sluice_gateway_connections_refused_total{listener="admin"}`) {
+		t.Errorf("admin refusals not counted:\n%s", body)
 	}
 }
 

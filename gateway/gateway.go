@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/http/pprof"
 	"net/netip"
 	"net/url"
 	"os"
@@ -22,9 +21,12 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/eventlog"
+	"github.com/sluicehq/sluice/internal/storeurl"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // Options configures a Gateway. The zero value is a good default.
@@ -48,6 +50,7 @@ type Gateway struct {
 	conns    *connMetrics
 
 	store    ratelimit.Store
+	st       *storeurl.Store
 	mem      *memstore.Store // when the store is memory
 	closeFn  func() error    // closes the store
 	snapFile string
@@ -106,48 +109,50 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 }
 
 func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
-	if cfg.Store == "memory" || cfg.Store == "" {
-		g.mem = memstore.New(memstore.Options{})
-		g.store = g.mem
-		g.closeFn = g.mem.Close
-		g.snapFile = cfg.SnapshotFile
-		if g.snapFile != "" {
-			f, err := os.Open(g.snapFile)
-			switch {
-			case errors.Is(err, os.ErrNotExist):
-			case err != nil:
-				g.mem.Close()
-				return fmt.Errorf("gateway: restore snapshot: %w", err)
-			default:
-				err = g.mem.Restore(f)
-				f.Close()
-				if err != nil {
-					// A damaged snapshot must not keep the gateway down:
-					// start empty and say so.
-					g.log.Error("gateway: snapshot not restored, starting with empty state", "file", g.snapFile, "err", err)
-				} else {
-					g.log.Info("gateway: state restored", "file", g.snapFile, "keys", g.mem.Len())
-				}
-			}
-		}
+	// The Redis store falls back to a local memory store itself with
+	// on_store_error: local; otherwise it returns errors, and the
+	// middleware applies the policy (allow skips the rule, deny answers
+	// 429, error 503). With Redis down at start the gateway starts anyway.
+	var ro redisstore.Options
+	if cfg.OnStoreError == ratelimit.FailLocal {
+		ro.OnError = redisstore.Local
+	}
+	st, err := storeurl.Open(ctx, cfg.Store, storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, Logger: g.log})
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if err := st.Register(g.registry); err != nil {
+		st.Close()
+		return fmt.Errorf("gateway: metrics: %w", err)
+	}
+	g.st, g.store, g.mem = st, st, st.Memory
+	g.closeFn = st.Close
+	if g.mem == nil || cfg.SnapshotFile == "" {
 		return nil
 	}
-	s, closeFn, err := openRedis(ctx, cfg.Store, cfg.OnStoreError)
-	if err != nil {
-		return fmt.Errorf("gateway: store %s: %w", RedactURL(cfg.Store), err)
+	g.snapFile = cfg.SnapshotFile
+	f, err := os.Open(g.snapFile)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		st.Close()
+		return fmt.Errorf("gateway: restore snapshot: %w", err)
+	default:
+		err = g.mem.Restore(f)
+		f.Close()
+		if err != nil {
+			// A damaged snapshot must not keep the gateway down: start
+			// empty and say so.
+			g.log.Error("gateway: snapshot not restored, starting with empty state", "file", g.snapFile, "err", err)
+		} else {
+			g.log.Info("gateway: state restored", "file", g.snapFile, "keys", g.mem.Len())
+		}
 	}
-	g.store, g.closeFn = s, closeFn
 	return nil
 }
 
-// RedactURL hides a URL's password, for logs.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "<invalid URL>"
-	}
-	return u.Redacted()
-}
+// RedactURL hides a store URL's password, for logs (redisstore.RedactURL).
+func RedactURL(s string) string { return storeurl.Redact(s) }
 
 // Store returns the gateway's store.
 func (g *Gateway) Store() ratelimit.Store { return g.store }
@@ -164,16 +169,14 @@ func (g *Gateway) Handler() http.Handler {
 }
 
 // AdminHandler returns the admin handler: /metrics (Prometheus), /healthz
-// (the process is up) and /readyz (it serves traffic; 503 while draining),
+// (the process is up) and /readyz (it serves traffic; 503 while draining;
+// a second line says how the store is: "store redis://…: unavailable
+// since …" while on_store_error answers for Redis),
 // and /debug/pprof/ when the config at start says pprof: true.
 func (g *Gateway) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	if g.Config().Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		admin.Register(mux)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -184,7 +187,10 @@ func (g *Gateway) AdminHandler() http.Handler {
 			http.Error(w, "draining", http.StatusServiceUnavailable)
 			return
 		}
-		w.Write([]byte("ok\n"))
+		// The store line says whether the store decides for itself or
+		// on_store_error answers for it (Redis down); ready either way.
+		_, detail := g.st.Ready()
+		w.Write([]byte("ok\n" + detail + "\n"))
 	})
 	return mux
 }
