@@ -1,6 +1,3 @@
-// Command sluice is one binary for both sides of HTTP 429: a gateway that
-// limits each identity (serve), an Envoy rate limit service (rls), a polite
-// fetcher (fetch), simulations (sim) and an offline config checker (check).
 package main
 
 import (
