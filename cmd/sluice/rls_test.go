@@ -241,4 +241,3 @@ func TestRLSBadConfig(t *testing.T) {
 		t.Fatalf("sluice rls with a bad config = %v, want an error at bad.yaml:4", err)
 	}
 }
-
