@@ -2,12 +2,11 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"os"
 	"slices"
-	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/watch"
 )
 
 // WatchFile polls filename every interval (1s when zero) until ctx is
@@ -17,116 +16,18 @@ import (
 // that loads the file before starting that goroutine should make a
 // FileWatcher first instead, so that no change in between goes unseen.
 func WatchFile(ctx context.Context, filename string, interval time.Duration, changed func()) {
-	NewFileWatcher(filename).Run(ctx, interval, changed)
+	NewFileWatcher(filename).Run(ctx, interval, func([]string) { changed() })
 }
 
-// FileWatcher reports changes to the content of a set of files. Each file
-// is compared with its content when it joined the set, then with what the
-// watcher last saw. A FileWatcher is safe for concurrent use.
-type FileWatcher struct {
-	mu    sync.Mutex
-	files map[string]fileVersion // a zero version: not read yet
-}
-
-type fileVersion struct {
-	mod  time.Time
-	size int64
-	sum  [32]byte
-}
+// FileWatcher reports changes to the content of a set of files: the one
+// watcher of both servers (internal/watch), which sluice rls uses for its
+// rules directory.
+type FileWatcher = watch.Watcher
 
 // NewFileWatcher reads filenames now: Run reports changes from this
 // content on. Make it before reading the files for use, and a change made
 // in between is reported (once more than needed at worst, never missed).
-func NewFileWatcher(filenames ...string) *FileWatcher {
-	w := &FileWatcher{files: map[string]fileVersion{}}
-	w.Set(filenames...)
-	return w
-}
-
-// Set makes filenames the files w watches. A file it already watched
-// keeps the content it is compared with; a new one is read now (call Set
-// before reading it for use, as for NewFileWatcher); one left out is no
-// longer watched.
-func (w *FileWatcher) Set(filenames ...string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	files := make(map[string]fileVersion, len(filenames))
-	for _, f := range filenames {
-		v, ok := w.files[f]
-		if !ok {
-			v, _ = readVersion(f)
-		}
-		files[f] = v
-	}
-	w.files = files
-}
-
-// Files returns the files w watches, sorted.
-func (w *FileWatcher) Files() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []string
-	for f := range w.files {
-		out = append(out, f)
-	}
-	slices.Sort(out)
-	return out
-}
-
-func readVersion(filename string) (fileVersion, bool) {
-	fi, err := os.Stat(filename)
-	if err != nil {
-		return fileVersion{}, false
-	}
-	data, err := os.ReadFile(filename)
-	if err != nil {
-		return fileVersion{}, false
-	}
-	return fileVersion{fi.ModTime(), fi.Size(), sha256.Sum256(data)}, true
-}
-
-// poll reads every file and returns those whose content changed since
-// last seen. A file that cannot be read is skipped until it can: a file
-// being replaced, or removed, is not a change.
-func (w *FileWatcher) poll() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var changed []string
-	for f, last := range w.files {
-		v, ok := readVersion(f)
-		if !ok || v == last {
-			continue
-		}
-		// Only the content matters; a touch alone is not a change.
-		if v.sum != last.sum {
-			changed = append(changed, f)
-		}
-		w.files[f] = v
-	}
-	slices.Sort(changed)
-	return changed
-}
-
-// Run polls the files every interval (1s when zero) until ctx is done,
-// and calls changed once per poll in which the content of one or more of
-// them changed. Run blocks; changed may call Set.
-func (w *FileWatcher) Run(ctx context.Context, interval time.Duration, changed func()) {
-	if interval <= 0 {
-		interval = time.Second
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if len(w.poll()) > 0 {
-			changed()
-		}
-	}
-}
+func NewFileWatcher(filenames ...string) *FileWatcher { return watch.New(filenames...) }
 
 // ConfigFiles returns the files cfg was loaded from, which a reload reads
 // again: the config file itself, its rules_files, identity.api_keys_file
@@ -185,7 +86,7 @@ func (g *Gateway) Watch(ctx context.Context, filename string, w *FileWatcher, in
 			return
 		case trigger = <-reload:
 		case <-t.C:
-			if changed = w.poll(); len(changed) == 0 {
+			if changed = w.Poll(); len(changed) == 0 {
 				continue
 			}
 			trigger = "file changed"

@@ -66,7 +66,7 @@ func TestFileWatcherBaseline(t *testing.T) {
 		w := gateway.NewFileWatcher(file)
 		must(t, os.WriteFile(file, []byte("b"), 0o644)) // before Run
 		var n atomic.Int32
-		go w.Run(t.Context(), time.Second, func() { n.Add(1) })
+		go w.Run(t.Context(), time.Second, func([]string) { n.Add(1) })
 		time.Sleep(1500 * time.Millisecond)
 		synctest.Wait()
 		if got := n.Load(); got != 1 {
@@ -85,7 +85,7 @@ func TestFileWatcherSet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := gateway.NewFileWatcher(a)
 		var n atomic.Int32
-		go w.Run(t.Context(), time.Second, func() { n.Add(1) })
+		go w.Run(t.Context(), time.Second, func([]string) { n.Add(1) })
 		step := func(what string, want int32) {
 			t.Helper()
 			time.Sleep(1500 * time.Millisecond)

@@ -15,6 +15,7 @@ import (
 //     growing its stack (runtime.copystack) took 11–15% of the server's CPU
 //     under bench/rls's load. Calls beyond the workers get a goroutine of
 //     their own, as without workers.
+//
 //   - Write buffers shared between connections (Envoy keeps one
 //     connection per worker thread open to its rate limit service, mostly
 //     idle between bursts).
