@@ -12,7 +12,7 @@
 // bounds and the test that proves each.
 //
 // Tests that need Redis start a real redis-server with
-// internal/redistest: skipped when it is not installed, failed under
+// internal/testharness/redistest: skipped when it is not installed, failed under
 // CI=true. Everything is bounded in time and in count, so that the whole
 // package runs within a couple of minutes under -race:
 //

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testharness/redistest"
 )
 
 // redisGateway writes a gateway config on store url with one route
@@ -284,7 +284,7 @@ func TestRedisHung(t *testing.T) {
 //
 // Bound: store failures and denials are logged aggregated, one line per
 // (kind, rule) per interval (10 s) plus the first of a quiet pair at once
-// (internal/eventlog), and Redis's own failures at most once per probe
+// (internal/server/eventlog), and Redis's own failures at most once per probe
 // (1 s growing to 5 s): 2000 requests during an outage, or 2000 denials,
 // write at most 20 lines, and at least one says what happened.
 func TestLogAmplification(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/gateway"
-	"github.com/sluicehq/sluice/internal/yamlnode"
+	"github.com/sluicehq/sluice/internal/config/yamlnode"
 	"github.com/sluicehq/sluice/rules"
 )
 

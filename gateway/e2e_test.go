@@ -19,7 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/identity"
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testharness/redistest"
 )
 
 // The keys file of the tests: key-alice is user alice, key-bob user bob.

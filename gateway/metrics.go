@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/eventlog"
+	"github.com/sluicehq/sluice/internal/server/eventlog"
 )
 
 // metrics are the gateway's Prometheus collectors.

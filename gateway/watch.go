@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/watch"
+	"github.com/sluicehq/sluice/internal/server/watch"
 )
 
 // WatchFile polls filename every interval (1s when zero) until ctx is
@@ -20,7 +20,7 @@ func WatchFile(ctx context.Context, filename string, interval time.Duration, cha
 }
 
 // FileWatcher reports changes to the content of a set of files: the one
-// watcher of both servers (internal/watch), which sluice rls uses for its
+// watcher of both servers (internal/server/watch), which sluice rls uses for its
 // rules directory.
 type FileWatcher = watch.Watcher
 

@@ -3,7 +3,7 @@ package httplimit
 import (
 	"net/http"
 
-	"github.com/sluicehq/sluice/internal/rlheader"
+	"github.com/sluicehq/sluice/internal/server/rlheader"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 

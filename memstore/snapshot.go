@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sluicehq/sluice/internal/slidinglog"
-	"github.com/sluicehq/sluice/internal/window"
+	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
+	"github.com/sluicehq/sluice/internal/algorithm/window"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/slidinglog"
-	"github.com/sluicehq/sluice/internal/window"
+	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
+	"github.com/sluicehq/sluice/internal/algorithm/window"
 )
 
 // TestRestoreRefusesOtherSnapshots checks the snapshots Restore must refuse

@@ -41,7 +41,7 @@
 // Server implements the gRPC service; Register adds it and the gRPC health
 // service to any grpc.ServiceRegistrar: a grpc.Server (made with
 // ServerOptions), or the lean HTTP/2 server `sluice rls` serves with by
-// default (internal/h2grpc). With a remote store,
+// default (internal/transport/h2grpc). With a remote store,
 // Options.ParallelDescriptors applies a request's descriptors concurrently,
 // about one round trip a request, as envoyproxy/ratelimit's pipeline.
 // Handler serves envoyproxy/ratelimit's HTTP

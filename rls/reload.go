@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/watch"
+	"github.com/sluicehq/sluice/internal/server/watch"
 	"github.com/sluicehq/sluice/rules"
 )
 

@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluicehq/sluice/internal/eventlog"
+	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -115,7 +115,7 @@ type Options struct {
 	MaxDetailedSeries int
 	// LogInterval is how often store failures and denials are logged, one
 	// line per kind and rule with counts and sample keys
-	// (internal/eventlog), so that an outage or a flood does not write a
+	// (internal/server/eventlog), so that an outage or a flood does not write a
 	// line per request. Zero means 10 s.
 	LogInterval time.Duration
 	// Now is the clock for what the store does not report: the reset of a

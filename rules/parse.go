@@ -9,7 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/sluicehq/sluice/internal/yamlnode"
+	"github.com/sluicehq/sluice/internal/config/yamlnode"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 

@@ -33,7 +33,7 @@ func isStd(p string) bool { return !strings.Contains(strings.SplitN(p, "/", 2)[0
 // TestCoreIsStandardLibraryOnly: the core packages (DESIGN.md,
 // Conventions) import only the standard library and each other.
 func TestCoreIsStandardLibraryOnly(t *testing.T) {
-	for _, pkg := range []string{"ratelimit", "internal/gcra", "internal/window", "internal/slidinglog", "memstore", "backoff", "retry"} {
+	for _, pkg := range []string{"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog", "memstore", "backoff", "retry"} {
 		if _, err := os.Stat(filepath.Join("..", "..", pkg)); err != nil {
 			continue // not written yet
 		}
@@ -50,9 +50,9 @@ func TestImportsPointDown(t *testing.T) {
 	// Each package, and packages it must never depend on.
 	forbidden := map[string][]string{
 		"ratelimit":           {"memstore", "redisstore", "internal/", "httplimit", "gateway", "rls", "rules", "identity", "httpclient"},
-		"internal/gcra":       {"memstore", "redisstore", "httplimit", "gateway", "rls"},
-		"internal/window":     {"memstore", "redisstore", "httplimit", "gateway", "rls"},
-		"internal/slidinglog": {"memstore", "redisstore", "httplimit", "gateway", "rls"},
+		"internal/algorithm/gcra":       {"memstore", "redisstore", "httplimit", "gateway", "rls"},
+		"internal/algorithm/window":     {"memstore", "redisstore", "httplimit", "gateway", "rls"},
+		"internal/algorithm/slidinglog": {"memstore", "redisstore", "httplimit", "gateway", "rls"},
 		"memstore":            {"redisstore", "httplimit", "gateway", "rls", "rules", "identity", "httpclient"},
 		"backoff":             {"retry", "httpclient", "gateway", "rls"},
 		"rules":               {"httplimit", "gateway", "rls", "memstore", "redisstore"},

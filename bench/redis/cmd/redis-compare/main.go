@@ -23,7 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice/bench/internal/pin"
 	"github.com/sluicehq/sluice/bench/redis"
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testharness/redistest"
 )
 
 func main() {

@@ -30,7 +30,7 @@ import (
 
 	"github.com/sluicehq/sluice/bench/internal/pin"
 	"github.com/sluicehq/sluice/bench/rls"
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testharness/redistest"
 )
 
 func main() {

@@ -1,0 +1,96 @@
+package rlheader
+
+import (
+	"strconv"
+
+	"github.com/sluicehq/sluice/internal/server/sfv"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Header names, as they are written.
+const (
+	Policy     = "RateLimit-Policy"
+	RateLimit  = "RateLimit"
+	RetryAfter = "Retry-After"
+	Limit      = "X-RateLimit-Limit"
+	Remaining  = "X-RateLimit-Remaining"
+	Reset      = "X-RateLimit-Reset"
+)
+
+// State is one enforced policy's state after a request.
+type State struct {
+	Name      string // the policy name
+	Quota     int64  // q: events the policy admits per window
+	Window    int64  // w: the window, in seconds
+	Remaining int64  // r: events admitted right now
+	Reset     int64  // t: seconds until the policy is back to full
+	// Over: this policy denied the request. RetryAfter is then the
+	// seconds after which the same request would be admitted (0: none
+	// known).
+	Over       bool
+	RetryAfter int64
+}
+
+// Write calls set once per header that mode sends for ps (the enforced
+// policies, in order). For HeadersIETF the two fields share one string.
+func Write(mode ratelimit.HeaderMode, ps []State, set func(name, value string)) {
+	if len(ps) == 0 || mode == ratelimit.HeadersOff {
+		return
+	}
+	retry := int64(0)
+	for i := range ps {
+		if ps[i].Over {
+			retry = max(retry, ps[i].RetryAfter)
+		}
+	}
+	switch mode {
+	case ratelimit.HeadersIETF:
+		var buf [256]byte
+		b := buf[:0]
+		for i := range ps {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = sfv.AppendString(b, ps[i].Name)
+			b = append(b, ";q="...)
+			b = strconv.AppendInt(b, ps[i].Quota, 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, ps[i].Window, 10)
+		}
+		n := len(b)
+		for i := range ps {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = sfv.AppendString(b, ps[i].Name)
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, max(0, ps[i].Remaining), 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, max(0, ps[i].Reset), 10)
+		}
+		s := string(b)
+		set(Policy, s[:n])
+		set(RateLimit, s[n:])
+	case ratelimit.HeadersLegacy:
+		// envoyproxy/ratelimit's choice: an over-limit policy (the last)
+		// wins outright, else the fewest remaining (the first of equals).
+		best, over := -1, false
+		for i := range ps {
+			switch {
+			case ps[i].Over:
+				best, over = i, true
+			case !over && (best < 0 || ps[i].Remaining < ps[best].Remaining):
+				best = i
+			}
+		}
+		p := &ps[best]
+		set(Limit, strconv.FormatInt(p.Quota, 10))
+		set(Remaining, strconv.FormatInt(max(0, p.Remaining), 10))
+		set(Reset, strconv.FormatInt(max(0, p.Reset), 10))
+	default:
+		return
+	}
+	if retry > 0 {
+		set(RetryAfter, strconv.FormatInt(retry, 10))
+	}
+}
