@@ -7,67 +7,159 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/sluicehq/sluice"
 
-// deps returns the non-test dependencies of pkg, as go list reports them.
-func deps(t *testing.T, pkg string) []string {
+// allowed is the one table of imports: for every package of the module,
+// the packages of the module it may import (directly; its own imports
+// then follow their rows). A package not listed fails the test, so a new
+// package states its place when it is added. The rows follow DESIGN.md's
+// layers, top to bottom; "std" marks the packages that may import nothing
+// but the standard library and each other (the core).
+var allowed = map[string][]string{
+	// The command: the only importer of the transport.
+	"cmd/sluice": {"gateway", "rls", "httpclient", "sim", "rules", "memstore", "redisstore", "ratelimit", "adaptive", "backoff",
+		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl"},
+	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
+	// import each other.
+	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit",
+		"internal/server/admin", "internal/server/eventlog", "internal/server/storeurl", "internal/server/watch", "internal/config/yamlnode"},
+	"rls": {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch"},
+	// The middleware and who is calling.
+	"httplimit": {"identity", "rules", "ratelimit", "internal/server/rlheader"},
+	"identity":  {},
+	// The policy file.
+	"rules": {"ratelimit", "internal/config/yamlnode"},
+	// The client half: imports go straight down and never reach a server
+	// or a store but memstore (per-host buckets).
+	"httpclient": {"adaptive", "backoff", "breaker", "hostlimit", "ratelimit", "retry"},
+	"hostlimit":  {"adaptive", "backoff", "memstore", "ratelimit", "retry"},
+	"retry":      {"backoff"},
+	"breaker":    {"backoff"},
+	"backoff":    {},
+	"adaptive":   {},
+	// Stores: no client, server or rules package.
+	"memstore":   {"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
+	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window"},
+	// The algorithms, pure: the vocabulary only.
+	"internal/algorithm/gcra":       {"ratelimit"},
+	"internal/algorithm/window":     {"ratelimit"},
+	"internal/algorithm/slidinglog": {"ratelimit"},
+	// The vocabulary and its conformance suite.
+	"ratelimit":               {},
+	"ratelimit/ratelimittest": {"ratelimit"},
+	// Simulations drive the real pure components.
+	"sim": {"adaptive", "backoff", "memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
+	// What both servers share, below them.
+	"internal/server/admin":      {},
+	"internal/server/eventlog":   {},
+	"internal/server/rlheader":   {"ratelimit", "internal/server/sfv"},
+	"internal/server/sfv":        {},
+	"internal/server/storeurl":   {"memstore", "redisstore", "ratelimit"},
+	"internal/server/watch":      {},
+	"internal/config/yamlnode":   {"internal/config/didyoumean"},
+	"internal/config/didyoumean": {},
+	"internal/transport/h2grpc":  {},
+	// Test-only packages and test harnesses.
+	"internal/testharness/redistest": {},
+	"internal/testharness/twodoors":  {},
+	"internal/layering":              {},
+	"abuse":                          {},
+}
+
+// core may import only the standard library (and each other).
+var core = []string{"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog", "memstore", "backoff", "retry", "adaptive", "breaker"}
+
+type pkg struct {
+	path    string   // relative to the module
+	imports []string // direct, non-test
+	deps    []string // all, non-test
+}
+
+// packages lists every package of the module with go list. It fails the
+// test (never skips) when go list cannot run: a check that quietly does
+// nothing is worse than none.
+func packages(t *testing.T) []pkg {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", module+"/"+pkg).Output()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{join .Imports \" \"}}|{{join .Deps \" \"}}", module+"/...")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.Output()
 	if err != nil {
-		t.Skipf("go list %s: %v", pkg, err)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("go list: %v\n%s", err, stderr)
 	}
-	var list []string
+	var pkgs []pkg
 	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		list = append(list, sc.Text())
+		parts := strings.Split(sc.Text(), "|")
+		if len(parts) != 3 {
+			t.Fatalf("go list: unexpected line %q", sc.Text())
+		}
+		p := pkg{path: strings.TrimPrefix(strings.TrimPrefix(parts[0], module), "/")}
+		p.imports = strings.Fields(parts[1])
+		p.deps = strings.Fields(parts[2])
+		pkgs = append(pkgs, p)
 	}
-	return list
+	if len(pkgs) < 20 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	return pkgs
 }
 
 func isStd(p string) bool { return !strings.Contains(strings.SplitN(p, "/", 2)[0], ".") }
 
-// TestCoreIsStandardLibraryOnly: the core packages (DESIGN.md,
-// Conventions) import only the standard library and each other.
-func TestCoreIsStandardLibraryOnly(t *testing.T) {
-	for _, pkg := range []string{"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog", "memstore", "backoff", "retry"} {
-		if _, err := os.Stat(filepath.Join("..", "..", pkg)); err != nil {
-			continue // not written yet
+// TestImportsFollowTheTable: every package is in the table, and imports
+// only the module packages its row allows.
+func TestImportsFollowTheTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range packages(t) {
+		seen[p.path] = true
+		row, ok := allowed[p.path]
+		if !ok {
+			t.Errorf("%s is not in internal/layering's table: add its row (the module packages it may import)", p.path)
+			continue
 		}
-		for _, d := range deps(t, pkg) {
-			if !isStd(d) && !strings.HasPrefix(d, module+"/") {
-				t.Errorf("%s depends on %s: the core must use the standard library only", pkg, d)
+		for _, imp := range p.imports {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
 			}
+			rel := strings.TrimPrefix(imp, module+"/")
+			if !slices.Contains(row, rel) {
+				t.Errorf("%s imports %s, which its row of the table does not allow", p.path, rel)
+			}
+		}
+	}
+	for path := range allowed {
+		if !seen[path] {
+			t.Errorf("the table lists %s, which go list does not know", path)
 		}
 	}
 }
 
-// TestImportsPointDown: a lower layer never imports a higher one.
-func TestImportsPointDown(t *testing.T) {
-	// Each package, and packages it must never depend on.
-	forbidden := map[string][]string{
-		"ratelimit":           {"memstore", "redisstore", "internal/", "httplimit", "gateway", "rls", "rules", "identity", "httpclient"},
-		"internal/algorithm/gcra":       {"memstore", "redisstore", "httplimit", "gateway", "rls"},
-		"internal/algorithm/window":     {"memstore", "redisstore", "httplimit", "gateway", "rls"},
-		"internal/algorithm/slidinglog": {"memstore", "redisstore", "httplimit", "gateway", "rls"},
-		"memstore":            {"redisstore", "httplimit", "gateway", "rls", "rules", "identity", "httpclient"},
-		"backoff":             {"retry", "httpclient", "gateway", "rls"},
-		"rules":               {"httplimit", "gateway", "rls", "memstore", "redisstore"},
-		"identity":            {"httplimit", "gateway", "rls"},
-		"httplimit":           {"gateway", "rls"},
+// TestCoreIsStandardLibraryOnly: the core packages (DESIGN.md,
+// Conventions) import only the standard library and each other.
+func TestCoreIsStandardLibraryOnly(t *testing.T) {
+	byPath := map[string]pkg{}
+	for _, p := range packages(t) {
+		byPath[p.path] = p
 	}
-	for pkg, bad := range forbidden {
-		if _, err := os.Stat(filepath.Join("..", "..", pkg)); err != nil {
+	for _, c := range core {
+		p, ok := byPath[c]
+		if !ok {
+			t.Errorf("core package %s not found", c)
 			continue
 		}
-		for _, d := range deps(t, pkg) {
-			for _, b := range bad {
-				if strings.HasPrefix(d, module+"/"+b) {
-					t.Errorf("%s imports %s: imports must point down the layers of DESIGN.md", pkg, d)
-				}
+		for _, d := range p.deps {
+			if !isStd(d) && !strings.HasPrefix(d, module+"/") {
+				t.Errorf("%s depends on %s: the core must use the standard library only", c, d)
 			}
 		}
 	}
