@@ -215,3 +215,38 @@ func BenchmarkLimiter(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFlood is the path a flood of fresh identities takes: every
+// request is a new key in a full store (2^16 keys, 256 shards), which must
+// first make room. The held keys and the new ones have used one request of
+// ten a minute, so each new key evicts one (or takes a decayed one's
+// place, with the clock moving on).
+func BenchmarkFlood(b *testing.B) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow} {
+		b.Run(alg.String(), func(b *testing.B) {
+			const maxKeys = 1 << 16
+			s := memstore.New(memstore.Options{MaxKeys: maxKeys, SweepInterval: -1})
+			b.Cleanup(func() { s.Close() })
+			ctx := context.Background()
+			req := ratelimit.Request{Limit: ratelimit.PerMinute(10), Algorithm: alg, N: 1}
+			key := make([]byte, 0, 32)
+			i := 0
+			next := func() {
+				key = strconv.AppendInt(append(key[:0], "flood:"...), int64(i), 10)
+				req.Key = string(key)
+				i++
+			}
+			for range maxKeys {
+				next()
+				s.Apply(ctx, req)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				next()
+				if _, err := s.Apply(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

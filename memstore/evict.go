@@ -115,6 +115,26 @@ func (l tatLimit) unpack() (tau, burst float64) {
 	return unf16(uint16(l >> 16)), unf16(uint16(l))
 }
 
+// valid reports whether l could have been packed (from a snapshot).
+func (l tatLimit) valid() bool { return f16ok(uint16(l>>16)) && f16ok(uint16(l)) }
+
+// winLimit is a window key's Rate as an f16 rounded down (so the share
+// used comes out higher, erring towards keeping the key), shifted left by
+// one, with bit 0 set for the sliding window counter: 17 bits.
+type winLimit uint32
+
+func packWinLimit(rate int64, sliding bool) winLimit {
+	l := winLimit(f16(uint64(max(rate, 1)))) << 1
+	if sliding {
+		l |= 1
+	}
+	return l
+}
+
+func (l winLimit) rate() float64 { return unf16(uint16(l >> 1)) }
+func (l winLimit) sliding() bool { return l&1 != 0 }
+func (l winLimit) valid() bool   { return l>>17 == 0 && f16ok(uint16(l>>1)) }
+
 // f16 encodes x ≥ 1 in 16 bits, rounded down: the exponent of its highest
 // bit and the 10 bits after it. It is never 0.
 func f16(x uint64) uint16 {
@@ -134,12 +154,15 @@ func unf16(v uint16) float64 {
 	return math.Float64frombits((e+1023)<<52 | m<<42)
 }
 
+// f16ok reports whether v is an f16 of a value from 1 to 2^53.
+func f16ok(v uint16) bool { return v>>10 >= 1 && v>>10 <= 54 }
+
 // tatCost is what forgetting a GCRA key with state tat costs at now.
 func tatCost(tat, now int64, lim tatLimit) cost {
-	left := tat - now
-	if left <= 0 || tat == frozen {
+	if tat <= now {
 		return cost{}
 	}
+	left := span(tat, now)
 	if lim == 0 {
 		// The limit is unknown: keep the key until it decays.
 		return cost{class: costValuable, frac: 1, left: left}
@@ -157,15 +180,18 @@ func winCost(e *winEntry, now int64) cost {
 	if exp <= now {
 		return cost{}
 	}
-	left := exp - now
-	rate, w := float64(e.rate()), e.period
-	used := float64(e.Curr)
-	if e.sliding() {
-		prev, curr, start := e.Prev, e.Curr, e.Start
-		if now-start >= w { // the next window: curr becomes prev
-			prev, curr, start = curr, 0, start+w
+	left := span(exp, now)
+	st, lim, w := e.state(), e.limit(), e.period
+	rate, used := lim.rate(), float64(st.Curr)
+	if lim.sliding() {
+		prev, curr, elapsed := st.Prev, st.Curr, int64(0)
+		if now > st.Start {
+			// now < exp ≤ Start+2w: in the current window or the next,
+			// where curr becomes prev.
+			if elapsed = span(now, st.Start); elapsed >= w {
+				prev, curr, elapsed = curr, 0, elapsed-w
+			}
 		}
-		elapsed := max(0, now-start)
 		used = float64(prev)*float64(w-elapsed)/float64(w) + float64(curr)
 	}
 	return classify(used/rate, left, used+1 > rate, float64(w))
@@ -180,13 +206,21 @@ func logCost(e *logEntry, now int64) cost {
 	}
 	used := e.used
 	for i, x := range e.log.Entries() {
-		if i == 64 || now-x.At < e.period {
+		if i == 64 || x.At >= now || span(now, x.At) < e.period {
 			break
 		}
 		used -= x.N
 	}
 	rate := float64(e.rate)
-	return classify(float64(used)/rate, e.exp-now, float64(used)+1 > rate, float64(e.period))
+	return classify(float64(used)/rate, span(e.exp, now), float64(used)+1 > rate, float64(e.period))
+}
+
+// span returns a − b for a ≥ b, or math.MaxInt64 when that does not fit.
+func span(a, b int64) int64 {
+	if d := a - b; d >= 0 {
+		return d
+	}
+	return math.MaxInt64
 }
 
 // evictSample is how many keys of each kind (bucket, window, log) makeRoom

@@ -25,6 +25,24 @@ func TestF16RoundsDown(t *testing.T) {
 	}
 }
 
+// TestWinEntryPacking checks that a window entry gives back the state and
+// limit it was made of, for counts up to MaxRate and every limit.
+func TestWinEntryPacking(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	for i := range 10000 {
+		st := window.State{Start: int64(rng.Uint64()), Prev: rng.Int64N(1<<53 + 1), Curr: rng.Int64N(1<<53 + 1)}
+		if i == 0 {
+			st.Prev, st.Curr = 1<<53, 1<<53
+		}
+		l := packWinLimit(1+rng.Int64N(1<<53), rng.IntN(2) == 0)
+		period := 1 + rng.Int64N(1<<60)
+		e := newWinEntry(st, period, l)
+		if e.state() != st || e.limit() != l || e.period != period || !l.valid() {
+			t.Fatalf("newWinEntry(%+v, %d, %#x) gives back %+v, %d, %#x", st, period, l, e.state(), e.period, e.limit())
+		}
+	}
+}
+
 // TestCostClasses pins what each kind of key costs to forget.
 func TestCostClasses(t *testing.T) {
 	const now = int64(1) << 60
@@ -32,7 +50,8 @@ func TestCostClasses(t *testing.T) {
 	// A GCRA limit of 10 a minute (τ = 1 min, T = 6 s) and 10 an hour.
 	perMin, perHour := packTATLimit(min, 10), packTATLimit(hour, 10)
 	win := func(start, prev, curr, period, rate int64, sliding bool) cost {
-		return winCost(&winEntry{State: window.State{Start: start, Prev: prev, Curr: curr}, period: period, lim: winLim(rate, sliding)}, now)
+		e := newWinEntry(window.State{Start: start, Prev: prev, Curr: curr}, period, packWinLimit(rate, sliding))
+		return winCost(&e, now)
 	}
 	logOf := func(used int64, at ...int64) cost {
 		var entries []slidinglog.Entry

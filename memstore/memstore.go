@@ -61,9 +61,9 @@ type Options struct {
 	// bytes per request a sliding window log holds: 200 MiB at the
 	// default. A bucket key (GCRA, token, leaky) takes about 40 bytes in a
 	// full store (a 16-byte slot of a flat table at most half full, and 4
-	// bytes of packed limit), a window key up to about 115 (an entry of a
-	// Go map, which grows by doubling), a sliding log about 135 with one
-	// entry. A shard's table and maps keep the room they once needed, so a
+	// bytes of packed limit), a window key up to about 95 (a 40-byte entry
+	// of a Go map, which grows by doubling), a sliding log about 135 with
+	// one entry. A shard's table and maps keep the room they once needed, so a
 	// store whose keys changed kind over time may hold each kind's peak at
 	// once; MaxBytesPerKey covers that.
 	MaxKeys int
@@ -137,22 +137,40 @@ const (
 	memoWays  = 4
 )
 
-// winEntry is a window key's state and the limit it was last applied
-// with, which eviction needs to tell what forgetting the key would cost.
+// winEntry is a window key's state and the limit it was last applied with,
+// which eviction needs to tell what forgetting the key would cost, in 32
+// bytes (a larger map entry costs the window algorithms 10–20% a request
+// on existing keys). The state's counts never exceed MaxRate, 2^53, so the
+// ten bits above bit 53 of Prev and Curr are free: they carry the packed
+// limit (winLimit), Curr the low ten bits and Prev the other seven. Read
+// the state with state(), never st directly.
 type winEntry struct {
-	window.State
+	st     window.State
 	period int64 // the limit's Period, ns
-	lim    int64 // the limit's Rate<<1, | 1 for the sliding window counter
 }
 
-func (e *winEntry) rate() int64   { return e.lim >> 1 }
-func (e *winEntry) sliding() bool { return e.lim&1 != 0 }
-func (e *winEntry) expiry() int64 { return e.Expiry(e.sliding(), time.Duration(e.period)) }
-func winLim(rate int64, sliding bool) int64 {
-	if sliding {
-		return rate<<1 | 1
-	}
-	return rate << 1
+const (
+	countBits = 54
+	countMask = 1<<countBits - 1
+)
+
+func newWinEntry(st window.State, period int64, l winLimit) winEntry {
+	st.Prev = int64(uint64(st.Prev)&countMask | uint64(l>>10)<<countBits)
+	st.Curr = int64(uint64(st.Curr)&countMask | uint64(l&1023)<<countBits)
+	return winEntry{st: st, period: period}
+}
+
+func (e *winEntry) state() window.State {
+	return window.State{Start: e.st.Start, Prev: e.st.Prev & countMask, Curr: e.st.Curr & countMask}
+}
+
+func (e *winEntry) limit() winLimit {
+	return winLimit(uint64(e.st.Prev)>>countBits<<10 | uint64(e.st.Curr)>>countBits)
+}
+
+// expiry returns the time (Unix ns) from which the state holds nothing.
+func (e *winEntry) expiry() int64 {
+	return e.state().Expiry(e.limit().sliding(), time.Duration(e.period))
 }
 
 type logEntry struct {
@@ -447,19 +465,20 @@ func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, d *rate
 		return true
 	}
 	sliding := req.Algorithm == ratelimit.SlidingWindowCounter
-	old, ok := sh.win[h]
+	e, ok := sh.win[h]
+	old := e.state()
 	var st window.State
 	if sliding {
-		st, *d = window.Sliding(old.State, now, *req)
+		st, *d = window.Sliding(old, now, *req)
 	} else {
-		st, *d = window.Fixed(old.State, now, *req)
+		st, *d = window.Fixed(old, now, *req)
 	}
-	if st != old.State {
+	if st != old {
 		if !ok && !s.makeRoom(sh, h, now) {
 			*d = ratelimit.Decision{}
 			return false
 		}
-		sh.win[h] = winEntry{State: st, period: int64(req.Limit.Period), lim: winLim(req.Limit.Rate, sliding)}
+		sh.win[h] = newWinEntry(st, int64(req.Limit.Period), packWinLimit(req.Limit.Rate, sliding))
 	}
 	return true
 }

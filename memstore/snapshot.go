@@ -29,10 +29,9 @@ type snapshot struct {
 }
 
 type snapWin struct {
-	State   window.State
-	Period  int64 // since version 4, with Rate and Sliding
-	Rate    int64
-	Sliding bool
+	State  window.State
+	Period int64  // since version 4, with Limit
+	Limit  uint32 // the packed limit (winLimit)
 }
 
 type snapLog struct {
@@ -64,7 +63,7 @@ func (s *Store) Snapshot(w io.Writer) error {
 		})
 		for k, v := range sh.win {
 			if v.expiry() > now {
-				snap.Win[k] = snapWin{v.State, v.period, v.rate(), v.sliding()}
+				snap.Win[k] = snapWin{v.state(), v.period, uint32(v.limit())}
 			}
 		}
 		for k, v := range sh.logs {
@@ -130,7 +129,7 @@ func (s *Store) Restore(r io.Reader) error {
 		}
 	}
 	for k, v := range snap.Win {
-		e := winEntry{State: v.State, period: v.Period, lim: winLim(v.Rate, v.Sliding)}
+		e := newWinEntry(v.State, v.Period, winLimit(v.Limit))
 		if e.expiry() > now {
 			k = nonzero(k)
 			sh := s.shardOf(k)
@@ -161,13 +160,14 @@ func (snap *snapshot) check() error {
 		return errors.New("malformed key hash")
 	}
 	for k := range snap.TAT {
-		if snap.TATLimit[k] == 0 {
-			return fmt.Errorf("key %#x: no limit", k)
+		if !tatLimit(snap.TATLimit[k]).valid() {
+			return fmt.Errorf("key %#x: malformed limit", k)
 		}
 	}
 	for k, v := range snap.Win {
-		if v.Period <= 0 || v.Rate <= 0 || v.Rate > ratelimit.MaxRate {
-			return fmt.Errorf("key %#x: malformed window limit", k)
+		if !winLimit(v.Limit).valid() || v.Period <= 0 || v.Period > int64(ratelimit.MaxWindow) ||
+			v.State.Prev < 0 || v.State.Prev > ratelimit.MaxRate || v.State.Curr < 0 || v.State.Curr > ratelimit.MaxRate {
+			return fmt.Errorf("key %#x: malformed window", k)
 		}
 	}
 	for k, v := range snap.Logs {

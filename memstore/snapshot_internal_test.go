@@ -25,8 +25,8 @@ func TestRestoreRefusesOtherSnapshots(t *testing.T) {
 		{"version 2", snapshot{Version: 2, K0: 1, K1: 1, TAT: map[uint64]int64{7: 1 << 62}}, "version 2, want 4"},
 		{"version 3", snapshot{Version: 3, K0: 1, K1: 1, TAT: map[uint64]int64{7: 1 << 62}}, "version 3, want 4"},
 		{"even secret", snapshot{Version: snapshotVersion, K0: 2, K1: 1, TAT: map[uint64]int64{7: 1 << 62}, TATLimit: map[uint64]uint32{7: 1}}, "malformed key hash"},
-		{"no limit", snapshot{Version: snapshotVersion, K0: 1, K1: 1, TAT: map[uint64]int64{7: 1 << 62}}, "key 0x7: no limit"},
-		{"no window limit", snapshot{Version: snapshotVersion, K0: 1, K1: 1, Win: map[uint64]snapWin{7: {State: window.State{Start: 1 << 62, Curr: 1}}}}, "key 0x7: malformed window limit"},
+		{"no limit", snapshot{Version: snapshotVersion, K0: 1, K1: 1, TAT: map[uint64]int64{7: 1 << 62}}, "key 0x7: malformed limit"},
+		{"no window limit", snapshot{Version: snapshotVersion, K0: 1, K1: 1, Win: map[uint64]snapWin{7: {State: window.State{Start: 1 << 62, Curr: 1}}}}, "key 0x7: malformed window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
