@@ -19,7 +19,10 @@
 //	go test -race ./abuse/
 //
 // A test whose defence has not landed in sluice yet is skipped with a
-// message that says what is missing ("not fixed yet: ..."), found by
-// probing the binary (a config setting it refuses as unknown), never by
-// catching a failed assertion.
+// message that says what is missing ("not fixed yet: ..."): found by
+// probing the binary (a config setting or flag it refuses as unknown, a
+// protocol setting it does not send), so that the test runs by itself
+// once the defence exists; or, for a defect the suite found and reported,
+// by an explicit t.Skip at the top of its test, to be removed with the
+// fix.
 package abuse

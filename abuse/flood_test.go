@@ -3,23 +3,37 @@ package abuse
 import (
 	"fmt"
 	"net/http"
-	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// floodRules are the rules of the identity flood: per client, a token
-// bucket of 3 an hour (its holders exhaust it) and a monthly quota of 10
-// (its holders use half of it). A flood identity makes one request.
-const floodRules = `
+// floodRules are the rules of the identity flood, per client: a token
+// bucket (window) that the holders exhaust, and a monthly quota of 10
+// that they use half of. A flood identity makes one request.
+//
+// With cheap, the bucket holds 3 and refills 5 an hour (36 minutes from
+// empty to full): a flood identity's key, one request of 3 used, is short
+// state that costs little to forget, so the full store evicts the flood's
+// own keys. Otherwise it holds 3 and refills 3 an hour: a flood key is a
+// long-period quota (an hour) used past a quarter, which the store must
+// not forget either, so it refuses new keys and the failure policy
+// answers them.
+func floodRules(cheap bool) string {
+	rate := 3
+	if cheap {
+		rate = 5
+	}
+	return fmt.Sprintf(`
     - key: client
-      rate_limit: {name: window, algorithm: token_bucket, unit: hour, requests_per_unit: 3}
+      rate_limit: {name: window, algorithm: token_bucket, unit: hour, requests_per_unit: %d, burst: 3}
     - key: generic_key
       value: monthly
       descriptors:
         - key: client
           quota: {period: month, limit: 10}
-`
+`, rate)
+}
 
 // floodDoor is one front door under the identity flood: ask sends one
 // request of client on the window rule (quota false) or the quota rule.
@@ -34,20 +48,28 @@ type floodDoor struct {
 // that its eviction drops the keys of other callers: an exhausted window,
 // a used monthly quota, back to full.
 //
-// Bound: with max_keys K (here 512), 50 holders exhaust their window and
-// use half their monthly quota, then 20·K fresh identities make one
-// request each. None of the 50 is admitted on the window again, each
-// gets exactly the rest of its quota, the keys held stay within K (when
-// the store reports them), and the process's RSS grows by less than
-// 16 MiB during the flood.
+// Bound: with max_keys K (1024, the least the gateway takes), 50 holders
+// exhaust their bucket and use half their monthly quota, then 10·K fresh
+// identities make one request each — cheap ones (the store evicts them,
+// sluice_store_evictions_total) and ones holding state the store must not
+// forget (it refuses them, sluice_store_refusals_total, and the failure
+// policy answers). None of the 50 is admitted on its bucket again, each
+// gets exactly the rest of its quota, sluice_store_keys stays within K,
+// and the process's RSS grows by less than 16 MiB during the flood.
 func TestIdentityFlood(t *testing.T) {
 	t.Parallel()
-	const maxKeys, holders = 512, 50
-	t.Run("serve", func(t *testing.T) {
-		t.Parallel()
-		dir := t.TempDir()
-		body := `
+	const maxKeys, holders = 1024, 50
+	for _, cheap := range []bool{true, false} {
+		variant := "evict"
+		if !cheap {
+			variant = "refuse"
+		}
+		t.Run("serve/"+variant, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			g, err := tryServe(t, writeFile(t, dir, "gateway.yaml", fmt.Sprintf(`
 upstream: builtin:echo
+max_keys: %d
 routes:
   - path: /w
     rate_limits:
@@ -57,51 +79,36 @@ routes:
       - actions: [{generic_key: {descriptor_value: monthly}}, {request_headers: {header_name: X-Client, descriptor_key: client}}]
 rules:
   domain: abuse
-  descriptors:` + floodRules
-		// The setting's name is probed: the memory store's bound as a
-		// config setting of sluice serve.
-		var g *gatewayProc
-		var first error
-		for _, setting := range []string{fmt.Sprintf("max_keys: %d\n", maxKeys), fmt.Sprintf("memory: {max_keys: %d}\n", maxKeys)} {
-			var err error
-			if g, err = tryServe(t, writeFile(t, dir, "gateway.yaml", setting+body)); err == nil {
-				first = nil
-				break
-			}
-			if first == nil {
-				first = err
-			}
-		}
-		skipIfUnknown(t, first, "sluice serve has no max_keys setting for its memory store")
-		c := client(t)
-		identityFlood(t, floodDoor{g.proc, g.admin, func(c2 *http.Client, id string, quota bool) (int, error) {
-			path := "/w"
-			if quota {
-				path = "/q"
-			}
-			code, _, _, err := tryDo(c2, "GET", g.url+path, "X-Client", id)
-			return code, err
-		}}, c, maxKeys, holders)
-	})
-	t.Run("rls", func(t *testing.T) {
-		t.Parallel()
-		dir := t.TempDir()
-		writeFile(t, dir, "rules.yaml", "domain: abuse\ndescriptors:"+floodRules)
-		r, err := tryRLS(t, dir, "--max-keys", fmt.Sprint(maxKeys))
-		skipIfUnknown(t, err, "sluice rls has no --max-keys flag for its memory store")
-		c := &http.Client{Timeout: 10 * time.Second}
-		identityFlood(t, floodDoor{r.proc, r.http, func(c2 *http.Client, id string, quota bool) (int, error) {
-			d := [][2]string{{"client", id}}
-			if quota {
-				d = [][2]string{{"generic_key", "monthly"}, {"client", id}}
-			}
-			code, _, err := r.tryDecide(c2, "abuse", 1, d)
-			return code, err
-		}}, c, maxKeys, holders)
-	})
+  descriptors:`, maxKeys)+floodRules(cheap)))
+			skipIfUnknown(t, err, "sluice serve has no max_keys setting for its memory store")
+			identityFlood(t, floodDoor{g.proc, g.admin, func(c *http.Client, id string, quota bool) (int, error) {
+				path := "/w"
+				if quota {
+					path = "/q"
+				}
+				code, _, _, err := tryDo(c, "GET", g.url+path, "X-Client", id)
+				return code, err
+			}}, client(t), maxKeys, holders, cheap)
+		})
+		t.Run("rls/"+variant, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			writeFile(t, dir, "rules.yaml", "domain: abuse\ndescriptors:"+floodRules(cheap))
+			r, err := tryRLS(t, dir, "--max-keys", fmt.Sprint(maxKeys))
+			skipIfUnknown(t, err, "sluice rls has no --max-keys flag for its memory store")
+			identityFlood(t, floodDoor{r.proc, r.http, func(c *http.Client, id string, quota bool) (int, error) {
+				d := [][2]string{{"client", id}}
+				if quota {
+					d = [][2]string{{"generic_key", "monthly"}, {"client", id}}
+				}
+				code, _, err := r.tryDecide(c, "abuse", 1, d)
+				return code, err
+			}}, &http.Client{Timeout: 10 * time.Second}, maxKeys, holders, cheap)
+		})
+	}
 }
 
-func identityFlood(t *testing.T, d floodDoor, c *http.Client, maxKeys, holders int) {
+func identityFlood(t *testing.T, d floodDoor, c *http.Client, maxKeys, holders int, cheap bool) {
 	month := time.Now().UTC().Month()
 	expect := func(id string, quota bool, want int) {
 		t.Helper()
@@ -130,6 +137,8 @@ func identityFlood(t *testing.T, d floodDoor, c *http.Client, maxKeys, holders i
 	if t.Failed() {
 		t.FailNow()
 	}
+	var mu sync.Mutex
+	answers := map[int]int{}
 	flood := func(from, to int) {
 		t.Helper()
 		err := parallel(to-from, 8, func(i int) error {
@@ -138,7 +147,12 @@ func identityFlood(t *testing.T, d floodDoor, c *http.Client, maxKeys, holders i
 			if err != nil {
 				return err
 			}
-			if code >= 500 && code != http.StatusServiceUnavailable {
+			mu.Lock()
+			answers[code]++
+			mu.Unlock()
+			// 200, or the failure policy's answer to a refused key: 503
+			// (the gateway's error), 500 (the RLS's error).
+			if code != http.StatusOK && code != http.StatusServiceUnavailable && code != http.StatusInternalServerError {
 				return fmt.Errorf("flood request %d: %d", i, code)
 			}
 			return nil
@@ -150,7 +164,7 @@ func identityFlood(t *testing.T, d floodDoor, c *http.Client, maxKeys, holders i
 	flood(0, 2*maxKeys) // the store is full
 	before := d.proc.rss(t)
 	start := time.Now()
-	flood(2*maxKeys, 20*maxKeys)
+	flood(2*maxKeys, 10*maxKeys)
 	took := time.Since(start)
 	after := d.proc.rss(t)
 
@@ -166,19 +180,23 @@ func identityFlood(t *testing.T, d floodDoor, c *http.Client, maxKeys, holders i
 		expect(id, true, http.StatusTooManyRequests)
 	}
 	m := scrape(t, d.metrics)
-	var held []string
-	for s, v := range m.series {
-		n := seriesName(s)
-		if strings.HasSuffix(n, "_keys") && !strings.Contains(n, "max") {
-			held = append(held, fmt.Sprintf("%s=%v", s, v))
-			if v > float64(maxKeys) {
-				t.Errorf("%s is %v after the flood, want at most max_keys %d", s, v, maxKeys)
-			}
-		}
+	keys := m.value(t, "sluice_store_keys")
+	if bound := m.value(t, "sluice_store_max_keys"); bound != float64(maxKeys) {
+		t.Errorf("sluice_store_max_keys is %v, want max_keys %d", bound, maxKeys)
 	}
-	t.Logf("%d fresh identities in %v; RSS %s -> %s; keys metrics %v; eviction metrics %v",
-		18*maxKeys, took.Round(time.Millisecond), mib(before), mib(after), held, m.names("evict"))
+	if keys > float64(maxKeys) {
+		t.Errorf("sluice_store_keys is %v after the flood, want at most max_keys %d", keys, maxKeys)
+	}
+	evictions, refusals := m.value(t, "sluice_store_evictions_total"), m.value(t, "sluice_store_refusals_total")
+	if cheap && evictions == 0 {
+		t.Errorf("a flood of cheap keys past max_keys: no eviction counted")
+	}
+	if !cheap && refusals == 0 {
+		t.Errorf("a flood of keys the store must keep, past max_keys: no refusal counted")
+	}
+	t.Logf("%d fresh identities in %v, answered %v; keys %v of %d, %v evictions, %v refusals; RSS %s -> %s",
+		8*maxKeys, took.Round(time.Millisecond), answers, keys, maxKeys, evictions, refusals, mib(before), mib(after))
 	if after-before > 16<<20 {
-		t.Errorf("RSS grew by %s during a flood of %d identities past max_keys %d, want under 16 MiB", mib(after-before), 18*maxKeys, maxKeys)
+		t.Errorf("RSS grew by %s during a flood of %d identities past max_keys %d, want under 16 MiB", mib(after-before), 8*maxKeys, maxKeys)
 	}
 }

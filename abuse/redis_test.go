@@ -3,6 +3,7 @@ package abuse
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -59,7 +60,8 @@ descriptors:
 // redis-server comes up on the port they go back to Redis by themselves
 // (within the store's reconnect backoff, 5 s at most between probes,
 // here 15 s with slack), which the limits show (a rule of 2 an hour
-// denies again) and which /metrics or /readyz reports.
+// denies again), sluice_store_up (0, then 1), sluice_redis_reconnects_total
+// and /readyz's store line report.
 func TestRedisDownAtStart(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
@@ -103,9 +105,14 @@ func TestRedisDownAtStart(t *testing.T) {
 			}
 		}
 	}
-	before := map[string]metrics{}
+	// Visible to an operator: sluice_store_up and /readyz's store line.
 	for _, d := range doors {
-		before[d.name] = scrape(t, d.admin)
+		if up := scrape(t, d.admin).value(t, "sluice_store_up"); up != 0 {
+			t.Errorf("%s, Redis down: sluice_store_up %v, want 0", d.name, up)
+		}
+		if _, _, body := do(t, http.DefaultClient, "GET", d.admin+"/readyz"); !strings.Contains(body, ": disconnected since") {
+			t.Errorf("%s, Redis down: /readyz says %q, want a store line saying it is disconnected", d.name, body)
+		}
 	}
 
 	if err := rs.Restart(); err != nil {
@@ -151,39 +158,39 @@ func TestRedisDownAtStart(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	// Visible to an operator: a metric that changed, or /readyz.
-	var missing []string
 	for _, d := range doors {
 		m := scrape(t, d.admin)
-		if redisVisible(before[d.name], m) {
-			continue
+		if up := m.value(t, "sluice_store_up"); up != 1 {
+			t.Errorf("%s, back on Redis: sluice_store_up %v, want 1", d.name, up)
 		}
-		if _, _, body, err := tryDo(http.DefaultClient, "GET", d.admin+"/readyz"); err == nil && strings.Contains(strings.ToLower(body), "connected") {
-			continue
+		if n := m.value(t, "sluice_redis_reconnects_total"); n < 1 {
+			t.Errorf("%s, back on Redis: sluice_redis_reconnects_total %v, want at least 1", d.name, n)
 		}
-		missing = append(missing, d.name)
-	}
-	if len(missing) > 0 {
-		t.Skipf("not fixed yet: the return to Redis is not visible in /metrics of %v (no metric about the Redis connection changed, and /readyz does not say \"connected\"); the behaviour above passed", missing)
+		if _, _, body := do(t, http.DefaultClient, "GET", d.admin+"/readyz"); !strings.Contains(body, ": connected since") {
+			t.Errorf("%s, back on Redis: /readyz says %q, want a store line saying it is connected", d.name, body)
+		}
 	}
 }
 
-// redisVisible reports whether a metric about the Redis connection
-// (connected, up, reconnects, health) changed between two scrapes.
-func redisVisible(before, after metrics) bool {
-	for s, v := range after.series {
-		n := seriesName(s)
-		if !strings.Contains(n, "redis") && !strings.Contains(n, "store") {
-			continue
-		}
-		if !strings.Contains(n, "connect") && !strings.Contains(n, "up") && !strings.Contains(n, "health") {
-			continue
-		}
-		if before.series[s] != v {
-			return true
-		}
+// The same attack against a gateway config that does not name a failure
+// policy: docs/gateway.md, the example config and gateway.Config say the
+// default is allow (as fail_closed: false was before on_store_error), so
+// Redis down must not turn every limited request into an error.
+func TestRedisDownAtStartDefaultPolicy(t *testing.T) {
+	t.Skip("not fixed yet: with no on_store_error, sluice serve answers 503 (error, ratelimit.FailurePolicy's zero value) while docs/gateway.md and gateway.Config document allow")
+	t.Parallel()
+	rs := redistest.Start(t)
+	rs.Kill()
+	cfg := redisGateway(t, rs.URL(), "allow", 2)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return false
+	replaceFile(t, cfg, strings.Replace(string(b), "on_store_error: allow\n", "", 1))
+	g := startServe(t, cfg)
+	if code, _, body := do(t, client(t), "GET", g.url+"/"); code != http.StatusOK {
+		t.Errorf("no on_store_error, Redis down: %d %s, want the documented default allow's 200", code, body)
+	}
 }
 
 // Attack (or bad luck): Redis hangs (SIGSTOP: connections stay open,
@@ -286,7 +293,8 @@ func TestRedisHung(t *testing.T) {
 // (kind, rule) per interval (10 s) plus the first of a quiet pair at once
 // (internal/server/eventlog), and Redis's own failures at most once per probe
 // (1 s growing to 5 s): 2000 requests during an outage, or 2000 denials,
-// write at most 20 lines, and at least one says what happened.
+// write at most 20 lines, and the log says what happened (a server that
+// started without Redis says so once, at start).
 func TestLogAmplification(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
@@ -315,56 +323,59 @@ func TestLogAmplification(t *testing.T) {
 		}
 		return lines
 	}
-	said := func(t *testing.T, lines []string, what string, words ...string) {
-		for _, l := range lines {
+	// said checks that the process's log (from its start: a server that
+	// started without Redis says so once, then its failure policy answers
+	// quietly) says what happened.
+	said := func(t *testing.T, p *proc, what string, words ...string) {
+		for _, l := range p.lines(time.Time{}) {
 			for _, w := range words {
 				if strings.Contains(strings.ToLower(l), w) {
 					return
 				}
 			}
 		}
-		t.Errorf("%d requests during %s: no log line says so (looked for %q)", requests, what, words)
+		t.Errorf("%s: no log line says so (looked for %q)", what, words)
 	}
 	t.Run("serve/outage", func(t *testing.T) {
 		t.Parallel()
 		g := startServe(t, redisGateway(t, rs.URL(), "allow", 1000000))
 		c := client(t)
-		lines := burst(t, g.proc, func() (int, error) {
+		burst(t, g.proc, func() (int, error) {
 			code, _, _, err := tryDo(c, "GET", g.url+"/")
 			return code, err
 		}, http.StatusOK)
-		said(t, lines, "a Redis outage", "redis", "store")
+		said(t, g.proc, "a Redis outage", "redis", "store")
 	})
 	t.Run("rls/outage", func(t *testing.T) {
 		t.Parallel()
 		r := startRLS(t, redisRules(t, 1000000), "--store", rs.URL(), "--on-store-error", "allow")
 		c := &http.Client{Timeout: 10 * time.Second}
-		lines := burst(t, r.proc, func() (int, error) {
+		burst(t, r.proc, func() (int, error) {
 			code, _, err := r.tryDecide(c, "abuse", 1, [][2]string{{"k", "v"}})
 			return code, err
 		}, http.StatusOK)
-		said(t, lines, "a Redis outage", "redis", "store")
+		said(t, r.proc, "a Redis outage", "redis", "store")
 	})
 	t.Run("serve/denials", func(t *testing.T) {
 		t.Parallel()
 		g := startServe(t, redisGateway(t, "memory", "allow", 1))
 		c := client(t)
 		do(t, c, "GET", g.url+"/")
-		lines := burst(t, g.proc, func() (int, error) {
+		burst(t, g.proc, func() (int, error) {
 			code, _, _, err := tryDo(c, "GET", g.url+"/")
 			return code, err
 		}, http.StatusTooManyRequests)
-		said(t, lines, "a flood of denials", "denied", "denial", "over")
+		said(t, g.proc, "a flood of denials", "denied", "denial", "over")
 	})
 	t.Run("rls/denials", func(t *testing.T) {
 		t.Parallel()
 		r := startRLS(t, redisRules(t, 1))
 		c := &http.Client{Timeout: 10 * time.Second}
 		r.decide(t, "abuse", 1, [][2]string{{"k", "v"}})
-		lines := burst(t, r.proc, func() (int, error) {
+		burst(t, r.proc, func() (int, error) {
 			code, _, err := r.tryDecide(c, "abuse", 1, [][2]string{{"k", "v"}})
 			return code, err
 		}, http.StatusTooManyRequests)
-		said(t, lines, "a flood of denials", "denied", "denial", "over")
+		said(t, r.proc, "a flood of denials", "denied", "denial", "over")
 	})
 }

@@ -100,17 +100,18 @@ descriptors:
 // Attack: one HTTP/2 connection to the gRPC port opens as many streams as
 // it may and sends request bodies that never end, so that no handler
 // runs and nothing the server buffered is consumed (+2 GiB in the lean
-// server in issue 15); then it ignores flow control.
+// server, +0.8 GiB through grpc-go in issue 15); then it ignores flow
+// control. Against both gRPC servers of sluice rls, each with messages
+// just under its size limit.
 //
-// The same against --grpc-server grpc-go is skipped while that server
-// announces no stream limit.
-//
-// Bound: the server holds at most its connection window of request bytes
-// for one connection (32 MiB by default, at most 40 MiB with its buffers:
-// internal/h2grpc's Options), so the process's RSS grows by less than
-// 64 MiB for the connection; streams past MAX_CONCURRENT_STREAMS (256)
-// are refused; DATA past the windows ends the connection with
-// FLOW_CONTROL_ERROR; and the server keeps answering other clients.
+// Bound: the lean server holds at most its connection window of request
+// bytes for one connection (32 MiB by default, under 40 MiB with its
+// buffers: internal/transport/h2grpc's Options), grpc-go at most 256
+// streams × (128 KiB + 64 KiB) = 48 MiB (rls.ServerOptions), so the
+// process's RSS grows by less than 64 MiB for the connection; streams
+// past MAX_CONCURRENT_STREAMS (256) are refused; DATA past the windows
+// ends the connection (the lean server: FLOW_CONTROL_ERROR) or the
+// stream; and the server keeps answering other clients.
 func TestRLSHTTP2BodyFlood(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -120,7 +121,14 @@ descriptors:
   - key: k
     rate_limit: {unit: hour, requests_per_unit: 100}
 `)
-	for _, server := range []string{"lean", "grpc-go"} {
+	// Each server's largest request message (h2grpc's MaxRecvMsgSize,
+	// rls.MaxRecvMsgSize for grpc-go), less a little: the longest body a
+	// call may be kept waiting for.
+	for _, sv := range []struct {
+		server string
+		msgLen uint32
+	}{{"lean", 4<<20 - 1024}, {"grpc-go", 128<<10 - 64}} {
+		server := sv.server
 		t.Run(server, func(t *testing.T) {
 			r := startRLS(t, dir, "--grpc-server", server)
 			r.decide(t, "abuse", 1, [][2]string{{"k", "warm-up"}})
@@ -136,10 +144,10 @@ descriptors:
 				// unless told (grpc.MaxConcurrentStreams).
 				t.Skipf("not fixed yet: --grpc-server %s sets no SETTINGS_MAX_CONCURRENT_STREAMS (got %d; 0 is none): the streams and buffers of one connection are not bounded", server, ms)
 			}
-			res := a.flood(t, 2*time.Second)
+			res := a.flood(t, sv.msgLen, 2*time.Second)
 			peak := r.rss(t)
-			t.Logf("one connection: %d streams opened, %d refused, %s of request bodies accepted; RSS %s -> %s (+%s)",
-				res.opened, res.refused, mib(res.sent), mib(before), mib(peak), mib(peak-before))
+			t.Logf("one connection: %d streams opened, resets %v, %s of request bodies accepted; RSS %s -> %s (+%s)",
+				res.opened, res.resets, mib(res.sent), mib(before), mib(peak), mib(peak-before))
 			if peak-before > 64<<20 {
 				t.Errorf("one connection grew the server's RSS by %s, want at most 64 MiB (%s of bodies accepted)", mib(peak-before), mib(res.sent))
 			}
@@ -150,13 +158,16 @@ descriptors:
 				t.Errorf("%d streams opened past SETTINGS_MAX_CONCURRENT_STREAMS %d: none refused", res.opened, res.maxStreams)
 			}
 
-			// Past the windows: the server must end the connection, not
-			// buffer.
-			code, closed := a.overrun(t, 4<<20, 3*time.Second)
-			if !closed {
-				t.Errorf("4 MiB of DATA past the flow-control windows: the connection is still open")
-			} else if code != http2.ErrCodeFlowControl {
-				t.Logf("DATA past the windows: connection ended with %v (want FLOW_CONTROL_ERROR, or a reset)", code)
+			// Past the windows: the server must end the connection or
+			// the stream (FLOW_CONTROL_ERROR), not buffer.
+			o := a.overrun(t, 4<<20, 3*time.Second)
+			switch {
+			case o.connEnded:
+				t.Logf("4 MiB of DATA past the windows: the connection ended (GOAWAY %v)", o.goaway)
+			case o.streamReset != nil:
+				t.Logf("4 MiB of DATA past the windows: the stream was reset (%v), the connection kept", *o.streamReset)
+			default:
+				t.Errorf("4 MiB of DATA past the flow-control windows: neither the connection nor the stream ended")
 			}
 			after := r.rss(t)
 			if after-before > 64<<20 {
@@ -189,13 +200,15 @@ type h2attack struct {
 	goawayCode http2.ErrCode
 	readErr    error
 	done       chan struct{}
+	block      []byte // the calls' header block
 }
 
 type h2stream struct {
-	win    int64
-	sent   int64
-	reset  bool
-	prefix bool // the gRPC message prefix went out
+	win       int64
+	sent      int64
+	reset     bool
+	resetCode http2.ErrCode
+	prefix    bool // the gRPC message prefix went out
 }
 
 func dialH2(addr string) (*h2attack, error) {
@@ -269,7 +282,7 @@ func (a *h2attack) read() {
 			}
 		case *http2.RSTStreamFrame:
 			if st := a.streams[f.StreamID]; st != nil && !st.reset {
-				st.reset = true
+				st.reset, st.resetCode = true, f.ErrCode
 				if f.ErrCode == http2.ErrCodeRefusedStream {
 					a.refused++
 				}
@@ -309,6 +322,7 @@ type floodResult struct {
 	opened, refused int
 	maxStreams      uint32
 	sent            int64
+	resets          map[http2.ErrCode]int // RST_STREAM codes received
 }
 
 const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
@@ -326,10 +340,11 @@ func (a *h2attack) settingsMaxStreams(t testing.TB) uint32 {
 }
 
 // flood opens SETTINGS_MAX_CONCURRENT_STREAMS + 64 calls, each declaring
-// a request message of almost 4 MiB (the server's MaxRecvMsgSize), and
-// sends their bodies as fast as the server's windows allow, until no
-// credit has come for idle.
-func (a *h2attack) flood(t testing.TB, idle time.Duration) floodResult {
+// a request message of msgLen bytes (just under the server's largest), and
+// sends their bodies as fast as the server's windows allow, all but the
+// last byte (so no call's handler can run), until no credit has come for
+// idle.
+func (a *h2attack) flood(t testing.TB, msgLen uint32, idle time.Duration) floodResult {
 	t.Helper()
 	a.mu.Lock()
 	if !a.waitFor(5*time.Second, func() bool { return a.settings }) {
@@ -347,6 +362,7 @@ func (a *h2attack) flood(t testing.TB, idle time.Duration) floodResult {
 		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	block := hb.Bytes()
+	a.block = block
 	for i := 0; i < n; i++ {
 		id := uint32(2*i + 1)
 		a.mu.Lock()
@@ -360,7 +376,6 @@ func (a *h2attack) flood(t testing.TB, idle time.Duration) floodResult {
 	}
 
 	const frame = 16384
-	const msgLen = 4<<20 - 1024
 	payload := make([]byte, frame)
 	var sent int64
 	for sent < 96<<20 { // past the bound, and no further
@@ -371,11 +386,11 @@ func (a *h2attack) flood(t testing.TB, idle time.Duration) floodResult {
 			a.mu.Lock()
 			st := a.streams[id]
 			size := min(int64(frame), st.win, a.connWin)
-			if st.reset || a.goaway || a.readErr != nil || size <= 0 || st.sent >= msgLen+5 {
+			if st.reset || a.goaway || a.readErr != nil || size <= 0 || st.sent >= int64(msgLen)+4 {
 				a.mu.Unlock()
 				continue
 			}
-			size = min(size, msgLen+5-st.sent)
+			size = min(size, int64(msgLen)+4-st.sent)
 			st.win -= size
 			a.connWin -= size
 			st.sent += size
@@ -405,7 +420,7 @@ func (a *h2attack) flood(t testing.TB, idle time.Duration) floodResult {
 				return a.goaway
 			}
 			for _, st := range a.streams {
-				if !st.reset && st.win > 0 && st.sent < msgLen+5 {
+				if !st.reset && st.win > 0 && st.sent < int64(msgLen)+4 {
 					return true
 				}
 			}
@@ -423,13 +438,26 @@ func (a *h2attack) flood(t testing.TB, idle time.Duration) floodResult {
 func (a *h2attack) result(opened int, maxStreams uint32, sent int64) floodResult {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return floodResult{opened: opened, refused: a.refused, maxStreams: maxStreams, sent: sent}
+	resets := map[http2.ErrCode]int{}
+	for _, st := range a.streams {
+		if st.reset {
+			resets[st.resetCode]++
+		}
+	}
+	return floodResult{opened: opened, refused: a.refused, maxStreams: maxStreams, sent: sent, resets: resets}
+}
+
+// overrunResult is how the server took DATA past its windows.
+type overrunResult struct {
+	connEnded   bool           // GOAWAY, or the connection closed
+	goaway      http2.ErrCode  // GOAWAY's code, when one came
+	streamReset *http2.ErrCode // the stream's RST_STREAM code, when it was reset
 }
 
 // overrun sends n bytes of DATA on the first open stream regardless of
-// the windows, and reports how the connection ended (GOAWAY's code) and
-// whether it did within wait.
-func (a *h2attack) overrun(t testing.TB, n int, wait time.Duration) (http2.ErrCode, bool) {
+// the windows, and reports, within wait, whether the server ended the
+// connection or the stream.
+func (a *h2attack) overrun(t testing.TB, n int, wait time.Duration) overrunResult {
 	t.Helper()
 	a.mu.Lock()
 	var id uint32
@@ -438,9 +466,22 @@ func (a *h2attack) overrun(t testing.TB, n int, wait time.Duration) (http2.ErrCo
 			id = sid
 		}
 	}
-	a.mu.Unlock()
 	if id == 0 {
-		id = 1<<31 - 1 // every stream was reset: a new one
+		// Every stream was reset (grpc-go's server resets what it will
+		// not buffer): a new one.
+		for sid := range a.streams {
+			id = max(id, sid)
+		}
+		id += 2
+		a.streams[id] = &h2stream{win: a.initWin}
+		a.mu.Unlock()
+		if err := a.write(func() error {
+			return a.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: a.block, EndHeaders: true})
+		}); err != nil {
+			t.Fatalf("HEADERS of stream %d: %v", id, err)
+		}
+	} else {
+		a.mu.Unlock()
 	}
 	payload := make([]byte, 16384)
 	for sent := 0; sent < n; sent += len(payload) {
@@ -450,13 +491,17 @@ func (a *h2attack) overrun(t testing.TB, n int, wait time.Duration) (http2.ErrCo
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ended := a.waitFor(wait, func() bool { return a.goaway || a.readErr != nil })
-	if a.goaway {
-		return a.goawayCode, true
-	}
+	st := a.streams[id]
+	a.waitFor(wait, func() bool { return a.goaway || a.readErr != nil || st.reset })
+	var r overrunResult
 	var ne net.Error
-	if a.readErr != nil && !(errors.As(a.readErr, &ne) && ne.Timeout()) {
-		return http2.ErrCodeNo, true
+	r.connEnded = a.goaway || (a.readErr != nil && !(errors.As(a.readErr, &ne) && ne.Timeout()))
+	if a.goaway {
+		r.goaway = a.goawayCode
 	}
-	return http2.ErrCodeNo, ended
+	if st.reset {
+		code := st.resetCode
+		r.streamReset = &code
+	}
+	return r
 }
