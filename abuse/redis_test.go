@@ -177,7 +177,6 @@ func TestRedisDownAtStart(t *testing.T) {
 // default is allow (as fail_closed: false was before on_store_error), so
 // Redis down must not turn every limited request into an error.
 func TestRedisDownAtStartDefaultPolicy(t *testing.T) {
-	t.Skip("not fixed yet: with no on_store_error, sluice serve answers 503 (error, ratelimit.FailurePolicy's zero value) while docs/gateway.md and gateway.Config document allow")
 	t.Parallel()
 	rs := redistest.Start(t)
 	rs.Kill()

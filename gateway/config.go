@@ -333,7 +333,7 @@ func (d *decoder) parse(data []byte) *Config {
 		readFile: d.readFile,
 		File:     d.file, Listen: DefaultListen, AdminListen: DefaultAdminListen,
 		UpstreamTimeout: DefaultUpstreamTimeout, ShutdownTimeout: DefaultShutdownTimeout,
-		Store: "memory", SnapshotEvery: DefaultSnapshotEvery,
+		Store: "memory", SnapshotEvery: DefaultSnapshotEvery, OnStoreError: ratelimit.FailAllow,
 		Identity: IdentityConfig{ForwardUserHeader: DefaultForwardUserHeader,
 			ForwardTierHeader: DefaultForwardTierHeader, ForwardKindHeader: DefaultForwardKindHeader},
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -225,5 +226,35 @@ routes:
 	_, err = gateway.Parse("gw.yaml", []byte("upstream: builtin:echo\nroutes:\n  - path: /a\n  - path: /b\n  - path: /a\n"))
 	if err == nil || !strings.Contains(err.Error(), `gw.yaml:5: routes[2]: pattern "/a" conflicts with routes[0]`) {
 		t.Errorf("duplicate routes: %v", err)
+	}
+}
+
+// TestOnStoreErrorDefault: a config that says nothing fails open, as
+// documented; fail_closed: true is error; the two contradicting is an
+// error.
+func TestOnStoreErrorDefault(t *testing.T) {
+	base := "upstream: builtin:echo\nroutes:\n  - path: /\n"
+	for _, tc := range []struct {
+		extra string
+		want  ratelimit.FailurePolicy
+		bad   bool
+	}{
+		{"", ratelimit.FailAllow, false},
+		{"on_store_error: deny\n", ratelimit.FailDeny, false},
+		{"on_store_error: local\n", ratelimit.FailLocal, false},
+		{"fail_closed: true\n", ratelimit.FailError, false},
+		{"fail_closed: false\n", ratelimit.FailAllow, false},
+		{"on_store_error: deny\nfail_closed: true\n", 0, true},
+		{"on_store_error: open\n", 0, true},
+	} {
+		cfg, err := gateway.Parse("gw.yaml", []byte(base+tc.extra))
+		switch {
+		case tc.bad && err == nil:
+			t.Errorf("%q: parsed, want an error", tc.extra)
+		case !tc.bad && err != nil:
+			t.Errorf("%q: %v", tc.extra, err)
+		case !tc.bad && cfg.OnStoreError != tc.want:
+			t.Errorf("%q: on_store_error %v, want %v", tc.extra, cfg.OnStoreError, tc.want)
+		}
 	}
 }

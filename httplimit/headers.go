@@ -53,8 +53,12 @@ func setHeaders(h http.Header, mode HeaderMode, as []applied, denied int) {
 			Remaining: a.d.Remaining, Reset: ratelimit.DurationCeil(a.d.ResetAfter),
 			Over: i == denied, RetryAfter: ratelimit.DurationCeil(a.d.RetryAfter)})
 	}
+	// One array holds every header's value: one allocation for all.
+	vals := make([]string, 0, 3)
 	rlheader.Write(mode, ps, func(name, value string) {
-		h[canonical(name)] = []string{value}
+		vals = append(vals, value)
+		n := len(vals)
+		h[canonical(name)] = vals[n-1 : n : n]
 	})
 }
 

@@ -157,10 +157,12 @@ func (sc *scratch) release() {
 	if cap(sc.entries) > 64 || cap(sc.as) > 16 || cap(sc.checks) > 16 || cap(sc.descs) > 16 {
 		return // an unusual request; let it go
 	}
-	clear(sc.entries[:cap(sc.entries)])
-	clear(sc.descs[:cap(sc.descs)])
-	clear(sc.checks[:cap(sc.checks)])
-	clear(sc.as[:cap(sc.as)])
+	// Only what this request used holds pointers to clear.
+	clear(sc.entries)
+	clear(sc.descs)
+	clear(sc.checks)
+	clear(sc.as)
+	sc.entries, sc.descs, sc.checks, sc.as = sc.entries[:0], sc.descs[:0], sc.checks[:0], sc.as[:0]
 	scratchPool.Put(sc)
 }
 
@@ -295,12 +297,9 @@ func (h *handler) resolve(sc *scratch, r *http.Request, id identity.Identity, co
 		}
 		descs = append(descs, rules.Descriptor{Entries: entries[start:len(entries):len(entries)], Hits: cost})
 	}
-	if cap(entries) > cap(sc.entries) {
-		// The entries array grew: earlier descriptors point into the old
-		// one, which stays valid; keep the bigger one for next time.
-		sc.entries = entries[:0]
-	}
-	sc.descs = descs
+	// When the entries array grew, earlier descriptors point into the old
+	// one, which stays valid; the bigger one is kept for next time.
+	sc.entries, sc.descs = entries, descs
 	checks, err := m.Rules.Resolve(sc.checks[:0], rules.Input{Domain: m.Domain, Descriptors: descs, Now: m.Now, Shadow: m.Shadow, Disabled: h.disabled})
 	sc.checks = checks
 	as := sc.as[:0]

@@ -77,6 +77,11 @@ func parse(filename string, data []byte, nodeLimit int) (*Config, error) {
 		errs := p.errs
 		return nil, &errs
 	}
+	for _, r := range cfg.rules {
+		if !r.Unlimited && r.Quota == nil {
+			r.keyPrefix = string(appendKeyPrefix(nil, r.Algorithm, r.Limit.Period, r.Domain))
+		}
+	}
 	return cfg, nil
 }
 

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
@@ -245,23 +246,39 @@ func (r *Rule) AppendKey(dst []byte, entries []Entry) []byte {
 }
 
 func appendKey(dst []byte, alg ratelimit.Algorithm, period time.Duration, quotaStart time.Time, quotaPeriod string, r *Rule, domain string, entries []Entry) []byte {
-	dst = append(dst, "sl:"...)
-	if quotaPeriod != "" {
-		dst = append(dst, "quota:"...)
+	if quotaPeriod == "" && r != nil && r.keyPrefix != "" && r.Algorithm == alg && r.Limit.Period == period {
+		dst = append(dst, r.keyPrefix...) // computed once, when the rule was parsed
+	} else if quotaPeriod == "" {
+		dst = appendKeyPrefix(dst, alg, period, domain)
+	} else {
+		dst = append(dst, "sl:quota:"...)
 		if quotaPeriod == QuotaMonth {
 			dst = quotaStart.UTC().AppendFormat(dst, "2006-01")
 		} else {
 			dst = quotaStart.UTC().AppendFormat(dst, "2006-01-02")
 		}
-	} else {
-		dst = append(dst, alg.String()...)
 		dst = append(dst, ':')
-		dst = strconv.AppendInt(dst, period.Milliseconds(), 10)
-		dst = append(dst, "ms"...)
+		dst = appendEscaped(dst, domain)
+		dst = append(dst, '_')
 	}
+	return appendEntries(dst, r, entries)
+}
+
+// appendKeyPrefix appends the key of a rate limit up to its entries:
+// "sl:<algorithm>:<ms>ms:<domain>_".
+func appendKeyPrefix(dst []byte, alg ratelimit.Algorithm, period time.Duration, domain string) []byte {
+	dst = append(dst, "sl:"...)
+	dst = append(dst, alg.String()...)
 	dst = append(dst, ':')
+	dst = strconv.AppendInt(dst, period.Milliseconds(), 10)
+	dst = append(dst, "ms:"...)
 	dst = appendEscaped(dst, domain)
-	dst = append(dst, '_')
+	return append(dst, '_')
+}
+
+// appendEntries appends "<key>_<value>_" for each entry, escaped; a value
+// matched by a share_threshold wildcard is the pattern.
+func appendEntries(dst []byte, r *Rule, entries []Entry) []byte {
 	for i, e := range entries {
 		dst = appendEscaped(dst, e.Key)
 		dst = append(dst, '_')
@@ -277,6 +294,9 @@ func appendKey(dst []byte, alg ratelimit.Algorithm, period time.Duration, quotaS
 
 // appendEscaped appends s with '%' and '_' percent-encoded.
 func appendEscaped(dst []byte, s string) []byte {
+	if strings.IndexByte(s, '_') < 0 && strings.IndexByte(s, '%') < 0 {
+		return append(dst, s...) // the common case: nothing to escape
+	}
 	const hex = "0123456789ABCDEF"
 	start := 0
 	for i := 0; i < len(s); i++ {

@@ -72,6 +72,7 @@ type Rule struct {
 
 	explicitName bool
 	path         []step // one per level, root first
+	keyPrefix    string // the store key up to the entries (AppendKey), for a rate limit
 }
 
 // step is what the matcher needs to know about one level of a rule's path
