@@ -223,9 +223,10 @@ func span(a, b int64) int64 {
 	return math.MaxInt64
 }
 
-// evictSample is how many keys of each kind (bucket, window, log) makeRoom
-// compares when none it meets has decayed, and evictScan how many it looks
-// at before it refuses a new key because every one held valuable state.
+// evictSample is how many keys makeRoom compares when none it meets has
+// decayed, each kind (bucket, window, log) by its share of the shard, and
+// evictScan how many of each kind it looks at before it refuses a new key
+// because every one held valuable state.
 const (
 	evictSample = 16
 	evictScan   = 64
@@ -234,7 +235,7 @@ const (
 // makeRoom ensures sh can take one more key, h, and reports whether it
 // can. When sh is full it drops the key that costs least to forget (see
 // cost): a decayed one if it meets one (which changes no decision), else
-// the cheapest of a sample of each kind of key, which under a flood of
+// the cheapest of a sample across the kinds of key, which under a flood of
 // fresh identities is one of theirs. If every key it looked at is
 // valuable (a denial or a used long-period quota) it looks further, and if
 // still nothing is cheap it drops nothing and reports false: the new key
@@ -264,30 +265,35 @@ func (s *Store) makeRoom(sh *shard, h uint64, now int64) bool {
 			finished = c.class == costFree
 		}
 	}
-	// enough reports whether a kind's scan may stop after seen keys.
-	enough := func(seen int) bool {
-		return finished || seen >= evictScan || (seen >= evictSample && best.class < costValuable)
+	// Each kind's share of the sample is its share of the keys (at least
+	// one key of a kind held), so the sample costs the same whatever the
+	// mix; a kind's scan goes on to evictScan keys while the best so far
+	// is valuable.
+	total := sh.len()
+	quota := func(n int) int { return (evictSample*n + total - 1) / total }
+	enough := func(seen, quota int) bool {
+		return finished || seen >= evictScan || (seen >= quota && best.class < costValuable)
 	}
-	seen := 0
+	seen, q := 0, quota(sh.tat.n)
 	sh.tat.all(h>>20, func(e *tatSlot, k uint64, lim tatLimit) bool {
 		consider(tatCost(e.tat.Load(), now, lim), kindTAT, e, k)
 		seen++
-		return !enough(seen)
+		return !enough(seen, q)
 	})
 	if !finished {
-		seen = 0
+		seen, q = 0, quota(len(sh.win))
 		for k, e := range sh.win {
 			consider(winCost(&e, now), kindWin, nil, k)
-			if seen++; enough(seen) {
+			if seen++; enough(seen, q) {
 				break
 			}
 		}
 	}
 	if !finished {
-		seen = 0
+		seen, q = 0, quota(len(sh.logs))
 		for k, e := range sh.logs {
 			consider(logCost(e, now), kindLog, nil, k)
-			if seen++; enough(seen) {
+			if seen++; enough(seen, q) {
 				break
 			}
 		}
