@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/server/admin"
@@ -91,7 +92,7 @@ type rlsFlags struct {
 	onError                                                     ratelimit.FailurePolicy
 	headers                                                     ratelimit.HeaderMode
 	poll                                                        time.Duration
-	gcPercent, maxDetailed, maxKeys                             int
+	gcPercent, maxDetailed, maxKeys, maxConns                   int
 	nearRatio                                                   float64
 }
 
@@ -111,6 +112,7 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	fs.BoolVar(&f.parallel, "parallel-descriptors", true, "with Redis, apply the descriptors of one request concurrently (one round trip) rather than one after the other")
 	fs.BoolVar(&f.shadow, "shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
 	fs.IntVar(&f.gcPercent, "gc-percent", rlsGCPercent, "the Go garbage collector's target `PERCENT` (as GOGC): the server's live heap is a few MB, so a larger target spends a few MB more on less collection CPU; 0 keeps the runtime's (GOGC, else 100)")
+	fs.IntVar(&f.maxConns, "max-connections", 1024, "most connections open at once on each of the gRPC and HTTP listeners; past it, new connections wait in the listen backlog until one closes (each gRPC connection may hold up to about 40 MiB: see docs/security.md)")
 	fs.StringVar(&f.debugListen, "debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
 	fs.IntVar(&f.maxDetailed, "max-detailed-series", rls.DefaultMaxDetailedSeries, "metric keys each detailed_metric or value_to_metric rule may get from request values; later values count under <key>.__overflow__ (negative: none)")
 	fs.Float64Var(&f.nearRatio, "near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
@@ -139,6 +141,9 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	if f.gcPercent < 0 {
 		return nil, fmt.Errorf("%w: --gc-percent %d is negative", errUsage, f.gcPercent)
 	}
+	if f.maxConns < 1 {
+		return nil, fmt.Errorf("%w: --max-connections %d: want at least 1", errUsage, f.maxConns)
+	}
 	return f, nil
 }
 
@@ -158,11 +163,13 @@ func (f *rlsFlags) listen() (*rlsListeners, error) {
 	if l.grpc, err = net.Listen("tcp", f.grpcListen); err != nil {
 		return nil, fmt.Errorf("rls: grpc: %w", err)
 	}
+	l.grpc = netutil.LimitListener(l.grpc, f.maxConns)
 	if f.httpListen != "" {
 		if l.http, err = net.Listen("tcp", f.httpListen); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("rls: http: %w", err)
 		}
+		l.http = netutil.LimitListener(l.http, f.maxConns)
 	}
 	if f.debugListen != "" {
 		if l.debug, err = net.Listen("tcp", f.debugListen); err != nil {
