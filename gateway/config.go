@@ -68,6 +68,7 @@ type Config struct {
 	SnapshotEvery   time.Duration // snapshot.interval
 	Headers         httplimit.HeaderMode
 	OnStoreError    ratelimit.FailurePolicy // on_store_error: allow (default), deny, local or error; fail_closed: true is error
+	ResetJitter     float64                 // reset_jitter: spread fixed-window Retry-After over up to this fraction of the window (0: none)
 	Shadow          bool                    // shadow: every rule in shadow mode
 	Disabled        bool                    // disabled: the kill switch for all limiting
 	DisabledRules   []string                // disabled_rules: the kill switch per rule (by name)
@@ -394,7 +395,15 @@ func (d *decoder) parse(data []byte) *Config {
 				failClosedLine = v.Line
 			}
 		},
-		"pprof":    func(k, v *yaml.Node) { c.Pprof = d.boolean(v, "pprof") },
+		"pprof": func(k, v *yaml.Node) { c.Pprof = d.boolean(v, "pprof") },
+		"reset_jitter": func(k, v *yaml.Node) {
+			f, err := strconv.ParseFloat(d.str(v, "reset_jitter"), 64)
+			if err != nil || f < 0 || f > 1 || v.Tag == "!!str" {
+				d.add(v.Line, "reset_jitter", "want a fraction of the window from 0 to 1, such as 0.1, got %s", yamlnode.Kind(v))
+				return
+			}
+			c.ResetJitter = f
+		},
 		"shadow":   func(k, v *yaml.Node) { c.Shadow = d.boolean(v, "shadow") },
 		"disabled": func(k, v *yaml.Node) { c.Disabled = d.boolean(v, "disabled") },
 		"disabled_rules": func(k, v *yaml.Node) {

@@ -258,3 +258,18 @@ func TestOnStoreErrorDefault(t *testing.T) {
 		}
 	}
 }
+
+func TestResetJitterConfig(t *testing.T) {
+	base := "upstream: builtin:echo\nroutes:\n  - path: /\n"
+	for extra, want := range map[string]float64{"": 0, "reset_jitter: 0.1\n": 0.1, "reset_jitter: 1\n": 1, "reset_jitter: 0\n": 0} {
+		cfg, err := gateway.Parse("gw.yaml", []byte(base+extra))
+		if err != nil || cfg.ResetJitter != want {
+			t.Errorf("%q: %v, %v; want %v", extra, cfg, err, want)
+		}
+	}
+	for _, bad := range []string{"reset_jitter: 1.5\n", "reset_jitter: -0.1\n", "reset_jitter: lots\n", "reset_jitter: \"0.1\"\n"} {
+		if _, err := gateway.Parse("gw.yaml", []byte(base+bad)); err == nil || !strings.Contains(err.Error(), "gw.yaml:4: reset_jitter") {
+			t.Errorf("%q: %v, want an error at gw.yaml:4", bad, err)
+		}
+	}
+}

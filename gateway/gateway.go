@@ -331,6 +331,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			Disabled:      cfg.Disabled,
 			DisabledRules: cfg.DisabledRules,
 			OnStoreError:  cfg.OnStoreError,
+			ResetJitter:   cfg.ResetJitter,
 			Observe:       observe,
 			Logger:        g.log,
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -86,6 +87,13 @@ type Middleware struct {
 	// Shadow puts every rule in shadow mode: would-be denials are observed
 	// and logged, never enforced.
 	Shadow bool
+	// ResetJitter spreads the Retry-After of fixed-window denials: each
+	// gets a random extra wait of up to ResetJitter × the window (0.1:
+	// up to 6 s on a one-minute window), so that every client denied in a
+	// window does not come back at the same instant when it rolls over
+	// (seed 003's synchronized resets). 0, the default, adds none; it is at
+	// most 1.
+	ResetJitter float64
 	// Disabled turns all limiting off: requests go straight to next.
 	Disabled bool
 	// DisabledRules names rules (by name, or by key when unnamed) that are
@@ -373,13 +381,24 @@ func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed 
 			// never denied.
 			ev.Outcome = ShadowDenied
 		default:
-			ev.Outcome = Denied
+			a.d = h.jitter(a.Request, d)
+			ev.Outcome, ev.Decision = Denied, a.d
 			h.observe(ev)
 			return i, false
 		}
 		h.observe(ev)
 	}
 	return -1, false
+}
+
+// jitter adds ResetJitter's random wait to a fixed-window denial.
+func (h *handler) jitter(req ratelimit.Request, d ratelimit.Decision) ratelimit.Decision {
+	j := h.m.ResetJitter
+	if j <= 0 || req.Algorithm != ratelimit.FixedWindow || d.Unsatisfiable || d.RetryAfter <= 0 {
+		return d
+	}
+	d.RetryAfter += time.Duration(rand.Float64() * min(j, 1) * float64(req.Limit.Period))
+	return d
 }
 
 // quotaReset: a quota resets at its calendar period's end, not its store

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -444,5 +445,39 @@ descriptors:
 	if w.Code != 429 || !strings.Contains(w.Body.String(), "daily quota") || w.Header().Get("Retry-After") != "43200" ||
 		w.Header().Get("RateLimit-Policy") != `"test.remote_address";q=1;w=86400` {
 		t.Errorf("2nd request: %d %s Retry-After %q RateLimit-Policy %q", w.Code, w.Body, w.Header().Get("Retry-After"), w.Header().Get("RateLimit-Policy"))
+	}
+}
+
+// TestResetJitter: fixed-window denials get Retry-After spread over up to
+// ResetJitter of the window, never less than the window's end; without
+// it every denied client is told the same instant.
+func TestResetJitter(t *testing.T) {
+	t.Parallel()
+	for _, jitter := range []float64{0, 0.5} {
+		mw := &httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test", Identity: users{}, ResetJitter: jitter,
+			Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.GenericKey{DescriptorValue: "global"}}}},
+			Now:         func() time.Time { return t0 }}
+		h := mw.Handler(ok)
+		for range 4 { // global: 4 a minute
+			do(h, "192.0.2.1:1")
+		}
+		seen := map[string]bool{}
+		for range 40 {
+			w := do(h, "192.0.2.1:1")
+			if w.Code != 429 {
+				t.Fatalf("jitter %v: %d, want 429", jitter, w.Code)
+			}
+			ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
+			if err != nil || ra < 1 || ra > 60+30 {
+				t.Fatalf("jitter %v: Retry-After %q", jitter, w.Header().Get("Retry-After"))
+			}
+			seen[w.Header().Get("Retry-After")] = true
+		}
+		switch {
+		case jitter == 0 && len(seen) != 1:
+			t.Errorf("no jitter: %d distinct Retry-After values, want 1", len(seen))
+		case jitter > 0 && len(seen) < 5:
+			t.Errorf("jitter %v: %d distinct Retry-After values in 40 denials, want spread", jitter, len(seen))
+		}
 	}
 }
