@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -185,40 +186,22 @@ func (s *Set) Resolve(dst []Check, in Input) ([]Check, error) {
 }
 
 // replace drops the limited checks that another matched rule replaces.
-// Every rule's replaces count, those of rules that are themselves
-// replaced included: the set is collected before anything is dropped.
+// Every matched rule's replaces count, those of rules that are themselves
+// replaced included: the names are collected before anything is dropped.
 func replace(cs []Check) {
-	var drop [8]bool
+	var buf [8]string
+	names := buf[:0]
+	for i := range cs {
+		if r := cs[i].Rule; r != nil {
+			names = append(names, r.Replaces...)
+		}
+	}
 	for i := range cs {
 		c := &cs[i]
-		if c.Kind != Limited || c.Rule == nil || !c.Rule.HasName() {
-			continue
-		}
-		for j := range cs {
-			if r := cs[j].Rule; r != nil && replacesName(r, c.Rule.Name) {
-				if i < len(drop) {
-					drop[i] = true
-				} else {
-					c.Kind = NoLimit // marked; cleared below
-				}
-				break
-			}
+		if c.Kind == Limited && c.Rule != nil && c.Rule.HasName() && slices.Contains(names, c.Rule.Name) {
+			*c = Check{}
 		}
 	}
-	for i := range cs {
-		if (i < len(drop) && drop[i]) || (cs[i].Kind == NoLimit && cs[i].Rule != nil) {
-			cs[i] = Check{}
-		}
-	}
-}
-
-func replacesName(r *Rule, name string) bool {
-	for _, n := range r.Replaces {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 // AppendKey appends to dst the store key of the state that entries
