@@ -55,7 +55,6 @@ Flags:
 		return err
 	}
 	if fs.NArg() == 0 {
-		fs.Usage()
 		return fmt.Errorf("%w: no files to check", errUsage)
 	}
 	problems, bad := 0, 0

@@ -136,19 +136,31 @@ func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 		urls = append(urls, more...)
 	}
 	if len(urls) == 0 {
-		fs.Usage()
 		return nil, fmt.Errorf("%w: no URLs (give them as arguments or with -i FILE)", errUsage)
 	}
 	c.urls = make([]*url.URL, len(urls))
 	for i, s := range urls {
 		u, err := url.Parse(s)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("%w: not an http(s) URL: %q", errUsage, s)
+			return nil, fmt.Errorf("%w: not an http(s) URL: %q (give the scheme: http://%s)", errUsage, s, strings.TrimPrefix(s, "//"))
 		}
 		c.urls[i] = u
 	}
-	if c.rate < 0 || c.burst < 0 || c.conc < 1 || c.maxAttempts < 1 || c.maxDelay <= 0 || *base <= 0 || c.timeout < 0 {
-		return nil, fmt.Errorf("%w: --rate and --burst must be >= 0; --concurrency, --max-attempts >= 1; durations positive", errUsage)
+	switch {
+	case c.rate < 0 || c.rate != c.rate:
+		return nil, fmt.Errorf("%w: --rate %v: want 0 (adaptive) or more", errUsage, c.rate)
+	case c.burst < 0:
+		return nil, fmt.Errorf("%w: --burst %d is negative", errUsage, c.burst)
+	case c.conc < 1:
+		return nil, fmt.Errorf("%w: --concurrency %d: want at least 1", errUsage, c.conc)
+	case c.maxAttempts < 1:
+		return nil, fmt.Errorf("%w: --max-attempts %d: want at least 1", errUsage, c.maxAttempts)
+	case c.maxDelay <= 0:
+		return nil, fmt.Errorf("%w: --max-delay %v: want a positive duration", errUsage, c.maxDelay)
+	case *base <= 0:
+		return nil, fmt.Errorf("%w: --base-delay %v: want a positive duration", errUsage, *base)
+	case c.timeout < 0:
+		return nil, fmt.Errorf("%w: --timeout %v is negative (0: none)", errUsage, c.timeout)
 	}
 	var err error
 	c.backoff, err = fetchBackoff(*strategy, *base, c.maxDelay)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -44,19 +45,40 @@ func lookup(name string) (command, bool) {
 // errUsage marks an error caused by bad command-line usage (exit status 2).
 var errUsage = errors.New("usage")
 
+// shownError is a usage error whose message and usage have already been
+// printed to stderr, so that nothing prints them twice.
+type shownError struct{ error }
+
+func (e shownError) Unwrap() error { return e.error }
+
+// shown marks err as already printed.
+func shown(err error) error { return shownError{err} }
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	interrupted := ctx.Err() != nil // before stop, which cancels ctx too
 	stop()
-	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "sluice:", err)
-		os.Exit(1)
+	if code := exitCode(err, interrupted, os.Stderr); code != 0 {
+		os.Exit(code)
 	}
+}
+
+// exitCode prints err (unless run already did) and returns the exit
+// status: 0, 1 for a failure, 2 for bad usage, 130 when a signal
+// interrupted a command that then failed (as a shell reports Ctrl-C).
+func exitCode(err error, interrupted bool, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2 // run printed the message and the usage
+	}
+	fmt.Fprintln(stderr, "sluice:", err)
+	if interrupted {
+		return 130
+	}
+	return 1
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -73,7 +95,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		usage(stderr)
 		return errUsage
 	}
-	return c.run(ctx, args[1:], stdout, stderr)
+	err := c.run(ctx, args[1:], stdout, stderr)
+	var done shownError
+	if errors.Is(err, errUsage) && !errors.As(err, &done) {
+		// Say what is wrong, then how the command is used: its --help.
+		if msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": "); msg != errUsage.Error() {
+			fmt.Fprintf(stderr, "sluice %s: %s\n\n", c.name, msg)
+		}
+		c.run(ctx, []string{"--help"}, stderr, stderr)
+		return shown(err)
+	}
+	return err
 }
 
 func usage(w io.Writer) {
@@ -105,7 +137,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		// The flag package printed the message and the usage.
+		return shown(fmt.Errorf("%w: %v", errUsage, err))
 	}
 	return nil
 }

@@ -121,11 +121,9 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		fs.Usage()
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	if f.configDir == "" {
-		fs.Usage()
 		return nil, fmt.Errorf("%w: --config-dir is required", errUsage)
 	}
 	var err error

@@ -27,7 +27,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if fs.NArg() > 0 {
-		fs.Usage()
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	if *watchInterval <= 0 {

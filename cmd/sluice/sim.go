@@ -70,7 +70,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		simUsage(stdout)
 		if len(args) == 0 {
-			return errUsage
+			return shown(errUsage)
 		}
 		return nil
 	}
@@ -83,7 +83,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if sc == nil {
 		fmt.Fprintf(stderr, "sluice sim: unknown scenario %q\n\n", args[0])
 		simUsage(stderr)
-		return errUsage
+		return shown(errUsage)
 	}
 	fs := newFlagSet("sim "+sc.name, "[flags]", stderr)
 	seed := fs.Uint64("seed", 1, "random seed: the same seed prints the same bytes")
@@ -95,11 +95,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	// main prints nothing for usage errors: say what is wrong here.
+	// Say what is wrong, then the scenario's flags (run would print
+	// sim's general usage instead).
 	bad := func(format string, a ...any) error {
 		msg := fmt.Sprintf(format, a...)
-		fmt.Fprintf(stderr, "sluice sim %s: %s\n", sc.name, msg)
-		return fmt.Errorf("%w: %s", errUsage, msg)
+		fmt.Fprintf(stderr, "sluice sim %s: %s\n\n", sc.name, msg)
+		fs.Usage()
+		return shown(fmt.Errorf("%w: %s", errUsage, msg))
 	}
 	if fs.NArg() > 0 {
 		return bad("unexpected arguments %q", fs.Args())
@@ -177,6 +179,12 @@ func simBrooker(fs *flag.FlagSet) func(simCommon) (simResult, error) {
 	base := fs.Duration("base", 5*time.Millisecond, "backoff base")
 	maxd := fs.Duration("cap", 2*time.Second, "backoff cap")
 	return func(c simCommon) (simResult, error) {
+		if err := positive("--base", *base, "--cap", *maxd); err != nil {
+			return nil, err
+		}
+		if *maxd < *base {
+			return nil, fmt.Errorf("--cap %v is below --base %v", *maxd, *base)
+		}
 		return sim.Brooker(sim.BrookerOptions{Seed: c.seed, Runs: c.runs, Clients: clients,
 			Strategies: strategies, Base: *base, Cap: *maxd, Progress: c.progress})
 	}
@@ -189,6 +197,12 @@ func simObjectStore(fs *flag.FlagSet) func(simCommon) (simResult, error) {
 	base := fs.Duration("base", 100*time.Millisecond, "first backoff (then doubling, plus up to as much jitter)")
 	attempts := fs.Int("max-attempts", 6, "tries per write, the first included")
 	return func(c simCommon) (simResult, error) {
+		if err := atLeastOne("--requests", *requests, "--budget", *budget, "--max-attempts", *attempts); err != nil {
+			return nil, err
+		}
+		if err := positive("--tick", *tick, "--base", *base); err != nil {
+			return nil, err
+		}
 		return sim.ObjectStore(sim.ObjectStoreOptions{Seed: c.seed, Runs: c.runs, Requests: *requests,
 			Budget: *budget, Tick: *tick, Base: *base, MaxAttempts: *attempts})
 	}
@@ -199,6 +213,19 @@ func simAIMD(fs *flag.FlagSet) func(simCommon) (simResult, error) {
 	fs.Var(&phases, "phases", "hidden capacity as START:LIMIT,… e.g. 0s:40,60s:100 (default 0s:40,60s:100,120s:25,180s:60)")
 	duration := fs.Duration("duration", 0, "length of the run (default 60s after the last phase starts)")
 	return func(c simCommon) (simResult, error) {
+		if *duration < 0 {
+			return nil, fmt.Errorf("--duration %v is negative", *duration)
+		}
+		for i, p := range phases {
+			switch {
+			case p.Start < 0:
+				return nil, fmt.Errorf("--phases: phase %d starts at %v, before 0s", i+1, p.Start)
+			case p.Limit < 1:
+				return nil, fmt.Errorf("--phases: phase %d has limit %d: want at least 1", i+1, p.Limit)
+			case i > 0 && p.Start <= phases[i-1].Start:
+				return nil, fmt.Errorf("--phases: phase %d starts at %v, not after phase %d (%v)", i+1, p.Start, i, phases[i-1].Start)
+			}
+		}
 		return sim.AIMD(sim.AIMDOptions{Seed: c.seed, Runs: c.runs, Phases: phases, Duration: *duration})
 	}
 }
@@ -210,6 +237,14 @@ func simBuckets(fs *flag.FlagSet) func(simCommon) (simResult, error) {
 	return func(c simCommon) (simResult, error) {
 		if c.runs > 1 {
 			return nil, errors.New("buckets runs one trace: --runs does not apply")
+		}
+		switch {
+		case *rate < 1:
+			return nil, fmt.Errorf("--rate %d: want at least 1", *rate)
+		case *burst < 0:
+			return nil, fmt.Errorf("--burst %d is negative (0: the rate)", *burst)
+		case *background < 0 || *background != *background:
+			return nil, fmt.Errorf("--background %v: want 0 or more", *background)
 		}
 		return sim.Buckets(sim.BucketsOptions{Seed: c.seed, Rate: *rate, Burst: *burst, Background: *background})
 	}
@@ -223,6 +258,12 @@ func simWindows(fs *flag.FlagSet) func(simCommon) (simResult, error) {
 	return func(c simCommon) (simResult, error) {
 		if c.runs > 1 {
 			return nil, errors.New("windows runs one trace: --runs does not apply")
+		}
+		if err := atLeastOne("--sources", *sources, "--rate", int(min(*rate, 1<<30))); err != nil {
+			return nil, err
+		}
+		if err := positive("--period", *period, "--duration", *duration); err != nil {
+			return nil, err
 		}
 		return sim.Windows(sim.WindowsOptions{Seed: c.seed, Sources: *sources,
 			Limit: ratelimit.Limit{Rate: *rate, Period: *period}, Duration: *duration})
@@ -294,6 +335,26 @@ func (l *phaseList) Set(v string) error {
 			return fmt.Errorf("%q: limit %q is not an integer", f, limit)
 		}
 		*l = append(*l, sim.Phase{Start: d, Limit: n})
+	}
+	return nil
+}
+
+// atLeastOne checks flag values given as name, value pairs.
+func atLeastOne(pairs ...any) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if v := pairs[i+1].(int); v < 1 {
+			return fmt.Errorf("%s %d: want at least 1", pairs[i], v)
+		}
+	}
+	return nil
+}
+
+// positive checks duration flags given as name, value pairs.
+func positive(pairs ...any) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if v := pairs[i+1].(time.Duration); v <= 0 {
+			return fmt.Errorf("%s %v: want a positive duration", pairs[i], v)
+		}
 	}
 	return nil
 }

@@ -135,6 +135,34 @@ func TestSimUsage(t *testing.T) {
 		{[]string{"objectstore", "extra"}, errUsage},
 		{[]string{"brooker", "--help"}, flag.ErrHelp},
 	}
+	// Invalid values are refused, never silently replaced by defaults.
+	for _, args := range [][]string{
+		{"brooker", "--base", "0s"},
+		{"brooker", "--cap", "-1s"},
+		{"brooker", "--base", "2s", "--cap", "1s"},
+		{"objectstore", "--requests", "-3"},
+		{"objectstore", "--budget", "0"},
+		{"objectstore", "--max-attempts", "0"},
+		{"objectstore", "--tick", "0s"},
+		{"objectstore", "--base", "-1ms"},
+		{"aimd", "--duration", "-1s"},
+		{"aimd", "--phases", "0s:0"},
+		{"aimd", "--phases", "-1s:40"},
+		{"aimd", "--phases", "60s:40,10s:100"},
+		{"buckets", "--rate", "0"},
+		{"buckets", "--burst", "-1"},
+		{"buckets", "--background", "-2"},
+		{"windows", "--sources", "0"},
+		{"windows", "--rate", "-1"},
+		{"windows", "--period", "0s"},
+		{"windows", "--duration", "0s"},
+		{"windows", "--runs", "-1"},
+	} {
+		tests = append(tests, struct {
+			args []string
+			want error
+		}{args, errUsage})
+	}
 	for _, tt := range tests {
 		_, stderr, err := runSimArgs(t, tt.args...)
 		if !errors.Is(err, tt.want) {
