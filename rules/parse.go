@@ -177,45 +177,42 @@ func nonNull(n *yaml.Node) *yaml.Node {
 
 // level is one list of descriptors, indexed for matching.
 type level struct {
-	exact     map[Entry]*node
-	keyOnly   map[string]*node
-	wildcards []*node // in file order
-	all       []*node // in file order
+	nodes     map[string]*node // by local composite key: key_value, or key alone
+	wildcards []*node          // those whose composite key has a '*', in file order
+	all       []*node          // in file order
 }
 
 // node is one descriptor.
 type node struct {
 	key, value string
-	prefix     string // the value without its trailing '*', for wildcards
+	local      string   // the composite key within its level: key + "_" + value, or key
+	parts      []string // local split on '*', for wildcards
 	wildcard   bool
 	line       int
 	rule       *Rule
 	children   *level // nil when the descriptor has no nested descriptors
 }
 
-func (l *level) find(key, value string) *node {
+// localKey is envoyproxy/ratelimit's composite key of a descriptor within
+// its level: key_value, or the key alone when it has no value.
+func localKey(key, value string) string {
 	if value == "" {
-		return l.keyOnly[key]
+		return key
 	}
-	return l.exact[Entry{key, value}]
+	return key + "_" + value
 }
 
+func (l *level) find(local string) *node { return l.nodes[local] }
+
 func (l *level) insert(n *node) {
-	if n.value == "" {
-		if l.keyOnly == nil {
-			l.keyOnly = map[string]*node{}
-		}
-		l.keyOnly[n.key] = n
-	} else {
-		// A wildcard is also found by its exact pattern, which envoyproxy/ratelimit
-		// tries first ("foo*" matches the value "foo*" exactly).
-		if l.exact == nil {
-			l.exact = map[Entry]*node{}
-		}
-		l.exact[Entry{n.key, n.value}] = n
-		if n.wildcard {
-			l.wildcards = append(l.wildcards, n)
-		}
+	if l.nodes == nil {
+		l.nodes = map[string]*node{}
+	}
+	// A wildcard is also found by its exact pattern, which envoyproxy/ratelimit
+	// tries first ("foo*" matches the value "foo*" exactly).
+	l.nodes[n.local] = n
+	if n.wildcard {
+		l.wildcards = append(l.wildcards, n)
 	}
 	l.all = append(l.all, n)
 }
@@ -243,7 +240,7 @@ func (p *parser) descriptors(n *yaml.Node, path, parentKey string, steps []step,
 		if d == nil {
 			return
 		}
-		if prev := lvl.find(d.key, d.value); prev != nil {
+		if prev := lvl.find(d.local); prev != nil {
 			p.Addf(d.line, ipath, "duplicate descriptor composite key %q (first at line %d)", compositeKey(parentKey, d.key, d.value), prev.line)
 			return
 		}
@@ -268,6 +265,7 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		key, value                                       string
 		shadow, detailed, v2m, share, quotaMode          bool
 		keyOK                                            bool
+		metadata                                         map[string]any
 	)
 	p.Fields(n, path, map[string]func(k, v *yaml.Node){
 		"key":             func(k, v *yaml.Node) { keyNode = v; key, keyOK = p.text(v, yamlnode.Join(path, "key")) },
@@ -280,6 +278,7 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		"share_threshold": func(k, v *yaml.Node) { shareNode = v; share = p.boolean(v, yamlnode.Join(path, "share_threshold")) },
 		"quota_mode":      func(k, v *yaml.Node) { quotaMode = p.boolean(v, yamlnode.Join(path, "quota_mode")) },
 		"quota":           func(k, v *yaml.Node) { quotaNode = nonNull(v) },
+		"metadata":        func(k, v *yaml.Node) { metadata = p.metadata(v, yamlnode.Join(path, "metadata")) },
 	})
 	ok := true
 	switch {
@@ -292,16 +291,17 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		p.Addf(keyNode.Line, yamlnode.Join(path, "key"), "descriptor has empty key")
 		ok = false
 	}
-	wildcard := strings.HasSuffix(value, "*")
+	local := localKey(key, value)
+	wildcard := strings.Contains(local, "*")
 	if share && !wildcard {
-		p.Addf(shareNode.Line, yamlnode.Join(path, "share_threshold"), "share_threshold can only be used with wildcard values (ending with '*'), but value is %q", value)
+		p.Addf(shareNode.Line, yamlnode.Join(path, "share_threshold"), "share_threshold can only be used with wildcard values (containing '*'), but value is %q", value)
 	}
 	fullKey := compositeKey(parentKey, key, value)
-	d := &node{key: key, value: value, wildcard: wildcard, line: n.Line}
+	d := &node{key: key, value: value, local: local, wildcard: wildcard, line: n.Line}
 	if wildcard {
-		d.prefix = strings.TrimSuffix(value, "*")
+		d.parts = strings.Split(local, "*")
 	}
-	st := append(slices.Clip(steps), step{key: key, value: value, wildcard: wildcard, shareThresh: share, valueToMetric: v2m})
+	st := append(slices.Clip(steps), step{key: key, value: value, local: local, parts: d.parts, wildcard: wildcard, shareThresh: share, valueToMetric: v2m})
 
 	if rlNode != nil && quotaNode != nil {
 		p.Addf(quotaNode.Line, yamlnode.Join(path, "quota"), "a descriptor has a rate_limit or a quota, not both: quotas are separate rules (give the quota its own descriptor)")
@@ -322,6 +322,7 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		r.ShadowMode = shadow
 		r.DetailedMetric = detailed
 		r.QuotaMode = quotaMode
+		r.Metadata = metadata
 		r.File = p.file
 		r.Line = n.Line
 		r.path = st
@@ -340,6 +341,25 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		return nil
 	}
 	return d
+}
+
+// metadata parses a descriptor's metadata: any mapping, which
+// envoyproxy/ratelimit hands back in the response's dynamic metadata and
+// which decides nothing.
+func (p *parser) metadata(n *yaml.Node, path string) map[string]any {
+	if yamlnode.IsNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		p.Addf(n.Line, path, "want a mapping, got %s", yamlnode.Kind(n))
+		return nil
+	}
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		p.Addf(n.Line, path, "%v", err)
+		return nil
+	}
+	return m
 }
 
 // rateLimit parses a rate_limit block. It returns nil after reporting

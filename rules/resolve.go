@@ -266,7 +266,11 @@ func appendEntries(dst []byte, r *Rule, entries []Entry) []byte {
 		dst = appendEscaped(dst, e.Key)
 		dst = append(dst, '_')
 		if r != nil && i < len(r.path) && r.path[i].shareThresh && r.path[i].wildcard {
-			dst = appendEscaped(dst, r.path[i].value)
+			v := r.path[i].value
+			if v == "" {
+				v = r.path[i].local // a '*' in the key of a key-only descriptor
+			}
+			dst = appendEscaped(dst, v)
 		} else {
 			dst = appendEscaped(dst, e.Value)
 		}

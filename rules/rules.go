@@ -64,6 +64,11 @@ type Rule struct {
 	// Replaces names the rules this one replaces when both match one
 	// request (rate_limit.replaces).
 	Replaces []string
+	// Metadata is the descriptor's metadata mapping, as the file gives it
+	// (nil when it gives none). It decides nothing: envoyproxy/ratelimit
+	// merges the metadata of the rules a request matched into the
+	// response's dynamic metadata. Do not modify it.
+	Metadata map[string]any
 	// Quota is non-nil for a calendar quota rule.
 	Quota *Quota
 	// File and Line tell where the rule was defined (the descriptor's key).
@@ -79,10 +84,40 @@ type Rule struct {
 // to build storage and metric keys.
 type step struct {
 	key           string
-	value         string // "" for a key-only descriptor; the pattern with '*' for a wildcard
-	wildcard      bool
+	value         string   // "" for a key-only descriptor; the pattern with '*' for a wildcard
+	local         string   // the composite key within its level: key_value, or key
+	parts         []string // local split on '*', for wildcards
+	wildcard      bool     // local has a '*'
 	shareThresh   bool
 	valueToMetric bool
+}
+
+// How an entry reached the descriptor of its level (see Config.Match).
+const (
+	viaKey      = iota // the descriptor's composite key is the entry's key alone
+	viaExact           // the descriptor's composite key is the entry's key_value
+	viaWildcard        // the descriptor's pattern matched the entry's key_value
+)
+
+// via tells how e reached s; e is one entry that matched s's level.
+func (s *step) via(e Entry) int {
+	switch {
+	case len(s.local) == len(e.Key)+1+len(e.Value) && strings.HasPrefix(s.local, e.Key) &&
+		s.local[len(e.Key)] == '_' && strings.HasSuffix(s.local, e.Value):
+		return viaExact
+	case s.wildcard && globMatch(s.parts, e.Key+"_"+e.Value):
+		return viaWildcard
+	}
+	return viaKey
+}
+
+// pattern is upstream's value for a wildcard matched by an entry of key k:
+// the composite key without its "k_" prefix.
+func (s *step) pattern(k string) string {
+	if len(s.local) > len(k) && s.local[len(k)] == '_' && strings.HasPrefix(s.local, k) {
+		return s.local[len(k)+1:]
+	}
+	return s.local
 }
 
 // HasName reports whether the file gave the rule a name (rate_limit.name),
@@ -90,42 +125,65 @@ type step struct {
 func (r *Rule) HasName() bool { return r.explicitName }
 
 // MetricKey returns the key envoyproxy/ratelimit counts entries under in
-// its stats: Key, unless the rule has detailed_metric (the request's own
-// key_value pairs; share_threshold wildcards keep their pattern) or a level
-// has value_to_metric (the request's value at that level). Entries must be
-// those that matched r.
+// its stats (src/config/config_impl.go, GetLimit): Key, unless the rule has
+// detailed_metric (the request's own key_value pairs; values matched by a
+// share_threshold wildcard keep its pattern) or a level has value_to_metric
+// (the request's value at that level), or an entry reached a wildcard of
+// another key (possible when keys contain '_'). Entries must be those that
+// matched r. It does not allocate when it returns Key.
 func (r *Rule) MetricKey(entries []Entry) string {
-	detailed, v2m, shared := r.DetailedMetric, false, false
-	for _, s := range r.path {
-		v2m = v2m || s.valueToMetric
-		shared = shared || (s.wildcard && s.shareThresh)
+	if !r.DetailedMetric {
+		plain := true
+		for i := range r.path {
+			s := &r.path[i]
+			if s.valueToMetric || (s.wildcard && (i >= len(entries) || entries[i].Key != s.key)) {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return r.Key
+		}
 	}
-	if !detailed && !v2m {
-		return r.Key
+	at := func(i int) *step {
+		if i < len(r.path) {
+			return &r.path[i]
+		}
+		return &step{}
+	}
+	shared := false
+	for i, e := range entries {
+		if s := at(i); s.shareThresh && s.via(e) == viaWildcard {
+			shared = true
+		}
 	}
 	var b strings.Builder
 	b.WriteString(r.Domain)
 	for i, e := range entries {
-		var s step
-		if i < len(r.path) {
-			s = r.path[i]
-		}
+		s := at(i)
 		b.WriteByte('.')
 		b.WriteString(e.Key)
-		v := e.Value
-		switch {
-		case detailed && !shared:
+		var v string
+		switch how := s.via(e); {
+		case r.DetailedMetric && !shared:
 			b.WriteByte('_') // envoyproxy/ratelimit writes key_value even for an empty value
-		case s.wildcard && s.shareThresh:
-			v = s.value
-		case detailed:
-		case s.wildcard && !s.valueToMetric:
-			v = s.value
-		case s.value == "" && !s.valueToMetric:
-			v = ""
+			v = e.Value
+		case r.DetailedMetric:
+			v = e.Value
+			if how == viaWildcard && s.shareThresh {
+				v = s.pattern(e.Key)
+			}
+		case how == viaWildcard && s.shareThresh:
+			v = s.pattern(e.Key)
+		case how == viaWildcard && s.valueToMetric:
+			v = e.Value
+		case how == viaWildcard:
+			v = s.pattern(e.Key)
+		case how == viaExact || s.valueToMetric:
+			v = e.Value
 		}
 		if v != "" {
-			if !(detailed && !shared) {
+			if !(r.DetailedMetric && !shared) {
 				b.WriteByte('_')
 			}
 			b.WriteString(v)

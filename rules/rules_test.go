@@ -122,8 +122,36 @@ func TestMatchWildcard(t *testing.T) {
 		{e("noWild", "foo1"), ""},
 		{e("noWild", "foo"), "wildcard.noWild_foo"},
 		{e("noVal", "anything"), "wildcard.noVal"},
-		{e("midWild", "barab"), ""}, // only a trailing '*' is a wildcard
+		{e("wild", "bar"), ""},
+		// '*' anywhere in a value, as envoyproxy/ratelimit's master (issue 20).
+		{e("midWild", "barab"), "wildcard.midWild_bar*b"},
+		{e("midWild", "bar123b"), "wildcard.midWild_bar*b"},
+		{e("midWild", "barb"), "wildcard.midWild_bar*b"}, // '*' matches the empty run
 		{e("midWild", "bar*b"), "wildcard.midWild_bar*b"},
+		{e("midWild", "bara"), ""},
+		{e("midWild", "xbarb"), ""},
+		{e("midWild", "bab"), ""}, // prefix and suffix do not overlap
+		{e("multiWild", "foo123bar456baz"), "wildcard.multiWild_foo*bar*baz"},
+		{e("multiWild", "foobarbaz"), "wildcard.multiWild_foo*bar*baz"},
+		{e("multiWild", "foobarbarbaz"), "wildcard.multiWild_foo*bar*baz"},
+		{e("multiWild", "foo123baz"), ""},
+		{e("multiWild", "bar456baz"), ""},
+		{e("multiWild", "foobazbar"), ""},
+		{e("nestedWild", "val1", "wild", "goo2"), "wildcard.nestedWild_val1.wild_goo*"},
+		{e("nestedWild", "val1", "wild", "foo2"), ""},
+		{e("order", "ab"), "wildcard.order_*b"},
+		{e("order", "b"), "wildcard.order_*b"},
+		{e("order", "ac"), "wildcard.order_a*"},
+		{e("order", "c"), ""},
+		{e("suffix", "api.example.com"), "wildcard.suffix_*.example.com"},
+		{e("suffix", ".example.com"), "wildcard.suffix_*.example.com"},
+		{e("suffix", "example.com"), ""},
+		{e("any", "x"), "wildcard.any_*"},
+		{e("any", ""), "wildcard.any_*"},
+		{e("stars", "az"), "wildcard.stars_a**z"},
+		{e("stars", "a-z"), "wildcard.stars_a**z"},
+		{e("under", "y"), "wildcard.under_*"},
+		{e("under_x", "y"), "wildcard.under_*"},
 		{e("shared", "files/a"), "wildcard.shared_files/*"},
 	}
 	for _, tt := range tests {
