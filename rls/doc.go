@@ -21,9 +21,12 @@
 //     counts as 1;
 //   - a descriptor's limit override replaces the configured rule (never in
 //     shadow mode), within a known domain;
-//   - shadow_mode rules are counted and reported but answer OK, and so do
-//     quota_mode rules (without duration_until_reset); Options.ShadowMode is
-//     the global shadow mode;
+//   - shadow_mode rules are counted and reported but answer OK;
+//     Options.ShadowMode is the global shadow mode;
+//   - a quota_mode descriptor over its limit says OVER_LIMIT in its status,
+//     but the answer is OVER_LIMIT only when a regular descriptor is over or
+//     every quota_mode descriptor of the request is (envoyproxy/ratelimit
+//     since its #1059);
 //   - unlimited rules answer OK with limit_remaining 4294967295 and count
 //     nothing;
 //   - a matched rule's replaces drops the named rules matched by other

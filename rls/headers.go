@@ -44,15 +44,17 @@ func (s *Server) responseHeaders(checks []check, resp *pb.RateLimitResponse) []*
 		p := rlheader.State{Name: policyName(c, i), Quota: q, Window: ratelimit.DurationCeil(w),
 			Remaining: int64(st.LimitRemaining), Reset: st.DurationUntilReset.GetSeconds(),
 			Over: st.Code == pb.RateLimitResponse_OVER_LIMIT}
+		if c.rule != nil && c.rule.QuotaMode && resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			// A quota_mode descriptor over its limit, while another quota
+			// descriptor still has room: the request is admitted.
+			p.Over = false
+		}
 		if p.Over {
 			wait := c.d.RetryAfter
 			if c.alg == ratelimit.FixedWindow || wait == 0 {
 				wait = st.DurationUntilReset.AsDuration()
 			}
 			p.RetryAfter = ratelimit.DurationCeil(wait)
-		}
-		if c.rule != nil && c.rule.QuotaMode {
-			p.Reset = ratelimit.DurationCeil(s.resetAfter(c)) // quota_mode reports no duration_until_reset
 		}
 		ps = append(ps, p)
 	}

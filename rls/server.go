@@ -720,6 +720,11 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 		blocks = make([]statusBlock, len(checks))
 	}
 	resp.OverallCode = pb.RateLimitResponse_OK
+	// envoyproxy/ratelimit since #1059: the answer is OVER_LIMIT when any
+	// regular descriptor is over, or when there are quota_mode descriptors
+	// and every one of them is over; a quota_mode descriptor over its limit
+	// says OVER_LIMIT in its own status either way.
+	regularOver, quotaOver, quotaTotal := 0, 0, 0
 	for i := range checks {
 		c := &checks[i]
 		b := &blocks[i]
@@ -736,21 +741,28 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 		st.CurrentLimit = currentLimit(&b.limit, c)
 		b.reset.Seconds = int64(s.resetAfter(c) / time.Second)
 		st.DurationUntilReset = &b.reset
+		quota := c.rule != nil && c.rule.QuotaMode
+		if quota {
+			quotaTotal++
+		}
 		if c.over {
 			switch {
 			case c.shadow:
-				// Counted and reported, answered OK.
-			case c.rule != nil && c.rule.QuotaMode:
-				// envoyproxy/ratelimit's quota_mode: OK, with the limit and
-				// no reset.
-				st.DurationUntilReset = nil
+				// Counted and reported, answered OK (and, for a quota_mode
+				// rule, not one of the quota descriptors over).
+			case quota:
+				st.Code = pb.RateLimitResponse_OVER_LIMIT
+				quotaOver++
 			default:
 				st.Code = pb.RateLimitResponse_OVER_LIMIT
-				resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+				regularOver++
 			}
 		} else {
 			st.LimitRemaining = clamp32(c.remaining)
 		}
+	}
+	if regularOver > 0 || (quotaTotal > 0 && quotaOver == quotaTotal) {
+		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 	}
 	if s.headers != HeadersOff {
 		resp.ResponseHeadersToAdd = s.responseHeaders(checks, resp)

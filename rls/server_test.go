@@ -370,9 +370,9 @@ func TestSemantics(t *testing.T) {
 			{0, d("shadow", "x"), st{ok, 0, 1, 30}},
 			{0, d("shadow", "x"), st{ok, 0, 1, 30}},
 		}},
-		{"quota mode answers OK, with no reset", []step{
+		{"quota mode alone: over when its only quota is (upstream #1059)", []step{
 			{0, d("quota", "x"), st{ok, 0, 1, 30}},
-			{0, d("quota", "x"), st{ok, 0, 1, -1}},
+			{0, d("quota", "x"), st{over, 0, 1, 30}},
 		}},
 		{"calendar quota (sluice): a UTC day, reset at midnight", []step{
 			{0, d("daily", "x"), st{ok, 1, 2, 50370}},
