@@ -768,11 +768,14 @@ func mappingValue(n *yaml.Node, key string) *yaml.Node {
 }
 
 // action decodes one Envoy rate_limits action: a mapping with exactly one
-// of remote_address, request_headers, generic_key, header_value_match, or
-// sluice's identity, tier, method and path.
+// of remote_address, masked_remote_address, request_headers,
+// query_parameters, generic_key, header_value_match,
+// query_parameter_value_match, or sluice's identity, tier, method, path
+// and cookie. Envoy's destination_cluster and source_cluster are refused
+// with the reason (see noClusterNames).
 func (d *decoder) action(n *yaml.Node, path string) httplimit.Action {
 	if n.Kind != yaml.MappingNode || len(n.Content) != 2 {
-		d.add(n.Line, path, "want a mapping with exactly one action (remote_address, request_headers, generic_key, header_value_match, identity, tier, method or path), got %s", yamlnode.Kind(n))
+		d.add(n.Line, path, "want a mapping with exactly one action (remote_address, masked_remote_address, request_headers, query_parameters, generic_key, header_value_match, query_parameter_value_match, identity, tier, method, path or cookie), got %s", yamlnode.Kind(n))
 		return nil
 	}
 	var a httplimit.Action
@@ -827,6 +830,85 @@ func (d *decoder) action(n *yaml.Node, path string) httplimit.Action {
 			}
 			a = x
 		},
+		"masked_remote_address": func(k, v *yaml.Node) {
+			p := yamlnode.Join(path, "masked_remote_address")
+			var x httplimit.MaskedRemoteAddress
+			mask := func(field string, bits int64, dst *int) func(k, v *yaml.Node) {
+				return func(k, v *yaml.Node) {
+					fp := yamlnode.Join(p, field)
+					z := v
+					for z != nil && z.Kind == yaml.AliasNode {
+						z = z.Alias
+					}
+					if z != nil && z.Kind == yaml.ScalarNode && z.Value == "0" {
+						d.add(v.Line, fp, "a 0-bit mask puts every client in one key: use generic_key for one shared counter, or leave %s out for the whole address (/%d)", field, bits)
+						return
+					}
+					*dst = int(d.integer(v, fp, 1, bits))
+				}
+			}
+			d.fields(v, p, map[string]func(k, v *yaml.Node){
+				"v4_prefix_mask_len": mask("v4_prefix_mask_len", 32, &x.V4PrefixMaskLen),
+				"v6_prefix_mask_len": mask("v6_prefix_mask_len", 128, &x.V6PrefixMaskLen),
+			})
+			a = x
+		},
+		"query_parameters": func(k, v *yaml.Node) {
+			p := yamlnode.Join(path, "query_parameters")
+			var x httplimit.QueryParameters
+			d.fields(v, p, map[string]func(k, v *yaml.Node){
+				"query_parameter_name": func(k, v *yaml.Node) {
+					x.QueryParameterName = d.str(v, yamlnode.Join(p, "query_parameter_name"))
+				},
+				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
+				"skip_if_absent": func(k, v *yaml.Node) { x.SkipIfAbsent = d.boolean(v, yamlnode.Join(p, "skip_if_absent")) },
+			})
+			if x.QueryParameterName == "" || x.DescriptorKey == "" {
+				d.add(v.Line, p, "query_parameter_name and descriptor_key are required")
+				return // reported here, not again by CheckAction
+			}
+			a = x
+		},
+		"query_parameter_value_match": func(k, v *yaml.Node) {
+			p := yamlnode.Join(path, "query_parameter_value_match")
+			var x httplimit.QueryParameterValueMatch
+			before := len(d.errs)
+			d.fields(v, p, map[string]func(k, v *yaml.Node){
+				"descriptor_value": func(k, v *yaml.Node) { x.DescriptorValue = d.str(v, yamlnode.Join(p, "descriptor_value")) },
+				"descriptor_key":   func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
+				"expect_match":     func(k, v *yaml.Node) { x.DontExpectMatch = !d.boolean(v, yamlnode.Join(p, "expect_match")) },
+				"query_parameters": func(k, v *yaml.Node) {
+					d.list(v, yamlnode.Join(p, "query_parameters"), func(_ int, v *yaml.Node, p string) {
+						x.QueryParameters = append(x.QueryParameters, d.queryMatcher(v, p))
+					})
+				},
+			})
+			if x.DescriptorValue == "" {
+				d.add(v.Line, p, "descriptor_value is required")
+			}
+			if len(x.QueryParameters) == 0 {
+				d.add(v.Line, yamlnode.Join(p, "query_parameters"), "want at least one query parameter matcher")
+			}
+			if len(d.errs) == before { // else reported here, not again by CheckAction
+				a = x
+			}
+		},
+		"cookie": func(k, v *yaml.Node) {
+			p := yamlnode.Join(path, "cookie")
+			var x httplimit.Cookie
+			d.fields(v, p, map[string]func(k, v *yaml.Node){
+				"cookie_name":    func(k, v *yaml.Node) { x.CookieName = d.str(v, yamlnode.Join(p, "cookie_name")) },
+				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
+				"skip_if_absent": func(k, v *yaml.Node) { x.SkipIfAbsent = d.boolean(v, yamlnode.Join(p, "skip_if_absent")) },
+			})
+			if x.CookieName == "" || x.DescriptorKey == "" {
+				d.add(v.Line, p, "cookie_name and descriptor_key are required")
+				return // reported here, not again by CheckAction
+			}
+			a = x
+		},
+		"destination_cluster": func(k, v *yaml.Node) { d.noClusterNames(v, yamlnode.Join(path, "destination_cluster"), "route") },
+		"source_cluster":      func(k, v *yaml.Node) { d.noClusterNames(v, yamlnode.Join(path, "source_cluster"), "caller") },
 		"identity": func(k, v *yaml.Node) {
 			p := yamlnode.Join(path, "identity")
 			var x httplimit.IdentityKey
@@ -863,6 +945,81 @@ func (d *decoder) action(n *yaml.Node, path string) httplimit.Action {
 		},
 	})
 	return a
+}
+
+// noClusterNames refuses Envoy's destination_cluster and source_cluster:
+// their entries carry the name of the route's target cluster and of the
+// local service's cluster, and the gateway has no such names (one
+// upstream URL, routes without names, no service cluster of its own), so
+// any value put there would be made up. A constant per route says the
+// same thing.
+func (d *decoder) noClusterNames(v *yaml.Node, path, what string) {
+	name := path[strings.LastIndexByte(path, '.')+1:]
+	if what == "route" {
+		d.add(v.Line, path, "the gateway has one upstream and its routes have no names, so there is no cluster name for %s's entry: on each route, use generic_key: {descriptor_key: %s, descriptor_value: <a name for the route>}", name, name)
+		return
+	}
+	d.add(v.Line, path, "the gateway has no service cluster of its own, so there is no name for %s's entry: use generic_key: {descriptor_key: %s, descriptor_value: <this gateway's name>}", name, name)
+}
+
+// queryMatcher decodes one of query_parameter_value_match's
+// query_parameters: Envoy's QueryParameterMatcher, a name and either a
+// string_match (exact, prefix, suffix, contains or safe_regex, with
+// ignore_case) or a present_match.
+func (d *decoder) queryMatcher(n *yaml.Node, path string) httplimit.QueryParameterMatcher {
+	var m httplimit.QueryParameterMatcher
+	specs := 0
+	d.fields(n, path, map[string]func(k, v *yaml.Node){
+		"name": func(k, v *yaml.Node) { m.Name = d.str(v, yamlnode.Join(path, "name")) },
+		"present_match": func(k, v *yaml.Node) {
+			specs++
+			b := d.boolean(v, yamlnode.Join(path, "present_match"))
+			m.Present = &b
+		},
+		"string_match": func(k, v *yaml.Node) {
+			specs++
+			p := yamlnode.Join(path, "string_match")
+			conds := 0
+			set := func(dst *string, f string) func(k, v *yaml.Node) {
+				return func(k, v *yaml.Node) { conds++; *dst = d.str(v, yamlnode.Join(p, f)) }
+			}
+			d.fields(v, p, map[string]func(k, v *yaml.Node){
+				"exact":       set(&m.Exact, "exact"),
+				"prefix":      set(&m.Prefix, "prefix"),
+				"suffix":      set(&m.Suffix, "suffix"),
+				"contains":    set(&m.Contains, "contains"),
+				"ignore_case": func(k, v *yaml.Node) { m.IgnoreCase = d.boolean(v, yamlnode.Join(p, "ignore_case")) },
+				"safe_regex": func(k, v *yaml.Node) {
+					conds++
+					rp := yamlnode.Join(p, "safe_regex")
+					var expr string
+					d.fields(v, rp, map[string]func(k, v *yaml.Node){
+						"regex":      func(k, v *yaml.Node) { expr = d.str(v, yamlnode.Join(rp, "regex")) },
+						"google_re2": func(k, v *yaml.Node) {}, // deprecated in Envoy; Go's regexp is RE2
+					})
+					re, err := httplimit.CompileSafeRegex(expr)
+					switch {
+					case expr == "":
+						d.add(v.Line, yamlnode.Join(rp, "regex"), "missing regex")
+					case err != nil:
+						d.add(lineIn(v, "regex"), yamlnode.Join(rp, "regex"), "%v", err)
+					default:
+						m.SafeRegex = re
+					}
+				},
+			})
+			if conds != 1 {
+				d.add(v.Line, p, "want exactly one of exact, prefix, suffix, contains and safe_regex")
+			}
+		},
+	})
+	if m.Name == "" {
+		d.add(n.Line, yamlnode.Join(path, "name"), "missing query parameter name")
+	}
+	if specs > 1 {
+		d.add(n.Line, path, "want string_match or present_match, not both")
+	}
+	return m
 }
 
 func (d *decoder) headerMatcher(n *yaml.Node, path string) httplimit.HeaderMatcher {

@@ -42,7 +42,7 @@ routes:
       - actions:
           - remote_address: {}
           - generic_key: {}
-          - masked_remote_address: {}
+          - remote_adress: {}
 rules:
   domain: d
   descriptors:
@@ -64,7 +64,7 @@ rules:
 		`gw.yaml:10: routes[0].methods[1]: unknown HTTP method "FETCH"`,
 		"gw.yaml:11: routes[0].cost: want a whole number from 1",
 		"gw.yaml:15: routes[0].rate_limits[0].actions[1].generic_key: descriptor_value is required",
-		`gw.yaml:16: routes[0].rate_limits[0].actions[2]: unknown field "masked_remote_address"`,
+		`gw.yaml:16: routes[0].rate_limits[0].actions[2]: unknown field "remote_adress"`,
 		`gw.yaml:21: rules.descriptors[0].rate_limit.unit: unknown unit "fortnight"`,
 	}
 	got := err.Error()

@@ -17,8 +17,10 @@ import (
 // rest of the descriptor is kept.
 //
 // The actions in this package are Envoy's rate_limits actions
-// ([RemoteAddress], [RequestHeaders], [GenericKey], [HeaderValueMatch]) and
-// sluice's own ([IdentityKey], [Tier], [Method], [Path]).
+// ([RemoteAddress], [MaskedRemoteAddress], [RequestHeaders],
+// [QueryParameters], [GenericKey], [HeaderValueMatch],
+// [QueryParameterValueMatch]) and sluice's own ([IdentityKey], [Tier],
+// [Method], [Path], [Cookie]).
 type Action interface {
 	Entry(r *http.Request, id identity.Identity) (e rules.Entry, ok bool)
 }
@@ -449,7 +451,9 @@ func isTokenByte(c byte) bool {
 
 // CheckAction checks the header names a reads ([RequestHeaders]'
 // HeaderName, the names of [HeaderValueMatch]'s matchers) with
-// [CheckHeader]. Each problem's Path is relative to the action, in the
+// [CheckHeader], the name of a [Cookie] (an RFC 6265 token), the names
+// of [QueryParameters] and [QueryParameterValueMatch]'s matchers (not
+// empty) and [MaskedRemoteAddress]'s prefix lengths. Each problem's Path is relative to the action, in the
 // names of Envoy's config ("request_headers.header_name",
 // "header_value_match.headers[1].name"); File and Line are the caller's
 // to fill in. Problems make the action useless; warnings may not.
@@ -481,5 +485,6 @@ func CheckAction(a Action) (warnings, problems []rules.Problem) {
 			check(m.Name, fmt.Sprintf("header_value_match.headers[%d].name", i))
 		}
 	}
+	problems = append(problems, checkNewAction(a)...)
 	return warnings, problems
 }

@@ -19,6 +19,7 @@ func FuzzMiddleware(f *testing.F) {
 	f.Add("-1", "", "", "/", "")
 	f.Add("999999999999999999999", "Bearer x", "1.2.3.4, 5.6.7.8", "/%00", "[::1]:80")
 	f.Add(" 3 ", "bad", "for=\"[2001:db8::1]:4711\"", "/x/y", "not-an-address")
+	f.Add("2", "sid=abc; sid=\"x", "10.0.0.1", "user=%zz&user=bob&fmt=csv", "[2001:db8::1]:443")
 	keys, err := identity.NewKeyStore(identity.APIKey{Hash: sha256.Sum256([]byte("key-alice")), User: "alice", Tier: "pro"})
 	if err != nil {
 		f.Fatal(err)
@@ -29,7 +30,11 @@ func FuzzMiddleware(f *testing.F) {
 	}
 	mw := &httplimit.Middleware{Store: newStore(f), Rules: mustRules(f, testRules), Domain: "test", Identity: res, CostHeader: "X-Cost",
 		Descriptors: identityDescriptors(httplimit.GenericKey{DescriptorValue: "global"}, httplimit.Path{}, httplimit.Tier{Default: "none"},
-			httplimit.RequestHeaders{HeaderName: "X-Forwarded-For", DescriptorKey: "xff"})}
+			httplimit.RequestHeaders{HeaderName: "X-Forwarded-For", DescriptorKey: "xff"},
+			httplimit.MaskedRemoteAddress{V4PrefixMaskLen: 24, V6PrefixMaskLen: 56},
+			httplimit.QueryParameters{QueryParameterName: "user", DescriptorKey: "query_user"},
+			httplimit.QueryParameterValueMatch{DescriptorValue: "csv", QueryParameters: []httplimit.QueryParameterMatcher{{Name: "fmt", Prefix: "c"}}},
+			httplimit.Cookie{CookieName: "sid", DescriptorKey: "session", SkipIfAbsent: true})}
 	h := mw.Handler(ok)
 	f.Fuzz(func(t *testing.T, cost, key, xff, path, remote string) {
 		r := httptest.NewRequest("GET", "/", nil)
@@ -39,6 +44,8 @@ func FuzzMiddleware(f *testing.F) {
 		r.Header["X-Api-Key"] = []string{key}
 		r.Header["X-Forwarded-For"] = []string{xff}
 		r.Header["Forwarded"] = []string{xff}
+		r.Header["Cookie"] = []string{key}
+		r.URL.RawQuery = path
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		switch w.Code {
