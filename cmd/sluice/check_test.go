@@ -77,7 +77,7 @@ func TestCheckDuplicateDomainsInDir(t *testing.T) {
 
 func TestCheckGatewayHook(t *testing.T) {
 	gw := filepath.Join(t.TempDir(), "sluice.yaml")
-	if err := os.WriteFile(gw, []byte("listen: :8080\n"), 0o644); err != nil {
+	if err := os.WriteFile(gw, []byte("upstream: builtin:echo\nlisten: :8080\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -160,7 +160,8 @@ rules:
 	}
 
 	// An unknown pseudo-header is a problem of the config's parse (the
-	// gateway refuses it too), so the identity files are not read.
+	// gateway refuses it too); the missing keys file is reported beside it,
+	// at its line.
 	bad := strings.Replace(cfg, `header_name: host,`, `header_name: ":status",`, 1)
 	bad += "identity: {api_keys_file: missing.txt}\n"
 	if err := os.WriteFile(gw, []byte(bad), 0o644); err != nil {
@@ -172,12 +173,126 @@ rules:
 	}
 	for _, w := range []string{
 		gw + `:7: routes[0].rate_limits[0].actions[1].request_headers.header_name: unknown pseudo-header ":status": requests have :authority, :path, :method, :scheme and :protocol`,
+		gw + `:20: identity.api_keys_file: open ` + filepath.Join(dir, "missing.txt") + `: no such file or directory`,
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("check output lacks %q:\n%s", w, out)
 		}
 	}
-	if got, want := err.Error(), "check: 1 problem in 1 of 1 argument"; got != want {
+	if got, want := err.Error(), "check: 2 problems in 1 of 1 argument"; got != want {
 		t.Errorf("check error = %q, want %q", got, want)
+	}
+}
+
+// writeFiles writes name, content pairs into dir.
+func writeFiles(t *testing.T, dir string, files ...string) {
+	t.Helper()
+	for i := 0; i+1 < len(files); i += 2 {
+		if err := os.WriteFile(filepath.Join(dir, files[i]), []byte(files[i+1]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const checkGW = "upstream: builtin:echo\nroutes:\n  - path: /\n"
+
+// TestCheckRefusesWhatServeRefuses: each config here is refused by sluice
+// serve at start, and sluice check reports why at the config's line.
+func TestCheckRefusesWhatServeRefuses(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, "keys.txt", "nothex alice\n")
+	for _, tc := range []struct {
+		name, config string
+		want         []string // lines of check's output, after "FILE:"
+	}{
+		{"listen.yaml", "listen: not-an-address\nadmin_listen: 127.0.0.1:0\n" + checkGW,
+			[]string{`1: listen: "not-an-address": missing port in address: want HOST:PORT, such as 127.0.0.1:8080 or :8080`}},
+		{"admin.yaml", "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:99999\n" + checkGW,
+			[]string{`2: admin_listen: "127.0.0.1:99999": port 99999 is out of range (0 to 65535)`}},
+		{"missingkeys.yaml", "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" + checkGW + "identity:\n  api_keys_file: nosuch.txt\n",
+			[]string{`7: identity.api_keys_file: open ` + filepath.Join(dir, "nosuch.txt") + `: no such file or directory`}},
+		{"badkeys.yaml", "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" + checkGW + "identity:\n  api_keys_file: keys.txt\n",
+			[]string{`7: identity.api_keys_file: ` + filepath.Join(dir, "keys.txt") + `:1: key hash is 6 characters, want the 64 hex digits of a SHA-256`}},
+		{"jwt.yaml", "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" + checkGW + "identity:\n  jwt:\n    alg: HS256\n    key_file: nosuch.key\n",
+			[]string{`9: identity.jwt.key_file: open ` + filepath.Join(dir, "nosuch.key") + `: no such file or directory`}},
+		// Several problems at once: the parse's and the file's, in line order.
+		{"many.yaml", "listen: 127.0.0.1:99999\nstore: nope\n" + checkGW + "identity:\n  api_keys_file: nosuch.txt\n",
+			[]string{
+				`1: listen: "127.0.0.1:99999": port 99999 is out of range (0 to 65535)`,
+				`2: store: want memory or a redis://, rediss://, redis-cluster:// or unix:// URL, got "nope"`,
+				`7: identity.api_keys_file: open ` + filepath.Join(dir, "nosuch.txt") + `: no such file or directory`,
+			}},
+	} {
+		name := filepath.Join(dir, tc.name)
+		writeFiles(t, dir, tc.name, tc.config)
+		out, err := runCheckArgs(t, name)
+		var want []string
+		for _, w := range tc.want {
+			want = append(want, name+":"+w)
+		}
+		if err == nil || strings.TrimRight(out, "\n") != strings.Join(want, "\n") {
+			t.Errorf("check %s = %v, output:\n%s\nwant:\n%s", tc.name, err, out, strings.Join(want, "\n"))
+		}
+		// serve refuses it too (and so never starts listening).
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), []string{"serve", "--config", name}, &stdout, &stderr); err == nil {
+			t.Errorf("serve --config %s = nil, want it refused", tc.name)
+		}
+	}
+	// What serve takes, check takes: any port, a service name.
+	writeFiles(t, dir, "good.yaml", "listen: :0\nadmin_listen: 127.0.0.1:http\n"+checkGW)
+	if out, err := runCheckArgs(t, filepath.Join(dir, "good.yaml")); err != nil {
+		t.Errorf("check good.yaml = %v\n%s", err, out)
+	}
+}
+
+// TestCheckKindByContent: a rules file with a misspelt domain is checked
+// as a rules file, a gateway config as one, and the ok line says which.
+func TestCheckKindByContent(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir,
+		"misspelt.yaml", "domian: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+		"rules.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+		"gw.yaml", checkGW,
+		"neither.yaml", "listen: :0\n")
+	out, err := runCheckArgs(t, filepath.Join(dir, "misspelt.yaml"))
+	if err == nil || !strings.Contains(out, `misspelt.yaml:1: unknown field "domian" (did you mean "domain"?)`) || strings.Contains(out, "upstream") {
+		t.Errorf("check misspelt.yaml = %v, output:\n%s\nwant the rules parser's problems", err, out)
+	}
+	out, err = runCheckArgs(t, filepath.Join(dir, "rules.yaml"), filepath.Join(dir, "gw.yaml"))
+	want := "ok  " + filepath.Join(dir, "rules.yaml") + " (rules: domain d, 1 rule)\n" +
+		"ok  " + filepath.Join(dir, "gw.yaml") + " (gateway config)\n"
+	if err != nil || out != want {
+		t.Errorf("check = %v, output:\n%s\nwant:\n%s", err, out, want)
+	}
+	out, err = runCheckArgs(t, filepath.Join(dir, "neither.yaml"))
+	if err == nil || !strings.Contains(out, "note: checked as a gateway config (no top-level upstream or routes") {
+		t.Errorf("check neither.yaml = %v, output:\n%s\nwant a note of what was assumed", err, out)
+	}
+}
+
+// TestCheckDirOfGatewayConfigs: a directory holding gateway configs has
+// each checked as one, and its rules files together.
+func TestCheckDirOfGatewayConfigs(t *testing.T) {
+	out, err := runCheckArgs(t, "../../examples")
+	if err != nil || out != "ok  ../../examples (2 gateway configs)\n" {
+		t.Errorf("check examples = %v, output:\n%s", err, out)
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir,
+		"a.yaml", checkGW,
+		"b.yaml", "admin_listen: 127.0.0.1:99999\n"+checkGW,
+		"r.yml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+		"notes.txt", "not yaml: [")
+	out, err = runCheckArgs(t, dir)
+	want := filepath.Join(dir, "b.yaml") + `:1: admin_listen: "127.0.0.1:99999": port 99999 is out of range (0 to 65535)` + "\n"
+	if err == nil || out != want {
+		t.Errorf("check DIR = %v, output:\n%s\nwant:\n%s", err, out, want)
+	}
+	writeFiles(t, dir, "b.yaml", checkGW)
+	out, err = runCheckArgs(t, dir)
+	want = "ok  " + dir + " (2 gateway configs; rules directory: 1 domain, 1 rule)\n"
+	if err != nil || out != want {
+		t.Errorf("check DIR = %v, output:\n%s\nwant:\n%s", err, out, want)
 	}
 }

@@ -119,18 +119,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return err
 }
 
-// checkGateway validates a gateway config offline for sluice check: it
-// parses it, checks the header names its rate limit actions read, and
-// loads the files it names, without opening the store or listening.
-func checkGateway(filename string, data []byte) (warnings []string, err error) {
-	cfg, err := gateway.Parse(filename, data)
-	if err != nil {
-		return nil, err
-	}
-	_, err = gateway.Resolver(cfg)
-	return cfg.Warnings, err
-}
-
 // redact hides a store URL's password.
 func redact(s string) string {
 	return gateway.RedactURL(s)
