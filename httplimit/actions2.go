@@ -3,7 +3,6 @@ package httplimit
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 
@@ -55,8 +54,8 @@ func (a MaskedRemoteAddress) Entry(r *http.Request, id identity.Identity) (rules
 
 // QueryParameters is Envoy's query_parameters action: the entry
 // DescriptorKey=<value of the query parameter QueryParameterName>, its
-// first value when the query has several, decoded ("a%20b" and "a+b" are
-// "a b"). A parameter given without a value ("?debug" or "?debug=") gives
+// first value when the query has several, percent-decoded ("a%20b" is
+// "a b"; "a+b" stays "a+b", as in Envoy). A parameter given without a value ("?debug" or "?debug=") gives
 // an entry with an empty value, as in Envoy. When the parameter is absent
 // the descriptor is dropped, or with SkipIfAbsent only this entry is.
 //
@@ -79,12 +78,13 @@ func (a QueryParameters) Entry(r *http.Request, _ identity.Identity) (rules.Entr
 
 // QueryValue returns the first value of the query parameter name in r's
 // URL, decoded, and whether the query has that parameter, reading the
-// query as Envoy does: parameters are separated by "&", a parameter
-// without "=" is present with an empty value, names and values are
-// percent-decoded with "+" as a space, and a malformed escape is kept as
-// written rather than dropping the parameter (Go's url.ParseQuery drops
-// it, which would let "?user=%zz&user=bob" choose which value counts).
-// Names are matched exactly, case included.
+// query as Envoy does (QueryParamsMulti::parseAndDecodeQueryString):
+// parameters are separated by "&", a parameter without "=" is present
+// with an empty value, and names and values are percent-decoded escape by
+// escape, a malformed escape kept as written and "+" kept as "+". (Go's
+// url.ParseQuery drops a parameter with a malformed escape, which would
+// let "?user=%zz&user=bob" choose which value counts.) Names are matched
+// exactly, case included.
 func QueryValue(r *http.Request, name string) (string, bool) {
 	if r.URL == nil {
 		return "", false
@@ -105,14 +105,38 @@ func QueryValue(r *http.Request, name string) (string, bool) {
 	return "", false
 }
 
+// decodeQuery percent-decodes s as Envoy's PercentEncoding::decode: each
+// valid %XX is decoded, anything else (a malformed escape, "+") is kept.
 func decodeQuery(s string) string {
-	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
+	i := strings.IndexByte(s, '%')
+	if i < 0 {
 		return s
 	}
-	if d, err := url.QueryUnescape(s); err == nil {
-		return d
+	b := make([]byte, 0, len(s))
+	b = append(b, s[:i]...)
+	for ; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b = append(b, s[i])
 	}
-	return s
+	return string(b)
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
 }
 
 // QueryParameterValueMatch is Envoy's query_parameter_value_match action:

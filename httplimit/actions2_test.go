@@ -54,8 +54,10 @@ func TestNewActions(t *testing.T) {
 		// query_parameters
 		{"query present", httplimit.QueryParameters{QueryParameterName: "user", DescriptorKey: "u"}, req{target: "/a?x=1&user=bob&user=eve"},
 			rules.Entry{Key: "u", Value: "bob"}, true},
-		{"query decoded", httplimit.QueryParameters{QueryParameterName: "q", DescriptorKey: "q"}, req{target: "/a?q=a%20b+c"},
-			rules.Entry{Key: "q", Value: "a b c"}, true},
+		{"query decoded", httplimit.QueryParameters{QueryParameterName: "q", DescriptorKey: "q"}, req{target: "/a?q=a%20b+c%2B%e9%41"},
+			rules.Entry{Key: "q", Value: "a b+c+\xe9A"}, true},
+		{"query partly malformed", httplimit.QueryParameters{QueryParameterName: "q", DescriptorKey: "q"}, req{target: "/a?q=%xy%%20%2"},
+			rules.Entry{Key: "q", Value: "%xy% %2"}, true},
 		{"query name decoded", httplimit.QueryParameters{QueryParameterName: "a b", DescriptorKey: "q"}, req{target: "/a?a%20b=1"},
 			rules.Entry{Key: "q", Value: "1"}, true},
 		{"query bad escape kept", httplimit.QueryParameters{QueryParameterName: "user", DescriptorKey: "u"}, req{target: "/a?user=%zz&user=bob"},
