@@ -1,6 +1,8 @@
 package rls
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +54,7 @@ type metrics struct {
 	globalShadow                       prometheus.Counter
 
 	maxDetailed int64 // detailed keys per family; 0: none (all overflow)
+	envoyLabels bool  // MetricLabelsEnvoy: key1 and key2 rather than key
 
 	byKey     sync.Map // metric key ("domain.key_value") -> *ruleStats
 	rules     sync.Map // rule key -> *family
@@ -74,20 +77,68 @@ type family struct {
 	overflowed prometheus.Counter
 }
 
+// MetricLabels selects the labels of the per-rule metrics (total_hits,
+// over_limit, near_limit, within_limit, shadow_mode and
+// detailed_metric_overflow).
+type MetricLabels uint8
+
+const (
+	// MetricLabelsEnvoy (the zero value) labels them as envoyproxy/ratelimit's
+	// Prometheus mapping (src/stats/prom/default_mapper.yaml) does, so that
+	// its dashboards work: domain, key1 (the stats key's first dot-separated
+	// part after the domain) and key2 (its second part, "" when there is
+	// none, which Prometheus treats as absent); later parts are dropped, as
+	// that mapping drops them.
+	MetricLabelsEnvoy MetricLabels = iota
+	// MetricLabelsSluice labels them domain and key, the whole stats key
+	// after the domain: "user_alice.path" rather than key1="user_alice",
+	// key2="path".
+	MetricLabelsSluice
+)
+
+var metricLabelsNames = [...]string{MetricLabelsEnvoy: "envoy", MetricLabelsSluice: "sluice"}
+
+func (l MetricLabels) String() string {
+	if int(l) < len(metricLabelsNames) {
+		return metricLabelsNames[l]
+	}
+	return "MetricLabels(" + strconv.Itoa(int(l)) + ")"
+}
+
+// ParseMetricLabels returns the scheme named s: envoy (or "") or sluice.
+func ParseMetricLabels(s string) (MetricLabels, error) {
+	switch s {
+	case "", "envoy":
+		return MetricLabelsEnvoy, nil
+	case "sluice":
+		return MetricLabelsSluice, nil
+	}
+	return 0, fmt.Errorf("unknown metric label scheme %q (want envoy or sluice)", s)
+}
+
 // newMetrics registers the metrics with the default bound.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return newBoundedMetrics(reg, 0)
 }
 
-// newBoundedMetrics registers the metrics in reg, with at most maxDetailed
-// detailed keys per rule and per domain's overrides: 0 means
-// DefaultMaxDetailedSeries, a negative number none (every request value
-// counts under the overflow key).
+// newBoundedMetrics registers the metrics in reg, labelled domain and key,
+// with at most maxDetailed detailed keys per rule and per domain's
+// overrides: 0 means DefaultMaxDetailedSeries, a negative number none
+// (every request value counts under the overflow key).
 func newBoundedMetrics(reg prometheus.Registerer, maxDetailed int) (*metrics, error) {
+	return newSchemeMetrics(reg, maxDetailed, MetricLabelsSluice)
+}
+
+// newSchemeMetrics is newBoundedMetrics with the labels of scheme.
+func newSchemeMetrics(reg prometheus.Registerer, maxDetailed int, scheme MetricLabels) (*metrics, error) {
+	labels := []string{"domain", "key"}
+	if scheme == MetricLabelsEnvoy {
+		labels = []string{"domain", "key1", "key2"}
+	}
 	vec := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "ratelimit", Subsystem: "service_rate_limit", Name: name, Help: help,
-		}, []string{"domain", "key"})
+		}, labels)
 	}
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ratelimit", Subsystem: "service", Name: name, Help: help})
@@ -105,6 +156,7 @@ func newBoundedMetrics(reg prometheus.Registerer, maxDetailed int) (*metrics, er
 		serviceError:      counter("call_should_rate_limit_service_error", "Requests refused as invalid."),
 		storeError:        counter("call_should_rate_limit_store_error", "Requests failed because the store failed."),
 		globalShadow:      counter("global_shadow_mode", "Requests over the limit answered OK by the global shadow mode."),
+		envoyLabels:       scheme == MetricLabelsEnvoy,
 	}
 	switch {
 	case maxDetailed == 0:
@@ -205,20 +257,32 @@ func (m *metrics) newDetailed(f *family, domain, key string) *ruleStats {
 func (m *metrics) overflow(f *family) *ruleStats {
 	f.once.Do(func() {
 		f.overflow = m.newStats(f.domain, f.overflowLabel)
-		f.overflowed = m.detailedOverflow.WithLabelValues(f.domain, f.overflowLabel)
+		f.overflowed = m.detailedOverflow.WithLabelValues(m.labelValues(f.domain, f.overflowLabel)...)
 	})
 	f.overflowed.Inc()
 	return f.overflow
 }
 
 func (m *metrics) newStats(domain, label string) *ruleStats {
+	v := m.labelValues(domain, label)
 	return &ruleStats{
-		totalHits:   m.totalHits.WithLabelValues(domain, label),
-		overLimit:   m.overLimit.WithLabelValues(domain, label),
-		nearLimit:   m.nearLimit.WithLabelValues(domain, label),
-		withinLimit: m.withinLimit.WithLabelValues(domain, label),
-		shadowMode:  m.shadowMode.WithLabelValues(domain, label),
+		totalHits:   m.totalHits.WithLabelValues(v...),
+		overLimit:   m.overLimit.WithLabelValues(v...),
+		nearLimit:   m.nearLimit.WithLabelValues(v...),
+		withinLimit: m.withinLimit.WithLabelValues(v...),
+		shadowMode:  m.shadowMode.WithLabelValues(v...),
 	}
+}
+
+// labelValues are the label values of a stats key's label (labelOf) in
+// m's scheme: domain and key, or domain, key1 and key2.
+func (m *metrics) labelValues(domain, label string) []string {
+	if !m.envoyLabels {
+		return []string{domain, label}
+	}
+	key1, rest, _ := strings.Cut(label, ".")
+	key2, _, _ := strings.Cut(rest, ".")
+	return []string{domain, key1, key2}
 }
 
 // labelOf is the key label of the metric key "domain.rest": rest.

@@ -40,7 +40,7 @@ descriptors:
 	}
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	srv, err := rls.New(store, set, rls.Options{})
+	srv, err := rls.New(store, set, rls.Options{MetricLabels: rls.MetricLabelsSluice})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,6 +106,10 @@ type Options struct {
 	// StoreStatus, when set, says whether the store decides for itself
 	// and how it is, for /readyz (storeurl.Store.Ready).
 	StoreStatus func() (ok bool, detail string)
+	// MetricLabels is the label scheme of the per-rule metrics. The zero
+	// value is MetricLabelsEnvoy (domain, key1, key2), as envoyproxy/ratelimit's
+	// Prometheus output labels them; MetricLabelsSluice is domain and key.
+	MetricLabels MetricLabels
 	// MaxDetailedSeries bounds the metric keys each detailed_metric or
 	// value_to_metric rule, and each domain's limit overrides, get from
 	// request values; later values count under "<key>.__overflow__" and in
@@ -180,7 +184,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	m, err := newBoundedMetrics(s.reg, opts.MaxDetailedSeries)
+	m, err := newSchemeMetrics(s.reg, opts.MaxDetailedSeries, opts.MetricLabels)
 	if err != nil {
 		return nil, err
 	}

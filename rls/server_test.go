@@ -699,7 +699,7 @@ func TestHTTP(t *testing.T) {
 	if code, body := get("/healthcheck"); code != 200 || body != "OK" {
 		t.Errorf("GET /healthcheck = %d %q, want 200 OK", code, body)
 	}
-	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `ratelimit_service_rate_limit_over_limit{domain="test",key="general"} 1`) {
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `ratelimit_service_rate_limit_over_limit{domain="test",key1="general",key2=""} 1`) {
 		t.Errorf("GET /metrics = %d, want over_limit for general in:\n%s", code, body)
 	}
 	h.srv.Shutdown()
@@ -794,7 +794,9 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// gatherOne returns the value of counter name{domain="test",key=key}.
+// gatherOne returns the value of counter name{domain="test",key=key}, or
+// in the envoy scheme, of name{domain="test",key1=…,key2=…} with key1.key2 =
+// key.
 func gatherOne(h *rls.Server, name, key string) (float64, error) {
 	mfs, err := h.Registry().Gather()
 	if err != nil {
@@ -809,7 +811,14 @@ func gatherOne(h *rls.Server, name, key string) (float64, error) {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["domain"] == "test" && labels["key"] == key {
+			got, ok := labels["key"]
+			if !ok { // MetricLabelsEnvoy
+				got = labels["key1"]
+				if k2 := labels["key2"]; k2 != "" {
+					got += "." + k2
+				}
+			}
+			if labels["domain"] == "test" && got == key {
 				return m.GetCounter().GetValue(), nil
 			}
 		}

@@ -55,7 +55,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer store.Close()
 	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
-		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready})
+		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
+		MetricLabels: f.metricLabels})
 	if err != nil {
 		return err
 	}
@@ -94,6 +95,7 @@ type rlsFlags struct {
 	poll                                                        time.Duration
 	gcPercent, maxDetailed, maxKeys, maxConns                   int
 	nearRatio                                                   float64
+	metricLabels                                                rls.MetricLabels
 }
 
 func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
@@ -116,6 +118,7 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	fs.StringVar(&f.debugListen, "debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
 	fs.IntVar(&f.maxDetailed, "max-detailed-series", rls.DefaultMaxDetailedSeries, "metric keys each detailed_metric or value_to_metric rule may get from request values; later values count under <key>.__overflow__ (negative: none)")
 	fs.Float64Var(&f.nearRatio, "near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
+	metricLabels := fs.String("metric-labels", "envoy", "labels of the per-rule metrics: envoy (domain, key1, key2, as envoyproxy/ratelimit's Prometheus mapping, so its dashboards work) or sluice (domain and the whole key)")
 	fs.StringVar(&f.grpc, "grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -128,6 +131,9 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	}
 	var err error
 	if f.headers, err = rls.ParseHeaderMode(*headers); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if f.metricLabels, err = rls.ParseMetricLabels(*metricLabels); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if f.onError, err = redisstore.ParsePolicy(*onError); err != nil {
