@@ -981,7 +981,19 @@ func (d *decoder) queryMatcher(n *yaml.Node, path string) httplimit.QueryParamet
 			p := yamlnode.Join(path, "string_match")
 			conds := 0
 			set := func(dst *string, f string) func(k, v *yaml.Node) {
-				return func(k, v *yaml.Node) { conds++; *dst = d.str(v, yamlnode.Join(p, f)) }
+				return func(k, v *yaml.Node) {
+					conds++
+					fp := yamlnode.Join(p, f)
+					if *dst = d.str(v, fp); *dst == "" && v.Kind == yaml.ScalarNode {
+						if f != "exact" {
+							d.add(v.Line, fp, "want a non-empty %s (Envoy refuses an empty one)", f)
+							return
+						}
+						// Envoy's exact: "" matches an empty value only, which
+						// Exact "" (no condition) would not say.
+						m.SafeRegex, _ = httplimit.CompileSafeRegex("")
+					}
+				}
 			}
 			d.fields(v, p, map[string]func(k, v *yaml.Node){
 				"exact":       set(&m.Exact, "exact"),

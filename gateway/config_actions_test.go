@@ -33,6 +33,7 @@ routes:
                 - {name: page, string_match: {safe_regex: {regex: "[0-9]+"}}}
                 - {name: debug, present_match: false}
                 - {name: q}
+                - {name: empty, string_match: {exact: ""}}
           - cookie: {cookie_name: sid, descriptor_key: session}
 rules:
   domain: d
@@ -64,7 +65,7 @@ rules:
 		t.Errorf("cookie = %#v", a)
 	}
 	qvm := acts[3].(httplimit.QueryParameterValueMatch)
-	if qvm.DescriptorValue != "export" || qvm.DontExpectMatch || len(qvm.QueryParameters) != 4 ||
+	if qvm.DescriptorValue != "export" || qvm.DontExpectMatch || len(qvm.QueryParameters) != 5 ||
 		qvm.QueryParameters[0].Exact != "CSV" || !qvm.QueryParameters[0].IgnoreCase ||
 		qvm.QueryParameters[1].SafeRegex == nil || qvm.QueryParameters[2].Present == nil || *qvm.QueryParameters[2].Present {
 		t.Errorf("query_parameter_value_match = %#v", qvm)
@@ -72,7 +73,7 @@ rules:
 
 	// The parsed actions, on requests.
 	id := identity.Identity{IP: netip.MustParseAddr("2001:db8:aa:bbcc::1")}
-	r := httptest.NewRequest("GET", "/x?fmt=csv&page=12&q=&user=bob", nil)
+	r := httptest.NewRequest("GET", "/x?fmt=csv&page=12&q=&user=bob&empty", nil)
 	r.Header.Set("Cookie", "sid=s1")
 	want := []rules.Entry{
 		{Key: "masked_remote_address", Value: "2001:db8:aa:bb00::/56"},
@@ -86,8 +87,10 @@ rules:
 			t.Errorf("action %d: Entry = %+v, %v; want %+v", i, e, ok, want[i])
 		}
 	}
-	// page=12x fails the whole-value regex; debug present fails present_match: false.
-	for _, target := range []string{"/x?fmt=csv&page=12x&q", "/x?fmt=csv&page=1&q&debug", "/x?fmt=csv&page=1"} {
+	// page=12x fails the whole-value regex; debug present fails
+	// present_match: false; q absent fails the name alone; empty=x fails
+	// exact: "" (an empty value only, as in Envoy).
+	for _, target := range []string{"/x?fmt=csv&page=12x&q&empty", "/x?fmt=csv&page=1&q&debug&empty", "/x?fmt=csv&page=1&empty=", "/x?fmt=csv&page=1&q&empty=x"} {
 		if e, ok := qvm.Entry(httptest.NewRequest("GET", target, nil), id); ok {
 			t.Errorf("%s: Entry = %+v, true; want the descriptor dropped", target, e)
 		}
@@ -115,6 +118,7 @@ routes:
                 - {name: b, string_match: {exact: a, prefix: b}}
                 - {name: c, string_match: {safe_regex: {regex: "a("}}}
                 - {name: d, present_match: true, string_match: {exact: a}}
+                - {name: e, string_match: {prefix: ""}}
           - query_parameter_value_match: {descriptor_value: v}
           - cookie: {cookie_name: "bad name", descriptor_key: s}
           - cookie: {descriptor_key: s}
@@ -143,11 +147,12 @@ rules:
 		"gw.yaml:14: " + p + "[5].query_parameter_value_match.query_parameters[1].string_match: want exactly one of exact, prefix, suffix, contains and safe_regex",
 		"gw.yaml:15: " + p + "[5].query_parameter_value_match.query_parameters[2].string_match.safe_regex.regex: error parsing regexp: missing closing ): `a(`",
 		"gw.yaml:16: " + p + "[5].query_parameter_value_match.query_parameters[3]: want string_match or present_match, not both",
-		"gw.yaml:17: " + p + "[6].query_parameter_value_match.query_parameters: want at least one query parameter matcher",
-		"gw.yaml:18: " + p + `[7].cookie.cookie_name: "bad name" is not a cookie name`,
-		"gw.yaml:19: " + p + "[8].cookie: cookie_name and descriptor_key are required",
-		"gw.yaml:20: " + p + "[9].destination_cluster: the gateway has one upstream and its routes have no names",
-		"gw.yaml:21: " + p + "[10].source_cluster: the gateway has no service cluster of its own",
+		"gw.yaml:17: " + p + "[5].query_parameter_value_match.query_parameters[4].string_match.prefix: want a non-empty prefix",
+		"gw.yaml:18: " + p + "[6].query_parameter_value_match.query_parameters: want at least one query parameter matcher",
+		"gw.yaml:19: " + p + `[7].cookie.cookie_name: "bad name" is not a cookie name`,
+		"gw.yaml:20: " + p + "[8].cookie: cookie_name and descriptor_key are required",
+		"gw.yaml:21: " + p + "[9].destination_cluster: the gateway has one upstream and its routes have no names",
+		"gw.yaml:22: " + p + "[10].source_cluster: the gateway has no service cluster of its own",
 	}
 	got := err.Error()
 	for _, w := range want {
