@@ -231,3 +231,30 @@ func FuzzQueryValue(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkNewActions: each new action's Entry on a request with a short
+// query and a few cookies.
+func BenchmarkNewActions(b *testing.B) {
+	r := httptest.NewRequest("GET", "/a?x=1&fmt=csv&user=bob%20smith", nil)
+	r.Header.Set("Cookie", "theme=dark; session=abc123; lang=en")
+	id := identity.Identity{IP: netip.MustParseAddr("203.0.113.77")}
+	for _, c := range []struct {
+		name string
+		a    httplimit.Action
+	}{
+		{"masked_remote_address", httplimit.MaskedRemoteAddress{V4PrefixMaskLen: 24}},
+		{"query_parameters", httplimit.QueryParameters{QueryParameterName: "user", DescriptorKey: "u"}},
+		{"query_parameter_value_match", httplimit.QueryParameterValueMatch{DescriptorValue: "v",
+			QueryParameters: []httplimit.QueryParameterMatcher{{Name: "fmt", Exact: "csv"}}}},
+		{"cookie", httplimit.Cookie{CookieName: "session", DescriptorKey: "s"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := c.a.Entry(r, id); !ok {
+					b.Fatal("no entry")
+				}
+			}
+		})
+	}
+}
