@@ -11,16 +11,19 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/backoff"
 	"github.com/sluicehq/sluice/httpclient"
+	"github.com/sluicehq/sluice/retry"
 )
 
 const fetchUsage = `Usage: sluice fetch [flags] URL...
@@ -38,8 +41,11 @@ Prints a progress bar on a terminal (stderr) and a summary at the end:
 human-readable, or one JSON object with --json:
   {"requests","succeeded","failed","attempts","retries","status","hosts","elapsed_ms"}
 
+A refused connection (nothing listening) is retried at most twice, within
+about a second, whatever --max-attempts says.
+
 Exit status: 0 when every URL was fetched with a status below 400, 1 when
-some failed, 2 for bad usage.
+some failed, 2 for bad usage, 130 when interrupted (Ctrl-C).
 
 Flags:
 `
@@ -101,6 +107,9 @@ type fetchConfig struct {
 	maxDelay, timeout             time.Duration
 	backoff                       backoff.Strategy
 	outDir                        string
+	userAgent                     string
+	header                        http.Header // -H, in order, User-Agent and Host included
+	refusedDelay                  time.Duration
 }
 
 func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
@@ -109,7 +118,7 @@ func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 		fmt.Fprint(stderr, fetchUsage)
 		fs.PrintDefaults()
 	}
-	c := &fetchConfig{}
+	c := &fetchConfig{header: http.Header{}, refusedDelay: fetchRefusedDelay}
 	input := fs.String("i", "", "read URLs from `FILE`, one per line (# comments; - for stdin)")
 	fs.Float64Var(&c.rate, "rate", 0, "requests per second per host (0: adaptive, found by AIMD)")
 	fs.IntVar(&c.burst, "burst", 0, "most requests a host's bucket starts at once (0: 20 ms worth at the current rate)")
@@ -123,6 +132,10 @@ func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 	fs.StringVar(&c.outDir, "o", "", "save bodies under `DIR` (DIR/host/path); default: discard")
 	fs.BoolVar(&c.json, "json", false, "print the summary as one JSON object")
 	fs.BoolVar(&c.progress, "progress", true, "show a progress bar when stderr is a terminal")
+	fs.Var(fetchHeaders{c.header}, "H", "add the request header `\"Name: value\"` to every request (repeatable; overrides -A and the defaults)")
+	fs.Var(fetchHeaders{c.header}, "header", "same as -H")
+	fs.StringVar(&c.userAgent, "A", fetchUserAgent(), "the User-Agent `string`")
+	fs.StringVar(&c.userAgent, "user-agent", fetchUserAgent(), "same as -A")
 	fs.BoolVar(&c.domain, "by-domain", false, "limit per registrable domain (www.example.com and img.example.com together) instead of per host")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -176,6 +189,7 @@ func (c *fetchConfig) clientOptions(st *fetchStats) httpclient.Options {
 		Backoff:        c.backoff,
 		AttemptTimeout: c.timeout,
 		Observer:       httpclient.ObserverFunc(st.observe),
+		Transport:      refusedTransport{base: http.DefaultTransport, retries: fetchRefusedRetries, delay: c.refusedDelay},
 	}
 	if c.domain {
 		opts.HostKey = httpclient.RegistrableDomain
@@ -220,7 +234,7 @@ func (c *fetchConfig) fetchAll(ctx context.Context, client *http.Client, done *a
 		for range min(c.conc, len(byHost[h])) {
 			wg.Go(func() {
 				for i := range queue {
-					if err := fetchOne(ctx, client, c.urls[i], c.outDir); err != nil {
+					if err := c.fetchOne(ctx, client, c.urls[i]); err != nil {
 						failures[i] = fmt.Sprintf("%s: %v", c.urls[i], err)
 					} else {
 						okCount.Add(1)
@@ -266,13 +280,27 @@ func (c *fetchConfig) summary(st *fetchStats, tr *httpclient.Transport, ok int, 
 	return sum
 }
 
-func fetchOne(ctx context.Context, c *http.Client, u *url.URL, dir string) error {
+func (c *fetchConfig) fetchOne(ctx context.Context, client *http.Client, u *url.URL) error {
+	dir := c.outDir
+	// Counts this URL's refused connections across its attempts.
+	ctx = context.WithValue(ctx, refusedKey{}, new(atomic.Int32))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("User-Agent", "sluice-fetch")
-	resp, err := c.Do(req)
+	if c.userAgent != "" {
+		req.Header.Set("User-Agent", c.userAgent)
+	} else {
+		req.Header["User-Agent"] = []string{""} // none, not Go's
+	}
+	for k, v := range c.header {
+		if k == "Host" {
+			req.Host = v[len(v)-1]
+			continue
+		}
+		req.Header[k] = v
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -434,8 +462,8 @@ func fetchProgress(w io.Writer, enabled bool, total int, done *atomic.Int64, st 
 }
 
 func fetchPrintSummary(w io.Writer, s fetchSummary, failures []string) {
-	fmt.Fprintf(w, "fetched %d URLs in %v: %d succeeded, %d failed\n",
-		s.Requests, (time.Duration(s.ElapsedMS) * time.Millisecond).Round(10*time.Millisecond), s.Succeeded, s.Failed)
+	fmt.Fprintf(w, "fetched %d %s in %v: %d succeeded, %d failed\n",
+		s.Requests, plural(s.Requests, "URL"), (time.Duration(s.ElapsedMS) * time.Millisecond).Round(10*time.Millisecond), s.Succeeded, s.Failed)
 	codes := make([]string, 0, len(s.Status))
 	for c := range s.Status {
 		codes = append(codes, c)
@@ -445,7 +473,11 @@ func fetchPrintSummary(w io.Writer, s fetchSummary, failures []string) {
 	for _, c := range codes {
 		parts = append(parts, fmt.Sprintf("%s×%d", c, s.Status[c]))
 	}
-	fmt.Fprintf(w, "attempts %d (%d retries); status %s\n", s.Attempts, s.Retries, strings.Join(parts, " "))
+	status := "status " + strings.Join(parts, " ")
+	if len(parts) == 0 {
+		status = "no status: no response came back"
+	}
+	fmt.Fprintf(w, "attempts %d (%d %s); %s\n", s.Attempts, s.Retries, map[bool]string{true: "retry", false: "retries"}[s.Retries == 1], status)
 	hosts := make([]string, 0, len(s.Hosts))
 	for h := range s.Hosts {
 		hosts = append(hosts, h)
@@ -466,4 +498,72 @@ func fetchPrintSummary(w io.Writer, s fetchSummary, failures []string) {
 		fmt.Fprintln(w, "failed:", f)
 		n++
 	}
+}
+
+// fetchHeaders is -H "Name: value", repeatable.
+type fetchHeaders struct{ h http.Header }
+
+func (f fetchHeaders) String() string { return "" }
+
+func (f fetchHeaders) Set(v string) error {
+	name, value, ok := strings.Cut(v, ":")
+	if !ok {
+		return fmt.Errorf("%q: want \"Name: value\"", v)
+	}
+	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	if name == "" || strings.ContainsFunc(name, func(r rune) bool {
+		return r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
+	}) {
+		return fmt.Errorf("%q: %q is not a header name", v, name)
+	}
+	if strings.ContainsAny(value, "\r\n\x00") {
+		return fmt.Errorf("%q: a header value cannot hold CR, LF or NUL", v)
+	}
+	f.h.Add(name, value)
+	return nil
+}
+
+// fetchUserAgent is sluice fetch's default User-Agent: sluice-fetch/VERSION.
+func fetchUserAgent() string {
+	v := "dev"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	return "sluice-fetch/" + v
+}
+
+// A refused connection means nothing listens there: retrying it for long
+// (7 attempts, backoff to --max-delay) only delays the answer. It is
+// retried fetchRefusedRetries times, after fetchRefusedDelay then twice
+// that.
+const fetchRefusedRetries = 2
+
+var fetchRefusedDelay = 250 * time.Millisecond
+
+// refusedKey keys a URL's count of refused connections in its context.
+type refusedKey struct{}
+
+// refusedTransport bounds the retries of refused connections: the retry
+// loop (package retry, run by httpclient) stops on a Permanent error and
+// waits a WithDelay error's delay instead of the backoff.
+type refusedTransport struct {
+	base    http.RoundTripper
+	retries int
+	delay   time.Duration
+}
+
+func (t refusedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		return resp, err
+	}
+	n, ok := r.Context().Value(refusedKey{}).(*atomic.Int32)
+	if !ok {
+		return resp, err
+	}
+	k := int(n.Add(1))
+	if k > t.retries {
+		return nil, retry.Permanent(err)
+	}
+	return nil, retry.WithDelay(err, t.delay<<(k-1))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -157,5 +158,115 @@ func TestFetchPath(t *testing.T) {
 		if got := fetchPath("d", u); got != want {
 			t.Errorf("fetchPath(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestFetchHeaders: -H/--header (repeatable) and -A/--user-agent reach the
+// server; the default User-Agent is sluice-fetch/VERSION.
+func TestFetchHeaders(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []http.Header
+	var hosts []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Clone())
+		hosts = append(hosts, r.Host)
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	fetch := func(args ...string) http.Header {
+		t.Helper()
+		mu.Lock()
+		got, hosts = nil, nil
+		mu.Unlock()
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), append(append([]string{"fetch"}, args...), srv.URL+"/"), &stdout, &stderr); err != nil {
+			t.Fatalf("fetch %q = %v\n%s", args, err, stderr.String())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 1 {
+			t.Fatalf("server saw %d requests, want 1", len(got))
+		}
+		return got[0]
+	}
+	if ua := fetch().Get("User-Agent"); !strings.HasPrefix(ua, "sluice-fetch/") {
+		t.Errorf("default User-Agent %q, want sluice-fetch/VERSION", ua)
+	}
+	h := fetch("-H", "X-API-Key: demo-key", "--header", "Accept:text/plain", "-H", "X-Multi: a", "-H", "X-Multi: b", "-A", "bot/1.0")
+	if h.Get("X-Api-Key") != "demo-key" || h.Get("Accept") != "text/plain" || strings.Join(h.Values("X-Multi"), ",") != "a,b" || h.Get("User-Agent") != "bot/1.0" {
+		t.Errorf("server saw headers %v", h)
+	}
+	if ua := fetch("--user-agent", "a", "-H", "User-Agent: b").Get("User-Agent"); ua != "b" {
+		t.Errorf("User-Agent %q, want -H's b over -A's a", ua)
+	}
+	fetch("-H", "Host: example.test")
+	if hosts[0] != "example.test" {
+		t.Errorf("Host %q, want example.test", hosts[0])
+	}
+	for _, bad := range []string{"no-colon", ": empty", "Bad Name: x", "X: a\rb"} {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), []string{"fetch", "-H", bad, srv.URL}, &stdout, &stderr)
+		if !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), "-H") {
+			t.Errorf("fetch -H %q = %v, stderr %q, want a usage error naming -H", bad, err, stderr.String())
+		}
+	}
+}
+
+// TestFetchRefused: a refused connection is retried twice, not seven
+// times, and the summary says no status came back.
+func TestFetchRefused(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	u := srv.URL + "/"
+	srv.Close() // nothing listens there now
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"fetch", "--json", "--base-delay", "1ms", u}, &stdout, &stderr)
+	if err == nil {
+		t.Fatal("fetch of a closed port = nil, want an error")
+	}
+	var sum fetchSummary
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("output %q: %v", stdout.String(), err)
+	}
+	if sum.Attempts != 1+fetchRefusedRetries || sum.Retries != fetchRefusedRetries || len(sum.Status) != 0 {
+		t.Errorf("summary %+v, want %d attempts, %d retries, no status", sum, 1+fetchRefusedRetries, fetchRefusedRetries)
+	}
+	if !strings.Contains(stderr.String(), "refused") {
+		t.Errorf("stderr %q, want the refused connection", stderr.String())
+	}
+	stdout.Reset()
+	run(t.Context(), []string{"fetch", u}, &stdout, &stderr)
+	for _, want := range []string{"fetched 1 URL in", "attempts 3 (2 retries); no status: no response came back"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("summary %q lacks %q", stdout.String(), want)
+		}
+	}
+}
+
+func TestFetchSummaryPlurals(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	fetchPrintSummary(&b, fetchSummary{Requests: 1, Succeeded: 1, Attempts: 1, Retries: 1, Status: map[string]int64{"200": 1}}, nil)
+	if want := "fetched 1 URL in 0s: 1 succeeded, 0 failed\nattempts 1 (1 retry); status 200×1\n"; b.String() != want {
+		t.Errorf("summary %q, want %q", b.String(), want)
+	}
+}
+
+// TestFetchInterrupted: a cancelled run (Ctrl-C) returns an error that
+// main turns into exit status 130.
+func TestFetchInterrupted(t *testing.T) {
+	t.Parallel()
+	srv, _ := fetchServer(t, ratelimit.Limit{Rate: 100, Period: time.Second, Burst: 10})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"fetch", srv.URL + "/a", srv.URL + "/b"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("fetch with a cancelled context = %v, want interrupted", err)
+	}
+	if code := exitCode(err, true, &bytes.Buffer{}); code != 130 {
+		t.Errorf("exit status %d, want 130", code)
 	}
 }
