@@ -59,7 +59,7 @@ func (s *Server) responseHeaders(checks []check, resp *pb.RateLimitResponse) []*
 		ps = append(ps, p)
 	}
 	var out []*corepb.HeaderValue
-	rlheader.Write(s.headers, ps, func(name, value string) {
+	rlheader.WriteNamed(s.headers, s.names, ps, func(name, value string) {
 		out = append(out, header(name, value))
 	})
 	return out

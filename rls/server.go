@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -16,6 +17,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http/httpguts"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -24,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/internal/server/eventlog"
+	"github.com/sluicehq/sluice/internal/server/rlheader"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -68,6 +71,24 @@ const (
 	HeadersLegacy = ratelimit.HeadersLegacy
 )
 
+// HeaderNames renames the headers HeadersLegacy adds, as envoyproxy/ratelimit's
+// LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and LIMIT_RESET_HEADER do. The
+// zero value keeps X-RateLimit-Limit, -Remaining, -Reset and Retry-After.
+type HeaderNames struct {
+	// Limit, Remaining and Reset name the three headers; an empty one keeps
+	// its X-RateLimit- name.
+	Limit, Remaining, Reset string
+	// NoRetryAfter leaves Retry-After out, as envoyproxy/ratelimit does.
+	NoRetryAfter bool
+}
+
+// EnvoyHeaderNames are envoyproxy/ratelimit's headers with
+// LIMIT_RESPONSE_HEADERS_ENABLED and its default names: RateLimit-Limit,
+// RateLimit-Remaining and RateLimit-Reset, and no Retry-After. With
+// HeadersLegacy they are what that server adds (sluice rls --headers envoy).
+var EnvoyHeaderNames = HeaderNames{Limit: rlheader.EnvoyLimit, Remaining: rlheader.EnvoyRemaining,
+	Reset: rlheader.EnvoyReset, NoRetryAfter: true}
+
 // ParseHeaderMode returns the mode named s: off (or "", or opaque), ietf
 // or legacy.
 func ParseHeaderMode(s string) (HeaderMode, error) {
@@ -88,6 +109,8 @@ type Options struct {
 	// Headers selects the response headers. The zero value is HeadersIETF;
 	// set HeadersOff to add none (envoyproxy/ratelimit's default).
 	Headers HeaderMode
+	// HeaderNames renames HeadersLegacy's headers; other modes ignore it.
+	HeaderNames HeaderNames
 	// NearLimitRatio is the fraction of a limit past which hits count as
 	// near_limit. Zero means DefaultNearLimitRatio.
 	NearLimitRatio float64
@@ -140,6 +163,7 @@ type Server struct {
 	m         *metrics
 	health    *health.Server
 	headers   HeaderMode
+	names     rlheader.Names
 	nearRatio float64
 	parallel  bool
 	shadow    bool
@@ -171,6 +195,12 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		storeStatus: opts.StoreStatus,
 		health:      health.NewServer(),
 	}
+	for _, n := range []string{opts.HeaderNames.Limit, opts.HeaderNames.Remaining, opts.HeaderNames.Reset} {
+		if n != "" && !httpguts.ValidHeaderFieldName(n) {
+			return nil, fmt.Errorf("rls: %q is not a valid header name", n)
+		}
+	}
+	s.names = rlheader.Names(opts.HeaderNames)
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 
@@ -56,7 +58,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer store.Close()
 	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
 		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
-		MetricLabels: f.metricLabels})
+		MetricLabels: f.metricLabels, HeaderNames: f.headerNames})
 	if err != nil {
 		return err
 	}
@@ -96,6 +98,7 @@ type rlsFlags struct {
 	gcPercent, maxDetailed, maxKeys, maxConns                   int
 	nearRatio                                                   float64
 	metricLabels                                                rls.MetricLabels
+	headerNames                                                 rls.HeaderNames
 }
 
 func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
@@ -109,7 +112,8 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	fs.DurationVar(&f.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "bound on each Redis call, from when it is queued; past it the call fails and --on-store-error applies (envoyproxy/ratelimit's REDIS_TIMEOUT is 10s; Envoy's filter gives up after 20ms by default)")
 	fs.BoolVar(&f.denyCache, "deny-cache", false, "with Redis, remember over-limit keys in process until their window ends and answer them without a round trip (envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES)")
 	onError := fs.String("on-store-error", "error", "what to answer when the store cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
-	headers := fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) or legacy (X-RateLimit-Limit, -Remaining, -Reset in seconds, Retry-After)")
+	headers := fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) legacy (X-RateLimit-Limit, -Remaining, -Reset in seconds, Retry-After) or envoy (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED: legacy's choice as RateLimit-Limit, -Remaining, -Reset, no Retry-After)")
+	limitHeaderNames := fs.String("limit-header-names", "", "`LIMIT,REMAINING,RESET`: rename the three headers of --headers legacy or envoy (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER); an empty part keeps its name")
 	fs.DurationVar(&f.poll, "poll", rls.DefaultPollInterval, "how often to look for config changes")
 	fs.BoolVar(&f.parallel, "parallel-descriptors", true, "with Redis, apply the descriptors of one request concurrently (one round trip) rather than one after the other")
 	fs.BoolVar(&f.shadow, "shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
@@ -130,8 +134,24 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 		return nil, fmt.Errorf("%w: --config-dir is required", errUsage)
 	}
 	var err error
-	if f.headers, err = rls.ParseHeaderMode(*headers); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	if *headers == "envoy" {
+		f.headers, f.headerNames = rls.HeadersLegacy, rls.EnvoyHeaderNames
+	} else if f.headers, err = rls.ParseHeaderMode(*headers); err != nil {
+		return nil, fmt.Errorf("%w: %v (or envoy)", errUsage, err)
+	}
+	if *limitHeaderNames != "" {
+		parts := strings.Split(*limitHeaderNames, ",")
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("%w: --limit-header-names %q: want three names, LIMIT,REMAINING,RESET", errUsage, *limitHeaderNames)
+		}
+		for i, dst := range []*string{&f.headerNames.Limit, &f.headerNames.Remaining, &f.headerNames.Reset} {
+			if n := strings.TrimSpace(parts[i]); n != "" {
+				if !httpguts.ValidHeaderFieldName(n) {
+					return nil, fmt.Errorf("%w: --limit-header-names: %q is not a valid header name", errUsage, n)
+				}
+				*dst = n
+			}
+		}
 	}
 	if f.metricLabels, err = rls.ParseMetricLabels(*metricLabels); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)

@@ -15,7 +15,36 @@ const (
 	Limit      = "X-RateLimit-Limit"
 	Remaining  = "X-RateLimit-Remaining"
 	Reset      = "X-RateLimit-Reset"
+
+	// envoyproxy/ratelimit's names for the legacy mode's three headers
+	// (the defaults of its LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+	// LIMIT_RESET_HEADER).
+	EnvoyLimit     = "RateLimit-Limit"
+	EnvoyRemaining = "RateLimit-Remaining"
+	EnvoyReset     = "RateLimit-Reset"
 )
+
+// Names renames what HeadersLegacy writes. The zero value is the legacy
+// mode as it is: X-RateLimit-Limit, -Remaining, -Reset and Retry-After.
+type Names struct {
+	// Limit, Remaining and Reset replace Limit, Remaining and Reset when
+	// not empty.
+	Limit, Remaining, Reset string
+	// NoRetryAfter leaves Retry-After out, as envoyproxy/ratelimit does
+	// (it never sends one).
+	NoRetryAfter bool
+}
+
+// EnvoyNames are envoyproxy/ratelimit's headers with
+// LIMIT_RESPONSE_HEADERS_ENABLED and the default names.
+var EnvoyNames = Names{Limit: EnvoyLimit, Remaining: EnvoyRemaining, Reset: EnvoyReset, NoRetryAfter: true}
+
+func orDefault(name, def string) string {
+	if name == "" {
+		return def
+	}
+	return name
+}
 
 // State is one enforced policy's state after a request.
 type State struct {
@@ -34,6 +63,11 @@ type State struct {
 // Write calls set once per header that mode sends for ps (the enforced
 // policies, in order). For HeadersIETF the two fields share one string.
 func Write(mode ratelimit.HeaderMode, ps []State, set func(name, value string)) {
+	WriteNamed(mode, Names{}, ps, set)
+}
+
+// WriteNamed is Write with the legacy mode's headers named by names.
+func WriteNamed(mode ratelimit.HeaderMode, names Names, ps []State, set func(name, value string)) {
 	if len(ps) == 0 || mode == ratelimit.HeadersOff {
 		return
 	}
@@ -84,9 +118,12 @@ func Write(mode ratelimit.HeaderMode, ps []State, set func(name, value string)) 
 			}
 		}
 		p := &ps[best]
-		set(Limit, strconv.FormatInt(p.Quota, 10))
-		set(Remaining, strconv.FormatInt(max(0, p.Remaining), 10))
-		set(Reset, strconv.FormatInt(max(0, p.Reset), 10))
+		set(orDefault(names.Limit, Limit), strconv.FormatInt(p.Quota, 10))
+		set(orDefault(names.Remaining, Remaining), strconv.FormatInt(max(0, p.Remaining), 10))
+		set(orDefault(names.Reset, Reset), strconv.FormatInt(max(0, p.Reset), 10))
+		if names.NoRetryAfter {
+			return
+		}
 	default:
 		return
 	}

@@ -46,6 +46,33 @@ func TestWrite(t *testing.T) {
 	}
 }
 
+func TestWriteNamed(t *testing.T) {
+	a := State{Name: "per-user", Quota: 100, Window: 60, Remaining: 42, Reset: 17}
+	over := State{Name: "global", Quota: 10, Window: 60, Remaining: 0, Reset: 30, Over: true, RetryAfter: 12}
+	for _, tc := range []struct {
+		names Names
+		mode  ratelimit.HeaderMode
+		ps    []State
+		want  map[string]string
+	}{
+		// envoyproxy/ratelimit's names, and no Retry-After.
+		{EnvoyNames, ratelimit.HeadersLegacy, []State{a, over}, map[string]string{EnvoyLimit: "10", EnvoyRemaining: "0", EnvoyReset: "30"}},
+		{EnvoyNames, ratelimit.HeadersLegacy, []State{a}, map[string]string{EnvoyLimit: "100", EnvoyRemaining: "42", EnvoyReset: "17"}},
+		// Renamed, partly: the empty name keeps its default, Retry-After stays.
+		{Names{Limit: "X-Quota", Reset: "X-Quota-Reset"}, ratelimit.HeadersLegacy, []State{over},
+			map[string]string{"X-Quota": "10", Remaining: "0", "X-Quota-Reset": "30", RetryAfter: "12"}},
+		// Names touch the legacy mode only.
+		{EnvoyNames, ratelimit.HeadersIETF, []State{over}, map[string]string{Policy: `"global";q=10;w=60`, RateLimit: `"global";r=0;t=30`, RetryAfter: "12"}},
+		{EnvoyNames, ratelimit.HeadersOff, []State{over}, map[string]string{}},
+	} {
+		got := map[string]string{}
+		WriteNamed(tc.mode, tc.names, tc.ps, func(k, v string) { got[k] = v })
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("%v %+v %+v:\n got %v\nwant %v", tc.mode, tc.names, tc.ps, got, tc.want)
+		}
+	}
+}
+
 func BenchmarkWriteIETF(b *testing.B) {
 	ps := []State{{Name: "per-user", Quota: 100, Window: 60, Remaining: 42, Reset: 17}, {Name: "global", Quota: 10, Window: 60, Remaining: 3, Reset: 30}}
 	b.ReportAllocs()
