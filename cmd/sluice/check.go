@@ -314,7 +314,17 @@ func checkGateway(filename string, data []byte) (warnings []string, err error) {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
 		return nil, &errs
 	}
-	return cfg.Warnings, nil
+	warnings = cfg.Warnings
+	// serve starts without a snapshot directory but cannot save the
+	// counters into it when it stops.
+	if n := yamlAt(root, "snapshot", "file"); n != nil && cfg.SnapshotFile != "" {
+		d := filepath.Dir(cfg.SnapshotFile)
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			warnings = append(warnings, rules.Problem{File: filename, Line: n.Line, Path: "snapshot.file",
+				Msg: fmt.Sprintf("warning: directory %s does not exist: the counters cannot be saved there when serve stops", d)}.Error())
+		}
+	}
+	return warnings, nil
 }
 
 // checkAddr checks a listen address as net.Listen("tcp", addr) would.

@@ -244,6 +244,14 @@ func TestCheckRefusesWhatServeRefuses(t *testing.T) {
 	if out, err := runCheckArgs(t, filepath.Join(dir, "good.yaml")); err != nil {
 		t.Errorf("check good.yaml = %v\n%s", err, out)
 	}
+	// A snapshot directory that does not exist: serve starts, but loses the
+	// counters when it stops.
+	writeFiles(t, dir, "snap.yaml", checkGW+"snapshot:\n  file: nosuch/snap.bin\n")
+	out, err := runCheckArgs(t, filepath.Join(dir, "snap.yaml"))
+	want := filepath.Join(dir, "snap.yaml") + ":5: snapshot.file: warning: directory " + filepath.Join(dir, "nosuch") + " does not exist: the counters cannot be saved there when serve stops\n"
+	if err != nil || !strings.HasPrefix(out, want) {
+		t.Errorf("check snap.yaml = %v, output:\n%s\nwant:\n%s", err, out, want)
+	}
 }
 
 // TestCheckKindByContent: a rules file with a misspelt domain is checked
