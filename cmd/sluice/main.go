@@ -17,7 +17,10 @@ type command struct {
 	name    string
 	summary string
 	// run executes the command. args excludes the command name. It returns
-	// errUsage (wrapped or not) for bad flags, which main turns into exit 2.
+	// errUsage (wrapped, with the message) for bad usage, which run prints
+	// with the command's usage and main turns into exit 2. Given --help it
+	// must print its usage to stderr and return flag.ErrHelp before doing
+	// anything else: run calls it so to print the usage after a message.
 	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
