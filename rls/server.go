@@ -119,6 +119,17 @@ type Options struct {
 	// shadow mode of envoyproxy/ratelimit's SHADOW_MODE, for trying a
 	// configuration on live traffic.
 	ShadowMode bool
+	// StopIncrementWhenOverLimit is envoyproxy/ratelimit's
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when one of a request's
+	// fixed-window descriptors would go over its limit, the request's other
+	// fixed-window descriptors are not charged (their counters read first,
+	// and they answer from that); the ones over are charged as usual. It
+	// costs one more store call per fixed-window descriptor of requests with
+	// two or more of them (with one, the answer and the count are the same
+	// either way, and nothing more is read). As upstream, a shadow_mode or
+	// quota_mode descriptor that would go over counts too; descriptors of
+	// sluice's other algorithms are charged as usual.
+	StopIncrementWhenOverLimit bool
 	// ParallelDescriptors applies the descriptors of one request to the
 	// store concurrently rather than one after the other: set it for a
 	// remote store (Redis), where it turns one round trip per descriptor
@@ -167,6 +178,7 @@ type Server struct {
 	nearRatio float64
 	parallel  bool
 	shadow    bool
+	stopIncr  bool
 	now       func() time.Time
 	scratch   sync.Pool // *scratch
 	loaded    atomic.Pointer[loaded]
@@ -192,6 +204,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		now:         opts.Now,
 		parallel:    opts.ParallelDescriptors,
 		shadow:      opts.ShadowMode,
+		stopIncr:    opts.StopIncrementWhenOverLimit,
 		storeStatus: opts.StoreStatus,
 		health:      health.NewServer(),
 	}
@@ -298,6 +311,7 @@ type check struct {
 	after     int64 // and after
 	quotaEnd  time.Time
 	stats     *ruleStats
+	skip      bool // outcome already set, not charged (StopIncrementWhenOverLimit)
 }
 
 type scratch struct {
@@ -365,9 +379,15 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 			c.stats = s.m.forKey(domain, overrideMetricKey(domain, sc.descs[i].Entries))
 		}
 	}
-	if s.parallel && limited > 1 && limited <= maxParallel && distinctKeys(checks) {
+	if s.stopIncr && limited > 1 {
+		err = s.spareWithinLimit(ctx, checks)
+	}
+	switch {
+	case err != nil:
+		// A store failure, answered below.
+	case s.parallel && limited > 1 && limited <= maxParallel && distinctKeys(checks):
 		err = s.applyParallel(ctx, checks)
-	} else {
+	default:
 		for i := range checks {
 			if c := &checks[i]; c.kind == kindLimited {
 				if err = s.apply(ctx, c); err != nil {
@@ -440,6 +460,9 @@ func (s *Server) read(req *pb.RateLimitRequest, knownDomain bool, sc *scratch) e
 // the limit, before shadow mode), c.remaining, and c.before and c.after,
 // the usage around this request's hits that the metrics count with.
 func (s *Server) apply(ctx context.Context, c *check) error {
+	if c.skip {
+		return nil
+	}
 	key := c.key
 	if c.alg == ratelimit.FixedWindow && c.quotaEnd.IsZero() {
 		return s.applyEnvoyWindow(ctx, c, key)
@@ -541,6 +564,64 @@ func (s *Server) applyEnvoyWindow(ctx context.Context, c *check, key string) err
 	c.over = count > c.limit.Rate
 	c.remaining = max(0, c.limit.Rate-count)
 	c.before, c.after = max(0, count-c.hits), count
+	return nil
+}
+
+// isEnvoyWindow reports whether c is charged by applyEnvoyWindow.
+func isEnvoyWindow(c *check) bool {
+	return c.kind == kindLimited && c.alg == ratelimit.FixedWindow && c.quotaEnd.IsZero()
+}
+
+// spareWithinLimit is StopIncrementWhenOverLimit, as envoyproxy/ratelimit's
+// Redis fixed window does it: it reads the count of every fixed-window check
+// (a store call of no hits), and when any would go over with its hits, it
+// sets the outcome of the others from what it read and marks them skip, so
+// that apply charges only the ones going over. When none would, it changes
+// nothing and every check is charged as usual.
+func (s *Server) spareWithinLimit(ctx context.Context, checks []check) error {
+	windows := 0
+	for i := range checks {
+		if isEnvoyWindow(&checks[i]) {
+			windows++
+		}
+	}
+	if windows < 2 {
+		return nil
+	}
+	counts := make([]int64, len(checks))
+	anyOver := false
+	for i := range checks {
+		c := &checks[i]
+		if !isEnvoyWindow(c) {
+			continue
+		}
+		lim := ratelimit.Limit{Rate: c.limit.Rate + 1, Period: c.limit.Period}
+		d, err := s.store.Apply(ctx, ratelimit.Request{Key: c.key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: 0})
+		if err != nil {
+			return err
+		}
+		c.d = d
+		counts[i] = lim.Rate - min(lim.Rate, max(0, d.Remaining))
+		if counts[i]+c.hits > c.limit.Rate {
+			anyOver = true
+			counts[i] = -1 // going over: charged
+		}
+	}
+	if !anyOver {
+		return nil
+	}
+	for i := range checks {
+		c := &checks[i]
+		if !isEnvoyWindow(c) || counts[i] < 0 {
+			continue
+		}
+		// Within its limit, and not charged: it answers from its count, as
+		// upstream answers from an increment of 0.
+		count := counts[i]
+		c.skip, c.over = true, false
+		c.remaining = max(0, c.limit.Rate-count)
+		c.before, c.after = max(0, count-c.hits), count
+	}
 	return nil
 }
 

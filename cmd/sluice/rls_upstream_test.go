@@ -9,7 +9,8 @@ import (
 )
 
 // TestRLSUpstreamFlags checks the flags that follow envoyproxy/ratelimit's
-// settings: --metric-labels, and --headers envoy with --limit-header-names.
+// settings: --metric-labels, --headers envoy with --limit-header-names, and
+// --stop-increment-when-over-limit.
 func TestRLSUpstreamFlags(t *testing.T) {
 	base := []string{"--config-dir", "."}
 	parse := func(args ...string) (*rlsFlags, error) {
@@ -33,6 +34,12 @@ func TestRLSUpstreamFlags(t *testing.T) {
 	want.Limit, want.Reset = "X-L", "X-R"
 	if err != nil || f.headerNames != want {
 		t.Errorf("--limit-header-names X-L,,X-R: %+v, %v; want %+v", f, err, want)
+	}
+	if f, err = parse(); err != nil || f.stopIncrement {
+		t.Errorf("--stop-increment-when-over-limit is on by default")
+	}
+	if f, err = parse("--stop-increment-when-over-limit"); err != nil || !f.stopIncrement {
+		t.Errorf("--stop-increment-when-over-limit: %+v, %v", f, err)
 	}
 	for _, args := range [][]string{
 		{"--metric-labels", "statsd"},
