@@ -44,7 +44,7 @@ func (s *Server) responseHeaders(checks []check, resp *pb.RateLimitResponse) []*
 		p := rlheader.State{Name: policyName(c, i), Quota: q, Window: ratelimit.DurationCeil(w),
 			Remaining: int64(st.LimitRemaining), Reset: st.DurationUntilReset.GetSeconds(),
 			Over: st.Code == pb.RateLimitResponse_OVER_LIMIT}
-		if c.rule != nil && c.rule.QuotaMode && resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+		if (s.quota || (c.rule != nil && c.rule.QuotaMode)) && resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
 			// A quota_mode descriptor over its limit, while another quota
 			// descriptor still has room: the request is admitted.
 			p.Over = false

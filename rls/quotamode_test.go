@@ -36,6 +36,47 @@ descriptors:
 // descriptors and all of them are over. A shadow_mode quota descriptor says
 // OK and is never one of those over; unlimited and unmatched descriptors are
 // neither regular nor quota.
+func TestGlobalQuotaMode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		exhaust []string
+		descs   []string
+		overall pb.RateLimitResponse_Code
+	}{
+		{"a regular rule over alone", []string{"reg"}, []string{"reg"}, over},
+		{"a regular rule over beside one within", []string{"reg"}, []string{"reg", "qa"}, ok},
+		{"all over", []string{"reg", "qa"}, []string{"reg", "qa"}, over},
+		{"over beside an unmatched descriptor", []string{"reg"}, []string{"reg", "nope"}, ok},
+		{"over beside an unlimited one", []string{"reg"}, []string{"reg", "free"}, over},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := &harness{clock: &clock{t: t0}, dir: t.TempDir()}
+			writeConfig(t, h.dir, "test.yaml", quotaConfig)
+			set, err := rules.LoadDir(h.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.start(t, memoryStore, set, rls.Options{QuotaMode: true})
+			for _, k := range tc.exhaust {
+				h.call(t, 0, d(k, "v"))
+			}
+			var descs []*commonpb.RateLimitDescriptor
+			for _, k := range tc.descs {
+				descs = append(descs, d(k, "v"))
+			}
+			resp := h.call(t, 0, descs...)
+			if resp.OverallCode != tc.overall {
+				t.Errorf("overall_code = %v, want %v", resp.OverallCode, tc.overall)
+			}
+			if resp.Statuses[0].Code != over {
+				t.Errorf("statuses[0] = %v, want OVER_LIMIT", resp.Statuses[0].Code)
+			}
+		})
+	}
+}
+
 func TestQuotaModeResults(t *testing.T) {
 	t.Parallel()
 	// exhaust marks which keys are used up before the request.

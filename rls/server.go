@@ -119,6 +119,11 @@ type Options struct {
 	// shadow mode of envoyproxy/ratelimit's SHADOW_MODE, for trying a
 	// configuration on live traffic.
 	ShadowMode bool
+	// QuotaMode puts every descriptor in quota_mode, as envoyproxy/ratelimit's
+	// QUOTA_MODE: the answer is OVER_LIMIT only when every descriptor other
+	// than unlimited ones is over (a descriptor no rule matches counts as a
+	// quota descriptor within its limit, as upstream counts it).
+	QuotaMode bool
 	// StopIncrementWhenOverLimit is envoyproxy/ratelimit's
 	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when one of a request's
 	// fixed-window descriptors would go over its limit, the request's other
@@ -179,6 +184,7 @@ type Server struct {
 	parallel  bool
 	shadow    bool
 	stopIncr  bool
+	quota     bool // global quota mode
 	now       func() time.Time
 	scratch   sync.Pool // *scratch
 	loaded    atomic.Pointer[loaded]
@@ -205,6 +211,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		parallel:    opts.ParallelDescriptors,
 		shadow:      opts.ShadowMode,
 		stopIncr:    opts.StopIncrementWhenOverLimit,
+		quota:       opts.QuotaMode,
 		storeStatus: opts.StoreStatus,
 		health:      health.NewServer(),
 	}
@@ -848,6 +855,9 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 		st.Code = pb.RateLimitResponse_OK
 		switch c.kind {
 		case kindNone:
+			if s.quota {
+				quotaTotal++
+			}
 			continue
 		case kindUnlimited:
 			st.LimitRemaining = math.MaxUint32
@@ -856,7 +866,7 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 		st.CurrentLimit = currentLimit(&b.limit, c)
 		b.reset.Seconds = int64(s.resetAfter(c) / time.Second)
 		st.DurationUntilReset = &b.reset
-		quota := c.rule != nil && c.rule.QuotaMode
+		quota := s.quota || (c.rule != nil && c.rule.QuotaMode)
 		if quota {
 			quotaTotal++
 		}

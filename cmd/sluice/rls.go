@@ -58,7 +58,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer store.Close()
 	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
 		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
-		MetricLabels: f.metricLabels, HeaderNames: f.headerNames, StopIncrementWhenOverLimit: f.stopIncrement})
+		MetricLabels: f.metricLabels, HeaderNames: f.headerNames, StopIncrementWhenOverLimit: f.stopIncrement,
+		QuotaMode: f.quotaMode})
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 type rlsFlags struct {
 	configDir, grpcListen, httpListen, debugListen, store, grpc string
 	storeTimeout                                                time.Duration
-	denyCache, parallel, shadow, stopIncrement                  bool
+	denyCache, parallel, shadow, stopIncrement, quotaMode       bool
 	onError                                                     ratelimit.FailurePolicy
 	headers                                                     ratelimit.HeaderMode
 	poll                                                        time.Duration
@@ -117,6 +118,7 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	fs.DurationVar(&f.poll, "poll", rls.DefaultPollInterval, "how often to look for config changes")
 	fs.BoolVar(&f.parallel, "parallel-descriptors", true, "with Redis, apply the descriptors of one request concurrently (one round trip) rather than one after the other")
 	fs.BoolVar(&f.stopIncrement, "stop-increment-when-over-limit", false, "when one fixed-window descriptor of a request would go over its limit, do not charge the request's others (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT; one more store read per such descriptor)")
+	fs.BoolVar(&f.quotaMode, "quota-mode", false, "put every rule in quota_mode: a request is denied only when all its limited descriptors are over (envoyproxy/ratelimit's QUOTA_MODE)")
 	fs.BoolVar(&f.shadow, "shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
 	fs.IntVar(&f.gcPercent, "gc-percent", rlsGCPercent, "the Go garbage collector's target `PERCENT` (as GOGC): the server's live heap is a few MB, so a larger target spends a few MB more on less collection CPU; 0 keeps the runtime's (GOGC, else 100)")
 	fs.IntVar(&f.maxConns, "max-connections", 1024, "most connections open at once on each of the gRPC and HTTP listeners; past it, new connections wait in the listen backlog until one closes (each gRPC connection may hold up to about 40 MiB: see docs/security.md)")

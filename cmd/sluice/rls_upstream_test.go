@@ -10,7 +10,7 @@ import (
 
 // TestRLSUpstreamFlags checks the flags that follow envoyproxy/ratelimit's
 // settings: --metric-labels, --headers envoy with --limit-header-names, and
-// --stop-increment-when-over-limit.
+// --stop-increment-when-over-limit and --quota-mode.
 func TestRLSUpstreamFlags(t *testing.T) {
 	base := []string{"--config-dir", "."}
 	parse := func(args ...string) (*rlsFlags, error) {
@@ -40,6 +40,9 @@ func TestRLSUpstreamFlags(t *testing.T) {
 	}
 	if f, err = parse("--stop-increment-when-over-limit"); err != nil || !f.stopIncrement {
 		t.Errorf("--stop-increment-when-over-limit: %+v, %v", f, err)
+	}
+	if f, err = parse("--quota-mode"); err != nil || !f.quotaMode {
+		t.Errorf("--quota-mode: %+v, %v", f, err)
 	}
 	for _, args := range [][]string{
 		{"--metric-labels", "statsd"},
