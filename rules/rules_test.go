@@ -299,3 +299,21 @@ func TestHugeRequestsPerUnitLoadsAsFixedWindow(t *testing.T) {
 		t.Fatalf("Match = %+v, want the 4294967295/s fixed window", r)
 	}
 }
+
+// TestMetadata: a descriptor's metadata is kept on its rule, as the file
+// gives it, and changes no decision.
+func TestMetadata(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, "upstream_examples.yaml")
+	r := c.Match(e("service", "billing"))
+	if r == nil || !r.QuotaMode || r.Limit.Rate != 3 {
+		t.Fatalf("Match(service=billing) = %v", r)
+	}
+	q, ok := r.Metadata["service_with_quota"].(map[string]any)
+	if !ok || q["name"] != "billing" || q["weight"] != 2 {
+		t.Errorf("Metadata = %#v", r.Metadata)
+	}
+	if r := c.Match(e("remote_address", "10.0.0.1")); r == nil || r.Metadata != nil {
+		t.Errorf("a rule without metadata: %v, Metadata %v", r, r.Metadata)
+	}
+}
