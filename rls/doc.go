@@ -26,7 +26,11 @@
 //   - a quota_mode descriptor over its limit says OVER_LIMIT in its status,
 //     but the answer is OVER_LIMIT only when a regular descriptor is over or
 //     every quota_mode descriptor of the request is (envoyproxy/ratelimit
-//     since its #1059);
+//     since its #1059); Options.QuotaMode is the global quota mode;
+//   - Options.StopIncrementWhenOverLimit, Options.HeaderNames (with
+//     EnvoyHeaderNames) and Options.MetricLabels follow
+//     STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, LIMIT_*_HEADER and the
+//     Prometheus mapping's key1/key2 labels (docs/rls.md lists every setting);
 //   - unlimited rules answer OK with limit_remaining 4294967295 and count
 //     nothing;
 //   - a matched rule's replaces drops the named rules matched by other

@@ -38,9 +38,11 @@ const (
 	OverrideOverflowKey = "__overflow__"
 )
 
-// metrics are envoyproxy/ratelimit's stats, as its Prometheus exporter
-// names them: ratelimit.service.rate_limit.DOMAIN.KEY.total_hits becomes
-// ratelimit_service_rate_limit_total_hits{domain="DOMAIN",key="KEY"}.
+// metrics are envoyproxy/ratelimit's stats, as its Prometheus mapping
+// names them: ratelimit.service.rate_limit.DOMAIN.K1.K2.total_hits becomes
+// ratelimit_service_rate_limit_total_hits{domain="DOMAIN",key1="K1",key2="K2"}
+// (MetricLabelsEnvoy), or with MetricLabelsSluice
+// ratelimit_service_rate_limit_total_hits{domain="DOMAIN",key="K1.K2"}.
 //
 // Memory and series are bounded: a rule's own key per rule, at most
 // maxDetailed (+1 overflow) keys per detailed or value_to_metric rule and
