@@ -68,7 +68,7 @@ descriptors:
 
 	keys := map[string]bool{}
 	longest := 0
-	re := regexp.MustCompile(`key="((?:[^"\\]|\\.)*)"`)
+	re := regexp.MustCompile(`key1?="((?:[^"\\]|\\.)*)"`) // the envoy scheme (key1, key2) or sluice's (key)
 	for s := range m.series {
 		if !strings.HasPrefix(s, "ratelimit_service_rate_limit_") || !strings.Contains(s, `domain="abuse"`) {
 			continue
