@@ -14,6 +14,9 @@ func BenchmarkMatch(b *testing.B) {
 		{"exact", c, e("key2", "value2")},
 		{"nested", c, e("key1", "value1", "subkey1", "subvalue1")},
 		{"wildcard", w, e("wild", "foo123")},
+		{"mid_wildcard", w, e("midWild", "bar123b")},
+		{"multi_wildcard", w, e("multiWild", "foo123bar456baz")},
+		{"late_wildcard", w, e("under", "y")}, // tried after nine wildcards of other keys
 		{"miss", c, e("nope", "x")},
 	}
 	for _, tc := range cases {

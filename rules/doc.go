@@ -3,10 +3,11 @@
 // exactly as that server matches it.
 //
 // Every valid envoyproxy/ratelimit config loads unchanged: a domain and
-// nested descriptors with key, value (a trailing '*' makes it a prefix
-// wildcard), rate_limit {unit, unit_multiplier, requests_per_unit,
-// unlimited, name, replaces}, shadow_mode, quota_mode, detailed_metric,
-// value_to_metric and share_threshold. A rule without an algorithm is a
+// nested descriptors with key, value (a '*' anywhere makes it a wildcard,
+// each '*' matching any run of characters), rate_limit {unit,
+// unit_multiplier, requests_per_unit, unlimited, name, replaces},
+// shadow_mode, quota_mode, detailed_metric, value_to_metric,
+// share_threshold and metadata (kept, deciding nothing). A rule without an algorithm is a
 // fixed window of its unit times its unit_multiplier, aligned to the Unix
 // epoch in multiples of that period, as in envoyproxy/ratelimit, so an
 // imported config changes no decision. sluice adds optional fields:
