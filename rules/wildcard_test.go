@@ -229,3 +229,94 @@ func TestMatchAllocsMidWildcard(t *testing.T) {
 		}
 	}
 }
+
+// TestShareThresholdScenarios follows upstream's share_threshold scenarios
+// (test/config/share_threshold.yaml there): the metric key keeps the
+// pattern of every level matched by a share_threshold wildcard, which beats
+// value_to_metric and detailed_metric, and values matching those patterns
+// share one store key; an exact descriptor beside the wildcard keeps its
+// own.
+func TestShareThresholdScenarios(t *testing.T) {
+	t.Parallel()
+	c, err := Parse("s.yaml", []byte(`
+domain: s
+descriptors:
+  - key: outer
+    value: top/*
+    share_threshold: true
+    descriptors:
+      - key: outer
+        value: in/*
+        share_threshold: true
+        rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: p
+    value: p/*
+    share_threshold: true
+    descriptors:
+      - key: f
+        value: f/*
+        descriptors:
+          - key: t
+            rate_limit: {unit: minute, requests_per_unit: 4}
+  - key: doc
+    value: d1
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: doc
+    value: d*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 6}
+  - key: mid
+    value: /api*v2
+    share_threshold: true
+    value_to_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 7}
+  - key: tenant
+    value: t*prod
+    share_threshold: true
+    descriptors:
+      - key: res
+        value: r*v2
+        share_threshold: true
+        detailed_metric: true
+        rate_limit: {unit: minute, requests_per_unit: 8}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		a, b   []Entry // two requests that share a counter, or not
+		metric string  // a's metric key
+		shared bool
+	}{
+		{e("outer", "top/1", "outer", "in/1"), e("outer", "top/2", "outer", "in/2"), "s.outer_top/*.outer_in/*", true},
+		{e("p", "p/x", "f", "f/1", "t", "pdf"), e("p", "p/y", "f", "f/1", "t", "pdf"), "s.p_p/*.f_f/*.t", true},
+		{e("p", "p/x", "f", "f/1", "t", "pdf"), e("p", "p/x", "f", "f/2", "t", "pdf"), "s.p_p/*.f_f/*.t", false},
+		{e("doc", "d2"), e("doc", "d3"), "s.doc_d*", true},
+		{e("doc", "d1"), e("doc", "d2"), "s.doc_d1", false},
+		{e("mid", "/api/v2"), e("mid", "/api-beta-v2"), "s.mid_/api*v2", true},
+		{e("tenant", "t1prod", "res", "rXv2"), e("tenant", "t2prod", "res", "rYv2"), "s.tenant_t*prod.res_r*v2", true},
+		{e("under_x", "y"), e("under_x", "y"), "", true}, // no match
+	} {
+		ra, rb := c.Match(tt.a), c.Match(tt.b)
+		if tt.metric == "" {
+			if ra != nil {
+				t.Errorf("Match(%v) = %v, want nil", tt.a, ra)
+			}
+			continue
+		}
+		if ra == nil || rb == nil {
+			t.Fatalf("Match(%v) = %v, Match(%v) = %v", tt.a, ra, tt.b, rb)
+		}
+		if got := ra.MetricKey(tt.a); got != tt.metric {
+			t.Errorf("MetricKey(%v) = %q, want %q", tt.a, got, tt.metric)
+		}
+		ka, kb := string(ra.AppendKey(nil, tt.a)), string(rb.AppendKey(nil, tt.b))
+		if (ka == kb) != tt.shared {
+			t.Errorf("%v and %v: keys %q and %q, shared want %v", tt.a, tt.b, ka, kb, tt.shared)
+		}
+	}
+	w := mustParse(t, "wildcard.yaml")
+	if r, en := w.Match(e("under_x", "y")), e("under_x", "y"); r == nil || r.MetricKey(en) != "wildcard.under_x_under_*" {
+		t.Errorf("a wildcard of another key: metric key %q, want upstream's %q", r.MetricKey(en), "wildcard.under_x_under_*")
+	}
+}
