@@ -92,6 +92,13 @@ type Agreement struct {
 // current_limit (requests per unit, unit, name); duration_until_reset must
 // agree to the second (one second apart counts separately: the two
 // servers read their clocks at different instants).
+//
+// a is envoyproxy/ratelimit at EnvoyVersion (January 2026, the newest the
+// module proxy serves), which predates upstream's #1059 (March 2026:
+// "Fix quota result when all limits were exceeded"); sluice follows
+// #1059. So a's answers are first brought to #1059's semantics by
+// Upgrade1059, the change as upstream's diff makes it, and only then
+// compared.
 func Agree(ctx context.Context, a, b pb.RateLimitServiceClient, reqs []*pb.RateLimitRequest) (Agreement, error) {
 	var ag Agreement
 	for i, req := range reqs {
@@ -103,6 +110,7 @@ func Agree(ctx context.Context, a, b pb.RateLimitServiceClient, reqs []*pb.RateL
 		if err != nil {
 			return ag, fmt.Errorf("request %d: second server: %w", i, err)
 		}
+		Upgrade1059(req, ra, rb)
 		ag.Requests++
 		diff := ""
 		if ra.OverallCode != rb.OverallCode {
@@ -144,4 +152,46 @@ func Agree(ctx context.Context, a, b pb.RateLimitServiceClient, reqs []*pb.RateL
 		}
 	}
 	return ag, nil
+}
+
+// isQuota reports whether d is the stream's quota_mode descriptor
+// (generic_key=quota in config/bench.yaml).
+func isQuota(d *commonpb.RateLimitDescriptor) bool {
+	es := d.GetEntries()
+	return len(es) == 1 && es[0].GetKey() == "generic_key" && es[0].GetValue() == "quota"
+}
+
+// Upgrade1059 rewrites old, an answer of envoyproxy/ratelimit before its
+// #1059, as that server answers since: a quota_mode descriptor over its
+// limit (before: OK, its limit, no duration_until_reset) is OVER_LIMIT,
+// and the overall code is OVER_LIMIT when a regular descriptor is over or
+// every quota_mode descriptor is. The duration_until_reset #1059 adds to
+// such a status is not in old; it is taken from now, sluice's answer, and
+// so not compared.
+func Upgrade1059(req *pb.RateLimitRequest, old, now *pb.RateLimitResponse) {
+	quotas, quotasOver, regularOver := 0, 0, false
+	for i, st := range old.GetStatuses() {
+		if i >= len(req.GetDescriptors()) {
+			return
+		}
+		if !isQuota(req.Descriptors[i]) || st.GetCurrentLimit() == nil {
+			regularOver = regularOver || st.GetCode() == pb.RateLimitResponse_OVER_LIMIT
+			continue
+		}
+		quotas++
+		if st.GetCode() == pb.RateLimitResponse_OK && st.GetDurationUntilReset() == nil {
+			st.Code = pb.RateLimitResponse_OVER_LIMIT
+			if i < len(now.GetStatuses()) {
+				st.DurationUntilReset = now.Statuses[i].GetDurationUntilReset()
+			}
+		}
+		if st.GetCode() == pb.RateLimitResponse_OVER_LIMIT {
+			quotasOver++
+		}
+	}
+	if regularOver || (quotas > 0 && quotasOver == quotas) {
+		old.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	} else {
+		old.OverallCode = pb.RateLimitResponse_OK
+	}
 }

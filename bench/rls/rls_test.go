@@ -16,6 +16,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/bench/rls"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
@@ -248,4 +249,41 @@ func BenchmarkRawConn(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestUpgrade1059 checks the rewrite of pre-#1059 answers: a quota
+// descriptor over its limit (OK, no reset) becomes OVER_LIMIT, and the
+// overall code follows #1059's rule.
+func TestUpgrade1059(t *testing.T) {
+	quota := &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "generic_key", Value: "quota"}}}
+	user := &commonpb.RateLimitDescriptor{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "user", Value: "u"}}}
+	lim := &pb.RateLimitResponse_RateLimit{RequestsPerUnit: 3, Unit: pb.RateLimitResponse_RateLimit_MINUTE}
+	reset := durationpb.New(51 * time.Second)
+	over := func() *pb.RateLimitResponse_DescriptorStatus {
+		return &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, CurrentLimit: lim}
+	}
+	under := func() *pb.RateLimitResponse_DescriptorStatus {
+		return &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, CurrentLimit: lim, LimitRemaining: 1, DurationUntilReset: reset}
+	}
+	for _, tc := range []struct {
+		name     string
+		descs    []*commonpb.RateLimitDescriptor
+		statuses []*pb.RateLimitResponse_DescriptorStatus
+		want     pb.RateLimitResponse_Code
+	}{
+		{"every quota over", []*commonpb.RateLimitDescriptor{quota, quota}, []*pb.RateLimitResponse_DescriptorStatus{over(), over()}, pb.RateLimitResponse_OVER_LIMIT},
+		{"one quota over of two", []*commonpb.RateLimitDescriptor{quota, quota}, []*pb.RateLimitResponse_DescriptorStatus{over(), under()}, pb.RateLimitResponse_OK},
+		{"quota over, regular under", []*commonpb.RateLimitDescriptor{quota, user}, []*pb.RateLimitResponse_DescriptorStatus{over(), under()}, pb.RateLimitResponse_OVER_LIMIT},
+		{"nothing over", []*commonpb.RateLimitDescriptor{quota, user}, []*pb.RateLimitResponse_DescriptorStatus{under(), under()}, pb.RateLimitResponse_OK},
+	} {
+		old := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: tc.statuses}
+		now := &pb.RateLimitResponse{Statuses: []*pb.RateLimitResponse_DescriptorStatus{under(), under()}}
+		rls.Upgrade1059(&pb.RateLimitRequest{Descriptors: tc.descs}, old, now)
+		if old.OverallCode != tc.want {
+			t.Errorf("%s: overall %v, want %v", tc.name, old.OverallCode, tc.want)
+		}
+		if tc.descs[0] == quota && tc.statuses[0].GetDurationUntilReset() == nil {
+			t.Errorf("%s: the quota descriptor over its limit has no duration_until_reset", tc.name)
+		}
+	}
 }
