@@ -186,6 +186,7 @@ func FuzzParse(f *testing.F) {
 		}
 	}
 	f.Add([]byte("domain: d\ndescriptors: [{key: a, value: 'b*', rate_limit: {unit: second, requests_per_unit: 1}}]"))
+	f.Add([]byte("domain: d\ndescriptors: [{key: a, value: 'b*c*', share_threshold: true, metadata: {m: [1]}, rate_limit: {unit: second, requests_per_unit: 1}}, {key: 'a_b*'}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
 		if (c == nil) == (err == nil) {
