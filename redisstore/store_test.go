@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 	"github.com/sluicehq/sluice/redisstore"

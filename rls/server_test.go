@@ -25,8 +25,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
+	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
