@@ -50,7 +50,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("rls: config: %w", err)
 	}
 	store, err := storeurl.Open(ctx, f.store, storeurl.Options{MaxKeys: f.maxKeys, Logger: log,
-		Redis: redisstore.Options{OnError: f.onError, Timeout: f.storeTimeout, DenyCache: f.denyCache,
+		Redis: redisstore.Options{OnError: f.onError, Timeout: f.storeTimeout, DenyCache: f.denyCache, Prefix: f.keyPrefix,
 			OnFailure: func(err error) { log.Warn("sluice rls: redis failed", "err", err, "policy", f.onError.String()) }}})
 	if err != nil {
 		return fmt.Errorf("rls: %w", err)
@@ -91,6 +91,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // rlsFlags is sluice rls's command line, checked.
 type rlsFlags struct {
 	configDir, grpcListen, httpListen, debugListen, store, grpc string
+	keyPrefix                                                   string
 	storeTimeout                                                time.Duration
 	denyCache, parallel, shadow, stopIncrement, quotaMode       bool
 	onError                                                     ratelimit.FailurePolicy
@@ -111,6 +112,7 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	fs.StringVar(&f.store, "store", storeurl.Memory, "where counters live: memory, or a redis://, rediss://, unix:// or redis-cluster://host:port,host:port `URL`; with Redis down at start, the server starts and --on-store-error answers until it is back")
 	fs.IntVar(&f.maxKeys, "max-keys", memstore.DefaultMaxKeys, "with the memory store, the most keys held: past it, keys back to full are dropped first and keys holding a denial or a used quota never, a new key being refused (--on-store-error) instead")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "bound on each Redis call, from when it is queued; past it the call fails and --on-store-error applies (envoyproxy/ratelimit's REDIS_TIMEOUT is 10s; Envoy's filter gives up after 20ms by default)")
+	fs.StringVar(&f.keyPrefix, "key-prefix", redisstore.DefaultPrefix, "with Redis, the `PREFIX` of every key (envoyproxy/ratelimit's CACHE_KEY_PREFIX): fleets that share one Redis and must not share counters take different prefixes; no '{' or '}'")
 	fs.BoolVar(&f.denyCache, "deny-cache", false, "with Redis, remember over-limit keys in process until their window ends and answer them without a round trip (envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES)")
 	onError := fs.String("on-store-error", "error", "what to answer when the store cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
 	headers := fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) legacy (X-RateLimit-Limit, -Remaining, -Reset in seconds, Retry-After) or envoy (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED: legacy's choice as RateLimit-Limit, -Remaining, -Reset, no Retry-After)")

@@ -185,9 +185,23 @@ func TestRLSDebugListen(t *testing.T) {
 func TestRLSRedis(t *testing.T) {
 	redistest.Require(t)
 	r := redistest.Start(t)
-	grpcAddr, httpAddr, logs := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--store", r.URL())
+	grpcAddr, httpAddr, logs := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--store", r.URL(), "--key-prefix", "tenant1:")
 	if codes := askRLS(t, grpcAddr, 1, 6); codes[0] != pb.RateLimitResponse_OK || codes[1] != pb.RateLimitResponse_OVER_LIMIT {
 		t.Errorf("codes = %v, want [OK OVER_LIMIT]", codes)
+	}
+	// --key-prefix (CACHE_KEY_PREFIX) prefixes every key.
+	keys, err := r.Do("KEYS", "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, _ := keys.([]any)
+	if len(ks) == 0 {
+		t.Error("no keys in Redis")
+	}
+	for _, k := range ks {
+		if s, _ := k.(string); !strings.HasPrefix(s, "tenant1:") {
+			t.Errorf("key %q lacks the --key-prefix", k)
+		}
 	}
 	// The store's batching counters are exported.
 	resp, err := http.Get("http://" + httpAddr + "/metrics")
