@@ -124,6 +124,11 @@ type Options struct {
 	// than unlimited ones is over (a descriptor no rule matches counts as a
 	// quota descriptor within its limit, as upstream counts it).
 	QuotaMode bool
+	// ResponseDynamicMetadata adds envoyproxy/ratelimit's
+	// RESPONSE_DYNAMIC_METADATA to every answer: the request's domain,
+	// descriptors and hits_addend, and the merged metadata of the rules
+	// of the descriptors that passed, for Envoy's filters and access logs.
+	ResponseDynamicMetadata bool
 	// StopIncrementWhenOverLimit is envoyproxy/ratelimit's
 	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when one of a request's
 	// fixed-window descriptors would go over its limit, the request's other
@@ -191,6 +196,7 @@ type Server struct {
 	events    *eventlog.Log // store failures and denials, aggregated
 
 	storeStatus func() (bool, string)
+	dynMeta     bool
 }
 
 var _ pb.RateLimitServiceServer = (*Server)(nil)
@@ -213,6 +219,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		stopIncr:    opts.StopIncrementWhenOverLimit,
 		quota:       opts.QuotaMode,
 		storeStatus: opts.StoreStatus,
+		dynMeta:     opts.ResponseDynamicMetadata,
 		health:      health.NewServer(),
 	}
 	for _, n := range []string{opts.HeaderNames.Limit, opts.HeaderNames.Remaining, opts.HeaderNames.Reset} {
@@ -416,7 +423,11 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 			}
 		}
 	}
-	return s.respond(checks), nil
+	resp := s.respond(checks)
+	if s.dynMeta {
+		resp.DynamicMetadata = dynamicMetadata(req, checks, resp)
+	}
+	return resp, nil
 }
 
 // read turns req's descriptors into rules.Descriptors (entries, hits

@@ -56,7 +56,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("rls: %w", err)
 	}
 	defer store.Close()
-	srv, err := rls.New(store, set, rls.Options{Logger: log, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
+	srv, err := rls.New(store, set, rls.Options{Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
 		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
 		MetricLabels: f.metricLabels, HeaderNames: f.headerNames, StopIncrementWhenOverLimit: f.stopIncrement,
 		QuotaMode: f.quotaMode})
@@ -94,6 +94,7 @@ type rlsFlags struct {
 	keyPrefix                                                   string
 	storeTimeout                                                time.Duration
 	denyCache, parallel, shadow, stopIncrement, quotaMode       bool
+	dynMeta                                                     bool
 	onError                                                     ratelimit.FailurePolicy
 	headers                                                     ratelimit.HeaderMode
 	poll                                                        time.Duration
@@ -113,6 +114,7 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	fs.IntVar(&f.maxKeys, "max-keys", memstore.DefaultMaxKeys, "with the memory store, the most keys held: past it, keys back to full are dropped first and keys holding a denial or a used quota never, a new key being refused (--on-store-error) instead")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "bound on each Redis call, from when it is queued; past it the call fails and --on-store-error applies (envoyproxy/ratelimit's REDIS_TIMEOUT is 10s; Envoy's filter gives up after 20ms by default)")
 	fs.StringVar(&f.keyPrefix, "key-prefix", redisstore.DefaultPrefix, "with Redis, the `PREFIX` of every key (envoyproxy/ratelimit's CACHE_KEY_PREFIX): fleets that share one Redis and must not share counters take different prefixes; no '{' or '}'")
+	fs.BoolVar(&f.dynMeta, "response-dynamic-metadata", false, "add envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA to every answer: the domain, the descriptors and the merged metadata of the rules that passed")
 	fs.BoolVar(&f.denyCache, "deny-cache", false, "with Redis, remember over-limit keys in process until their window ends and answer them without a round trip (envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES)")
 	onError := fs.String("on-store-error", "error", "what to answer when the store cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
 	headers := fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) legacy (X-RateLimit-Limit, -Remaining, -Reset in seconds, Retry-After) or envoy (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED: legacy's choice as RateLimit-Limit, -Remaining, -Reset, no Retry-After)")
