@@ -208,6 +208,9 @@ func (r *Resolver) apiKey(key string) (Identity, error) {
 }
 
 func (r *Resolver) peerTrusted(remoteAddr string) bool {
+	if len(r.opts.TrustedProxies) == 0 {
+		return false // nothing to parse the address for (the common case)
+	}
 	peer, ok := parseRemoteAddr(remoteAddr)
 	return ok && trusted(peer, r.opts.TrustedProxies)
 }
