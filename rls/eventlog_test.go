@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +59,30 @@ func TestLogsDoNotAmplify(t *testing.T) {
 				t.Errorf("no count in the summary:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestReadyz: /readyz says ok and how the store is while serving, 503
+// once draining; /healthcheck agrees.
+func TestReadyz(t *testing.T) {
+	srv, err := rls.New(memstore.New(memstore.Options{}), nil, rls.Options{StoreStatus: func() (bool, string) { return false, "store redis://x: unavailable" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		return w.Code, w.Body.String()
+	}
+	if code, body := get("/readyz"); code != 200 || body != "ok\nstore redis://x: unavailable\n" {
+		t.Errorf("/readyz serving: %d %q", code, body)
+	}
+	srv.Shutdown()
+	if code, _ := get("/readyz"); code != 503 {
+		t.Errorf("/readyz draining: %d, want 503", code)
+	}
+	if code, _ := get("/healthcheck"); code != 500 {
+		t.Errorf("/healthcheck draining: %d, want 500", code)
 	}
 }

@@ -37,9 +37,15 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+// serving reports whether the health service says SERVING (false once
+// Shutdown has begun the drain).
+func (s *Server) serving(r *http.Request) bool {
 	resp, err := s.health.Check(r.Context(), &healthpb.HealthCheckRequest{})
-	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+	return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if !s.serving(r) {
 		http.Error(w, "NOT SERVING", http.StatusInternalServerError)
 		return
 	}
@@ -47,8 +53,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
-	resp, err := s.health.Check(r.Context(), &healthpb.HealthCheckRequest{})
-	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+	if !s.serving(r) {
 		http.Error(w, "draining", http.StatusServiceUnavailable)
 		return
 	}

@@ -175,6 +175,14 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	if f.maxConns < 1 {
 		return nil, fmt.Errorf("%w: --max-connections %d: want at least 1", errUsage, f.maxConns)
 	}
+	if f.maxKeys < 1024 || f.maxKeys > 1<<30 {
+		// As the gateway's max_keys: a bound, never none (negative would
+		// mean unbounded to memstore).
+		return nil, fmt.Errorf("%w: --max-keys %d: want 1024 to %d", errUsage, f.maxKeys, 1<<30)
+	}
+	if strings.ContainsAny(f.keyPrefix, "{}") {
+		return nil, fmt.Errorf("%w: --key-prefix %q: no '{' or '}' (sluice hash-tags keys itself)", errUsage, f.keyPrefix)
+	}
 	return f, nil
 }
 
