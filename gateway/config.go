@@ -836,11 +836,8 @@ func (d *decoder) action(n *yaml.Node, path string) httplimit.Action {
 			mask := func(field string, bits int64, dst *int) func(k, v *yaml.Node) {
 				return func(k, v *yaml.Node) {
 					fp := yamlnode.Join(p, field)
-					z := v
-					for z != nil && z.Kind == yaml.AliasNode {
-						z = z.Alias
-					}
-					if z != nil && z.Kind == yaml.ScalarNode && z.Value == "0" {
+					// v is dereferenced already (the walker follows aliases).
+					if v.Kind == yaml.ScalarNode && v.Value == "0" {
 						d.add(v.Line, fp, "a 0-bit mask puts every client in one key: use generic_key for one shared counter, or leave %s out for the whole address (/%d)", field, bits)
 						return
 					}

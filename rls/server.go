@@ -412,7 +412,16 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 	}
 	if err != nil {
 		s.m.storeError.Inc()
-		s.events.Report(eventlog.StoreError, domain, "", err)
+		// Logged per domain (which descriptor's call failed is not known
+		// when they ran together), with the first limited key as a sample.
+		key := ""
+		for i := range checks {
+			if checks[i].kind == kindLimited {
+				key = checks[i].key
+				break
+			}
+		}
+		s.events.Report(eventlog.StoreError, domain, key, err)
 		return nil, status.Errorf(codes.Unavailable, "rls: store: %v", err)
 	}
 	for i := range checks {
