@@ -18,7 +18,7 @@ func TestDeps(t *testing.T) {
 	}
 	for _, p := range strings.Fields(string(out)) {
 		switch {
-		case p == "gopkg.in/yaml.v3", strings.HasPrefix(p, "github.com/sluicehq/sluice/rules"), p == "github.com/sluicehq/sluice/ratelimit", p == "github.com/sluicehq/sluice/internal/config/didyoumean", p == "github.com/sluicehq/sluice/internal/config/yamlnode":
+		case p == "go.yaml.in/yaml/v3", strings.HasPrefix(p, "github.com/sluicehq/sluice/rules"), p == "github.com/sluicehq/sluice/ratelimit", p == "github.com/sluicehq/sluice/internal/config/didyoumean", p == "github.com/sluicehq/sluice/internal/config/yamlnode":
 		default:
 			t.Errorf("rules depends on %s", p)
 		}

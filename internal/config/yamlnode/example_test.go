@@ -3,7 +3,7 @@ package yamlnode_test
 import (
 	"fmt"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
 )
