@@ -45,6 +45,9 @@ var allowed = map[string][]string{
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
 	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window"},
+	// In-flight limits with leases: the vocabulary and the memory store
+	// (core), the Redis store, and their conformance suite.
+	"inflight": {"ratelimit"},
 	// The algorithms, pure: the vocabulary only.
 	"internal/algorithm/gcra":       {"ratelimit"},
 	"internal/algorithm/window":     {"ratelimit"},
@@ -61,18 +64,20 @@ var allowed = map[string][]string{
 	"internal/server/sfv":        {},
 	"internal/server/storeurl":   {"memstore", "redisstore", "ratelimit"},
 	"internal/server/watch":      {},
+	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
 	"internal/config/didyoumean": {},
 	"internal/transport/h2grpc":  {},
 	// Test-only packages and test harnesses.
 	"internal/testharness/redistest": {},
 	"internal/testharness/twodoors":  {},
+	"internal/testharness/testcerts": {},
 	"internal/layering":              {},
 	"abuse":                          {},
 }
 
 // core may import only the standard library (and each other).
-var core = []string{"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog", "memstore", "backoff", "retry", "adaptive", "breaker"}
+var core = []string{"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog", "memstore", "backoff", "retry", "adaptive", "breaker", "inflight"}
 
 type pkg struct {
 	path    string   // relative to the module
