@@ -64,6 +64,7 @@ var allowed = map[string][]string{
 	"internal/server/sfv":        {},
 	"internal/server/storeurl":   {"memstore", "redisstore", "ratelimit"},
 	"internal/server/watch":      {},
+	"internal/server/topk":       {},
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
 	"internal/config/didyoumean": {},
