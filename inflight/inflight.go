@@ -88,6 +88,11 @@ type Lease struct {
 	ID     uint64    // unique among the store's leases; 0 for a lease that holds nothing
 	Weight int64     // the weight it holds
 	Expiry time.Time // when the store reclaims it unless renewed (on the store's clock)
+
+	// ref lets the Memory store that made the lease find it without a
+	// lookup; a Lease without it (built from the exported fields) works
+	// too, by key.
+	ref *entry
 }
 
 // Held reports whether l holds slots in a store: it came from an admitted

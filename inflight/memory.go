@@ -49,6 +49,15 @@ type MemoryOptions struct {
 	// Shards is the number of independently locked shards, rounded up to
 	// a power of two. Zero means 64.
 	Shards int
+	// Resolution, when positive and Now is nil, replaces the clock read
+	// of every Acquire, Renew and Peek (about 35 ns on a cloud VM, a
+	// quarter of an Acquire and Release) with a clock cached by a
+	// background goroutine every Resolution, which Close stops. Expiries
+	// are then up to Resolution (plus scheduling delay) early or late: a
+	// lease may be reclaimed that much later, and, since the cached time
+	// runs behind, its Expiry is that much earlier than TTL after the
+	// true now. Zero reads the clock on every call.
+	Resolution time.Duration
 }
 
 // Memory is a Store in process memory. It is safe for concurrent use. It
@@ -66,6 +75,8 @@ type Memory struct {
 	perShard int          // 0: unbounded
 	onFull   ratelimit.FailurePolicy
 	closed   atomic.Bool
+	stop     chan struct{} // closed by Close: stops the cached clock
+	done     chan struct{} // closed when the cached clock's goroutine ends
 }
 
 var _ Store = (*Memory)(nil)
@@ -78,28 +89,46 @@ const (
 	// spareSlots the most lease slots a kept record keeps.
 	spares     = 8
 	spareSlots = 64
+	// idleKeys is the most keys without leases a shard keeps (see
+	// shard.idle).
+	idleKeys = 4
 	// sample is the number of keys a full shard looks at for expired
 	// leases before refusing a new key.
 	sample = 16
 )
 
 type shard struct {
+	owner *Memory
 	mu    sync.Mutex
 	keys  map[string]*entry
 	seq   uint64 // the last lease sequence number given
 	spare []*entry
-	_     [64]byte // keep shards' locks off each other's cache lines
+	// idle holds the last keys whose leases all ended, left in keys so
+	// that a key used again at once (the common case: one user's
+	// requests one after another) costs no map delete and insert; the
+	// oldest is deleted when a newer one needs its place.
+	idle     [idleKeys]idleKey
+	idleNext int
+	_        [64]byte // keep shards' locks off each other's cache lines
 }
 
 // entry is one key's leases. A lease's ID is its sequence number (shifted
 // left by slotBits) and the index of its slot, so Release and Renew find
 // it at once; a slot whose id differs holds someone else's lease, or none.
 type entry struct {
-	inflight int64 // the sum of the live slots' weights
-	live     int   // live slots
-	minExp   int64 // no live slot expires before (Unix ns)
-	free     int32 // the first free slot, -1 when none
+	sh       *shard
+	key      string // the key it serves now
+	inflight int64  // the sum of the live slots' weights
+	live     int    // live slots
+	minExp   int64  // no live slot expires before (Unix ns)
+	free     int32  // the first free slot, -1 when none
+	idle     bool   // the key is in its shard's idle ring
 	slots    []slot
+}
+
+type idleKey struct {
+	key string
+	ok  bool
 }
 
 type slot struct {
@@ -125,13 +154,33 @@ func NewMemory(opts MemoryOptions) *Memory {
 	}
 	for i := range m.shards {
 		m.shards[i].keys = make(map[string]*entry)
+		m.shards[i].owner = m
 	}
-	if opts.Now != nil {
+	base := time.Now()
+	wall := base.UnixNano()
+	switch {
+	case opts.Now != nil:
 		now := opts.Now
 		m.now = func() int64 { return now().UnixNano() }
-	} else {
-		base := time.Now()
-		wall := base.UnixNano()
+	case opts.Resolution > 0:
+		var cached atomic.Int64
+		cached.Store(wall)
+		m.now = cached.Load
+		m.stop, m.done = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(m.done)
+			t := time.NewTicker(opts.Resolution)
+			defer t.Stop()
+			for {
+				select {
+				case <-m.stop:
+					return
+				case <-t.C:
+					cached.Store(wall + int64(time.Since(base)))
+				}
+			}
+		}()
+	default:
 		m.now = func() int64 { return wall + int64(time.Since(base)) }
 	}
 	return m
@@ -158,11 +207,10 @@ func (m *Memory) acquire(req Request, now int64) (Lease, Decision, error) {
 	sh := m.shard(req.Key)
 	sh.mu.Lock()
 	e := sh.keys[req.Key]
-	if e != nil && now >= e.minExp {
+	if e != nil && e.live > 0 && now >= e.minExp {
 		e.reap(now)
 		if e.live == 0 {
 			sh.drop(req.Key, e)
-			e = nil
 		}
 	}
 	if e != nil {
@@ -191,6 +239,7 @@ func (m *Memory) acquire(req Request, now int64) (Lease, Decision, error) {
 			return Lease{}, Decision{}, ErrFull
 		}
 		e = sh.newEntry()
+		e.key = req.Key
 		sh.keys[req.Key] = e
 	}
 	sh.seq = (sh.seq + 1) & seqMask
@@ -209,7 +258,7 @@ func (m *Memory) acquire(req Request, now int64) (Lease, Decision, error) {
 	d.InFlight = e.inflight
 	sh.mu.Unlock()
 	d.Allowed = true
-	return Lease{Key: req.Key, ID: id, Weight: req.Weight, Expiry: time.Unix(0, exp)}, d, nil
+	return Lease{Key: req.Key, ID: id, Weight: req.Weight, Expiry: time.Unix(0, exp), ref: e}, d, nil
 }
 
 // Release implements Store.
@@ -220,18 +269,32 @@ func (m *Memory) Release(ctx context.Context, l Lease) error {
 	if m.closed.Load() {
 		return ErrClosed
 	}
-	sh := m.shard(l.Key)
-	sh.mu.Lock()
-	if e := sh.keys[l.Key]; e != nil {
+	sh, e := m.find(l)
+	if e != nil {
 		if i := int(l.ID & slotMask); i < len(e.slots) && e.slots[i].id == l.ID {
 			e.remove(int32(i))
 			if e.live == 0 {
-				sh.drop(l.Key, e)
+				sh.drop(e.key, e)
 			}
 		}
 	}
 	sh.mu.Unlock()
 	return nil
+}
+
+// find locks the shard of l's key and returns it with l's key's record, or
+// nil. The record is l.ref when l came from this store: a record moves
+// only between the keys of one shard, and lease IDs are unique in a shard,
+// so a slot holding l.ID is l's wherever the record now serves.
+func (m *Memory) find(l Lease) (*shard, *entry) {
+	if e := l.ref; e != nil && e.sh != nil && e.sh.owner == m {
+		sh := e.sh
+		sh.mu.Lock()
+		return sh, e
+	}
+	sh := m.shard(l.Key)
+	sh.mu.Lock()
+	return sh, sh.keys[l.Key]
 }
 
 // Renew implements Store.
@@ -249,10 +312,8 @@ func (m *Memory) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, 
 		l.Expiry = time.Unix(0, exp)
 		return l, nil
 	}
-	sh := m.shard(l.Key)
-	sh.mu.Lock()
+	sh, e := m.find(l)
 	defer sh.mu.Unlock()
-	e := sh.keys[l.Key]
 	if e == nil {
 		return Lease{}, ErrExpired
 	}
@@ -264,7 +325,7 @@ func (m *Memory) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, 
 		// Expired: reclaimed now, as Acquire would.
 		e.remove(int32(i))
 		if e.live == 0 {
-			sh.drop(l.Key, e)
+			sh.drop(e.key, e)
 		}
 		return Lease{}, ErrExpired
 	}
@@ -272,6 +333,7 @@ func (m *Memory) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, 
 	e.minExp = min(e.minExp, exp)
 	l.Expiry = time.Unix(0, exp)
 	l.Weight = e.slots[i].weight
+	l.ref = e
 	return l, nil
 }
 
@@ -288,11 +350,10 @@ func (m *Memory) Peek(ctx context.Context, key string) (int64, error) {
 	if e == nil {
 		return 0, nil
 	}
-	if now >= e.minExp {
+	if e.live > 0 && now >= e.minExp {
 		e.reap(now)
 		if e.live == 0 {
 			sh.drop(key, e)
-			return 0, nil
 		}
 	}
 	return e.inflight, nil
@@ -312,9 +373,16 @@ func (m *Memory) Len() int {
 }
 
 // Close marks the store closed: every method returns ErrClosed afterwards
-// (Release of the zero Lease excepted). It is idempotent.
+// (Release of the zero Lease excepted). It stops the cached clock's
+// goroutine (Resolution) and waits for it. It is idempotent.
 func (m *Memory) Close() error {
-	m.closed.Store(true)
+	if m.closed.Swap(true) {
+		return nil
+	}
+	if m.stop != nil {
+		close(m.stop)
+		<-m.done
+	}
 	return nil
 }
 
@@ -360,12 +428,34 @@ func (sh *shard) newEntry() *entry {
 		sh.spare = sh.spare[:n-1]
 		return e
 	}
-	return &entry{free: -1}
+	return &entry{sh: sh, free: -1}
 }
 
-// drop deletes key, whose record e has no live slot, and keeps e for
-// reuse.
+// drop is called when key's record e has no live slot left: the key goes
+// to the idle ring, and the ring's oldest key, if it still has no lease,
+// is deleted.
 func (sh *shard) drop(key string, e *entry) {
+	if e.idle {
+		return
+	}
+	old := sh.idle[sh.idleNext]
+	sh.idle[sh.idleNext] = idleKey{key, true}
+	sh.idleNext = (sh.idleNext + 1) % idleKeys
+	e.idle = true
+	if !old.ok {
+		return
+	}
+	if oe := sh.keys[old.key]; oe != nil {
+		oe.idle = false
+		if oe.live == 0 {
+			sh.free(old.key, oe)
+		}
+	}
+}
+
+// free deletes key, whose record e has no live slot and is not in the
+// idle ring, and keeps e for reuse.
+func (sh *shard) free(key string, e *entry) {
 	delete(sh.keys, key)
 	if len(sh.spare) >= spares {
 		return
@@ -378,18 +468,40 @@ func (sh *shard) drop(key string, e *entry) {
 	sh.spare = append(sh.spare, e)
 }
 
+// flushIdle deletes the idle keys that still have no lease.
+func (sh *shard) flushIdle() bool {
+	freed := false
+	for i, k := range sh.idle {
+		if !k.ok {
+			continue
+		}
+		sh.idle[i] = idleKey{}
+		if e := sh.keys[k.key]; e != nil {
+			e.idle = false
+			if e.live == 0 {
+				sh.free(k.key, e)
+				freed = true
+			}
+		}
+	}
+	return freed
+}
+
 // makeRoom reclaims the expired leases of up to sample keys of a full
 // shard and reports whether a key was freed.
 func (sh *shard) makeRoom(now int64) bool {
+	if sh.flushIdle() {
+		return true
+	}
 	freed, seen := false, 0
 	for k, e := range sh.keys {
 		if seen++; seen > sample {
 			break
 		}
-		if now >= e.minExp {
+		if e.live > 0 && now >= e.minExp {
 			e.reap(now)
-			if e.live == 0 {
-				sh.drop(k, e)
+			if e.live == 0 && !e.idle {
+				sh.free(k, e)
 				freed = true
 			}
 		}
