@@ -3,10 +3,12 @@ package h2grpc
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"runtime"
 	"sync"
@@ -79,6 +81,7 @@ type conn struct {
 	closed          bool // ending: frames are no longer written
 	streams         map[uint32]*stream
 	active          uint32 // streams open, or whose handlers run
+	opened          uint64 // streams opened, ever (MaxConnectionIdle)
 	lastID          uint32 // the highest stream the client has opened
 	goingAway       bool   // GOAWAY sent: no new streams
 	sendWin         int64  // the connection's send window
@@ -153,8 +156,14 @@ func appendWindowUpdate(b []byte, id uint32, inc int64) []byte {
 // serve reads and handles frames until the connection ends.
 func (c *conn) serve() {
 	defer c.finish()
+	deadline := time.Now().Add(prefaceTimeout)
+	if tc, ok := c.nc.(*tls.Conn); ok && !c.handshake(tc, deadline) {
+		return
+	}
+	stopTimers := c.startTimers()
+	defer stopTimers()
 	c.queue(nil) // the server preface
-	c.nc.SetReadDeadline(time.Now().Add(prefaceTimeout))
+	c.nc.SetReadDeadline(deadline)
 	var preface [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(c.br, preface[:]); err != nil {
 		c.srv.opts.Logger.Debug("h2grpc: reading the client preface", "remote", c.nc.RemoteAddr(), "err", err)
@@ -177,6 +186,84 @@ func (c *conn) serve() {
 		}
 		return
 	}
+}
+
+// handshake runs tc's TLS handshake, bounded by deadline, and reports
+// whether it negotiated "h2". Otherwise nothing is written to the
+// client (the server preface queued by newConn is dropped).
+func (c *conn) handshake(tc *tls.Conn, deadline time.Time) bool {
+	tc.SetDeadline(deadline)
+	err := tc.Handshake()
+	if err == nil && tc.ConnectionState().NegotiatedProtocol != "h2" {
+		err = fmt.Errorf("ALPN negotiated %q, not h2", tc.ConnectionState().NegotiatedProtocol)
+	}
+	if err != nil {
+		c.srv.opts.Logger.Debug("h2grpc: TLS handshake", "remote", c.nc.RemoteAddr(), "err", err)
+		c.mu.Lock()
+		c.wbuf = c.wbuf[:0]
+		c.mu.Unlock()
+		return false
+	}
+	tc.SetWriteDeadline(time.Time{})
+	return true
+}
+
+// startTimers starts the timers of MaxConnectionAge and
+// MaxConnectionIdle, and returns what stops them.
+func (c *conn) startTimers() (stop func()) {
+	o := &c.srv.opts
+	var age, idle *time.Timer
+	if o.MaxConnectionAge > 0 {
+		age = time.AfterFunc(jitter(o.MaxConnectionAge), func() {
+			c.drainWith("max_age")
+			if o.MaxConnectionAgeGrace <= 0 {
+				return
+			}
+			grace := time.NewTimer(o.MaxConnectionAgeGrace)
+			defer grace.Stop()
+			select {
+			case <-grace.C:
+				c.srv.opts.Logger.Debug("h2grpc: closing a connection past its age and grace", "remote", c.nc.RemoteAddr())
+				c.abort()
+			case <-c.done:
+			}
+		})
+	}
+	if o.MaxConnectionIdle > 0 {
+		mark := uint64(0)
+		idle = time.AfterFunc(o.MaxConnectionIdle, func() {
+			c.mu.Lock()
+			if c.closed || c.goingAway {
+				c.mu.Unlock()
+				return
+			}
+			if c.active == 0 && c.opened == mark {
+				c.mu.Unlock()
+				c.drainWith("max_idle")
+				return
+			}
+			mark = c.opened
+			c.mu.Unlock()
+			idle.Reset(o.MaxConnectionIdle)
+		})
+	}
+	return func() {
+		if age != nil {
+			age.Stop()
+		}
+		if idle != nil {
+			idle.Stop()
+		}
+	}
+}
+
+// jitter returns d ± 10% at random.
+func jitter(d time.Duration) time.Duration {
+	j := int64(d / 10)
+	if j <= 0 {
+		return d
+	}
+	return d + time.Duration(rand.Int64N(2*j+1)-j)
 }
 
 // fail ends the connection with a GOAWAY for err.
@@ -230,14 +317,17 @@ func (c *conn) abort() { c.nc.Close() }
 
 // drain sends GOAWAY: calls in flight finish, new ones are refused, and
 // the connection closes when none is left (Server.GracefulStop).
-func (c *conn) drain() {
+func (c *conn) drain() { c.drainWith("") }
+
+// drainWith drains with debug as the GOAWAY's debug data.
+func (c *conn) drainWith(debug string) {
 	c.mu.Lock()
 	if c.goingAway || c.closed {
 		c.mu.Unlock()
 		return
 	}
 	c.goingAway = true
-	c.wbuf = appendGoAway(c.wbuf, c.lastID, http2.ErrCodeNo, "")
+	c.wbuf = appendGoAway(c.wbuf, c.lastID, http2.ErrCodeNo, debug)
 	if c.active == 0 {
 		c.closeAfterFlush = true
 	}
@@ -588,6 +678,7 @@ func (c *conn) open(id uint32, end bool) error {
 	st.sendWin = c.peerInitWin
 	c.streams[id] = st
 	c.active++
+	c.opened++
 	c.mu.Unlock()
 	if end {
 		return c.endRequest(st)

@@ -1,6 +1,6 @@
 // Package h2grpc is a lean gRPC server: HTTP/2 over cleartext TCP (h2c
-// with prior knowledge, as gRPC clients and Envoy's gRPC client speak it),
-// for unary and server-streaming methods, with the generated
+// with prior knowledge, as gRPC clients and Envoy's gRPC client speak it)
+// or over TLS (Options.TLS: ALPN "h2" required), for unary and server-streaming methods, with the generated
 // protocol-buffers types and Register functions of grpc-go (Server
 // implements grpc.ServiceRegistrar).
 //
@@ -46,6 +46,11 @@
 //     (grpc-status-details-bin); header and trailer metadata from streaming
 //     handlers.
 //   - GracefulStop (GOAWAY, calls in flight finish) and Stop.
+//   - Connection age and idleness, as grpc-go's keepalive
+//     MaxConnectionAge, MaxConnectionAgeGrace (with its ±10% jitter) and
+//     MaxConnectionIdle: GOAWAY, then the connection closes once its
+//     calls have finished or the grace has run out. A client that never
+//     sends its preface is closed after 20 s.
 //
 // # What one connection holds
 //
@@ -84,7 +89,7 @@
 // when credit came back on receipt). TestSendQueueBound has 8 handlers
 // stream 512 MiB each to a client that reads nothing.
 //
-// What it leaves out: TLS, compression (a compressed request is answered
+// What it leaves out: compression (a compressed request is answered
 // UNIMPLEMENTED), incoming metadata in the handler's context,
 // interceptors, stats handlers and reflection. Where those are needed,
 // serve with grpc-go: `sluice rls --grpc-server grpc-go`.

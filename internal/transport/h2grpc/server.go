@@ -1,6 +1,7 @@
 package h2grpc
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,28 @@ type Options struct {
 	Workers int
 	// Logger receives connection errors, at debug level. Default: none.
 	Logger *slog.Logger
+
+	// TLS, when set, serves TLS: the handshake (within the 20 s a new
+	// connection has to send its preface) must negotiate ALPN "h2", else
+	// the connection is closed, as gRPC over TLS requires (RFC 9113
+	// section 3.2). The server offers "h2" alone: NextProtos is replaced
+	// in a copy of TLS, and a config returned by its GetConfigForClient
+	// must offer "h2" itself (tlsreload's does when told to).
+	TLS *tls.Config
+	// MaxConnectionAge, when positive, ends a connection after about that
+	// long (±10% at random, as grpc-go's keepalive, so that clients that
+	// connected together do not reconnect together): it gets a GOAWAY,
+	// calls in flight finish, and the client opens a new connection for
+	// the next — which lets a load balancer spread long-lived clients
+	// such as Envoy over new instances. MaxConnectionAgeGrace, when
+	// positive, bounds how long the calls in flight then have before the
+	// connection is closed; zero waits for them.
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// MaxConnectionIdle, when positive, ends a connection that has had no
+	// call open for that long (checked every MaxConnectionIdle, so after
+	// one to two of it) with a GOAWAY, so that connections a client
+	// opened and left do not hold slots of a bounded listener forever.
+	MaxConnectionIdle time.Duration
 }
 
 const (
@@ -110,6 +133,10 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.TLS != nil {
+		o.TLS = o.TLS.Clone()
+		o.TLS.NextProtos = []string{"h2"}
 	}
 	return o
 }
@@ -252,6 +279,9 @@ func (s *Server) Serve(lis net.Listener) error {
 			s.mu.Unlock()
 			nc.Close()
 			return nil
+		}
+		if s.opts.TLS != nil {
+			nc = tls.Server(nc, s.opts.TLS)
 		}
 		c := newConn(s, nc)
 		s.conns[c] = struct{}{}
