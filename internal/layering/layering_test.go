@@ -65,6 +65,7 @@ var allowed = map[string][]string{
 	"internal/server/storeurl":   {"memstore", "redisstore", "ratelimit"},
 	"internal/server/watch":      {},
 	"internal/server/topk":       {},
+	"internal/server/status":     {"internal/server/topk"},
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
 	"internal/config/didyoumean": {},

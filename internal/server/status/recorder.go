@@ -1,0 +1,235 @@
+package status
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/server/topk"
+)
+
+// Outcome is what a rule decided for one request.
+type Outcome uint8
+
+const (
+	Allowed Outcome = iota
+	Denied
+	ShadowDenied
+	StoreError
+	numOutcomes
+)
+
+// Defaults of Options.
+const (
+	DefaultMinutes  = 15
+	DefaultCapacity = 128
+	DefaultTop      = 10
+)
+
+// Options configures a Recorder. The zero value is a good default.
+type Options struct {
+	// Minutes is the length of each rule's ring of per-minute counters
+	// (DefaultMinutes).
+	Minutes int
+	// Capacity is the number of counters of each top-K summary
+	// (DefaultCapacity).
+	Capacity int
+	// Top is how many keys of each summary a Page shows (DefaultTop).
+	Top int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// RuleInfo describes a rule as a Page shows it.
+type RuleInfo struct {
+	ID        string `json:"-"` // what the server looks the rule up by
+	Name      string `json:"name"`
+	Domain    string `json:"domain"`
+	Limit     string `json:"limit"`     // "5/1m0s burst 10", "1000/month"
+	Algorithm string `json:"algorithm"` // gcra, token_bucket, …, quota, unlimited
+	Quota     int64  `json:"quota"`     // the IETF policy's q
+	Window    int64  `json:"window"`    // and w, in seconds
+	Shadow    bool   `json:"shadow"`    // shadow_mode, or the server's global shadow
+}
+
+// Recorder keeps the per-rule counters and top-K summaries. It is safe
+// for concurrent use.
+type Recorder struct {
+	opts  Options
+	mu    sync.Mutex // SetRules
+	rules atomic.Pointer[map[string]*Rule]
+	order atomic.Pointer[[]*Rule]
+}
+
+// Rule is one rule's counters and summaries.
+type Rule struct {
+	info    atomic.Pointer[RuleInfo]
+	now     func() time.Time
+	ring    []slot
+	rotate  sync.Mutex
+	denied  *topk.TopK
+	shadow  *topk.TopK
+	minutes int
+}
+
+type slot struct {
+	minute atomic.Int64 // Unix minute this slot counts; 0 unused
+	c      [numOutcomes]atomic.Uint64
+}
+
+// NewRecorder returns a Recorder with no rules.
+func NewRecorder(opts Options) *Recorder {
+	if opts.Minutes <= 0 {
+		opts.Minutes = DefaultMinutes
+	}
+	if opts.Capacity <= 0 {
+		opts.Capacity = DefaultCapacity
+	}
+	if opts.Top <= 0 {
+		opts.Top = DefaultTop
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	r := &Recorder{opts: opts}
+	m := map[string]*Rule{}
+	r.rules.Store(&m)
+	r.order.Store(&[]*Rule{})
+	return r
+}
+
+// SetRules makes infos the recorded rules, in that order. A rule whose ID
+// was recorded before keeps its counters (a reload does not blank the
+// page); the others are dropped.
+func (r *Recorder) SetRules(infos []RuleInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.rules.Load()
+	m := make(map[string]*Rule, len(infos))
+	order := make([]*Rule, 0, len(infos))
+	for _, in := range infos {
+		if m[in.ID] != nil {
+			continue
+		}
+		rl := old[in.ID]
+		if rl == nil {
+			rl = &Rule{now: r.opts.Now, ring: make([]slot, r.opts.Minutes), minutes: r.opts.Minutes,
+				denied: topk.New(topk.Options{Capacity: r.opts.Capacity, Now: r.opts.Now}),
+				shadow: topk.New(topk.Options{Capacity: r.opts.Capacity, Now: r.opts.Now})}
+		}
+		rl.info.Store(&in)
+		m[in.ID] = rl
+		order = append(order, rl)
+	}
+	r.rules.Store(&m)
+	r.order.Store(&order)
+}
+
+// Rule returns the rule recorded under id, or nil.
+func (r *Recorder) Rule(id string) *Rule { return (*r.rules.Load())[id] }
+
+// Rules returns the recorded rules in order.
+func (r *Recorder) Rules() []*Rule { return *r.order.Load() }
+
+// Info returns the rule's description.
+func (rl *Rule) Info() RuleInfo { return *rl.info.Load() }
+
+// Record counts one decision; key is who was decided (the store key), read
+// only for denials and shadow denials.
+func (rl *Rule) Record(o Outcome, key string) {
+	if rl == nil || o >= numOutcomes {
+		return
+	}
+	now := rl.now()
+	min := now.Unix() / 60
+	s := &rl.ring[min%int64(len(rl.ring))]
+	if s.minute.Load() != min {
+		rl.rotate.Lock()
+		if s.minute.Load() != min {
+			for i := range s.c {
+				s.c[i].Store(0)
+			}
+			s.minute.Store(min)
+		}
+		rl.rotate.Unlock()
+	}
+	s.c[o].Add(1)
+	switch o {
+	case Denied:
+		rl.denied.RecordAt(key, now)
+	case ShadowDenied:
+		rl.shadow.RecordAt(key, now)
+	}
+}
+
+// Minute is one minute's decisions of one rule.
+type Minute struct {
+	Start        time.Time `json:"start"`
+	Allowed      uint64    `json:"allowed"`
+	Denied       uint64    `json:"denied"`
+	ShadowDenied uint64    `json:"shadow_denied"`
+	StoreErrors  uint64    `json:"store_errors"`
+}
+
+// minutes returns the ring's last n minutes, oldest first, the current
+// one last.
+func (rl *Rule) lastMinutes(now time.Time) []Minute {
+	cur := now.Unix() / 60
+	out := make([]Minute, 0, rl.minutes)
+	for m := cur - int64(rl.minutes) + 1; m <= cur; m++ {
+		s := &rl.ring[((m%int64(len(rl.ring)))+int64(len(rl.ring)))%int64(len(rl.ring))]
+		mi := Minute{Start: time.Unix(m*60, 0).UTC()}
+		if s.minute.Load() == m {
+			mi.Allowed, mi.Denied = s.c[Allowed].Load(), s.c[Denied].Load()
+			mi.ShadowDenied, mi.StoreErrors = s.c[ShadowDenied].Load(), s.c[StoreError].Load()
+		}
+		out = append(out, mi)
+	}
+	return out
+}
+
+// Label turns a store key into who it is about, for people: the
+// descriptor entries of "sl:<algorithm>:<period>:<domain>_<k>_<v>_…" as
+// "k=v, k2=v2" (sluice's key form, rules.Rule.AppendKey); any other key is
+// returned as it is.
+func Label(key string) string {
+	rest := key
+	if !strings.HasPrefix(rest, "sl:") {
+		return key
+	}
+	// Three colons: "sl:", the algorithm (or "quota"), the period.
+	for range 3 {
+		i := strings.IndexByte(rest, ':')
+		if i < 0 {
+			return key
+		}
+		rest = rest[i+1:]
+	}
+	parts := strings.Split(rest, "_")
+	if len(parts) < 2 || parts[len(parts)-1] != "" {
+		return key
+	}
+	parts = parts[1 : len(parts)-1] // the domain, and the empty tail
+	if len(parts)%2 != 0 || len(parts) == 0 {
+		return key
+	}
+	var b strings.Builder
+	for i := 0; i < len(parts); i += 2 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(unescape(parts[i]))
+		b.WriteByte('=')
+		b.WriteString(unescape(parts[i+1]))
+	}
+	return b.String()
+}
+
+// unescape undoes the key's percent-encoding of '%' and '_'.
+func unescape(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	return strings.NewReplacer("%5F", "_", "%25", "%").Replace(s)
+}
