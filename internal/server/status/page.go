@@ -226,7 +226,7 @@ var pageTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 		}
 		return d.String()
 	},
-	"inc":   func(i int) int { return i + 1 },
+	"inc": func(i int) int { return i + 1 },
 }).Parse(pageHTML))
 
 // Register adds GET /status and GET /status.json to mux. Both take

@@ -91,7 +91,9 @@ func TestHandler(t *testing.T) {
 		rec.Rule("per-ip").Record(status.Denied, "sl:token_bucket:60000ms:sluice_remote%5Faddress_<script>_")
 	}
 	srv := &status.Server{Name: "gateway", Recorder: rec,
-		Store: func() status.StoreInfo { return status.StoreInfo{URL: "memory", OK: true, Detail: "3 keys", FailurePolicy: "allow"} },
+		Store: func() status.StoreInfo {
+			return status.StoreInfo{URL: "memory", OK: true, Detail: "3 keys", FailurePolicy: "allow"}
+		},
 		Lookup: func(_ context.Context, id string) ([]status.Peek, error) {
 			if id == "bad" {
 				return nil, errors.New("not an identity")
