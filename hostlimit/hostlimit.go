@@ -91,7 +91,8 @@ type host struct {
 	gate chan struct{} // held by the one request waiting for the bucket
 
 	mu         sync.Mutex
-	inflight   int
+	inflight   int // requests holding a slot
+	sent       int // requests holding a permit (past the bucket)
 	wake       chan struct{} // closed when a slot frees up
 	pausedAt   time.Time     // start of the latest pause
 	pauseUntil time.Time
@@ -99,6 +100,11 @@ type host struct {
 	throttles  int       // 429/503s in a row, for the pause backoff
 	pauses     int
 	lastUsed   time.Time
+
+	// The server's announced budget (Announce): until budgetUntil, the
+	// host is paced at budgetRate.
+	budgetRate  float64
+	budgetUntil time.Time
 }
 
 // New returns a Limiter.
@@ -260,6 +266,7 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 func (l *Limiter) permit(h *host, now time.Time) *Permit {
 	h.mu.Lock()
 	h.lastUsed = now
+	h.sent++
 	h.mu.Unlock()
 	return &Permit{l: l, h: h, start: now}
 }
@@ -270,7 +277,20 @@ func (l *Limiter) limit(h *host, now time.Time) ratelimit.Limit {
 	if h.ctrl != nil {
 		rate = h.ctrl.Rate()
 	}
+	paced := false
+	h.mu.Lock()
+	if now.Before(h.budgetUntil) {
+		// The server said what it will take: its pace replaces the
+		// adaptive guess and caps a fixed rate.
+		if h.ctrl != nil || h.budgetRate < rate {
+			rate, paced = h.budgetRate, true
+		}
+	}
+	h.mu.Unlock()
 	burst := int64(l.o.Burst)
+	if paced {
+		burst = 1
+	}
 	if burst == 0 {
 		burst = max(1, int64(math.Ceil(rate/50)))
 	}
@@ -324,6 +344,7 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 		h.throttles = 0
 	}
 	h.inflight--
+	h.sent--
 	close(h.wake)
 	h.wake = make(chan struct{})
 	h.mu.Unlock()
@@ -425,6 +446,43 @@ func (h *host) release() {
 	h.mu.Unlock()
 }
 
+// Announce tells the Limiter what host's server announced about its
+// budget (the RateLimit or X-RateLimit-* fields of an answer received at
+// now): remaining more requests until the allowance refills after reset.
+// Until then the host is paced so that what remains lasts until the reset,
+// less what the requests already in flight will use, instead of being spent
+// at once and then waited for: with an adaptive rate the pace replaces it,
+// and a fixed rate is capped by it. A spent budget (remaining 0) pauses the
+// host until the reset, without the ramp that follows a 429. A reset of 0
+// or less says nothing and is ignored.
+func (l *Limiter) Announce(host string, remaining int64, reset time.Duration, now time.Time) {
+	if reset <= 0 {
+		return
+	}
+	h := l.host(host, now)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// The caller's own request still holds its permit; the others sent
+	// were counted by the server after this answer, or will be.
+	avail := remaining - int64(max(h.sent-1, 0))
+	until := now.Add(reset)
+	if avail <= 0 {
+		if until.After(h.pauseUntil) {
+			h.pauseUntil = until
+			if h.rampEnd.Before(until) {
+				h.rampEnd = until
+			}
+		}
+		h.budgetRate, h.budgetUntil = 0, time.Time{}
+		return
+	}
+	// avail+1 intervals: the last request goes one interval before the
+	// reset rather than at it, where a reset rounded up to the second
+	// would push it into the next window.
+	h.budgetRate = float64(avail+1) / reset.Seconds()
+	h.budgetUntil = until
+}
+
 // HostState describes one host.
 type HostState struct {
 	Host      string
@@ -433,6 +491,7 @@ type HostState struct {
 	InFlight  int           // requests holding a slot
 	Pauses    int           // pauses so far
 	PausedFor time.Duration // time left in the current pause
+	Paced     bool          // Rate is the pace of a budget the server announced
 }
 
 // Hosts returns the state of every host the Limiter knows, sorted by name.
@@ -452,6 +511,9 @@ func (l *Limiter) Hosts() []HostState {
 		}
 		h.mu.Lock()
 		s.InFlight, s.Pauses, s.PausedFor = h.inflight, h.pauses, max(0, h.pauseUntil.Sub(now))
+		if now.Before(h.budgetUntil) && (h.ctrl != nil || h.budgetRate < s.Rate) {
+			s.Rate, s.Paced = h.budgetRate, true
+		}
 		h.mu.Unlock()
 		out = append(out, s)
 	}

@@ -1,41 +1,68 @@
 package httpclient
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"strings"
+
+	"golang.org/x/net/publicsuffix"
 )
 
-// RegistrableDomain is a HostKey that pools all the hosts of a site: it maps
-// a request to the registrable domain of its host ("www.example.co.uk" and
-// "img.example.co.uk" are both "example.co.uk"), without the port. IP
-// addresses and single-label hosts are kept as they are.
-//
-// It is an approximation that needs no data: the last two labels, or the
-// last three when the second-to-last is a common second-level label (co,
-// com, net, org, gov, edu, ac, …) under a two-letter country code. For
-// the exact answer, build a HostKey on golang.org/x/net/publicsuffix's
-// EffectiveTLDPlusOne, which sluice does not import.
+// RegistrableDomain is a HostKey that pools all the hosts of one operator:
+// it maps a request to the registrable domain of its host, without the
+// port, by the Public Suffix List (golang.org/x/net/publicsuffix, both
+// its ICANN and its private sections). "www.example.co.uk" and
+// "img.example.co.uk" are both "example.co.uk", while "alice.github.io"
+// and "bob.github.io", "bucket.s3.amazonaws.com" or
+// "x.blob.core.windows.net", whose suffixes are handed to different
+// owners, each stay their own. IP addresses keep their port, and
+// single-label hosts and hosts that are themselves public suffixes are
+// kept as they are.
 func RegistrableDomain(req *http.Request) string {
 	host := strings.ToLower(req.URL.Hostname())
 	if host == "" || net.ParseIP(host) != nil {
 		return strings.ToLower(req.URL.Host)
 	}
 	host = strings.TrimSuffix(host, ".")
-	labels := strings.Split(host, ".")
-	n := len(labels)
-	if n <= 2 {
+	d, err := publicsuffix.EffectiveTLDPlusOne(host)
+	if err != nil {
 		return host
 	}
-	keep := 2
-	if len(labels[n-1]) == 2 && secondLevel[labels[n-2]] {
-		keep = 3
-	}
-	return strings.Join(labels[n-keep:], ".")
+	return d
 }
 
-var secondLevel = map[string]bool{
-	"co": true, "com": true, "net": true, "org": true, "gov": true, "edu": true,
-	"ac": true, "or": true, "ne": true, "go": true, "gob": true, "gv": true,
-	"mil": true, "nic": true, "ltd": true, "plc": true, "sch": true,
+type egressKey struct{}
+
+// WithEgress returns a context that tells PerEgress which egress (the
+// proxy, source address or session) a request leaves through. A crawler
+// behind a proxy pool sets it where it picks the proxy, e.g. in the
+// Proxy function of its http.Transport, reading it back with Egress.
+func WithEgress(ctx context.Context, egress string) context.Context {
+	return context.WithValue(ctx, egressKey{}, egress)
+}
+
+// Egress returns the egress WithEgress put in ctx, or "".
+func Egress(ctx context.Context) string {
+	s, _ := ctx.Value(egressKey{}).(string)
+	return s
+}
+
+// PerEgress returns a HostKey that limits each (egress, host) pair on its
+// own: host(req) (nil means the URL's host) prefixed with the request's
+// Egress. Seed 004's choice: a host sees each proxy of a pool as its own
+// client, so per-pair limits let the pool go faster, while per host (the
+// default) is the conservative one, since a host's pain is the total load
+// on it. Requests without an egress share the host's key with each other.
+func PerEgress(host func(*http.Request) string) func(*http.Request) string {
+	if host == nil {
+		host = func(r *http.Request) string { return strings.ToLower(r.URL.Host) }
+	}
+	return func(r *http.Request) string {
+		h := host(r)
+		if e := Egress(r.Context()); e != "" {
+			return e + " " + h
+		}
+		return h
+	}
 }

@@ -80,6 +80,13 @@ type Options struct {
 	Observer Observer
 	// Logger receives debug records of retries and pauses. Nil means none.
 	Logger *slog.Logger
+	// IgnoreBudgetHeaders turns off reading the budget servers announce
+	// (RateLimit, RateLimit-Policy, X-RateLimit-*; see ParseBudget). By
+	// default each answer's budget paces its host, so that what remains
+	// lasts until the reset rather than being spent and then waited for,
+	// and a spent budget's reset is the delay of a 403 or 429 that gives
+	// no Retry-After.
+	IgnoreBudgetHeaders bool
 	// MaxHosts bounds the hosts whose state (bucket, budget, breaker) is
 	// kept; idle ones beyond it are forgotten. Zero means 10 000.
 	MaxHosts int
@@ -355,7 +362,16 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, 
 	}
 	var ra time.Duration
 	if resp != nil {
-		ra, _ = retry.RetryAfter(resp.Header, now)
+		var ok bool
+		ra, ok = retry.RetryAfter(resp.Header, now)
+		if !t.o.IgnoreBudgetHeaders {
+			if b, has := ParseBudget(resp.Header, now); has {
+				t.limiter.Announce(key, b.Remaining, b.Reset, now)
+				if !ok && b.Exhausted() && sig == adaptive.Throttled {
+					ra = b.Reset // GitHub's 403/429 with X-RateLimit-Reset and no Retry-After
+				}
+			}
+		}
 	}
 	permit.Done(hostlimit.Feedback{Signal: sig, Latency: latency, RetryAfter: ra})
 	if hs.breaker != nil {
