@@ -91,8 +91,8 @@ type host struct {
 	gate chan struct{} // held by the one request waiting for the bucket
 
 	mu         sync.Mutex
-	inflight   int // requests holding a slot
-	sent       int // requests holding a permit (past the bucket)
+	inflight   int           // requests holding a slot
+	sent       int           // requests holding a permit (past the bucket)
 	wake       chan struct{} // closed when a slot frees up
 	pausedAt   time.Time     // start of the latest pause
 	pauseUntil time.Time
