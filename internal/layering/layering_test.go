@@ -48,6 +48,8 @@ var allowed = map[string][]string{
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight": {"ratelimit"},
+	// Load shedders by priority: the fleet shedder holds inflight leases.
+	"shed": {"inflight"},
 	// The algorithms, pure: the vocabulary only.
 	"internal/algorithm/gcra":       {"ratelimit"},
 	"internal/algorithm/window":     {"ratelimit"},
