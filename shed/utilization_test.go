@@ -44,8 +44,8 @@ func TestStepIsNotIntegerDivision(t *testing.T) {
 		want           float64
 	}{
 		{0.5, 0.5, time.Second, time.Minute, 0.5},
-		{0, 1, time.Second, 0, 1},                // no ramp: at once
-		{0, 1, 2 * time.Minute, time.Minute, 1},  // interval past the ramp: no overshoot
+		{0, 1, time.Second, 0, 1},               // no ramp: at once
+		{0, 1, 2 * time.Minute, time.Minute, 1}, // interval past the ramp: no overshoot
 		{1, 0, 30 * time.Second, time.Minute, 0.5},
 	} {
 		if got := shed.Step(tc.amount, tc.target, tc.interval, tc.ramp); !near(got, tc.want) {
