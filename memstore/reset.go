@@ -1,0 +1,27 @@
+package memstore
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+var _ ratelimit.Resetter = (*Store)(nil)
+
+// Reset forgets key's state under every algorithm (ratelimit.Resetter):
+// its next request finds a full quota.
+func (s *Store) Reset(_ context.Context, key string) error {
+	if s.closed.Load() {
+		return ratelimit.ErrClosed
+	}
+	h := s.hash.sum(key)
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	if e := sh.tat.lookup(h); e != nil {
+		sh.tat.remove(e)
+	}
+	delete(sh.win, h)
+	delete(sh.logs, h)
+	sh.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,55 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+var _ ratelimit.Resetter = (*Store)(nil)
+
+// Reset deletes key's state under every algorithm (ratelimit.Resetter), in
+// Redis, so that every instance sharing it sees a full quota at once. It
+// also forgets the key in this process: its cached denial (DenyCache) and
+// its state in the Local fallback store. Other processes' denial caches
+// keep a denial they hold until its RetryAfter.
+func (s *Store) Reset(ctx context.Context, key string) error {
+	if s.closed.Load() {
+		return ratelimit.ErrClosed
+	}
+	s.forget(key)
+	if s.local != nil {
+		s.local.Reset(ctx, key)
+	}
+	cn := s.conn.Load()
+	if cn == nil || s.link.isDown() {
+		return fmt.Errorf("%w: reset %q: not connected", ErrUnavailable, key)
+	}
+	keys := make([]string, 0, numShapes)
+	for sh := range numShapes {
+		keys = append(keys, s.key(sh, key))
+	}
+	// The keys share a hash slot (the key is their hash tag).
+	if err := cn.client.Do(ctx, cn.client.B().Del().Key(keys...).Build()).Error(); err != nil {
+		return fmt.Errorf("%w: reset %q: %v", ErrUnavailable, key, err)
+	}
+	return nil
+}
+
+// forget drops key's cached denials.
+func (s *Store) forget(key string) {
+	if s.deny == nil {
+		return
+	}
+	for i := range s.deny.shards {
+		sh := &s.deny.shards[i]
+		sh.mu.Lock()
+		for k := range sh.m {
+			if k.key == key {
+				delete(sh.m, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
