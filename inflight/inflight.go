@@ -134,8 +134,9 @@ type Store interface {
 	// the Lease holds req's weight until Release or its Expiry.
 	Acquire(ctx context.Context, req Request) (Lease, Decision, error)
 	// Release gives back l's slots. Releasing a lease that expired, that
-	// was released already, or the zero Lease does nothing and is not an
-	// error; it never frees another holder's slots.
+	// was released already, whose fields were altered, or the zero Lease
+	// does nothing and is not an error: it never frees another holder's
+	// slots.
 	Release(ctx context.Context, l Lease) error
 	// Renew extends l to expire ttl from now (0 means DefaultTTL) and
 	// returns the renewed lease. It returns ErrExpired when the store no

@@ -64,9 +64,10 @@ type MemoryOptions struct {
 // starts no goroutine: expired leases are reclaimed when their key is
 // next used, so Close only marks it closed.
 //
-// Memory: a key with leases in flight takes about 150 bytes (its map
-// entry and record) plus 32 bytes a lease slot; slots are kept while the
-// key has leases (up to the most it has held at once), and freed with it.
+// Memory: a key with one lease in flight takes about 175 bytes of heap
+// (its map entry, record, lease slot and heap index; TestMemoryBound),
+// plus 40 bytes for each further lease it holds at once; the room a key
+// once needed is kept while it has leases, and freed with it.
 type Memory struct {
 	seed     maphash.Seed
 	shards   []shard
@@ -117,12 +118,12 @@ type shard struct {
 // it at once; a slot whose id differs holds someone else's lease, or none.
 type entry struct {
 	sh       *shard
-	key      string // the key it serves now
-	inflight int64  // the sum of the live slots' weights
-	live     int    // live slots
-	minExp   int64  // no live slot expires before (Unix ns)
-	free     int32  // the first free slot, -1 when none
-	idle     bool   // the key is in its shard's idle ring
+	key      string  // the key it serves now
+	inflight int64   // the sum of the live slots' weights
+	live     int     // live slots
+	heap     []int32 // the live slots, a min-heap by expiry
+	free     int32   // the first free slot, -1 when none
+	idle     bool    // the key is in its shard's idle ring
 	slots    []slot
 }
 
@@ -136,6 +137,7 @@ type slot struct {
 	weight int64
 	exp    int64 // Unix ns
 	next   int32 // the next free slot, when free
+	hi     int32 // its index in the heap, when live
 }
 
 // NewMemory returns a Memory store.
@@ -207,7 +209,7 @@ func (m *Memory) acquire(req Request, now int64) (Lease, Decision, error) {
 	sh := m.shard(req.Key)
 	sh.mu.Lock()
 	e := sh.keys[req.Key]
-	if e != nil && e.live > 0 && now >= e.minExp {
+	if e != nil && e.live > 0 && now >= e.earliest() {
 		e.reap(now)
 		if e.live == 0 {
 			sh.drop(req.Key, e)
@@ -222,7 +224,7 @@ func (m *Memory) acquire(req Request, now int64) (Lease, Decision, error) {
 		return Lease{}, d, nil
 	}
 	if e != nil && (e.inflight+req.Weight > req.Cap || e.live >= MaxLeasesPerKey) {
-		d.RetryAfter = time.Duration(e.minExp - now)
+		d.RetryAfter = time.Duration(e.earliest() - now)
 		sh.mu.Unlock()
 		return Lease{}, d, nil
 	}
@@ -250,9 +252,7 @@ func (m *Memory) acquire(req Request, now int64) (Lease, Decision, error) {
 	exp := now + int64(req.TTL)
 	id := sh.seq<<slotBits | uint64(i)
 	e.slots[i] = slot{id: id, weight: req.Weight, exp: exp}
-	if e.live == 0 || exp < e.minExp {
-		e.minExp = exp
-	}
+	e.push(i)
 	e.live++
 	e.inflight += req.Weight
 	d.InFlight = e.inflight
@@ -271,7 +271,7 @@ func (m *Memory) Release(ctx context.Context, l Lease) error {
 	}
 	sh, e := m.find(l)
 	if e != nil {
-		if i := int(l.ID & slotMask); i < len(e.slots) && e.slots[i].id == l.ID {
+		if i := int(l.ID & slotMask); i < len(e.slots) && e.slots[i].id == l.ID && e.slots[i].weight == l.Weight && e.key == l.Key {
 			e.remove(int32(i))
 			if e.live == 0 {
 				sh.drop(e.key, e)
@@ -318,7 +318,7 @@ func (m *Memory) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, 
 		return Lease{}, ErrExpired
 	}
 	i := int(l.ID & slotMask)
-	if i >= len(e.slots) || e.slots[i].id != l.ID {
+	if i >= len(e.slots) || e.slots[i].id != l.ID || e.slots[i].weight != l.Weight || e.key != l.Key {
 		return Lease{}, ErrExpired
 	}
 	if e.slots[i].exp <= now {
@@ -330,7 +330,7 @@ func (m *Memory) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, 
 		return Lease{}, ErrExpired
 	}
 	e.slots[i].exp = exp
-	e.minExp = min(e.minExp, exp)
+	e.fix(int(e.slots[i].hi))
 	l.Expiry = time.Unix(0, exp)
 	l.Weight = e.slots[i].weight
 	l.ref = e
@@ -350,7 +350,7 @@ func (m *Memory) Peek(ctx context.Context, key string) (int64, error) {
 	if e == nil {
 		return 0, nil
 	}
-	if e.live > 0 && now >= e.minExp {
+	if e.live > 0 && now >= e.earliest() {
 		e.reap(now)
 		if e.live == 0 {
 			sh.drop(key, e)
@@ -386,21 +386,67 @@ func (m *Memory) Close() error {
 	return nil
 }
 
-// reap frees the slots expired at now and recomputes minExp.
+// reap frees the slots expired at now.
 func (e *entry) reap(now int64) {
-	minExp := int64(1<<63 - 1)
-	for i := range e.slots {
-		s := &e.slots[i]
-		if s.id == 0 {
-			continue
-		}
-		if s.exp <= now {
-			e.remove(int32(i))
-			continue
-		}
-		minExp = min(minExp, s.exp)
+	for e.live > 0 && e.slots[e.heap[0]].exp <= now {
+		e.remove(e.heap[0])
 	}
-	e.minExp = minExp
+}
+
+// earliest returns the earliest expiry of a live slot; the entry has one.
+func (e *entry) earliest() int64 { return e.slots[e.heap[0]].exp }
+
+// push adds live slot i to the heap.
+func (e *entry) push(i int32) {
+	e.slots[i].hi = int32(len(e.heap))
+	e.heap = append(e.heap, i)
+	e.up(len(e.heap) - 1)
+}
+
+// fix restores the heap after the expiry at heap index h changed.
+func (e *entry) fix(h int) {
+	if !e.down(h) {
+		e.up(h)
+	}
+}
+
+func (e *entry) less(a, b int) bool { return e.slots[e.heap[a]].exp < e.slots[e.heap[b]].exp }
+
+func (e *entry) swap(a, b int) {
+	e.heap[a], e.heap[b] = e.heap[b], e.heap[a]
+	e.slots[e.heap[a]].hi = int32(a)
+	e.slots[e.heap[b]].hi = int32(b)
+}
+
+func (e *entry) up(h int) {
+	for h > 0 {
+		p := (h - 1) / 2
+		if !e.less(h, p) {
+			return
+		}
+		e.swap(h, p)
+		h = p
+	}
+}
+
+// down sifts heap index h down and reports whether it moved.
+func (e *entry) down(h int) bool {
+	h0, n := h, len(e.heap)
+	for {
+		c := 2*h + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && e.less(r, c) {
+			c = r
+		}
+		if !e.less(c, h) {
+			break
+		}
+		e.swap(h, c)
+		h = c
+	}
+	return h > h0
 }
 
 // take returns a free slot's index, growing the slots when none is free.
@@ -415,6 +461,14 @@ func (e *entry) take() int32 {
 
 // remove frees slot i, which is live.
 func (e *entry) remove(i int32) {
+	h, last := int(e.slots[i].hi), len(e.heap)-1
+	if h != last {
+		e.swap(h, last)
+	}
+	e.heap = e.heap[:last]
+	if h != last {
+		e.fix(h)
+	}
 	e.inflight -= e.slots[i].weight
 	e.live--
 	e.slots[i] = slot{next: e.free}
@@ -461,9 +515,9 @@ func (sh *shard) free(key string, e *entry) {
 		return
 	}
 	if cap(e.slots) > spareSlots {
-		e.slots = nil
+		e.slots, e.heap = nil, nil
 	}
-	e.slots = e.slots[:0]
+	e.slots, e.heap = e.slots[:0], e.heap[:0]
 	e.free, e.inflight, e.live = -1, 0, 0
 	sh.spare = append(sh.spare, e)
 }
@@ -498,7 +552,7 @@ func (sh *shard) makeRoom(now int64) bool {
 		if seen++; seen > sample {
 			break
 		}
-		if e.live > 0 && now >= e.minExp {
+		if e.live > 0 && now >= e.earliest() {
 			e.reap(now)
 			if e.live == 0 && !e.idle {
 				sh.free(k, e)

@@ -23,14 +23,14 @@ const module = "github.com/sluicehq/sluice"
 var allowed = map[string][]string{
 	// The command: the only importer of the transport.
 	"cmd/sluice": {"gateway", "rls", "httpclient", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry",
-		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl"},
+		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl", "internal/server/tlsreload"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit",
-		"internal/server/admin", "internal/server/eventlog", "internal/server/storeurl", "internal/server/watch", "internal/config/yamlnode"},
+		"internal/server/admin", "internal/server/eventlog", "internal/server/storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload"},
 	"rls": {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch"},
 	// The middleware and who is calling.
-	"httplimit": {"identity", "rules", "ratelimit", "internal/server/rlheader"},
+	"httplimit": {"identity", "rules", "ratelimit", "inflight", "shed", "internal/server/rlheader", "internal/server/sfv"},
 	"identity":  {},
 	// The policy file.
 	"rules": {"ratelimit", "internal/config/yamlnode"},
@@ -47,7 +47,8 @@ var allowed = map[string][]string{
 	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
-	"inflight": {"ratelimit"},
+	"inflight":              {"ratelimit"},
+	"inflight/inflighttest": {"inflight"},
 	// Load shedders by priority: the fleet shedder holds inflight leases.
 	"shed": {"inflight"},
 	// The algorithms, pure: the vocabulary only.
