@@ -34,4 +34,28 @@
 //
 // Time is an argument of every method, never read from the clock: a
 // simulation drives the controller on a virtual clock.
+//
+// # Adaptive concurrency
+//
+// [Gradient] and [Vegas] limit the requests in flight instead of their
+// rate, with no static number to guess: the limit follows the ratio of the
+// no-load latency (minRTT) to the latency now, and settles where latency
+// starts to rise (Netflix's concurrency-limits, Envoy's
+// adaptive_concurrency filter). Both implement [Limiter]: Acquire admits
+// or refuses at once (a server answers 503, see [Middleware]; a client
+// fails fast or waits), and the [Token] it returns is released with Done,
+// Dropped or Ignore. Acquire and release allocate nothing.
+//
+// Two bugs run through the history of these controllers, and both are
+// excluded here by construction and by a test that fails on the buggy
+// variant: a baseline that drifts up during a long overload, so that the
+// limit stops falling (the baseline only goes down between probes, and a
+// probe measures it under a pinned, lower limit, every Interval plus
+// jitter, as Envoy does); and a constant queue allowance added to every
+// update, so that the limit keeps rising while overloaded (a queue only
+// ever lowers the limit). Growth is bounded per window, and the limit
+// stays between a floor and a ceiling.
+//
+// Their clock is LimiterOptions.Now, so a simulation drives them on
+// virtual time (see "sluice sim overload").
 package adaptive

@@ -1,0 +1,92 @@
+package adaptive_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+)
+
+// A Gradient limiter on a virtual clock in front of a service that takes
+// 10 ms per request up to 8 in flight and longer past that (processor
+// sharing). Under 4x overload the limit settles where latency is
+// Tolerance (1.5) times the no-load latency, 12 in flight, and
+// oscillates a little above it: each window without a queue adds the
+// square root of the limit, the next cuts it back.
+func ExampleGradient() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := adaptive.NewGradient(adaptive.GradientOptions{
+		LimiterOptions: adaptive.LimiterOptions{Initial: 4, Now: func() time.Time { return now }, Seed: 1},
+	})
+	const capacity = 8
+	due := map[int][]adaptive.Token{} // completions by millisecond
+	for ms := range 5000 {
+		now = now.Add(time.Millisecond)
+		for _, tok := range due[ms] {
+			tok.Done()
+		}
+		delete(due, ms)
+		for range 3 { // 3000 requests a second: 4x the 800 a second it serves
+			if tok, ok := l.Acquire(); ok {
+				lat := 10 * max(1, float64(l.InFlight())/capacity)
+				due[ms+int(lat+0.5)] = append(due[ms+int(lat+0.5)], tok)
+			}
+		}
+		if ms%1000 == 999 {
+			fmt.Printf("%ds: limit %d, baseline %v\n", ms/1000+1, l.Limit(), l.MinRTT())
+		}
+	}
+	// Output:
+	// 1s: limit 16, baseline 10ms
+	// 2s: limit 12, baseline 10ms
+	// 3s: limit 14, baseline 10ms
+	// 4s: limit 12, baseline 10ms
+	// 5s: limit 13, baseline 10ms
+}
+
+// Middleware in front of a handler: over the limit, a request is answered
+// 503 with Retry-After and a problem+json body, and the handler is not
+// called.
+func ExampleMiddleware() {
+	l := adaptive.NewVegas(adaptive.VegasOptions{LimiterOptions: adaptive.LimiterOptions{Initial: 1, Max: 1}})
+	release := make(chan struct{})
+	started := make(chan struct{})
+	h := adaptive.Middleware(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		io.WriteString(w, "ok\n")
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	first := make(chan string)
+	go func() {
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			first <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		first <- resp.Status + " " + string(b)
+	}()
+	<-started // the one slot is taken
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.Status, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"))
+	fmt.Print(string(body))
+	close(release)
+	fmt.Print(<-first)
+	// Output:
+	// 503 Service Unavailable 1 application/problem+json
+	// {"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the server is at its concurrency limit; retry after the delay in Retry-After"}
+	// 200 OK ok
+}
