@@ -100,8 +100,11 @@ func TestAcquireRelease(t *testing.T) {
 func limiters(clock *vclock, probe ProbeOptions) map[string]func() (Limiter, *limiter) {
 	lo := LimiterOptions{Now: clock.now, Seed: 7, Probe: probe}
 	return map[string]func() (Limiter, *limiter){
-		"gradient": func() (Limiter, *limiter) { g := NewGradient(GradientOptions{LimiterOptions: lo}); return g, &g.limiter },
-		"vegas":    func() (Limiter, *limiter) { v := NewVegas(VegasOptions{LimiterOptions: lo}); return v, &v.limiter },
+		"gradient": func() (Limiter, *limiter) {
+			g := NewGradient(GradientOptions{LimiterOptions: lo})
+			return g, &g.limiter
+		},
+		"vegas": func() (Limiter, *limiter) { v := NewVegas(VegasOptions{LimiterOptions: lo}); return v, &v.limiter },
 	}
 }
 
