@@ -105,6 +105,8 @@ type host struct {
 	// host is paced at budgetRate.
 	budgetRate  float64
 	budgetUntil time.Time
+	// ceiling caps the host's rate (a robots.txt Crawl-delay); 0 is none.
+	ceiling float64
 }
 
 // New returns a Limiter.
@@ -285,6 +287,9 @@ func (l *Limiter) limit(h *host, now time.Time) ratelimit.Limit {
 		if h.ctrl != nil || h.budgetRate < rate {
 			rate, paced = h.budgetRate, true
 		}
+	}
+	if h.ceiling > 0 && rate > h.ceiling {
+		rate, paced = h.ceiling, true
 	}
 	h.mu.Unlock()
 	burst := int64(l.o.Burst)
@@ -483,6 +488,16 @@ func (l *Limiter) Announce(host string, remaining int64, reset time.Duration, no
 	h.budgetUntil = until
 }
 
+// SetCeiling caps host's rate at rate requests per second, whatever the
+// adaptive controller or an announced budget would allow: a robots.txt
+// Crawl-delay of d is a ceiling of 1/d. Zero or less removes the cap.
+func (l *Limiter) SetCeiling(host string, rate float64) {
+	h := l.host(host, time.Now())
+	h.mu.Lock()
+	h.ceiling = max(rate, 0)
+	h.mu.Unlock()
+}
+
 // HostState describes one host.
 type HostState struct {
 	Host      string
@@ -491,7 +506,7 @@ type HostState struct {
 	InFlight  int           // requests holding a slot
 	Pauses    int           // pauses so far
 	PausedFor time.Duration // time left in the current pause
-	Paced     bool          // Rate is the pace of a budget the server announced
+	Paced     bool          // Rate is set by the server: an announced budget's pace or a Crawl-delay
 }
 
 // Hosts returns the state of every host the Limiter knows, sorted by name.
@@ -513,6 +528,9 @@ func (l *Limiter) Hosts() []HostState {
 		s.InFlight, s.Pauses, s.PausedFor = h.inflight, h.pauses, max(0, h.pauseUntil.Sub(now))
 		if now.Before(h.budgetUntil) && (h.ctrl != nil || h.budgetRate < s.Rate) {
 			s.Rate, s.Paced = h.budgetRate, true
+		}
+		if h.ceiling > 0 && s.Rate > h.ceiling {
+			s.Rate, s.Paced = h.ceiling, true
 		}
 		h.mu.Unlock()
 		out = append(out, s)

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/hostlimit"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/retry"
+	"github.com/sluicehq/sluice/robots"
 )
 
 // Options configures a Transport. The zero value is the documented default
@@ -80,6 +81,13 @@ type Options struct {
 	Observer Observer
 	// Logger receives debug records of retries and pauses. Nil means none.
 	Logger *slog.Logger
+	// Robots, when set, makes the Transport obey robots.txt: each origin's
+	// file is fetched once through the Transport itself (paced and retried
+	// like any request) and cached; a disallowed URL fails at once with an
+	// error matching robots.ErrDisallowed, and a Crawl-delay caps the
+	// host's rate. Its Fetch is set by New. Nil means robots.txt is not
+	// read.
+	Robots *robots.Options
 	// IgnoreBudgetHeaders turns off reading the budget servers announce
 	// (RateLimit, RateLimit-Policy, X-RateLimit-*; see ParseBudget). By
 	// default each answer's budget paces its host, so that what remains
@@ -97,6 +105,7 @@ type Transport struct {
 	o       Options
 	base    http.RoundTripper
 	limiter *hostlimit.Limiter
+	robots  *robots.Cache
 
 	mu    sync.Mutex
 	hosts map[string]*hostState
@@ -147,7 +156,50 @@ func New(o Options) *Transport {
 			t.observe(Event{Kind: Pause, Host: host, Delay: d})
 		},
 	})
+	if o.Robots != nil {
+		ro := *o.Robots
+		ro.Fetch = t.fetchRobots
+		t.robots = robots.New(ro)
+	}
 	return t
+}
+
+type robotsFetch struct{}
+
+// fetchRobots gets a robots.txt through t, marked so that RoundTrip does
+// not consult robots.txt for it.
+func (t *Transport) fetchRobots(ctx context.Context, u string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, robotsFetch{}, true), http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if ua := t.o.Robots.UserAgent; ua != "" {
+		req.Header.Set("User-Agent", ua)
+	}
+	return (&http.Client{Transport: t}).Do(req)
+}
+
+// ErrDisallowed is robots.ErrDisallowed, for callers that use only this
+// package.
+var ErrDisallowed = robots.ErrDisallowed
+
+// checkRobots applies robots.txt to req: an error for a disallowed URL, and
+// the Crawl-delay as key's rate ceiling.
+func (t *Transport) checkRobots(req *http.Request, key string) error {
+	if t.robots == nil || req.Context().Value(robotsFetch{}) != nil {
+		return nil
+	}
+	d, err := t.robots.Check(req.Context(), req.URL)
+	if err != nil {
+		return err
+	}
+	if d.CrawlDelay > 0 {
+		t.limiter.SetCeiling(key, 1/d.CrawlDelay.Seconds())
+	}
+	if !d.Allowed {
+		return fmt.Errorf("httpclient: %s: %w (%s)", req.URL.Redacted(), robots.ErrDisallowed, d.Reason)
+	}
+	return nil
 }
 
 func (t *Transport) maxDelay() time.Duration {
@@ -251,6 +303,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("httpclient: nil request URL")
 	}
 	key := t.hostKey(req)
+	if err := t.checkRobots(req, key); err != nil {
+		closeBody(req)
+		t.observe(Event{Kind: GiveUp, Host: key, Method: req.Method, URL: req.URL.String(), Err: err})
+		return nil, err
+	}
 	hs := t.host(key)
 	maxAttempts := t.o.MaxAttempts
 	replayable := Replayable(req)

@@ -36,7 +36,8 @@ var allowed = map[string][]string{
 	"rules": {"ratelimit", "internal/config/yamlnode"},
 	// The client half: imports go straight down and never reach a server
 	// or a store but memstore (per-host buckets).
-	"httpclient": {"adaptive", "backoff", "breaker", "hostlimit", "ratelimit", "retry"},
+	"httpclient": {"adaptive", "backoff", "breaker", "hostlimit", "ratelimit", "retry", "robots"},
+	"robots":     {},
 	"hostlimit":  {"adaptive", "backoff", "memstore", "ratelimit", "retry"},
 	"retry":      {"backoff"},
 	"breaker":    {"backoff"},
