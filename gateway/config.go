@@ -85,7 +85,9 @@ type Config struct {
 	// (admin_connections:). Parse fills every default.
 	Connections      ConnConfig
 	AdminConnections ConnConfig
-	Rules            *rules.Set
+	// TLS, when set (tls:), has the public listener terminate TLS.
+	TLS   *TLSConfig
+	Rules *rules.Set
 
 	// readFile reads the files the config names (the embedded files for
 	// Default); nil means os.ReadFile.
@@ -347,6 +349,7 @@ func (d *decoder) parse(data []byte) *Config {
 	d.fields(root, "", map[string]func(k, v *yaml.Node){
 		"listen":       func(k, v *yaml.Node) { c.Listen = d.str(v, "listen") },
 		"admin_listen": func(k, v *yaml.Node) { c.AdminListen = d.str(v, "admin_listen") },
+		"tls":          func(k, v *yaml.Node) { c.TLS = d.tlsSection(v, rel) },
 		"upstream": func(k, v *yaml.Node) {
 			c.Upstream = d.str(v, "upstream")
 			if c.Upstream != BuiltinEcho {

@@ -444,7 +444,13 @@ func (g *Gateway) Serve(ctx context.Context, ln, admin net.Listener) error {
 		MaxHeaderBytes: pc.MaxHeaderBytes, ConnState: plim.connState, ErrorLog: slogErrorLog(g.log)}
 	var adm *http.Server
 	errc := make(chan error, 2)
-	go func() { errc <- pub.Serve(plim.listener(ln)) }()
+	go func() {
+		if cfg.TLS != nil {
+			errc <- g.serveTLS(pub, plim.listener(ln), cfg.TLS)
+			return
+		}
+		errc <- pub.Serve(plim.listener(ln))
+	}()
 	n := 1
 	if admin != nil {
 		ac := cfg.AdminConnections.withDefaults(DefaultAdminConnections())

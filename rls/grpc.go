@@ -1,9 +1,13 @@
 package rls
 
 import (
+	"crypto/tls"
 	"runtime"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 )
 
 // ServerOptions returns the grpc.ServerOptions `sluice rls --grpc-server
@@ -50,3 +54,32 @@ const (
 
 // streamWorkers is the stream worker pool for procs CPUs.
 func streamWorkers(procs int) int { return min(1024, 32*max(1, procs)) }
+
+// Transport is what `sluice rls` sets of its gRPC connections on either
+// server: TLS, and how long a connection may live and idle.
+type Transport struct {
+	// TLS, when set, serves TLS (mutual when it requires client
+	// certificates); its NextProtos must offer "h2".
+	TLS *tls.Config
+	// MaxConnectionAge ends a connection with GOAWAY after about that
+	// long (±10%, grpc-go's jitter); MaxConnectionAgeGrace bounds the
+	// calls in flight then; MaxConnectionIdle ends a connection with no
+	// call for that long. Zero is no bound (envoyproxy/ratelimit's
+	// GRPC_MAX_CONNECTION_AGE and _GRACE default to 24h and 1h).
+	MaxConnectionAge, MaxConnectionAgeGrace, MaxConnectionIdle time.Duration
+}
+
+// GRPCOptions returns ServerOptions with t's credentials and keepalive
+// parameters, for grpc-go's server.
+func (t Transport) GRPCOptions() []grpc.ServerOption {
+	opts := ServerOptions()
+	if t.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(t.TLS)))
+	}
+	// grpc-go reads zero as infinity.
+	return append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{
+		MaxConnectionIdle:     t.MaxConnectionIdle,
+		MaxConnectionAge:      t.MaxConnectionAge,
+		MaxConnectionAgeGrace: t.MaxConnectionAgeGrace,
+	}))
+}

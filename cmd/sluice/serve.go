@@ -113,7 +113,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		source = "built-in default"
 	}
 	log.Info("sluice serve: listening", "addr", ln.Addr().String(), "admin", adm.Addr().String(),
-		"config", source, "upstream", cfg.Upstream, "store", redact(cfg.Store), "headers", cfg.Headers.String())
+		"config", source, "upstream", cfg.Upstream, "store", redact(cfg.Store), "headers", cfg.Headers.String(), "tls", cfg.TLS != nil)
 	err = g.Serve(ctx, ln, adm)
 	log.Info("sluice serve: stopped")
 	return err
