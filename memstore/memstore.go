@@ -305,10 +305,67 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decis
 		return ratelimit.Decision{}, err
 	}
 	var d ratelimit.Decision
+	if req.Refund {
+		s.refund(s.clock(), &req, &m.p, &d)
+		return d, nil
+	}
 	if !s.apply(s.clock(), &req, &m.p, &d) {
 		return ratelimit.Decision{}, ErrFull
 	}
 	return d, nil
+}
+
+// refund gives back req.N events of req.Key (ratelimit.Request.Refund) at
+// now and sets d to a peek's decision after it. A key the store does not
+// hold is full already: nothing is added.
+func (s *Store) refund(now int64, req *ratelimit.Request, p *gcra.Params, d *ratelimit.Decision) {
+	h := s.hash.sum(req.Key)
+	if !req.Algorithm.Windowed() {
+		s.refundTAT(h, now, req.N, p, d)
+		return
+	}
+	peek := *req
+	peek.N, peek.Refund = 0, false
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	w := int64(req.Limit.Period)
+	if req.Algorithm == ratelimit.SlidingWindowLog {
+		e, ok := sh.logs[h]
+		if !ok {
+			var l slidinglog.Log
+			*d = l.Step(now, peek)
+			return
+		}
+		e.log.Refund(now, req.Limit.Period, req.N)
+		*d = e.log.Step(now, peek)
+		e.exp = e.log.Expiry(req.Limit.Period)
+		e.rate, e.period = req.Limit.Rate, w
+		e.used = req.Limit.Rate - d.Remaining
+		if len(e.log.Entries()) == 0 {
+			delete(sh.logs, h)
+		}
+		return
+	}
+	sliding := req.Algorithm == ratelimit.SlidingWindowCounter
+	e, ok := sh.win[h]
+	st := e.state()
+	if ok && e.period != w {
+		st = window.Rescale(st, now, e.period, w, sliding)
+	}
+	st = window.Refund(st, now, w, req.N, sliding)
+	if sliding {
+		_, *d = window.Sliding(st, now, peek)
+	} else {
+		_, *d = window.Fixed(st, now, peek)
+	}
+	switch {
+	case !ok:
+	case st == (window.State{}):
+		delete(sh.win, h)
+	default:
+		sh.win[h] = newWinEntry(st, w, packWinLimit(req.Limit.Rate, sliding))
+	}
 }
 
 // memo returns req's limit and algorithm validated, from the cache when it
@@ -395,8 +452,10 @@ func (s *Store) apply(now int64, req *ratelimit.Request, p *gcra.Params, d *rate
 
 // applyTAT decides a request of cost n for GCRA, TokenBucket or
 // LeakyBucket (leaky) on the key hashed to h. An existing key is updated
-// without the lock (see tatTable). It reports false when the key is new
-// and the store refuses it.
+// without the lock (see tatTable) when its state was made under p's
+// emission interval; one made under another limit is converted under the
+// lock (convertTAT). It reports false when the key is new and the store
+// refuses it.
 func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Duration, p *gcra.Params, d *ratelimit.Decision) bool {
 	sh := s.shardOf(h)
 	for {
@@ -405,8 +464,8 @@ func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Durat
 			break
 		}
 		old := e.tat.Load()
-		if old == frozen {
-			break // moving; ask under the lock
+		if old == frozen || e.t != p.T {
+			break // moving, or made under another limit; ask under the lock
 		}
 		tat := gcra.StepCost(old, now, n, leaky, maxDelay, p, d)
 		if tat == old || e.tat.CompareAndSwap(old, tat) {
@@ -423,8 +482,12 @@ func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Durat
 				if !s.makeRoom(sh, h, now) {
 					return false
 				}
-				sh.tat.insert(h, tat, packTATLimit(p.Tau, p.Limit.Burst))
+				sh.tat.insert(h, tat, packTATLimit(p.Tau, p.Limit.Burst), p.T)
 			}
+			return true
+		}
+		if e.t != p.T && p.T != 0 {
+			s.convertTAT(sh, e, h, now, n, leaky, maxDelay, p, d)
 			return true
 		}
 		// Under the lock a key's slot is not frozen, but lock-free
@@ -432,6 +495,66 @@ func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Durat
 		old := e.tat.Load()
 		if tat := gcra.StepCost(old, now, n, leaky, maxDelay, p, d); tat == old || e.tat.CompareAndSwap(old, tat) {
 			return true
+		}
+	}
+}
+
+// convertTAT decides a request on a key whose state e was made under
+// another emission interval than p's: on the state converted to p
+// (gcra.Convert: used events stay used). Whatever the decision (a denial
+// and a peek too, so that what they report holds), it stores the converted
+// state, stepped, in a new slot tagged with p's interval, and retires e:
+// an update in flight on e, made under the old interval, then fails its
+// CAS and decides again. Called with sh.mu held.
+func (s *Store) convertTAT(sh *shard, e *tatSlot, h uint64, now, n int64, leaky bool, maxDelay time.Duration, p *gcra.Params, d *ratelimit.Decision) {
+	s.moveTAT(sh, e, h, now, p, func(c int64) int64 { return gcra.StepCost(c, now, n, leaky, maxDelay, p, d) })
+}
+
+// moveTAT converts the state of e, made under another interval than p's,
+// applies f to it, stores the result in a new slot tagged with p's
+// interval and retires e. Called with sh.mu held.
+func (s *Store) moveTAT(sh *shard, e *tatSlot, h uint64, now int64, p *gcra.Params, f func(int64) int64) {
+	for {
+		v := e.tat.Load()
+		c := gcra.Convert(v, now, e.t, p)
+		tat := f(c)
+		// Freeze e at the state converted: a lock-free update under the old
+		// interval that got in first makes this fail, and f runs again.
+		if !e.tat.CompareAndSwap(v, frozen) {
+			continue
+		}
+		e.h.Store(tomb)
+		sh.tat.n--
+		sh.tat.dead++
+		sh.tat.insert(h, tat, packTATLimit(p.Tau, p.Limit.Burst), p.T)
+		return
+	}
+}
+
+// refundTAT gives back n events of the bucket key hashed to h
+// (gcra.Refund), converting its state first if it was made under another
+// limit, and sets d to a peek's decision after it.
+func (s *Store) refundTAT(h uint64, now, n int64, p *gcra.Params, d *ratelimit.Decision) {
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.tat.lookup(h)
+	refund := func(c int64) int64 {
+		tat := gcra.Refund(c, now, n, p)
+		gcra.StepCost(tat, now, 0, false, 0, p, d)
+		return tat
+	}
+	switch {
+	case e == nil:
+		refund(0) // absent: full already
+	case e.t != p.T && p.T != 0:
+		s.moveTAT(sh, e, h, now, p, refund)
+	default:
+		for {
+			old := e.tat.Load() // lock-free updates race with this one
+			if tat := refund(old); tat == old || e.tat.CompareAndSwap(old, tat) {
+				return
+			}
 		}
 	}
 }
@@ -467,13 +590,22 @@ func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, d *rate
 	sliding := req.Algorithm == ratelimit.SlidingWindowCounter
 	e, ok := sh.win[h]
 	old := e.state()
+	rescaled := false
+	if w := int64(req.Limit.Period); ok && e.period != w && req.Limit.Rate > 0 {
+		// Counted under another period: the used events carry over
+		// (window.Rescale), stored whatever the decision, so that what it
+		// reports holds.
+		old, rescaled = window.Rescale(old, now, e.period, w, sliding), true
+	}
 	var st window.State
 	if sliding {
 		st, *d = window.Sliding(old, now, *req)
 	} else {
 		st, *d = window.Fixed(old, now, *req)
 	}
-	if st != old {
+	if rescaled && st == (window.State{}) {
+		delete(sh.win, h)
+	} else if st != old || rescaled {
 		if !ok && !s.makeRoom(sh, h, now) {
 			*d = ratelimit.Decision{}
 			return false

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -230,7 +231,9 @@ func TestRestoreIntoNonEmptyStore(t *testing.T) {
 
 // TestManyLimitsNoAllocs checks that Apply with a gateway's worth of
 // distinct limits in turn keeps them all in its memo cache: no
-// validation allocates, after the first round.
+// validation allocates, after the first round. Each limit has its key, as
+// each rule of a gateway has: a key applied under another limit is a limit
+// change (TestLimitChange), whose conversion moves the key to a new slot.
 func TestManyLimitsNoAllocs(t *testing.T) {
 	s := memstore.New(memstore.Options{SweepInterval: -1, Resolution: time.Millisecond})
 	defer s.Close()
@@ -240,7 +243,7 @@ func TestManyLimitsNoAllocs(t *testing.T) {
 	for i := range 32 {
 		alg := ratelimit.Algorithms()[i%3] // GCRA, TokenBucket, LeakyBucket
 		lim := ratelimit.Limit{Rate: 1 + rng.Int64N(1000), Period: time.Duration(1+rng.Int64N(3600)) * time.Second}
-		reqs = append(reqs, ratelimit.Request{Key: "k", Limit: lim, Algorithm: alg, N: 1})
+		reqs = append(reqs, ratelimit.Request{Key: "k" + strconv.Itoa(i), Limit: lim, Algorithm: alg, N: 1})
 	}
 	for _, r := range reqs {
 		s.Apply(ctx, r)

@@ -13,8 +13,15 @@ import (
 
 // snapshotVersion changes whenever the snapshot layout, or the key hash
 // that made its keys, does. 3: keyHash.sum changed; 4: every mixing step of
-// keyHash.sum depends on the secret (issue 15).
-const snapshotVersion = 4
+// keyHash.sum depends on the secret (issue 15); 5: each bucket key's
+// emission interval (TATInterval), so that a limit changed across a
+// restart converts the state. Restore reads version 4 too (same key hash):
+// its bucket keys' interval is unknown, and the first request under any
+// limit adopts them as they are.
+const snapshotVersion = 5
+
+// oldestSnapshot is the oldest version Restore reads.
+const oldestSnapshot = 4
 
 // snapshot is the layout Snapshot writes with encoding/gob. Fields are
 // only ever added (gob matches them by name), so that Restore can decode a
@@ -24,8 +31,11 @@ type snapshot struct {
 	K0, K1   uint64 // the key hash's secret
 	TAT      map[uint64]int64
 	TATLimit map[uint64]uint32 // each TAT key's packed limit (tatLimit); since version 4
-	Win      map[uint64]snapWin
-	Logs     map[uint64]snapLog
+	// TATInterval is each TAT key's emission interval (ns), the one its
+	// state was made under; since version 5.
+	TATInterval map[uint64]int64
+	Win         map[uint64]snapWin
+	Logs        map[uint64]snapLog
 }
 
 type snapWin struct {
@@ -50,7 +60,7 @@ type snapLog struct {
 func (s *Store) Snapshot(w io.Writer) error {
 	now := s.clock()
 	snap := snapshot{Version: snapshotVersion, K0: s.hash.k0, K1: s.hash.k1,
-		TAT: map[uint64]int64{}, TATLimit: map[uint64]uint32{}, Win: map[uint64]snapWin{}, Logs: map[uint64]snapLog{}}
+		TAT: map[uint64]int64{}, TATLimit: map[uint64]uint32{}, TATInterval: map[uint64]int64{}, Win: map[uint64]snapWin{}, Logs: map[uint64]snapLog{}}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -58,6 +68,7 @@ func (s *Store) Snapshot(w io.Writer) error {
 			if v := e.tat.Load(); v > now {
 				snap.TAT[k] = v
 				snap.TATLimit[k] = uint32(lim)
+				snap.TATInterval[k] = e.t
 			}
 			return true
 		})
@@ -95,13 +106,14 @@ var ErrSnapshotVersion = errors.New("memstore: snapshot of another version")
 // skipped. A malformed snapshot is an error and changes nothing; so is one
 // of another version (ErrSnapshotVersion): versions before 4 hashed keys in
 // a way an attacker could collide, and their hashes cannot be converted.
+// A version 4 snapshot is read (its bucket keys' interval unknown).
 func (s *Store) Restore(r io.Reader) error {
 	var snap snapshot
 	if err := gob.NewDecoder(r).Decode(&snap); err != nil {
 		return fmt.Errorf("memstore: read snapshot: %w", err)
 	}
-	if snap.Version != snapshotVersion {
-		return fmt.Errorf("%w: version %d, want %d (its keys were hashed differently)", ErrSnapshotVersion, snap.Version, snapshotVersion)
+	if snap.Version < oldestSnapshot || snap.Version > snapshotVersion {
+		return fmt.Errorf("%w: version %d, want %d to %d (its keys were hashed differently)", ErrSnapshotVersion, snap.Version, oldestSnapshot, snapshotVersion)
 	}
 	if s.Len() != 0 {
 		return ErrNotEmpty
@@ -123,7 +135,7 @@ func (s *Store) Restore(r io.Reader) error {
 			if e := sh.tat.lookup(k); e != nil {
 				e.tat.Store(max(e.tat.Load(), v)) // the store is not serving yet
 			} else if s.makeRoom(sh, k, now) {
-				sh.tat.insert(k, v, lim)
+				sh.tat.insert(k, v, lim, snap.TATInterval[k]) // 0 from version 4: unknown
 			}
 			sh.mu.Unlock()
 		}
@@ -162,6 +174,9 @@ func (snap *snapshot) check() error {
 	for k := range snap.TAT {
 		if !tatLimit(snap.TATLimit[k]).valid() {
 			return fmt.Errorf("key %#x: malformed limit", k)
+		}
+		if iv := snap.TATInterval[k]; iv < 0 || iv > int64(ratelimit.MaxPeriod) {
+			return fmt.Errorf("key %#x: malformed interval", k)
 		}
 	}
 	for k, v := range snap.Win {

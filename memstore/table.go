@@ -35,9 +35,10 @@ import (
 //     lock, where it finds the key's new home (or its absence). No update
 //     is lost and none lands on another key.
 //
-// A slot is 16 bytes, plus 4 of packed limit in a parallel array that only
-// the lock's holders touch, so an idle key costs 27–53 bytes of table (40
-// in a full store of 2^12 keys a shard). Hash values 0 (empty) and 1 (tombstone) are
+// A slot is 24 bytes (the hash, the state, and the emission interval the
+// state was made under), plus 4 of packed limit in a parallel array that
+// only the lock's holders touch, so an idle key costs 37–75 bytes of table
+// (56 in a full store of 2^12 keys a shard). Hash values 0 (empty) and 1 (tombstone) are
 // reserved; keyHash.sum never returns them.
 type tatTable struct {
 	cur  atomic.Pointer[tatArray]
@@ -58,6 +59,14 @@ type tatArray struct {
 type tatSlot struct {
 	h   atomic.Uint64 // key hash, or empty, or tomb
 	tat atomic.Int64  // state, or frozen
+	// t is the emission interval (ns) the state was made under, so that a
+	// request under another limit converts the state (gcra.Convert); 0 is
+	// unknown (a key restored from a snapshot of version 4). It is written
+	// before h publishes the slot and never changed: a key whose limit
+	// changes moves to a new slot (see Store.convertTAT), so the lock-free
+	// path reads it without an atomic and no update made under one
+	// interval lands on a state tagged with another.
+	t int64
 }
 
 const (
@@ -93,9 +102,9 @@ func (t *tatTable) lookup(h uint64) *tatSlot {
 	return nil
 }
 
-// insert adds h, which must be absent, with state tat under limit lim.
-// Called with the lock held.
-func (t *tatTable) insert(h uint64, tat int64, lim tatLimit) {
+// insert adds h, which must be absent, with state tat made under the
+// emission interval iv and limit lim. Called with the lock held.
+func (t *tatTable) insert(h uint64, tat int64, lim tatLimit, iv int64) {
 	a := t.cur.Load()
 	if a == nil || (t.n+t.dead+1)*4 > len(a.slots)*3 {
 		a = t.rebuild(t.n + 1)
@@ -104,6 +113,7 @@ func (t *tatTable) insert(h uint64, tat int64, lim tatLimit) {
 		if e := &a.slots[i]; e.h.Load() == empty {
 			// State first: a reader that sees the key sees its state.
 			e.tat.Store(tat)
+			e.t = iv
 			a.lims[i] = lim
 			e.h.Store(h)
 			break
@@ -150,6 +160,7 @@ func (t *tatTable) rebuild(want int) *tatArray {
 			for j := h & next.mask; ; j = (j + 1) & next.mask {
 				if f := &next.slots[j]; f.h.Load() == empty {
 					f.tat.Store(v)
+					f.t = e.t
 					next.lims[j] = old.lims[i]
 					f.h.Store(h)
 					break

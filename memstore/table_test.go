@@ -31,7 +31,7 @@ func TestTableMatchesMap(t *testing.T) {
 				if e := tab.lookup(h); e != nil {
 					e.tat.Store(v)
 				} else {
-					tab.insert(h, v, limOf(h))
+					tab.insert(h, v, limOf(h), int64(h%7))
 				}
 				ref[h] = v
 			case op < 8: // delete one
@@ -88,6 +88,9 @@ func checkTable(t *testing.T, tab *tatTable, ref map[uint64]int64) {
 		if lim != limOf(h) {
 			t.Errorf("key %#x: limit %#x, inserted with %#x", h, lim, limOf(h))
 		}
+		if e.t != int64(h%7) {
+			t.Errorf("key %#x: interval %d, inserted with %d", h, e.t, h%7)
+		}
 		return true
 	})
 	if seen != len(ref) {
@@ -100,7 +103,7 @@ func checkTable(t *testing.T, tab *tatTable, ref map[uint64]int64) {
 func TestTableShrinks(t *testing.T) {
 	var tab tatTable
 	for h := uint64(1); h <= 10000; h++ {
-		tab.insert(h*0x9e3779b97f4a7c15, int64(h), 1)
+		tab.insert(h*0x9e3779b97f4a7c15, int64(h), 1, 1)
 	}
 	big := len(tab.cur.Load().slots)
 	tab.removeWhere(func(v int64) bool { return v > 100 })
@@ -131,7 +134,7 @@ func TestTableNoLostUpdates(t *testing.T) {
 	hash := func(k int) uint64 { return uint64(k)*0x9e3779b97f4a7c15 | 2 }
 	mu.Lock()
 	for k := range keys {
-		tab.insert(hash(k), 0, 1)
+		tab.insert(hash(k), 0, 1, 1)
 	}
 	mu.Unlock()
 	var workers, mover sync.WaitGroup
@@ -180,7 +183,7 @@ func TestTableNoLostUpdates(t *testing.T) {
 				e.h.Store(tomb)
 				tab.n--
 				tab.dead++
-				tab.insert(h, 0, 1)
+				tab.insert(h, 0, 1, 1)
 			}
 			if rng.IntN(8) == 0 {
 				tab.rebuild(tab.n)

@@ -271,6 +271,19 @@ type Request struct {
 	// away than MaxDelay is denied instead of queued. Zero means the queue's
 	// own bound (Burst).
 	MaxDelay time.Duration
+	// Refund gives back N events instead of charging them: what an earlier
+	// admitted request of the same Key, Limit and Algorithm was charged,
+	// when the work it paid for did not happen (the upstream failed). The
+	// buckets get N events' worth of capacity back (TAT − N·interval),
+	// never beyond full; the fixed window's count drops by N, the sliding
+	// counter's too (the current window's first, then the previous one's),
+	// and the sliding log loses N of its newest entries' costs; never
+	// below empty. A refund does not know when the charge was made: one
+	// that arrives after the charge's window has ended gives back in the
+	// current window. The Decision is a peek's after the refund (Allowed,
+	// with the Remaining and ResetAfter the key now has). Refund the cost
+	// of admitted requests only: a denied request was charged nothing.
+	Refund bool
 }
 
 // Validate reports why r cannot be applied, or nil.

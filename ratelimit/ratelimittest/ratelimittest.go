@@ -84,6 +84,8 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Peek", func(t *testing.T) { testPeek(t, newStore) })
 	t.Run("Invariants", func(t *testing.T) { testInvariants(t, newStore) })
 	t.Run("Contention", func(t *testing.T) { testContention(t, newStore) })
+	t.Run("LimitChange", func(t *testing.T) { testLimitChange(t, newStore) })
+	t.Run("Refund", func(t *testing.T) { testRefund(t, newStore) })
 	t.Run("Bound", func(t *testing.T) {
 		if _, ok := newStore(t, NewClock(T0).Now).(ratelimit.Binder); !ok {
 			t.Skip("the store is not a ratelimit.Binder")
@@ -101,6 +103,9 @@ func Run(t *testing.T, newStore NewStore) {
 type boundStore struct{ b ratelimit.Binder }
 
 func (s boundStore) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if req.Refund {
+		return s.b.Apply(ctx, req) // a Bound only charges
+	}
 	bound, err := s.b.Bind(req.Algorithm, req.Limit)
 	if err != nil {
 		return ratelimit.Decision{}, err

@@ -1,6 +1,7 @@
 package gcra
 
 import (
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
@@ -106,4 +107,52 @@ func StepCost(tat, now, n int64, leaky bool, maxDelay time.Duration, p *Params, 
 	d.Remaining = remaining(ttl)
 	d.ResetAfter = time.Duration(ttl)
 	return newTAT
+}
+
+// Convert returns the state tat, made under the emission interval from
+// (ns), as the state of a key that has used as many events under p at now:
+// the x/time/rate model of a limit change, where what was spent stays
+// spent. The used events (TAT − now)/from become a backlog of as many
+// intervals p.T, the fraction of an event rounded up (a change never mints
+// capacity), and at most p.Tau: a key that had used more than the new
+// Burst is empty, not in debt. A state at or before now (a full bucket)
+// is returned as it is, and so is every state when from is p.T, from is
+// not positive (the interval is unknown: the state is taken as made under
+// p), or p's rate is zero.
+//
+// A backlog of 2^53 ns or more (possible only after the clock went back
+// that far) counts as more than the new Burst. The fraction is computed in
+// float64 as ⌈r·p.T/from⌉, in this order, so that the Redis store's script
+// (IEEE doubles too) converts to the same nanosecond.
+func Convert(tat, now, from int64, p *Params) int64 {
+	if from <= 0 || from == p.T || p.T <= 0 || tat <= now {
+		return tat
+	}
+	backlog := tat - now
+	if backlog < 0 || backlog >= int64(ratelimit.MaxPeriod) {
+		// Overflowed, or beyond any limit's tolerance.
+		return now + p.Tau
+	}
+	q, r := backlog/from, backlog%from
+	if q >= p.Limit.Burst {
+		return now + p.Tau
+	}
+	b := q * p.T // q < Burst: below τ ≤ 2^53
+	if r > 0 {
+		b += int64(math.Ceil(float64(r) * float64(p.T) / float64(from)))
+	}
+	return now + min(b, p.Tau)
+}
+
+// Refund returns the state tat after giving back n events at now: the
+// backlog shrinks by n·T, down to none (a full bucket, never beyond). A
+// state at or before now is full already and is returned as it is.
+func Refund(tat, now, n int64, p *Params) int64 {
+	if tat <= now || n <= 0 || p.T <= 0 {
+		return tat
+	}
+	if n >= (tat-now)/p.T+1 { // n·T ≥ backlog, without overflow
+		return now
+	}
+	return tat - n*p.T
 }

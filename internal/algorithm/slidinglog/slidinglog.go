@@ -130,3 +130,28 @@ func (l *Log) Step(now int64, req ratelimit.Request) ratelimit.Decision {
 	d.ResetAfter = time.Duration(w)
 	return d
 }
+
+// Refund gives back n events at now: the entries that have left the
+// window are dropped (as Step drops them), then the newest entries' costs
+// are reduced, newest first, by n in all, never below an empty log. A
+// refund does not know which entry charged the events; the newest is the
+// likeliest. period is the limit's Period.
+func (l *Log) Refund(now int64, period time.Duration, n int64) {
+	if n <= 0 {
+		return
+	}
+	l.Step(now, ratelimit.Request{Limit: ratelimit.Limit{Rate: 1, Period: period}}) // a peek: drops what has left
+	for n > 0 && len(l.entries) > l.head {
+		last := &l.entries[len(l.entries)-1]
+		take := min(n, last.N)
+		last.N -= take
+		l.sum -= take
+		n -= take
+		if last.N == 0 {
+			l.entries = l.entries[:len(l.entries)-1]
+		}
+	}
+	if l.head == len(l.entries) {
+		l.entries, l.head = l.entries[:0], 0
+	}
+}

@@ -197,3 +197,65 @@ func Sliding(s State, now int64, req ratelimit.Request) (State, ratelimit.Decisi
 	d.ResetAfter = reset(ns.Prev, ns.Curr)
 	return ns, d
 }
+
+// Rescale returns s, counted in windows of from (ns), as the counts of
+// windows of to at now: what a key has used carries over when its limit's
+// period changes (the rate needs nothing: the counts are events). s is
+// first rolled to now in its own windows, so what the old period had
+// already forgotten stays forgotten. The times of the events counted are
+// not kept, only their window, so each count goes where its latest
+// possible event falls among the new windows: the current window's count
+// (events up to now) into the new current window, and, for the sliding
+// counter, the previous window's count (events up to its end) into the new
+// current or previous window, or nowhere when that is earlier still. A
+// shorter period thus keeps the old window's count for the whole of the
+// new current window: never more admitted than either period allows. The
+// fixed window's previous count is not carried (it no longer counts).
+// s is returned as it is when from equals to, from is not positive (the
+// period is unknown), or s is empty.
+func Rescale(s State, now, from, to int64, sliding bool) State {
+	if from <= 0 || to <= 0 || from == to || s == (State{}) {
+		return s
+	}
+	rs, now := roll(s, now, from)
+	if !sliding {
+		rs.Prev = 0
+	}
+	out, _ := roll(State{}, now, to) // the empty new window holding now
+	out.Curr = rs.Curr
+	if rs.Prev > 0 {
+		switch last := rs.Start - 1; {
+		case last >= out.Start:
+			out.Curr += rs.Prev
+		case last >= out.Start-to:
+			out.Prev = rs.Prev
+		}
+	}
+	if out.Prev == 0 && out.Curr == 0 {
+		return State{}
+	}
+	return out
+}
+
+// Refund returns s after giving back n events at now, in windows of w:
+// taken from the current window's count first, then (sliding counter
+// only) from the previous window's, never below zero. A refund does not
+// know which window charged the events; the newest is the likeliest.
+func Refund(s State, now, w, n int64, sliding bool) State {
+	if n <= 0 || s == (State{}) {
+		return s
+	}
+	ns, _ := roll(s, now, w)
+	if !sliding {
+		ns.Prev = 0
+	}
+	take := min(n, ns.Curr)
+	ns.Curr -= take
+	if sliding {
+		ns.Prev -= min(n-take, ns.Prev)
+	}
+	if ns.Prev == 0 && ns.Curr == 0 {
+		return State{}
+	}
+	return ns
+}
