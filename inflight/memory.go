@@ -85,7 +85,7 @@ var _ Store = (*Memory)(nil)
 const (
 	slotBits = 24
 	slotMask = 1<<slotBits - 1
-	seqMask  = 1<<(64-slotBits) - 1
+	seqMask  = 1<<(63-slotBits) - 1 // IDs stay below 2^63 (redisinflight marks its local leases with bit 63)
 	// spares is the most freed records a shard keeps for reuse, and
 	// spareSlots the most lease slots a kept record keeps.
 	spares     = 8

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	gostats "github.com/lyft/gostats"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/rules"
@@ -49,11 +50,13 @@ const (
 // per domain's overrides, each key at most MaxMetricKeyLen bytes.
 type metrics struct {
 	totalHits, overLimit, nearLimit, withinLimit, shadowMode *prometheus.CounterVec
-	detailedOverflow                                         *prometheus.CounterVec
+	detailedOverflow, overLimitLocalCache                    *prometheus.CounterVec
 
-	configLoadSuccess, configLoadError prometheus.Counter
-	serviceError, storeError           prometheus.Counter
-	globalShadow                       prometheus.Counter
+	configLoadSuccess, configLoadError svcCounter
+	serviceError, storeError           svcCounter
+	globalShadow                       svcCounter
+
+	sd *Statsd // nil: no statsd output
 
 	maxDetailed int64 // detailed keys per family; 0: none (all overflow)
 	envoyLabels bool  // MetricLabelsEnvoy: key1 and key2 rather than key
@@ -66,6 +69,31 @@ type metrics struct {
 // ruleStats are one rule's (or detailed key's) counters, resolved once.
 type ruleStats struct {
 	totalHits, overLimit, nearLimit, withinLimit, shadowMode prometheus.Counter
+	localCache                                               prometheus.Counter // over_limit_with_local_cache
+	sd                                                       *statsdRule        // nil without statsd
+}
+
+// svcCounter is a service-wide counter, in Prometheus and, with statsd,
+// there too.
+type svcCounter struct {
+	prometheus.Counter
+	sd gostats.Counter
+}
+
+func (c svcCounter) Inc() {
+	c.Counter.Inc()
+	if c.sd != nil {
+		c.sd.Inc()
+	}
+}
+
+// attachStatsd sends m's stats to sd too. Call it before m counts
+// anything.
+func (m *metrics) attachStatsd(sd *Statsd) {
+	m.sd = sd
+	svc := sd.service()
+	m.configLoadSuccess.sd, m.configLoadError.sd = svc.configLoadSuccess, svc.configLoadError
+	m.serviceError.sd, m.storeError.sd, m.globalShadow.sd = svc.serviceError, svc.redisError, svc.globalShadow
 }
 
 // family is the bounded set of detailed keys of one rule, or of one
@@ -142,8 +170,8 @@ func newSchemeMetrics(reg prometheus.Registerer, maxDetailed int, scheme MetricL
 			Namespace: "ratelimit", Subsystem: "service_rate_limit", Name: name, Help: help,
 		}, labels)
 	}
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ratelimit", Subsystem: "service", Name: name, Help: help})
+	counter := func(name, help string) svcCounter {
+		return svcCounter{Counter: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ratelimit", Subsystem: "service", Name: name, Help: help})}
 	}
 	m := &metrics{
 		totalHits:   vec("total_hits", "Hits counted against the rule (hits_addend summed)."),
@@ -153,12 +181,13 @@ func newSchemeMetrics(reg prometheus.Registerer, maxDetailed int, scheme MetricL
 		shadowMode:  vec("shadow_mode", "Hits over the limit of a shadow_mode rule (answered OK)."),
 		detailedOverflow: vec("detailed_metric_overflow",
 			"Descriptors counted under an overflow key because their rule (or domain's overrides) had all its detailed keys."),
-		configLoadSuccess: counter("config_load_success", "Configurations loaded."),
-		configLoadError:   counter("config_load_error", "Configurations refused (the previous one stays)."),
-		serviceError:      counter("call_should_rate_limit_service_error", "Requests refused as invalid."),
-		storeError:        counter("call_should_rate_limit_store_error", "Requests failed because the store failed."),
-		globalShadow:      counter("global_shadow_mode", "Requests over the limit answered OK by the global shadow mode."),
-		envoyLabels:       scheme == MetricLabelsEnvoy,
+		overLimitLocalCache: vec("over_limit_with_local_cache", "Hits over the limit answered from the local over-limit cache."),
+		configLoadSuccess:   counter("config_load_success", "Configurations loaded."),
+		configLoadError:     counter("config_load_error", "Configurations refused (the previous one stays)."),
+		serviceError:        counter("call_should_rate_limit_service_error", "Requests refused as invalid."),
+		storeError:          counter("call_should_rate_limit_store_error", "Requests failed because the store failed."),
+		globalShadow:        counter("global_shadow_mode", "Requests over the limit answered OK by the global shadow mode."),
+		envoyLabels:         scheme == MetricLabelsEnvoy,
 	}
 	switch {
 	case maxDetailed == 0:
@@ -167,7 +196,7 @@ func newSchemeMetrics(reg prometheus.Registerer, maxDetailed int, scheme MetricL
 		m.maxDetailed = int64(maxDetailed)
 	}
 	for _, c := range []prometheus.Collector{m.totalHits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode,
-		m.detailedOverflow, m.configLoadSuccess, m.configLoadError, m.serviceError, m.storeError, m.globalShadow} {
+		m.detailedOverflow, m.overLimitLocalCache, m.configLoadSuccess, m.configLoadError, m.serviceError, m.storeError, m.globalShadow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -267,13 +296,20 @@ func (m *metrics) overflow(f *family) *ruleStats {
 
 func (m *metrics) newStats(domain, label string) *ruleStats {
 	v := m.labelValues(domain, label)
-	return &ruleStats{
+	rs := &ruleStats{
 		totalHits:   m.totalHits.WithLabelValues(v...),
 		overLimit:   m.overLimit.WithLabelValues(v...),
 		nearLimit:   m.nearLimit.WithLabelValues(v...),
 		withinLimit: m.withinLimit.WithLabelValues(v...),
 		shadowMode:  m.shadowMode.WithLabelValues(v...),
+		localCache:  m.overLimitLocalCache.WithLabelValues(v...),
 	}
+	if m.sd != nil {
+		// The same bounded keys as the series: statsd keys are made here
+		// only.
+		rs.sd = m.sd.rule(domain, label)
+	}
+	return rs
 }
 
 // labelValues are the label values of a stats key's label (labelOf) in
@@ -319,35 +355,69 @@ func truncateUTF8(s string, n int) string {
 // with before and after the usage around this request's hits, hits above
 // the limit are over_limit (and shadow_mode for a shadow rule), hits
 // between the near-limit threshold and the limit near_limit, and the hits
-// of a request within the limit within_limit.
+// of a request within the limit within_limit. A descriptor answered from
+// the local over-limit cache counts all its hits as over_limit and
+// over_limit_with_local_cache.
 func (rs *ruleStats) record(c *check, nearRatio float64) {
 	hits := uint64(c.hits)
-	rs.totalHits.Add(float64(hits))
+	var over, nearHits, within, shadow, cached uint64
 	capacity := uint64(max(0, c.limit.Capacity(c.alg)))
 	before, after := uint64(c.before), uint64(c.after)
 	near := uint64(float64(float32(capacity) * float32(nearRatio))) // as envoy: float32, floored
-	if c.over {
+	switch {
+	case c.cached:
+		over, cached = hits, hits
+		if c.shadow {
+			shadow = hits
+		}
+	case c.over:
 		if before >= capacity {
-			rs.overLimit.Add(float64(hits))
+			over = hits
 		} else {
-			rs.overLimit.Add(float64(after - capacity))
-			rs.nearLimit.Add(float64(capacity - max(near, before)))
+			over = after - capacity
+			nearHits = capacity - max(near, before)
 		}
 		if c.shadow {
-			if before >= capacity {
-				rs.shadowMode.Add(float64(hits))
+			shadow = over
+		}
+	default:
+		if after > near {
+			if before >= near {
+				nearHits = hits
 			} else {
-				rs.shadowMode.Add(float64(after - capacity))
+				nearHits = after - near
 			}
 		}
-		return
+		within = hits
 	}
-	if after > near {
-		if before >= near {
-			rs.nearLimit.Add(float64(hits))
-		} else {
-			rs.nearLimit.Add(float64(after - near))
-		}
+	rs.add(hits, over, nearHits, within, shadow, cached)
+}
+
+// add adds to each counter, in Prometheus and statsd; a counter left at 0
+// is not touched.
+func (rs *ruleStats) add(total, over, near, within, shadow, cached uint64) {
+	rs.totalHits.Add(float64(total))
+	if over > 0 {
+		rs.overLimit.Add(float64(over))
 	}
-	rs.withinLimit.Add(float64(hits))
+	if near > 0 {
+		rs.nearLimit.Add(float64(near))
+	}
+	if within > 0 {
+		rs.withinLimit.Add(float64(within))
+	}
+	if shadow > 0 {
+		rs.shadowMode.Add(float64(shadow))
+	}
+	if cached > 0 {
+		rs.localCache.Add(float64(cached))
+	}
+	if sd := rs.sd; sd != nil {
+		sd.totalHits.Add(total)
+		sd.overLimit.Add(over)
+		sd.nearLimit.Add(near)
+		sd.withinLimit.Add(within)
+		sd.shadowMode.Add(shadow)
+		sd.localCache.Add(cached)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	gostats "github.com/lyft/gostats"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http/httpguts"
 	"google.golang.org/grpc"
@@ -166,6 +167,17 @@ type Options struct {
 	// (internal/server/eventlog), so that an outage or a flood does not write a
 	// line per request. Zero means 10 s.
 	LogInterval time.Duration
+	// LocalCacheSize, when positive, turns on the local over-limit cache
+	// with that many bytes (envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES,
+	// on any store): a descriptor found over its limit is answered
+	// OVER_LIMIT from memory, without a store call, until its window ends
+	// (a fixed window) or its Retry-After passes (sluice's other
+	// algorithms). See LocalCacheStats.
+	LocalCacheSize int
+	// Statsd, when set, receives envoyproxy/ratelimit's stats with its
+	// names, besides Prometheus (see Statsd). The caller closes it after
+	// the server.
+	Statsd *Statsd
 	// Now is the clock for what the store does not report: the reset of a
 	// window nobody has hit yet, and calendar quota periods. Nil means
 	// time.Now.
@@ -197,6 +209,8 @@ type Server struct {
 
 	storeStatus func() (bool, string)
 	dynMeta     bool
+	lc          *localCache     // nil: no local over-limit cache
+	sdRequests  gostats.Counter // ratelimit_server.ShouldRateLimit.total_requests; nil without statsd
 }
 
 var _ pb.RateLimitServiceServer = (*Server)(nil)
@@ -246,6 +260,24 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.m = m
+	if opts.LocalCacheSize < 0 {
+		return nil, fmt.Errorf("rls: local cache size %d is negative", opts.LocalCacheSize)
+	}
+	if s.lc = newLocalCache(opts.LocalCacheSize); s.lc != nil {
+		if err := registerLocalCache(s.reg, s.lc); err != nil {
+			return nil, err
+		}
+	}
+	if sd := opts.Statsd; sd != nil {
+		if err := sd.take(); err != nil {
+			return nil, err
+		}
+		m.attachStatsd(sd)
+		s.sdRequests = sd.service().totalRequests
+		if lc := s.lc; lc != nil {
+			sd.localCacheGauges(lc.stats)
+		}
+	}
 	if set == nil {
 		set, _ = rules.NewSet()
 	}
@@ -326,6 +358,7 @@ type check struct {
 	quotaEnd  time.Time
 	stats     *ruleStats
 	skip      bool // outcome already set, not charged (StopIncrementWhenOverLimit)
+	cached    bool // answered from the local over-limit cache
 }
 
 type scratch struct {
@@ -344,6 +377,9 @@ func requestError(format string, args ...any) error {
 // ShouldRateLimit decides req. Bad requests are InvalidArgument; a store
 // failure (after the store's own failure policy) is Unavailable.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	if s.sdRequests != nil {
+		s.sdRequests.Inc()
+	}
 	if req.GetDomain() == "" {
 		s.m.serviceError.Inc()
 		return nil, requestError("rate limit domain must not be empty")
@@ -490,6 +526,30 @@ func (s *Server) apply(ctx context.Context, c *check) error {
 	if c.skip {
 		return nil
 	}
+	if s.lc != nil {
+		return s.applyCached(ctx, c)
+	}
+	return s.applyStore(ctx, c)
+}
+
+// applyCached is apply through the local over-limit cache: a key it holds
+// answers over without a store call; one the store finds over is added.
+func (s *Server) applyCached(ctx context.Context, c *check) error {
+	now := s.now().UnixNano()
+	if s.lc.get(c, now) {
+		return nil
+	}
+	if err := s.applyStore(ctx, c); err != nil {
+		return err
+	}
+	if c.over {
+		s.lc.put(c, now)
+	}
+	return nil
+}
+
+// applyStore is apply's store call.
+func (s *Server) applyStore(ctx context.Context, c *check) error {
 	key := c.key
 	if c.alg == ratelimit.FixedWindow && c.quotaEnd.IsZero() {
 		return s.applyEnvoyWindow(ctx, c, key)

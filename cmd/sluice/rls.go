@@ -56,7 +56,14 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("rls: %w", err)
 	}
 	defer store.Close()
-	srv, err := rls.New(store, set, rls.Options{Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
+	sd, err := f.stats.dial(log)
+	if err != nil {
+		return err
+	}
+	if sd != nil {
+		defer sd.Close() // after srv: deferred calls run last first
+	}
+	srv, err := rls.New(store, set, rls.Options{Statsd: sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
 		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
 		MetricLabels: f.metricLabels, HeaderNames: f.headerNames, StopIncrementWhenOverLimit: f.stopIncrement,
 		QuotaMode: f.quotaMode})
@@ -102,6 +109,7 @@ type rlsFlags struct {
 	nearRatio                                                   float64
 	metricLabels                                                rls.MetricLabels
 	headerNames                                                 rls.HeaderNames
+	stats                                                       rlsStatsFlags
 }
 
 func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
@@ -131,11 +139,15 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	fs.Float64Var(&f.nearRatio, "near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
 	metricLabels := fs.String("metric-labels", "envoy", "labels of the per-rule metrics: envoy (domain, key1, key2, as envoyproxy/ratelimit's Prometheus mapping, so its dashboards work) or sluice (domain and the whole key)")
 	fs.StringVar(&f.grpc, "grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
+	f.stats.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if err := f.stats.check(); err != nil {
+		return nil, err
 	}
 	if f.configDir == "" {
 		return nil, fmt.Errorf("%w: --config-dir is required", errUsage)

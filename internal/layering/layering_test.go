@@ -48,8 +48,9 @@ var allowed = map[string][]string{
 	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
-	"inflight":              {"ratelimit"},
-	"inflight/inflighttest": {"inflight"},
+	"inflight":               {"ratelimit"},
+	"inflight/inflighttest":  {"inflight"},
+	"inflight/redisinflight": {"inflight", "ratelimit"},
 	// Load shedders by priority: the fleet shedder holds inflight leases.
 	"shed": {"inflight"},
 	// The algorithms, pure: the vocabulary only.

@@ -1,0 +1,2 @@
+-- Peek: reclaim the expired leases and return the weight in flight.
+return reap()

@@ -1,0 +1,15 @@
+-- Release: remove one lease, if the set still holds it.
+--
+-- ARGV[3]  the lease's member, "<id>:<weight>"
+--
+-- Reply: 1 when the lease was held, else 0. (ARGV[1] and ARGV[2] are
+-- unused, and the prelude reads the clock for nothing: one script shape
+-- for all.)
+if redis.call('ZREM', z, ARGV[3]) == 0 then
+  return 0
+end
+local n = tonumber(redis.call('DECRBY', w, str(weight_of(ARGV[3]))))
+if n <= 0 or redis.call('EXISTS', z) == 0 then
+  redis.call('DEL', z, w)
+end
+return 1
