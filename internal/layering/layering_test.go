@@ -71,6 +71,7 @@ var allowed = map[string][]string{
 	"internal/server/watch":      {},
 	"internal/server/topk":       {},
 	"internal/server/status":     {"internal/server/topk"},
+	"internal/server/control":    {"ratelimit"},
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
 	"internal/config/didyoumean": {},
