@@ -24,7 +24,7 @@ type Column struct {
 }
 
 // Table is a scenario's result: columns and rows of values. Each value is a
-// string, an int or a float64. Its output is stable: the same table always
+// string, an int, a float64 or nil (no value: null in JSON). Its output is stable: the same table always
 // prints the same bytes, so other tools can read it.
 type Table struct {
 	Columns []Column
@@ -54,6 +54,8 @@ func (t Table) cell(i int, v any) string {
 		return strconv.Itoa(v)
 	case float64:
 		return strconv.FormatFloat(v, 'f', t.Columns[i].Prec, 64)
+	case nil:
+		return "" // no value: empty in CSV, "-" in the text table, null in JSON
 	}
 	return fmt.Sprint(v)
 }
@@ -69,6 +71,10 @@ func (t Table) writeText(w io.Writer) error {
 	for _, r := range t.Rows {
 		b.Reset()
 		for i, v := range r {
+			if v == nil {
+				b.WriteString("-\t")
+				continue
+			}
 			b.WriteString(t.cell(i, v))
 			b.WriteByte('\t')
 		}
@@ -95,6 +101,8 @@ func (t Table) writeJSON(w io.Writer) error {
 			if s, ok := v.(string); ok {
 				q, _ := json.Marshal(s)
 				b.Write(q)
+			} else if v == nil {
+				b.WriteString("null")
 			} else {
 				b.WriteString(t.cell(i, v))
 			}
