@@ -54,7 +54,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	if !s.serving(r) {
-		http.Error(w, "draining", http.StatusServiceUnavailable)
+		http.Error(w, "not serving: draining, or no configuration loaded yet (--healthy-with-config)", http.StatusServiceUnavailable)
 		return
 	}
 	io.WriteString(w, "ok\n")

@@ -162,6 +162,13 @@ type Options struct {
 	// sending fresh values cannot grow /metrics without bound. Zero means
 	// DefaultMaxDetailedSeries; negative, none.
 	MaxDetailedSeries int
+	// HealthyWithConfig keeps the health service and /healthcheck
+	// NOT_SERVING until the configuration has a domain (New's set, or
+	// SetRules'), and NOT_SERVING again if a configuration with none
+	// replaces it: envoyproxy/ratelimit's
+	// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, for a server whose rules
+	// come later (xDS) or from a directory that may be empty.
+	HealthyWithConfig bool
 	// LogInterval is how often store failures and denials are logged, one
 	// line per kind and rule with counts and sample keys
 	// (internal/server/eventlog), so that an outage or a flood does not write a
@@ -209,6 +216,8 @@ type Server struct {
 
 	storeStatus func() (bool, string)
 	dynMeta     bool
+
+	healthyWithConfig bool // Options.HealthyWithConfig (configHealth)
 	lc          *localCache     // nil: no local over-limit cache
 	sdRequests  gostats.Counter // ratelimit_server.ShouldRateLimit.total_requests; nil without statsd
 }
@@ -284,6 +293,8 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 	s.set.Store(set)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.healthyWithConfig = opts.HealthyWithConfig
+	s.configHealth(set)
 	return s, nil
 }
 
@@ -325,6 +336,7 @@ func (s *Server) SetRules(set *rules.Set) {
 		set, _ = rules.NewSet()
 	}
 	s.set.Store(set)
+	s.configHealth(set)
 }
 
 // Registry returns the registry holding the server's metrics.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -32,6 +33,7 @@ func commands() []command {
 		{name: "fetch", summary: "fetch URLs politely: per-host limits, AIMD, backoff, Retry-After", run: runFetch},
 		{name: "sim", summary: "run a simulation (brooker, objectstore, aimd, buckets, windows) on sluice's own code", run: runSim},
 		{name: "check", summary: "validate gateway configs and envoyproxy/ratelimit rules files offline", run: runCheck},
+		{name: "version", summary: "print the version, the VCS revision and the Go version sluice was built with", run: runVersion},
 	}
 }
 
@@ -92,6 +94,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprintln(stdout, readBuildInfo())
+		return nil
+	}
 	c, ok := lookup(args[0])
 	if !ok {
 		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", args[0])
@@ -115,6 +121,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "sluice: rate limits for both sides of HTTP 429")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Usage: sluice COMMAND [flags]   (sluice COMMAND --help for its flags)")
+	fmt.Fprintln(w, "       sluice --version")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	for _, c := range commands() {
@@ -134,8 +141,10 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args, mapping flag errors to errUsage.
+// parseFlags parses args, then sets the flags args does not give from the
+// environment (env.go), mapping flag errors to errUsage.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	annotateUsage(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -143,5 +152,86 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		// The flag package printed the message and the usage.
 		return shown(fmt.Errorf("%w: %v", errUsage, err))
 	}
+	if err := applyEnv(fs); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+// logFlags are --log-format and --log-level, which every server command
+// has; logger builds the command's one logger from them.
+type logFlags struct {
+	fs     *flag.FlagSet
+	format string
+	level  slog.Level
+}
+
+// addLogFlags adds --log-format and --log-level to fs.
+func addLogFlags(fs *flag.FlagSet) *logFlags {
+	l := &logFlags{fs: fs, format: "text", level: slog.LevelInfo}
+	fs.Var(logFormatValue{&l.format}, "log-format", "log lines as text (key=value) or json (one JSON object a line)")
+	fs.Var(logLevelValue{&l.level}, "log-level", "the least `LEVEL` logged: debug, info, warn or error")
+	return l
+}
+
+// logger returns a logger writing to w as the flags say, and logs what
+// reading the environment had to say (variables that needed no flag).
+func (l *logFlags) logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: l.level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if l.format == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	log := slog.New(h)
+	for _, n := range takeEnvNotes(l.fs) {
+		log.Info(l.fs.Name()+": environment", "note", n)
+	}
+	return log
+}
+
+// logFormatValue is --log-format: text or json.
+type logFormatValue struct{ p *string }
+
+func (v logFormatValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+func (v logFormatValue) Set(s string) error {
+	switch s = strings.ToLower(s); s {
+	case "text", "json":
+		*v.p = s
+		return nil
+	}
+	return fmt.Errorf("want text or json")
+}
+
+// logLevelValue is --log-level: debug, info, warn or error.
+type logLevelValue struct{ p *slog.Level }
+
+func (v logLevelValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return strings.ToLower(v.p.String())
+}
+
+func (v logLevelValue) Set(s string) error {
+	var l slog.Level
+	switch strings.ToLower(s) {
+	case "debug":
+		l = slog.LevelDebug
+	case "info":
+		l = slog.LevelInfo
+	case "warn", "warning":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		return fmt.Errorf("want debug, info, warn or error")
+	}
+	*v.p = l
 	return nil
 }

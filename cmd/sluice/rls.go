@@ -86,10 +86,14 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.gcPercent > 0 {
 		defer debug.SetGCPercent(debug.SetGCPercent(f.gcPercent))
 	}
-	g := f.grpcServer(log)
+	tr, err := f.tr.transport(log)
+	if err != nil {
+		return err
+	}
+	g := f.grpcServer(log, tr)
 	srv.Register(g)
 	log.Info("sluice rls: listening", append(lns.attrs(), "config_dir", f.configDir, "domains", set.Domains(),
-		"store", store.URL(), "headers", f.headers.String(), "grpc_server", f.grpc)...)
+		"store", store.URL(), "headers", f.headers.String(), "grpc_server", f.grpc, "grpc_tls", f.tr.mode())...)
 	err = serveRLS(ctx, f, srv, g, lns)
 	log.Info("sluice rls: stopped")
 	return err
@@ -110,6 +114,7 @@ type rlsFlags struct {
 	metricLabels                                                rls.MetricLabels
 	headerNames                                                 rls.HeaderNames
 	stats                                                       rlsStatsFlags
+	tr                                                          grpcTransportFlags
 }
 
 func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
@@ -140,11 +145,15 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	metricLabels := fs.String("metric-labels", "envoy", "labels of the per-rule metrics: envoy (domain, key1, key2, as envoyproxy/ratelimit's Prometheus mapping, so its dashboards work) or sluice (domain and the whole key)")
 	fs.StringVar(&f.grpc, "grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
 	f.stats.add(fs)
+	f.tr.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if err := f.tr.check(); err != nil {
+		return nil, err
 	}
 	if err := f.stats.check(); err != nil {
 		return nil, err
@@ -245,11 +254,11 @@ func (l *rlsListeners) attrs() []any {
 // grpcServer is the gRPC server --grpc-server names. Both bound what one
 // connection may hold: h2grpc by its defaults (see its package doc),
 // grpc-go by rls.ServerOptions.
-func (f *rlsFlags) grpcServer(log *slog.Logger) grpcServerImpl {
+func (f *rlsFlags) grpcServer(log *slog.Logger, tr rls.Transport) grpcServerImpl {
 	if f.grpc == "lean" {
-		return h2grpc.NewServer(h2grpc.Options{Logger: log})
+		return h2grpc.NewServer(leanOptions(tr, log))
 	}
-	return grpc.NewServer(rls.ServerOptions()...)
+	return grpc.NewServer(tr.GRPCOptions()...)
 }
 
 // serveRLS serves until ctx is done or a server fails, then drains:

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Every flag of every command also reads an environment variable: the
+// flag's name in upper case with '-' as '_', after SLUICE_ (--max-keys is
+// SLUICE_MAX_KEYS). A flag on the command line wins over its variable, and
+// the variable over the default. An empty variable is as if unset. A value
+// the flag refuses is a usage error naming the variable.
+//
+// A command may also read another program's variables (sluice rls reads
+// envoyproxy/ratelimit's: rls_env.go); they come after SLUICE_*.
+
+// envPrefix starts the name of every flag's variable.
+const envPrefix = "SLUICE_"
+
+// lookupEnv reads the environment (os.LookupEnv).
+var lookupEnv = os.LookupEnv
+
+// envVar is the variable of the flag named name.
+func envVar(name string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// secretFlag reports whether the flag named name holds a secret, whose
+// value is never printed, in an error or a log.
+func secretFlag(name string) bool {
+	for _, s := range []string{"password", "secret", "token"} {
+		if strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// foreignEnv reads another program's variables for a command: the flag
+// values they give, and notes on variables read that set no flag (say why
+// they need none). A variable it cannot honour is an error naming it.
+type foreignEnv struct {
+	// program names the variables' program in --help and messages.
+	program string
+	read    func(lookup func(string) (string, bool), fs *flag.FlagSet) ([]envSetting, []string, error)
+	// vars lists, by flag name, the variables that may set that flag.
+	vars func() map[string][]string
+}
+
+// envSetting is a flag value read from the environment.
+type envSetting struct {
+	flag, value string
+	from        string // the variables it comes from, for messages
+}
+
+// foreignEnvs are the commands that read another program's variables, by
+// flag set name.
+var foreignEnvs = map[string]foreignEnv{
+	"sluice rls": {program: "envoyproxy/ratelimit's", read: readUpstreamEnv, vars: upstreamVarsByFlag},
+}
+
+// annotateUsage appends each flag's variables to its usage, once.
+func annotateUsage(fs *flag.FlagSet) {
+	var others map[string][]string
+	if fe, ok := foreignEnvs[fs.Name()]; ok {
+		others = fe.vars()
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if strings.Contains(f.Usage, "(env "+envPrefix) {
+			return
+		}
+		note := "(env " + envVar(f.Name)
+		if vs := others[f.Name]; len(vs) > 0 {
+			note += "; " + foreignEnvs[fs.Name()].program + " " + strings.Join(vs, ", ")
+		}
+		f.Usage += " " + note + ")"
+	})
+}
+
+// applyEnv sets every flag of fs not given on the command line from its
+// SLUICE_* variable, then from the command's foreign variables.
+func applyEnv(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] {
+			return
+		}
+		name := envVar(f.Name)
+		v, ok := lookupEnv(name)
+		if !ok || v == "" {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, badEnv(name, f.Name, v, err))
+			return
+		}
+		given[f.Name] = true
+	})
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	fe, ok := foreignEnvs[fs.Name()]
+	if !ok {
+		return nil
+	}
+	sets, notes, err := fe.read(lookupEnv, fs)
+	if err != nil {
+		return err
+	}
+	for _, s := range sets {
+		if given[s.flag] {
+			continue
+		}
+		if fs.Lookup(s.flag) == nil {
+			return fmt.Errorf("%s: sluice has no --%s to take it", s.from, s.flag)
+		}
+		if err := fs.Set(s.flag, s.value); err != nil {
+			return badEnv(s.from, s.flag, s.value, err)
+		}
+	}
+	addEnvNotes(fs, notes)
+	return nil
+}
+
+// badEnv says that variable name's value v does not suit --flagName.
+func badEnv(name, flagName, v string, err error) error {
+	if secretFlag(flagName) {
+		return fmt.Errorf("%s: invalid value for --%s", name, flagName)
+	}
+	return fmt.Errorf("%s=%q: invalid value for --%s: %v", name, v, flagName, err)
+}
+
+// envNotes holds, by flag set, what reading the environment has to say
+// (variables read that needed no flag), for the command's logger to log
+// once it exists (logFlags.logger).
+var envNotes = struct {
+	sync.Mutex
+	m map[*flag.FlagSet][]string
+}{m: map[*flag.FlagSet][]string{}}
+
+func addEnvNotes(fs *flag.FlagSet, notes []string) {
+	if len(notes) == 0 {
+		return
+	}
+	envNotes.Lock()
+	defer envNotes.Unlock()
+	envNotes.m[fs] = append(envNotes.m[fs], notes...)
+}
+
+// takeEnvNotes returns and forgets fs's notes, sorted.
+func takeEnvNotes(fs *flag.FlagSet) []string {
+	envNotes.Lock()
+	defer envNotes.Unlock()
+	n := envNotes.m[fs]
+	delete(envNotes.m, fs)
+	sort.Strings(n)
+	return n
+}
+
+// storePassword is --store-password and --store-password-file: the Redis
+// password given apart from --store, so that it need not be in argv (where
+// ps shows it) nor in a logged URL: from SLUICE_STORE_PASSWORD, a file
+// (a Kubernetes or systemd secret), or envoyproxy/ratelimit's REDIS_AUTH.
+type storePassword struct{ password, file string }
+
+// addStorePasswordFlags adds --store-password and --store-password-file
+// to fs.
+func addStorePasswordFlags(fs *flag.FlagSet) *storePassword {
+	p := &storePassword{}
+	fs.StringVar(&p.password, "store-password", "", "the Redis `PASSWORD`, put in --store's URL; prefer the variable or --store-password-file, since ps shows a command line")
+	fs.StringVar(&p.file, "store-password-file", "", "read the Redis password from `FILE` (one line; a trailing newline is dropped)")
+	return p
+}
+
+// apply returns store with the password in its URL, or store itself when
+// no password is given. Two sources of one password, a password for the
+// memory store or for a URL that has one already, and an unreadable file
+// are usage errors; none of them prints the password.
+func (p *storePassword) apply(store string) (string, error) {
+	pw := p.password
+	if p.file != "" {
+		if pw != "" {
+			return "", fmt.Errorf("%w: --store-password and --store-password-file: give one", errUsage)
+		}
+		b, err := os.ReadFile(p.file)
+		if err != nil {
+			return "", fmt.Errorf("%w: --store-password-file: %v", errUsage, err)
+		}
+		pw = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+		if pw == "" || strings.ContainsAny(pw, "\r\n") {
+			return "", fmt.Errorf("%w: --store-password-file %s: want one non-empty line", errUsage, p.file)
+		}
+	}
+	if pw == "" {
+		return store, nil
+	}
+	scheme, rest, ok := strings.Cut(store, "://")
+	if !ok {
+		return "", fmt.Errorf("%w: a store password needs a Redis --store URL, not %q", errUsage, store)
+	}
+	host := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 && scheme != "unix" {
+		host = rest[:i]
+	}
+	user := ""
+	if at := strings.LastIndex(host, "@"); at >= 0 {
+		user, rest = host[:at], rest[at+1:]
+		if strings.Contains(user, ":") {
+			return "", fmt.Errorf("%w: --store %s has a password already, and one is given apart", errUsage, redact(store))
+		}
+	}
+	return scheme + "://" + user + ":" + urlPassword(pw) + "@" + rest, nil
+}
+
+// urlPassword escapes a password for a URL's userinfo.
+func urlPassword(p string) string {
+	return strings.TrimPrefix(url.UserPassword("", p).String(), ":")
+}

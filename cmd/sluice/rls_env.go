@@ -1,0 +1,628 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// sluice rls reads envoyproxy/ratelimit's environment (its
+// src/settings/settings.go) with the same meanings, so that a Deployment
+// written for that server runs sluice with only the image changed. Each
+// variable is one of:
+//
+//   - same: the same meaning under one flag (NEAR_LIMIT_RATIO is
+//     --near-limit-ratio);
+//   - mapped: read with the variables it goes with, and turned into flags
+//     (RUNTIME_ROOT, RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY make
+//     --config-dir; REDIS_SOCKET_TYPE, REDIS_TYPE, REDIS_URL, REDIS_TLS and
+//     REDIS_AUTH make --store and --store-password);
+//   - no effect: read and checked, but sluice needs nothing to do what it
+//     asks (REDIS_POOL_SIZE: sluice pipelines on shared connections), or
+//     upstream itself ignores it in that configuration; sluice rls logs
+//     each such variable at start, with why;
+//   - refused: a value that asks for what sluice does not do (memcache,
+//     DogStatsD, tracing, GRPC_UDS) stops the command at start with a
+//     message naming the variable, never silently ignored.
+//
+// A group of variables is read when one of them is set, with upstream's
+// defaults for the others (REDIS_URL alone is a Unix socket, as upstream's
+// REDIS_SOCKET_TYPE default says); with none set, sluice's own defaults
+// apply. A flag on the command line, or its SLUICE_* variable, wins over
+// these.
+
+// upstreamVar is one of envoyproxy/ratelimit's variables and what sluice
+// rls does with it.
+type upstreamVar struct {
+	name string
+	def  string // upstream's default
+	how  string // "same", "mapped", "no effect" or "refused" (refused for some values: see note)
+	// flags are the flags the variable may set.
+	flags []string
+	note  string
+}
+
+// upstreamVars lists every variable of envoyproxy/ratelimit's settings.go
+// (master, July 2026), in its order, and Envoy Gateway's
+// GRPC_SERVER_TLS_CA_CERT.
+var upstreamVars = []upstreamVar{
+	{"HOST", "0.0.0.0", "mapped", []string{"http-listen"}, "with PORT: the HTTP listener (/json, /healthcheck, /metrics)"},
+	{"PORT", "8080", "mapped", []string{"http-listen"}, "with HOST"},
+	{"DEBUG_HOST", "0.0.0.0", "mapped", []string{"debug-listen"}, "with DEBUG_PORT: the debug listener (/debug/pprof/, /rlconfig); sluice's is off unless one of the two is set"},
+	{"DEBUG_PORT", "6070", "mapped", []string{"debug-listen"}, "with DEBUG_HOST"},
+	{"GRPC_UDS", "", "refused", nil, "refused when set: sluice listens on TCP only"},
+	{"GRPC_HOST", "0.0.0.0", "mapped", []string{"grpc-listen"}, "with GRPC_PORT: the gRPC listener"},
+	{"GRPC_PORT", "8081", "mapped", []string{"grpc-listen"}, "with GRPC_HOST"},
+	{"GRPC_MAX_CONNECTION_AGE", "24h", "refused", nil, "refused when set: no --max-connection-age in this build"},
+	{"GRPC_MAX_CONNECTION_AGE_GRACE", "1h", "refused", nil, "refused when set: no --max-connection-age-grace in this build"},
+	{"GRPC_SERVER_USE_TLS", "false", "refused", nil, "refused when true: no --grpc-tls-cert in this build"},
+	{"GRPC_SERVER_TLS_CERT", "", "no effect", nil, "read only with GRPC_SERVER_USE_TLS=true, as upstream"},
+	{"GRPC_SERVER_TLS_KEY", "", "no effect", nil, "read only with GRPC_SERVER_USE_TLS=true, as upstream"},
+	{"GRPC_CLIENT_TLS_CACERT", "", "no effect", nil, "read only with GRPC_SERVER_USE_TLS=true, as upstream"},
+	{"GRPC_CLIENT_TLS_SAN", "", "no effect", nil, "read only with GRPC_SERVER_USE_TLS=true, as upstream"},
+	{"GRPC_SERVER_TLS_CA_CERT", "", "no effect", nil, "Envoy Gateway sets it, but envoyproxy/ratelimit never reads it (its client CA is GRPC_CLIENT_TLS_CACERT); sluice does as upstream"},
+	{"LOG_LEVEL", "WARN", "same", []string{"log-level"}, "trace and debug are debug, info, warn or warning, error, fatal and panic are error; any case"},
+	{"LOG_FORMAT", "text", "same", []string{"log-format"}, "json or text"},
+	{"CONFIG_TYPE", "FILE", "refused", nil, "FILE reads RUNTIME_*; GRPC_XDS_SOTW is refused: no xDS client in this build"},
+	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "no effect", nil, "with files the first configuration is read at start, as upstream's file provider does"},
+	{"CONFIG_GRPC_XDS_NODE_ID", "default", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW, as upstream"},
+	{"CONFIG_GRPC_XDS_NODE_METADATA", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "3s", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"CONFIG_GRPC_XDS_SERVER_USE_TLS", "false", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "10s", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"XDS_CLIENT_BACKOFF_JITTER", "true", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"USE_DOG_STATSD", "false", "refused", nil, "refused when true: no DogStatsD sink"},
+	{"USE_DOG_STATSD_MOGRIFIERS", "", "refused", nil, "refused when set: no DogStatsD sink"},
+	{"USE_STATSD", "true", "refused", nil, "refused when true: no statsd sink in this build (unset, sluice sends no statsd: upstream's default is on)"},
+	{"STATSD_HOST", "localhost", "no effect", nil, "read only with USE_STATSD=true"},
+	{"STATSD_PORT", "8125", "no effect", nil, "read only with USE_STATSD=true"},
+	{"EXTRA_TAGS", "", "no effect", nil, "read only with USE_STATSD=true"},
+	{"STATS_FLUSH_INTERVAL", "10s", "no effect", nil, "read only with USE_STATSD=true"},
+	{"DISABLE_STATS", "false", "no effect", nil, "true turns USE_STATSD off; /metrics stays on the HTTP listener"},
+	{"USE_PROMETHEUS", "false", "no effect", nil, "metrics are always on /metrics of the HTTP listener (PORT)"},
+	{"PROMETHEUS_ADDR", ":9090", "refused", nil, "refused when set apart from the HTTP listener: metrics are served there"},
+	{"PROMETHEUS_PATH", "/metrics", "refused", nil, "refused unless /metrics"},
+	{"PROMETHEUS_MAPPER_YAML", "", "refused", nil, "refused when set: the default mapping's names and labels are built in (--metric-labels)"},
+	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "no effect", nil, "sluice exports no per-method response_time series"},
+	{"RUNTIME_ROOT", "/srv/runtime_data/current", "mapped", []string{"config-dir"}, "--config-dir is RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY"},
+	{"RUNTIME_SUBDIRECTORY", "", "mapped", []string{"config-dir"}, "with RUNTIME_ROOT"},
+	{"RUNTIME_APPDIRECTORY", "config", "mapped", []string{"config-dir"}, "with RUNTIME_ROOT"},
+	{"RUNTIME_IGNOREDOTFILES", "false", "no effect", nil, "sluice always skips dot files and subdirectories"},
+	{"RUNTIME_WATCH_ROOT", "true", "no effect", nil, "sluice polls the files' content (--poll), which sees a changed file and a swapped symlink alike"},
+	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "no effect", nil, "sluice's keys expire when their window ends, without jitter"},
+	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "mapped", []string{"deny-cache"}, "more than 0 turns --deny-cache on (it is bounded by the keys over their limit, not sized in bytes)"},
+	{"NEAR_LIMIT_RATIO", "0.8", "same", []string{"near-limit-ratio"}, ""},
+	{"CACHE_KEY_PREFIX", "", "same", []string{"key-prefix"}, "no '{' or '}'"},
+	{"BACKEND_TYPE", "redis", "refused", nil, "redis reads REDIS_*; memcache is refused"},
+	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", "same", []string{"stop-increment-when-over-limit"}, ""},
+	{"LIMIT_RESPONSE_HEADERS_ENABLED", "false", "mapped", []string{"headers"}, "true is --headers envoy"},
+	{"LIMIT_LIMIT_HEADER", "RateLimit-Limit", "mapped", []string{"limit-header-names"}, "the first of --limit-header-names"},
+	{"LIMIT_REMAINING_HEADER", "RateLimit-Remaining", "mapped", []string{"limit-header-names"}, "the second of --limit-header-names"},
+	{"LIMIT_RESET_HEADER", "RateLimit-Reset", "mapped", []string{"limit-header-names"}, "the third of --limit-header-names"},
+	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", "same", []string{"healthy-with-config"}, "not serving until a configuration with a domain is loaded"},
+	{"REDIS_SOCKET_TYPE", "unix", "mapped", []string{"store"}, "tcp or unix: with REDIS_URL, --store redis://HOST:PORT or unix://PATH"},
+	{"REDIS_TYPE", "SINGLE", "mapped", []string{"store"}, "SINGLE or CLUSTER (redis-cluster://); SENTINEL is refused"},
+	{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock", "mapped", []string{"store"}, "HOST:PORT, a socket path, or a comma-separated list for CLUSTER"},
+	{"REDIS_POOL_SIZE", "10", "no effect", nil, "no pool: calls are pipelined on shared connections"},
+	{"REDIS_AUTH", "", "mapped", []string{"store", "store-password"}, "PASSWORD or USER:PASSWORD: the user goes in --store, the password in --store-password (never in argv or logs)"},
+	{"REDIS_TLS", "false", "mapped", []string{"store"}, "true makes --store rediss://"},
+	{"REDIS_TLS_CLIENT_CERT", "", "refused", nil, "refused when set: no client certificate for Redis in this build"},
+	{"REDIS_TLS_CLIENT_KEY", "", "refused", nil, "refused when set, as REDIS_TLS_CLIENT_CERT"},
+	{"REDIS_TLS_CACERT", "", "refused", nil, "refused when set: rediss:// verifies with the system roots in this build"},
+	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", "refused", nil, "refused when true"},
+	{"REDIS_PIPELINE_WINDOW", "0", "no effect", nil, "sluice batches every call waiting, with no added delay"},
+	{"REDIS_PIPELINE_LIMIT", "0", "no effect", nil, "deprecated and unused upstream"},
+	{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "1", "no effect", nil, "sluice sends each cluster node's batch at once"},
+	{"REDIS_PERSECOND", "false", "refused", nil, "refused when true: one store for every unit"},
+	{"REDIS_PERSECOND_SOCKET_TYPE", "unix", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_PERSECOND_TYPE", "SINGLE", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_PERSECOND_URL", "/var/run/nutcracker/ratelimitpersecond.sock", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_PERSECOND_POOL_SIZE", "10", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_PERSECOND_AUTH", "", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_PERSECOND_TLS", "false", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_SENTINEL_AUTH", "", "no effect", nil, "read only with REDIS_TYPE=SENTINEL (refused)"},
+	{"REDIS_PERSECOND_SENTINEL_AUTH", "", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_PERSECOND_PIPELINE_WINDOW", "0", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_PERSECOND_PIPELINE_LIMIT", "0", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "1", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "false", "refused", nil, "refused when true: sluice stays healthy while --on-store-error answers for Redis; /readyz and sluice_store_up say how Redis is"},
+	{"REDIS_TIMEOUT", "10s", "same", []string{"store-timeout"}, "sluice's default is 100ms"},
+	{"REDIS_PERSECOND_TIMEOUT", "10s", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "WAIT", "refused", nil, "WAIT has no effect (no pool); CREATE and ERROR are refused, as upstream refuses them"},
+	{"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", "WAIT", "no effect", nil, "read only with REDIS_PERSECOND=true"},
+	{"REDIS_STARTUP_INITIAL_INTERVAL", "1s", "no effect", nil, "sluice starts with Redis down (--on-store-error answers) and reconnects in the background"},
+	{"REDIS_STARTUP_MAX_INTERVAL", "30s", "no effect", nil, "as REDIS_STARTUP_INITIAL_INTERVAL"},
+	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "0", "no effect", nil, "as REDIS_STARTUP_INITIAL_INTERVAL: sluice never gives up"},
+	{"MEMCACHE_HOST_PORT", "", "refused", nil, "refused when set: no memcached store"},
+	{"MEMCACHE_MAX_IDLE_CONNS", "2", "no effect", nil, "read only with BACKEND_TYPE=memcache (refused)"},
+	{"MEMCACHE_SRV", "", "refused", nil, "refused when set: no memcached store"},
+	{"MEMCACHE_SRV_REFRESH", "0", "no effect", nil, "read only with BACKEND_TYPE=memcache (refused)"},
+	{"MEMCACHE_TLS", "false", "no effect", nil, "read only with BACKEND_TYPE=memcache (refused)"},
+	{"MEMCACHE_TLS_CLIENT_CERT", "", "no effect", nil, "read only with BACKEND_TYPE=memcache (refused)"},
+	{"MEMCACHE_TLS_CLIENT_KEY", "", "no effect", nil, "read only with BACKEND_TYPE=memcache (refused)"},
+	{"MEMCACHE_TLS_CACERT", "", "no effect", nil, "read only with BACKEND_TYPE=memcache (refused)"},
+	{"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "false", "no effect", nil, "read only with BACKEND_TYPE=memcache (refused)"},
+	{"SHADOW_MODE", "false", "same", []string{"shadow-mode"}, ""},
+	{"QUOTA_MODE", "false", "same", []string{"quota-mode"}, ""},
+	{"RESPONSE_DYNAMIC_METADATA", "false", "same", []string{"response-dynamic-metadata"}, ""},
+	{"MERGE_DOMAIN_CONFIG", "false", "refused", nil, "refused when true: a domain in two files is refused at load"},
+	{"TRACING_ENABLED", "false", "refused", nil, "refused when true: no OpenTelemetry spans"},
+	{"TRACING_SERVICE_NAME", "RateLimit", "no effect", nil, "read only with TRACING_ENABLED=true (refused)"},
+	{"TRACING_SERVICE_NAMESPACE", "", "no effect", nil, "read only with TRACING_ENABLED=true (refused)"},
+	{"TRACING_SERVICE_INSTANCE_ID", "", "no effect", nil, "read only with TRACING_ENABLED=true (refused)"},
+	{"TRACING_EXPORTER_PROTOCOL", "http", "no effect", nil, "read only with TRACING_ENABLED=true (refused)"},
+	{"TRACING_SAMPLING_RATE", "1", "no effect", nil, "read only with TRACING_ENABLED=true (refused)"},
+}
+
+// upstreamVarsByFlag returns, by flag name, the variables that may set it.
+func upstreamVarsByFlag() map[string][]string {
+	m := map[string][]string{}
+	for _, v := range upstreamVars {
+		for _, f := range v.flags {
+			m[f] = append(m[f], v.name)
+		}
+	}
+	return m
+}
+
+// upstreamEnv reads envoyproxy/ratelimit's variables for one start.
+type upstreamEnv struct {
+	lookup func(string) (string, bool)
+	fs     *flag.FlagSet
+	sets   []envSetting
+	notes  []string
+	errs   []error
+}
+
+// readUpstreamEnv is sluice rls's foreignEnv.read.
+func readUpstreamEnv(lookup func(string) (string, bool), fs *flag.FlagSet) ([]envSetting, []string, error) {
+	e := &upstreamEnv{lookup: lookup, fs: fs}
+	e.listeners()
+	e.tls()
+	e.logs()
+	configFile := e.config()
+	if configFile {
+		e.runtime()
+	}
+	e.stats()
+	e.cache()
+	e.redis()
+	e.modes()
+	return e.sets, e.notes, errors.Join(e.errs...)
+}
+
+// get returns name's value when it is set and not empty.
+func (e *upstreamEnv) get(name string) (string, bool) {
+	v, ok := e.lookup(name)
+	if !ok || v == "" {
+		return "", false
+	}
+	return v, true
+}
+
+// getOr returns name's value, or def when it is unset or empty.
+func (e *upstreamEnv) getOr(name, def string) string {
+	if v, ok := e.get(name); ok {
+		return v
+	}
+	return def
+}
+
+// anySet reports whether one of names is set.
+func (e *upstreamEnv) anySet(names ...string) bool {
+	for _, n := range names {
+		if _, ok := e.get(n); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// boolVar returns name's value as envoyproxy/ratelimit reads a bool
+// (strconv.ParseBool), def when unset; a bad value is an error.
+func (e *upstreamEnv) boolVar(name string, def bool) bool {
+	v, ok := e.get(name)
+	if !ok {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.fail(name, v, "want true or false")
+		return def
+	}
+	return b
+}
+
+// check validates name's value, when set, with parse (upstream would not
+// start with a bad one either).
+func (e *upstreamEnv) check(name string, parse func(string) error) {
+	if v, ok := e.get(name); ok {
+		if err := parse(v); err != nil {
+			e.fail(name, v, err.Error())
+		}
+	}
+}
+
+func parseInt(s string) error {
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err
+}
+
+func parseDuration(s string) error {
+	_, err := time.ParseDuration(s)
+	return err
+}
+
+func parseFloat(s string) error {
+	_, err := strconv.ParseFloat(s, 64)
+	return err
+}
+
+func (e *upstreamEnv) fail(name, v, why string) {
+	e.errs = append(e.errs, fmt.Errorf("%s=%q: %s", name, v, why))
+}
+
+func (e *upstreamEnv) refuse(name, v, why string) {
+	e.errs = append(e.errs, fmt.Errorf("%s=%q is not supported by sluice rls: %s", name, v, why))
+}
+
+func (e *upstreamEnv) set(flagName, value string, from ...string) {
+	e.sets = append(e.sets, envSetting{flag: flagName, value: value, from: strings.Join(from, ", ")})
+}
+
+// note says that the set variables among names need nothing of sluice,
+// and why.
+func (e *upstreamEnv) note(why string, names ...string) {
+	for _, n := range names {
+		if _, ok := e.get(n); ok {
+			e.notes = append(e.notes, n+": no effect: "+why)
+		}
+	}
+}
+
+// hostPort maps a HOST/PORT pair to an address flag when one is set.
+func (e *upstreamEnv) hostPort(hostVar, hostDef, portVar, portDef, flagName string) {
+	if !e.anySet(hostVar, portVar) {
+		return
+	}
+	port := e.getOr(portVar, portDef)
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		e.fail(portVar, port, "want a port number")
+		return
+	}
+	e.set(flagName, net.JoinHostPort(e.getOr(hostVar, hostDef), port), hostVar, portVar)
+}
+
+func (e *upstreamEnv) listeners() {
+	e.hostPort("HOST", "0.0.0.0", "PORT", "8080", "http-listen")
+	e.hostPort("GRPC_HOST", "0.0.0.0", "GRPC_PORT", "8081", "grpc-listen")
+	e.hostPort("DEBUG_HOST", "0.0.0.0", "DEBUG_PORT", "6070", "debug-listen")
+	if v, ok := e.get("GRPC_UDS"); ok {
+		e.refuse("GRPC_UDS", v, "sluice listens on TCP only (GRPC_HOST, GRPC_PORT)")
+	}
+	for _, n := range []string{"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"} {
+		if v, ok := e.get(n); ok {
+			e.refuse(n, v, "this build of sluice rls does not age connections out (--max-connections bounds them)")
+		}
+	}
+}
+
+func (e *upstreamEnv) tls() {
+	tlsVars := []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN"}
+	if e.boolVar("GRPC_SERVER_USE_TLS", false) {
+		v, _ := e.get("GRPC_SERVER_USE_TLS")
+		e.refuse("GRPC_SERVER_USE_TLS", v, "this build of sluice rls serves plaintext gRPC only")
+	} else {
+		e.note("read only with GRPC_SERVER_USE_TLS=true, as envoyproxy/ratelimit does", tlsVars...)
+	}
+	e.note("Envoy Gateway sets it, but envoyproxy/ratelimit does not read it (its client CA is GRPC_CLIENT_TLS_CACERT), nor does sluice", "GRPC_SERVER_TLS_CA_CERT")
+}
+
+// logLevels maps logrus's level names (envoyproxy/ratelimit's) to
+// --log-level's.
+var logLevels = map[string]string{"trace": "debug", "debug": "debug", "info": "info", "warn": "warn", "warning": "warn",
+	"error": "error", "fatal": "error", "panic": "error"}
+
+func (e *upstreamEnv) logs() {
+	if v, ok := e.get("LOG_LEVEL"); ok {
+		if l, ok := logLevels[strings.ToLower(v)]; ok {
+			e.set("log-level", l, "LOG_LEVEL")
+		} else {
+			e.fail("LOG_LEVEL", v, "want trace, debug, info, warn, warning, error, fatal or panic")
+		}
+	}
+	if v, ok := e.get("LOG_FORMAT"); ok {
+		switch f := strings.ToLower(v); f {
+		case "json", "text":
+			e.set("log-format", f, "LOG_FORMAT")
+		default:
+			e.fail("LOG_FORMAT", v, "want json or text")
+		}
+	}
+}
+
+var xdsVars = []string{"CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_SERVER_URL",
+	"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+	"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+	"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "XDS_CLIENT_BACKOFF_JITTER",
+	"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"}
+
+// config reads CONFIG_TYPE and reports whether rules come from files.
+func (e *upstreamEnv) config() bool {
+	e.boolVar("FORCE_START_WITHOUT_INITIAL_CONFIG", false)
+	switch v := e.getOr("CONFIG_TYPE", "FILE"); v {
+	case "FILE":
+		e.note("read only with CONFIG_TYPE=GRPC_XDS_SOTW, as envoyproxy/ratelimit does", xdsVars...)
+		e.note("with files the first configuration is read at start, as envoyproxy/ratelimit's file provider reads it", "FORCE_START_WITHOUT_INITIAL_CONFIG")
+		return true
+	case "GRPC_XDS_SOTW":
+		e.refuse("CONFIG_TYPE", v, "this build of sluice rls reads its rules from files only (RUNTIME_ROOT)")
+		return false
+	default:
+		e.fail("CONFIG_TYPE", v, "want FILE or GRPC_XDS_SOTW")
+		return false
+	}
+}
+
+func (e *upstreamEnv) runtime() {
+	if e.anySet("RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY") {
+		dir := filepath.Join(e.getOr("RUNTIME_ROOT", "/srv/runtime_data/current"), e.getOr("RUNTIME_SUBDIRECTORY", ""),
+			e.getOr("RUNTIME_APPDIRECTORY", "config"))
+		e.set("config-dir", dir, "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY")
+	}
+	e.boolVar("RUNTIME_IGNOREDOTFILES", false)
+	e.boolVar("RUNTIME_WATCH_ROOT", true)
+	e.note("sluice always skips dot files and subdirectories", "RUNTIME_IGNOREDOTFILES")
+	e.note("sluice polls the files' content (--poll), which sees a changed file and a swapped symlink alike", "RUNTIME_WATCH_ROOT")
+}
+
+func (e *upstreamEnv) stats() {
+	if e.boolVar("USE_DOG_STATSD", false) {
+		e.refuse("USE_DOG_STATSD", e.getOr("USE_DOG_STATSD", ""), "no DogStatsD sink")
+	}
+	if v, ok := e.get("USE_DOG_STATSD_MOGRIFIERS"); ok {
+		e.refuse("USE_DOG_STATSD_MOGRIFIERS", v, "no DogStatsD sink")
+	}
+	disabled := e.boolVar("DISABLE_STATS", false)
+	statsdVars := []string{"STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL"}
+	e.check("STATSD_PORT", parseInt)
+	e.check("STATS_FLUSH_INTERVAL", parseDuration)
+	if v, ok := e.get("USE_STATSD"); ok && e.boolVar("USE_STATSD", true) && !disabled {
+		e.refuse("USE_STATSD", v, "this build of sluice rls exports Prometheus metrics only, on /metrics of the HTTP listener (set USE_STATSD=false)")
+	} else {
+		e.note("read only with USE_STATSD=true", statsdVars...)
+	}
+	e.note("no statsd or DogStatsD is sent; /metrics stays on the HTTP listener", "DISABLE_STATS")
+	e.boolVar("USE_PROMETHEUS", false)
+	e.note("metrics are always on /metrics of the HTTP listener (PORT)", "USE_PROMETHEUS")
+	if v, ok := e.get("PROMETHEUS_ADDR"); ok {
+		e.refuse("PROMETHEUS_ADDR", v, "sluice serves /metrics on the HTTP listener (HOST, PORT), not on a listener of its own; point the scrape there")
+	}
+	if v, ok := e.get("PROMETHEUS_PATH"); ok && v != "/metrics" {
+		e.refuse("PROMETHEUS_PATH", v, "metrics are served on /metrics")
+	}
+	if v, ok := e.get("PROMETHEUS_MAPPER_YAML"); ok {
+		e.refuse("PROMETHEUS_MAPPER_YAML", v, "no statsd mapper: the default mapping's names and labels are built in (--metric-labels)")
+	}
+	e.boolVar("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", false)
+	e.note("sluice exports no per-method response_time series", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")
+}
+
+func (e *upstreamEnv) cache() {
+	e.check("EXPIRATION_JITTER_MAX_SECONDS", parseInt)
+	e.note("sluice's keys expire when their window ends, without jitter", "EXPIRATION_JITTER_MAX_SECONDS")
+	if v, ok := e.get("LOCAL_CACHE_SIZE_IN_BYTES"); ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			e.fail("LOCAL_CACHE_SIZE_IN_BYTES", v, "want a size in bytes")
+		} else {
+			e.set("deny-cache", strconv.FormatBool(n > 0), "LOCAL_CACHE_SIZE_IN_BYTES")
+		}
+	}
+	if v, ok := e.get("NEAR_LIMIT_RATIO"); ok {
+		e.set("near-limit-ratio", v, "NEAR_LIMIT_RATIO")
+	}
+	if v, ok := e.get("CACHE_KEY_PREFIX"); ok {
+		e.set("key-prefix", v, "CACHE_KEY_PREFIX")
+	}
+	if v, ok := e.get("LIMIT_RESPONSE_HEADERS_ENABLED"); ok {
+		if e.boolVar("LIMIT_RESPONSE_HEADERS_ENABLED", false) {
+			e.set("headers", "envoy", "LIMIT_RESPONSE_HEADERS_ENABLED")
+		} else {
+			e.set("headers", "off", "LIMIT_RESPONSE_HEADERS_ENABLED="+v)
+		}
+	}
+	if e.anySet("LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER") {
+		names := []string{e.getOr("LIMIT_LIMIT_HEADER", "RateLimit-Limit"), e.getOr("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
+			e.getOr("LIMIT_RESET_HEADER", "RateLimit-Reset")}
+		for i, n := range names {
+			if strings.Contains(n, ",") {
+				e.fail([]string{"LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER"}[i], n, "not a header name")
+				return
+			}
+		}
+		e.set("limit-header-names", strings.Join(names, ","), "LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER")
+	}
+}
+
+var perSecondVars = []string{"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
+	"REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_SENTINEL_AUTH",
+	"REDIS_PERSECOND_PIPELINE_WINDOW", "REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM",
+	"REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}
+
+var memcacheVars = []string{"MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV_REFRESH", "MEMCACHE_TLS", "MEMCACHE_TLS_CLIENT_CERT",
+	"MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"}
+
+func (e *upstreamEnv) redis() {
+	switch v := e.getOr("BACKEND_TYPE", "redis"); v {
+	case "redis":
+	case "memcache":
+		e.refuse("BACKEND_TYPE", v, "no memcached store: use redis (REDIS_*), or the memory store (no REDIS_* set)")
+		return
+	default:
+		e.fail("BACKEND_TYPE", v, "want redis or memcache")
+		return
+	}
+	for _, n := range []string{"MEMCACHE_HOST_PORT", "MEMCACHE_SRV"} {
+		if v, ok := e.get(n); ok {
+			e.refuse(n, v, "no memcached store")
+		}
+	}
+	e.note("read only with BACKEND_TYPE=memcache", memcacheVars...)
+	if v, ok := e.get("REDIS_PERSECOND"); ok && e.boolVar("REDIS_PERSECOND", false) {
+		e.refuse("REDIS_PERSECOND", v, "one store holds every unit's counters")
+	} else {
+		e.note("read only with REDIS_PERSECOND=true", perSecondVars...)
+	}
+	e.check("REDIS_POOL_SIZE", parseInt)
+	e.note("no pool: calls are pipelined on shared connections", "REDIS_POOL_SIZE")
+	e.check("REDIS_PIPELINE_WINDOW", parseDuration)
+	e.check("REDIS_PIPELINE_LIMIT", parseInt)
+	e.check("REDIS_CLUSTER_PIPELINE_PARALLELISM", parseInt)
+	e.note("sluice batches every call waiting for Redis, with no added delay", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_CLUSTER_PIPELINE_PARALLELISM")
+	for _, n := range []string{"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME"} {
+		e.check(n, parseDuration)
+	}
+	e.note("sluice starts with Redis down (--on-store-error answers) and reconnects in the background, without giving up",
+		"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME")
+	switch v := e.getOr("REDIS_POOL_ON_EMPTY_BEHAVIOR", "WAIT"); strings.ToUpper(v) {
+	case "WAIT":
+		e.note("no pool to wait on", "REDIS_POOL_ON_EMPTY_BEHAVIOR")
+	default:
+		e.refuse("REDIS_POOL_ON_EMPTY_BEHAVIOR", v, "only WAIT (envoyproxy/ratelimit refuses the others too)")
+	}
+	if v, ok := e.get("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"); ok && e.boolVar("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false) {
+		e.refuse("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", v, "sluice stays healthy while --on-store-error answers for Redis; /readyz and sluice_store_up say how Redis is")
+	}
+	if v, ok := e.get("REDIS_TIMEOUT"); ok {
+		e.set("store-timeout", v, "REDIS_TIMEOUT")
+	}
+	for _, n := range []string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT"} {
+		if v, ok := e.get(n); ok {
+			e.refuse(n, v, "this build of sluice rls verifies rediss:// with the system's roots and sends no client certificate")
+		}
+	}
+	if v, ok := e.get("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"); ok && e.boolVar("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
+		e.refuse("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", v, "sluice always verifies the server's name")
+	}
+	if !e.anySet("REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "REDIS_TLS") {
+		e.note("read only with REDIS_TYPE=SENTINEL", "REDIS_SENTINEL_AUTH")
+		return
+	}
+	e.store()
+}
+
+// store maps REDIS_SOCKET_TYPE, REDIS_TYPE, REDIS_URL, REDIS_TLS and
+// REDIS_AUTH to --store and --store-password.
+func (e *upstreamEnv) store() {
+	from := []string{"REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_TLS", "REDIS_AUTH"}
+	socket := strings.ToLower(e.getOr("REDIS_SOCKET_TYPE", "unix"))
+	typ := strings.ToLower(e.getOr("REDIS_TYPE", "SINGLE"))
+	addr := e.getOr("REDIS_URL", "/var/run/nutcracker/ratelimit.sock")
+	useTLS := e.boolVar("REDIS_TLS", false)
+	user, password := "", ""
+	if auth, ok := e.get("REDIS_AUTH"); ok {
+		// As upstream: USER:PASSWORD, or a password alone.
+		if u, p, found := strings.Cut(auth, ":"); found {
+			user, password = u, p
+		} else {
+			password = auth
+		}
+	}
+	userinfo := ""
+	if user != "" {
+		userinfo = urlUser(user) + "@"
+	}
+	var store string
+	switch {
+	case socket != "tcp" && socket != "unix":
+		e.fail("REDIS_SOCKET_TYPE", socket, "want tcp or unix")
+		return
+	case typ == "sentinel":
+		e.refuse("REDIS_TYPE", e.getOr("REDIS_TYPE", ""), "no Redis Sentinel in this build: give the master's address with REDIS_TYPE=SINGLE")
+		return
+	case typ != "single" && typ != "cluster":
+		e.fail("REDIS_TYPE", typ, "want SINGLE, CLUSTER or SENTINEL")
+		return
+	case strings.Contains(addr, "://"):
+		e.fail("REDIS_URL", addr, "want HOST:PORT or a socket path, as envoyproxy/ratelimit (REDIS_SOCKET_TYPE, REDIS_TLS and REDIS_AUTH say the rest)")
+		return
+	case socket == "unix":
+		if typ == "cluster" || useTLS {
+			e.fail("REDIS_SOCKET_TYPE", socket, "a Unix socket serves one Redis, without TLS: want tcp with REDIS_TYPE=CLUSTER or REDIS_TLS=true")
+			return
+		}
+		store = "unix://" + userinfo + addr
+	default:
+		for _, a := range strings.Split(addr, ",") {
+			if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+				e.fail("REDIS_URL", addr, "want HOST:PORT (a comma-separated list with REDIS_TYPE=CLUSTER)")
+				return
+			}
+		}
+		scheme := "redis"
+		if useTLS {
+			scheme = "rediss"
+		}
+		if typ == "cluster" {
+			scheme += "-cluster"
+		} else if strings.Contains(addr, ",") {
+			e.fail("REDIS_URL", addr, "one HOST:PORT with REDIS_TYPE=SINGLE")
+			return
+		}
+		store = scheme + "://" + userinfo + addr
+	}
+	e.set("store", store, from...)
+	if password != "" {
+		e.set("store-password", password, "REDIS_AUTH")
+	}
+	e.note("read only with REDIS_TYPE=SENTINEL", "REDIS_SENTINEL_AUTH")
+}
+
+// urlUser escapes a user name for a URL's userinfo.
+func urlUser(u string) string {
+	var b strings.Builder
+	for _, c := range []byte(u) {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+func (e *upstreamEnv) modes() {
+	for _, m := range []struct{ name, flag string }{
+		{"SHADOW_MODE", "shadow-mode"}, {"QUOTA_MODE", "quota-mode"}, {"RESPONSE_DYNAMIC_METADATA", "response-dynamic-metadata"},
+		{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "stop-increment-when-over-limit"},
+		{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "healthy-with-config"},
+	} {
+		if _, ok := e.get(m.name); ok {
+			e.set(m.flag, strconv.FormatBool(e.boolVar(m.name, false)), m.name)
+		}
+	}
+	if v, ok := e.get("MERGE_DOMAIN_CONFIG"); ok && e.boolVar("MERGE_DOMAIN_CONFIG", false) {
+		e.refuse("MERGE_DOMAIN_CONFIG", v, "a domain in two files is refused at load")
+	}
+	if v, ok := e.get("TRACING_ENABLED"); ok && e.boolVar("TRACING_ENABLED", false) {
+		e.refuse("TRACING_ENABLED", v, "no OpenTelemetry spans")
+	}
+	e.check("TRACING_SAMPLING_RATE", parseFloat)
+	e.note("read only with TRACING_ENABLED=true", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE",
+		"TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE")
+}
