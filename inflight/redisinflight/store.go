@@ -222,11 +222,6 @@ func (s *Store) Acquire(ctx context.Context, req inflight.Request) (inflight.Lea
 	}
 	req = req.Normalize()
 	d := inflight.Decision{Cap: req.Cap}
-	if req.Cap == 0 {
-		// Nothing is ever admitted, and there is no state to consult.
-		d.Unsatisfiable = true
-		return inflight.Lease{}, d, nil
-	}
 	id := rand.Uint64() &^ localBit
 	for id == 0 {
 		id = rand.Uint64() &^ localBit
