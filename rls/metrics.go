@@ -56,7 +56,8 @@ type metrics struct {
 	serviceError, storeError           svcCounter
 	globalShadow                       svcCounter
 
-	sd *Statsd // nil: no statsd output
+	sd         *Statsd // nil: no statsd output
+	localCache bool    // over_limit_with_local_cache series (Options.LocalCacheSize)
 
 	maxDetailed int64 // detailed keys per family; 0: none (all overflow)
 	envoyLabels bool  // MetricLabelsEnvoy: key1 and key2 rather than key
@@ -69,7 +70,7 @@ type metrics struct {
 // ruleStats are one rule's (or detailed key's) counters, resolved once.
 type ruleStats struct {
 	totalHits, overLimit, nearLimit, withinLimit, shadowMode prometheus.Counter
-	localCache                                               prometheus.Counter // over_limit_with_local_cache
+	localCache                                               prometheus.Counter // over_limit_with_local_cache; nil without a local cache
 	sd                                                       *statsdRule        // nil without statsd
 }
 
@@ -302,7 +303,10 @@ func (m *metrics) newStats(domain, label string) *ruleStats {
 		nearLimit:   m.nearLimit.WithLabelValues(v...),
 		withinLimit: m.withinLimit.WithLabelValues(v...),
 		shadowMode:  m.shadowMode.WithLabelValues(v...),
-		localCache:  m.overLimitLocalCache.WithLabelValues(v...),
+	}
+	if m.localCache {
+		// Only with a local cache: without one, the series would stay 0.
+		rs.localCache = m.overLimitLocalCache.WithLabelValues(v...)
 	}
 	if m.sd != nil {
 		// The same bounded keys as the series: statsd keys are made here
@@ -409,7 +413,7 @@ func (rs *ruleStats) add(total, over, near, within, shadow, cached uint64) {
 	if shadow > 0 {
 		rs.shadowMode.Add(float64(shadow))
 	}
-	if cached > 0 {
+	if cached > 0 && rs.localCache != nil {
 		rs.localCache.Add(float64(cached))
 	}
 	if sd := rs.sd; sd != nil {

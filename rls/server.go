@@ -273,6 +273,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("rls: local cache size %d is negative", opts.LocalCacheSize)
 	}
 	if s.lc = newLocalCache(opts.LocalCacheSize); s.lc != nil {
+		m.localCache = true
 		if err := registerLocalCache(s.reg, s.lc); err != nil {
 			return nil, err
 		}
