@@ -2,6 +2,7 @@ package redisinflight_test
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -85,3 +86,6 @@ func newStore(t testing.TB, e env, opts redisinflight.Options) *redisinflight.St
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// netDialer dials quickly, so a killed server is an error at once.
+func netDialer() net.Dialer { return net.Dialer{Timeout: time.Second} }
