@@ -43,7 +43,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := f.log.logger(stderr)
 	// The first config must be good: there is no previous one to keep.
 	set, err := rules.LoadDir(f.configDir)
 	if err != nil {
@@ -66,12 +66,15 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	srv, err := rls.New(store, set, rls.Options{Statsd: sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
 		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
 		MetricLabels: f.metricLabels, HeaderNames: f.headerNames, StopIncrementWhenOverLimit: f.stopIncrement,
-		QuotaMode: f.quotaMode})
+		QuotaMode: f.quotaMode, HealthyWithConfig: f.healthyWithConfig})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
 	if err := store.Register(srv.Registry()); err != nil {
+		return err
+	}
+	if err := registerRuntimeMetrics(srv.Registry()); err != nil {
 		return err
 	}
 	// Load again through the server so that Watch starts from what it read
@@ -113,6 +116,8 @@ type rlsFlags struct {
 	nearRatio                                                   float64
 	metricLabels                                                rls.MetricLabels
 	headerNames                                                 rls.HeaderNames
+	log                                                         *logFlags
+	healthyWithConfig                                           bool
 	stats                                                       rlsStatsFlags
 	tr                                                          grpcTransportFlags
 }
@@ -144,6 +149,9 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	fs.Float64Var(&f.nearRatio, "near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
 	metricLabels := fs.String("metric-labels", "envoy", "labels of the per-rule metrics: envoy (domain, key1, key2, as envoyproxy/ratelimit's Prometheus mapping, so its dashboards work) or sluice (domain and the whole key)")
 	fs.StringVar(&f.grpc, "grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
+	f.log = addLogFlags(fs)
+	fs.BoolVar(&f.healthyWithConfig, "healthy-with-config", false, "report not serving (gRPC health, /healthcheck, /readyz) until the configuration has a domain (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
+	storePW := addStorePasswordFlags(fs)
 	f.stats.add(fs)
 	f.tr.add(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -162,6 +170,9 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 		return nil, fmt.Errorf("%w: --config-dir is required", errUsage)
 	}
 	var err error
+	if f.store, err = storePW.apply(f.store); err != nil {
+		return nil, err
+	}
 	if *headers == "envoy" {
 		f.headers, f.headerNames = rls.HeadersLegacy, rls.EnvoyHeaderNames
 	} else if f.headers, err = rls.ParseHeaderMode(*headers); err != nil {
@@ -270,7 +281,7 @@ func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImp
 			WriteTimeout: 30 * time.Second, IdleTimeout: 75 * time.Second, MaxHeaderBytes: 64 << 10}
 	}
 	if l.debug != nil {
-		ds = &http.Server{Handler: admin.Pprof(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 75 * time.Second}
+		ds = &http.Server{Handler: srv.DebugHandler(admin.Pprof()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 75 * time.Second}
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
