@@ -193,52 +193,60 @@ func (m *Memory) shard(key string) *shard {
 }
 
 // Acquire implements Store.
-func (m *Memory) Acquire(ctx context.Context, req Request) (Lease, Decision, error) {
-	if err := req.Validate(); err != nil {
-		return Lease{}, Decision{}, err
+func (m *Memory) Acquire(ctx context.Context, req Request) (l Lease, d Decision, err error) {
+	if req.Cap < 0 || req.Weight < 0 || req.Cap > MaxCap || req.Weight > MaxCap || req.TTL < 0 || req.TTL > MaxTTL ||
+		req.TTL != 0 && req.TTL < time.Millisecond {
+		return l, d, req.Validate()
 	}
 	if m.closed.Load() {
-		return Lease{}, Decision{}, ErrClosed
+		return l, d, ErrClosed
 	}
-	req = req.Normalize()
-	return m.acquire(req, m.now())
-}
-
-func (m *Memory) acquire(req Request, now int64) (Lease, Decision, error) {
-	d := Decision{Cap: req.Cap}
-	sh := m.shard(req.Key)
+	weight, ttl := req.Weight, req.TTL
+	if weight == 0 {
+		weight = 1
+	}
+	if ttl == 0 {
+		ttl = DefaultTTL
+	}
+	now := m.now()
+	d.Cap = req.Cap
+	sh := &m.shards[maphash.String(m.seed, req.Key)&m.mask]
 	sh.mu.Lock()
 	e := sh.keys[req.Key]
-	if e != nil && e.live > 0 && now >= e.earliest() {
-		e.reap(now)
-		if e.live == 0 {
-			sh.drop(req.Key, e)
-		}
-	}
 	if e != nil {
+		if e.live > 0 && now >= e.earliest() {
+			e.reap(now)
+			if e.live == 0 {
+				sh.drop(req.Key, e)
+			}
+		}
 		d.InFlight = e.inflight
-	}
-	if req.Weight > req.Cap {
-		d.Unsatisfiable = true
-		sh.mu.Unlock()
-		return Lease{}, d, nil
-	}
-	if e != nil && (e.inflight+req.Weight > req.Cap || e.live >= MaxLeasesPerKey) {
-		d.RetryAfter = time.Duration(e.earliest() - now)
-		sh.mu.Unlock()
-		return Lease{}, d, nil
-	}
-	if e == nil {
+		if weight > req.Cap {
+			sh.mu.Unlock()
+			d.Unsatisfiable = true
+			return l, d, nil
+		}
+		if e.inflight > req.Cap-weight || e.live >= MaxLeasesPerKey {
+			d.RetryAfter = time.Duration(e.earliest() - now) // live > 0: inflight > 0
+			sh.mu.Unlock()
+			return l, d, nil
+		}
+	} else {
+		if weight > req.Cap {
+			sh.mu.Unlock()
+			d.Unsatisfiable = true
+			return l, d, nil
+		}
 		if m.perShard > 0 && len(sh.keys) >= m.perShard && !sh.makeRoom(now) {
 			sh.mu.Unlock()
 			switch m.onFull {
 			case ratelimit.FailAllow, ratelimit.FailLocal:
 				d.Allowed = true
-				return Lease{Key: req.Key, Weight: req.Weight, Expiry: time.Unix(0, now+int64(req.TTL))}, d, nil
+				return Lease{Key: req.Key, Weight: weight, Expiry: time.Unix(0, now+int64(ttl))}, d, nil
 			case ratelimit.FailDeny:
-				return Lease{}, d, nil
+				return l, d, nil
 			}
-			return Lease{}, Decision{}, ErrFull
+			return l, Decision{}, ErrFull
 		}
 		e = sh.newEntry()
 		e.key = req.Key
@@ -249,16 +257,16 @@ func (m *Memory) acquire(req Request, now int64) (Lease, Decision, error) {
 		sh.seq = 1
 	}
 	i := e.take()
-	exp := now + int64(req.TTL)
+	exp := now + int64(ttl)
 	id := sh.seq<<slotBits | uint64(i)
-	e.slots[i] = slot{id: id, weight: req.Weight, exp: exp}
+	e.slots[i] = slot{id: id, weight: weight, exp: exp}
 	e.push(i)
 	e.live++
-	e.inflight += req.Weight
+	e.inflight += weight
 	d.InFlight = e.inflight
 	sh.mu.Unlock()
 	d.Allowed = true
-	return Lease{Key: req.Key, ID: id, Weight: req.Weight, Expiry: time.Unix(0, exp), ref: e}, d, nil
+	return Lease{Key: req.Key, ID: id, Weight: weight, Expiry: time.Unix(0, exp), ref: e}, d, nil
 }
 
 // Release implements Store.
