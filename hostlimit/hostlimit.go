@@ -104,6 +104,7 @@ type host struct {
 	// The server's announced budget (Announce): until budgetUntil, the
 	// host is paced at budgetRate.
 	budgetRate  float64
+	budgetBurst int64
 	budgetUntil time.Time
 	// ceiling caps the host's rate (a robots.txt Crawl-delay); 0 is none.
 	ceiling float64
@@ -279,22 +280,22 @@ func (l *Limiter) limit(h *host, now time.Time) ratelimit.Limit {
 	if h.ctrl != nil {
 		rate = h.ctrl.Rate()
 	}
-	paced := false
+	var pacedBurst int64
 	h.mu.Lock()
 	if now.Before(h.budgetUntil) {
 		// The server said what it will take: its pace replaces the
 		// adaptive guess and caps a fixed rate.
 		if h.ctrl != nil || h.budgetRate < rate {
-			rate, paced = h.budgetRate, true
+			rate, pacedBurst = h.budgetRate, max(h.budgetBurst, 1)
 		}
 	}
 	if h.ceiling > 0 && rate > h.ceiling {
-		rate, paced = h.ceiling, true
+		rate, pacedBurst = h.ceiling, 1
 	}
 	h.mu.Unlock()
 	burst := int64(l.o.Burst)
-	if paced {
-		burst = 1
+	if pacedBurst > 0 {
+		burst = pacedBurst
 	}
 	if burst == 0 {
 		burst = max(1, int64(math.Ceil(rate/50)))
@@ -451,17 +452,50 @@ func (h *host) release() {
 	h.mu.Unlock()
 }
 
-// Announce tells the Limiter what host's server announced about its
-// budget (the RateLimit or X-RateLimit-* fields of an answer received at
-// now): remaining more requests until the allowance refills after reset.
-// Until then the host is paced so that what remains lasts until the reset,
-// less what the requests already in flight will use, instead of being spent
-// at once and then waited for: with an adaptive rate the pace replaces it,
-// and a fixed rate is capped by it. A spent budget (remaining 0) pauses the
-// host until the reset, without the ramp that follows a 429. A reset of 0
-// or less says nothing and is ignored.
-func (l *Limiter) Announce(host string, remaining int64, reset time.Duration, now time.Time) {
-	if reset <= 0 {
+// Budget is what a host's server announced about a client's allowance:
+// the RateLimit or X-RateLimit-* fields of an answer (package httpclient
+// reads them).
+type Budget struct {
+	Remaining int64         // requests the server will still take before Reset
+	Reset     time.Duration // until the allowance is back (the window's end, or the bucket full)
+	Limit     int64         // the policy's quota; 0 if not announced
+	Window    time.Duration // the policy's window; 0 if not announced
+}
+
+// bucket reports whether b reads as a token bucket rather than a window:
+// its Reset is the time the missing requests take to come back at
+// Limit/Window, as a bucket's "until full" is, give or take the rounding
+// to seconds and one interval. Below 2 s that rounding cannot tell the
+// two apart, and a window is the safer reading. A window read as a bucket
+// is paced at its average rate, which a client that paced it so far
+// (whose remaining requests fall with the time left, as a bucket's would)
+// can keep.
+func (b Budget) bucket() bool {
+	if b.Limit <= 0 || b.Window <= 0 || b.Remaining > b.Limit {
+		return false
+	}
+	interval := b.Window / time.Duration(b.Limit)
+	full := time.Duration(b.Limit-b.Remaining) * interval
+	return full >= 2*time.Second && (b.Reset-full).Abs() <= time.Second+interval
+}
+
+// Announce tells the Limiter what host's server announced at now about
+// its budget, so that the host is paced by it rather than by the hits of
+// its limit:
+//
+//   - a window (Remaining requests until Reset, then a fresh quota): what
+//     remains, less what the requests already sent will use, is spread
+//     evenly until the reset; a spent one pauses the host until then;
+//   - a token bucket (its Reset is how long the missing requests take to
+//     come back at Limit per Window): the host is paced at Limit/Window,
+//     the rate the server refills at; a spent one pauses the host for one
+//     refill.
+//
+// With an adaptive rate the pace replaces it; a fixed rate is capped by it.
+// The pause after a spent budget has no ramp. A Reset of 0 or less says
+// nothing and is ignored.
+func (l *Limiter) Announce(host string, b Budget, now time.Time) {
+	if b.Reset <= 0 {
 		return
 	}
 	h := l.host(host, now)
@@ -469,22 +503,34 @@ func (l *Limiter) Announce(host string, remaining int64, reset time.Duration, no
 	defer h.mu.Unlock()
 	// The caller's own request still holds its permit; the others sent
 	// were counted by the server after this answer, or will be.
-	avail := remaining - int64(max(h.sent-1, 0))
-	until := now.Add(reset)
+	avail := b.Remaining - int64(max(h.sent-1, 0))
+	pause, until := b.Reset, now.Add(b.Reset)
+	bucket := b.bucket()
+	if bucket {
+		pause = b.Window / time.Duration(b.Limit)
+		until = now.Add(max(b.Reset, b.Window))
+	}
 	if avail <= 0 {
-		if until.After(h.pauseUntil) {
-			h.pauseUntil = until
-			if h.rampEnd.Before(until) {
-				h.rampEnd = until
+		if end := now.Add(pause); end.After(h.pauseUntil) {
+			h.pauseUntil = end
+			if h.rampEnd.Before(end) {
+				h.rampEnd = end
 			}
 		}
-		h.budgetRate, h.budgetUntil = 0, time.Time{}
-		return
+		if !bucket {
+			h.budgetRate, h.budgetUntil = 0, time.Time{}
+			return
+		}
+		avail = 1
 	}
-	// avail+1 intervals: the last request goes one interval before the
-	// reset rather than at it, where a reset rounded up to the second
-	// would push it into the next window.
-	h.budgetRate = float64(avail+1) / reset.Seconds()
+	if bucket {
+		h.budgetRate, h.budgetBurst = float64(b.Limit)/b.Window.Seconds(), 1
+	} else {
+		// avail+1 intervals: the last request goes one interval before
+		// the reset rather than at it, where a reset rounded up to the
+		// second would push it into the next window.
+		h.budgetRate, h.budgetBurst = float64(avail+1)/b.Reset.Seconds(), 1
+	}
 	h.budgetUntil = until
 }
 

@@ -423,7 +423,7 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, 
 		ra, ok = retry.RetryAfter(resp.Header, now)
 		if !t.o.IgnoreBudgetHeaders {
 			if b, has := ParseBudget(resp.Header, now); has {
-				t.limiter.Announce(key, b.Remaining, b.Reset, now)
+				t.limiter.Announce(key, hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window}, now)
 				if !ok && b.Exhausted() && sig == adaptive.Throttled {
 					ra = b.Reset // GitHub's 403/429 with X-RateLimit-Reset and no Retry-After
 				}

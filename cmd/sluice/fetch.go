@@ -24,6 +24,8 @@ import (
 	"github.com/sluicehq/sluice/backoff"
 	"github.com/sluicehq/sluice/httpclient"
 	"github.com/sluicehq/sluice/retry"
+	"github.com/sluicehq/sluice/robots"
+	"golang.org/x/term"
 )
 
 const fetchUsage = `Usage: sluice fetch [flags] URL...
@@ -35,9 +37,16 @@ cap on requests in flight (--concurrency); with no --rate the rate starts at
 the whole host for its Retry-After (or the backoff), then it ramps back up.
 Retries use the backoff with jitter, at most --max-attempts attempts and
 --max-delay per wait, from a retry budget per host; a host that keeps
-throttling trips a breaker. 403s and challenge pages are not retried.
+throttling trips a breaker. A 403 or 429 that says when to come back
+(Retry-After, X-RateLimit-Remaining: 0 with a reset, GitHub's secondary
+limits) is waited out and retried; other 403s and challenge pages are not.
+The budget servers announce (RateLimit, RateLimit-Policy, X-RateLimit-*) paces
+each host so that it lasts until its reset. robots.txt is obeyed (--robots):
+each host's file is fetched once, disallowed URLs fail without being sent, and
+its Crawl-delay caps the host's rate.
 
-Prints a progress bar on a terminal (stderr) and a summary at the end:
+Prints a progress bar with the rate and an ETA on a terminal (stderr) and a
+summary at the end:
 human-readable, or one JSON object with --json:
   {"requests","succeeded","failed","attempts","retries","status","hosts","elapsed_ms"}
 
@@ -104,6 +113,7 @@ type fetchConfig struct {
 	rate                          float64
 	burst, conc, maxAttempts      int
 	adapt, json, progress, domain bool
+	robots                        bool
 	maxDelay, timeout             time.Duration
 	backoff                       backoff.Strategy
 	outDir                        string
@@ -136,6 +146,7 @@ func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 	fs.Var(fetchHeaders{c.header}, "header", "same as -H")
 	fs.StringVar(&c.userAgent, "A", fetchUserAgent(), "the User-Agent `string`")
 	fs.StringVar(&c.userAgent, "user-agent", fetchUserAgent(), "same as -A")
+	fs.BoolVar(&c.robots, "robots", true, "obey robots.txt for the -A user agent (--robots=false to ignore it)")
 	fs.BoolVar(&c.domain, "by-domain", false, "limit per registrable domain (www.example.com and img.example.com together) instead of per host")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -193,6 +204,9 @@ func (c *fetchConfig) clientOptions(st *fetchStats) httpclient.Options {
 	}
 	if c.domain {
 		opts.HostKey = httpclient.RegistrableDomain
+	}
+	if c.robots {
+		opts.Robots = &robots.Options{UserAgent: c.userAgent}
 	}
 	if c.rate > 0 {
 		if c.adapt {
@@ -429,20 +443,16 @@ func (s *fetchStats) observe(e httpclient.Event) {
 // stderr is a terminal. The returned func stops and erases it.
 func fetchProgress(w io.Writer, enabled bool, total int, done *atomic.Int64, st *fetchStats) func() {
 	f, ok := w.(*os.File)
-	if !enabled || !ok {
-		return func() {}
-	}
-	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+	// A terminal, exactly: /dev/null is a character device too.
+	if !enabled || !ok || !term.IsTerminal(int(f.Fd())) {
 		return func() {}
 	}
 	stop := make(chan struct{})
 	finished := make(chan struct{})
+	rate := newProgressRate(time.Now())
 	draw := func() {
 		n := int(done.Load())
-		const width = 30
-		filled := width * n / max(total, 1)
-		fmt.Fprintf(f, "\r[%s%s] %d/%d  retries %d  429/503 %d ",
-			strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, total, st.retries.Load(), st.throttled.Load())
+		fmt.Fprint(f, "\r"+progressLine(n, total, st.retries.Load(), st.throttled.Load(), rate.update(time.Now(), n))+"\033[K")
 	}
 	go func() {
 		defer close(finished)
@@ -459,6 +469,53 @@ func fetchProgress(w io.Writer, enabled bool, total int, done *atomic.Int64, st 
 		}
 	}()
 	return func() { close(stop); <-finished }
+}
+
+// progressRate is the completion rate over the last few seconds,
+// smoothed, for the progress line's rate and ETA.
+type progressRate struct {
+	last  time.Time
+	lastN int
+	rate  float64 // URLs per second; <0 until the first measure
+}
+
+func newProgressRate(now time.Time) *progressRate { return &progressRate{last: now, rate: -1} }
+
+// update takes the count done at now and returns the smoothed rate.
+func (r *progressRate) update(now time.Time, n int) float64 {
+	dt := now.Sub(r.last).Seconds()
+	if dt < 0.5 {
+		return r.rate
+	}
+	inst := float64(n-r.lastN) / dt
+	if r.rate < 0 {
+		r.rate = inst
+	} else {
+		r.rate = 0.7*r.rate + 0.3*inst // about the last 3 s at 0.5 s steps
+	}
+	r.last, r.lastN = now, n
+	return r.rate
+}
+
+// progressLine is the progress bar's text: done of total, the rate and
+// the time left at that rate.
+func progressLine(n, total int, retries, throttled int64, rate float64) string {
+	const width = 30
+	filled := width * min(n, total) / max(total, 1)
+	eta := "ETA --"
+	switch {
+	case n >= total:
+		eta = "ETA 0s"
+	case rate > 0:
+		left := time.Duration(float64(total-n) / rate * float64(time.Second))
+		eta = "ETA " + left.Round(time.Second).String()
+	}
+	rs := "-- URL/s"
+	if rate >= 0 {
+		rs = fmt.Sprintf("%.1f URL/s", rate)
+	}
+	return fmt.Sprintf("[%s%s] %d/%d  %s  %s  retries %d  429/503 %d",
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, total, rs, eta, retries, throttled)
 }
 
 func fetchPrintSummary(w io.Writer, s fetchSummary, failures []string) {
