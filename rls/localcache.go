@@ -30,6 +30,11 @@ import (
 // entry's times.
 const LocalCacheEntryOverhead = 128
 
+// MinLocalCacheSize is the smallest local cache: a smaller positive size
+// is raised to it, as envoyproxy/ratelimit's freecache raises its
+// LOCAL_CACHE_SIZE_IN_BYTES (so that its test setting of 1000 bytes caches).
+const MinLocalCacheSize = 512 << 10
+
 // localCacheShards is the number of independently locked parts of the
 // cache; each gets an equal share of the bytes.
 const localCacheShards = 16
@@ -73,12 +78,13 @@ type lcEntry struct {
 	reset time.Duration
 }
 
-// newLocalCache returns a cache of size bytes, or nil when size is not
-// positive.
+// newLocalCache returns a cache of size bytes (at least
+// MinLocalCacheSize), or nil when size is not positive.
 func newLocalCache(size int) *localCache {
 	if size <= 0 {
 		return nil
 	}
+	size = max(size, MinLocalCacheSize)
 	c := &localCache{seed: maphash.MakeSeed(), budget: int64(size) / localCacheShards}
 	for i := range c.shards {
 		c.shards[i].m = make(map[lcKey]lcEntry)

@@ -216,10 +216,10 @@ func TestLocalCacheBound(t *testing.T) {
 	clock := func() time.Time { return now }
 	mem := memstore.New(memstore.Options{Now: clock})
 	defer mem.Close()
-	const size = 16 * 1024
+	const size = rls.MinLocalCacheSize
 	srv := localCacheServer(t, mem, &now, size, nil)
 	ctx := context.Background()
-	const users = 2000
+	const users = 8000 // about twice what fits
 	for i := range users {
 		resp, err := srv.ShouldRateLimit(ctx, sdReq("lc", 2, "user", fmt.Sprintf("user-%06d", i)))
 		if err != nil {
@@ -233,6 +233,13 @@ func TestLocalCacheBound(t *testing.T) {
 	if st.Bytes > size || st.Entries == 0 || st.Entries+st.Evictions != users {
 		t.Errorf("after %d over-limit keys in %d bytes: %+v; want at most %d bytes, entries + evictions = %d",
 			users, size, st, size, users)
+	}
+	small := localCacheServer(t, mem, &now, 1000, nil) // raised to MinLocalCacheSize, as freecache does
+	if _, err := small.ShouldRateLimit(ctx, sdReq("lc", 2, "user", "u")); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := small.LocalCacheStats(); st.Entries != 1 {
+		t.Errorf("a 1000-byte cache holds %d entries after a denial, want 1", st.Entries)
 	}
 	if _, err := rls.New(mem, nil, rls.Options{LocalCacheSize: -1}); err == nil {
 		t.Error("a negative LocalCacheSize: no error")

@@ -536,20 +536,26 @@ func (s *Server) read(req *pb.RateLimitRequest, knownDomain bool, sc *scratch) e
 // the limit, before shadow mode), c.remaining, and c.before and c.after,
 // the usage around this request's hits that the metrics count with.
 func (s *Server) apply(ctx context.Context, c *check) error {
-	if c.skip {
-		return nil
-	}
 	if s.lc != nil {
 		return s.applyCached(ctx, c)
+	}
+	if c.skip {
+		return nil
 	}
 	return s.applyStore(ctx, c)
 }
 
 // applyCached is apply through the local over-limit cache: a key it holds
 // answers over without a store call; one the store finds over is added.
+// Every limited descriptor is looked up, a skipped one too, as
+// envoyproxy/ratelimit looks each up before it decides what to increment
+// (so that the cache's hit and miss counts are the same).
 func (s *Server) applyCached(ctx context.Context, c *check) error {
 	now := s.now().UnixNano()
 	if s.lc.get(c, now) {
+		return nil
+	}
+	if c.skip {
 		return nil
 	}
 	if err := s.applyStore(ctx, c); err != nil {
