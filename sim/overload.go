@@ -204,7 +204,7 @@ func (o OverloadOptions) withDefaults() (OverloadOptions, error) {
 		o.Bin = 250 * time.Millisecond
 	}
 	if o.SteadyAfter == 0 {
-		o.SteadyAfter = 2 * time.Second
+		o.SteadyAfter = min(2*time.Second, o.Phase/4)
 	}
 	if o.Contenders == nil {
 		o.Contenders = OverloadContenders()
@@ -314,9 +314,8 @@ type OverloadRun struct {
 	bin    time.Duration
 	ph     []phaseTally
 	bins   []binTally
-	// Rejections records how long refusals took (real-time runs); the
-	// virtual model refuses in no time.
-	Rejections []time.Duration
+	// rejections holds how long refusals took, per phase, ns.
+	rejections [][]float64
 }
 
 type phaseTally struct {
@@ -334,7 +333,7 @@ type binTally struct {
 func NewOverloadRun(name string, phases []OverloadPhase, bin time.Duration) *OverloadRun {
 	end := phases[len(phases)-1].End
 	return &OverloadRun{Name: name, phases: phases, bin: bin, ph: make([]phaseTally, len(phases)),
-		bins: make([]binTally, int((end+bin-1)/bin))}
+		bins: make([]binTally, int((end+bin-1)/bin)), rejections: make([][]float64, len(phases))}
 }
 
 // Arrive records a request arriving at t, admitted or refused, when the

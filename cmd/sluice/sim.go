@@ -26,6 +26,7 @@ type simCommon struct {
 	seed     uint64
 	runs     int
 	progress func(done, total int)
+	log      io.Writer // progress lines of long scenarios; nil with --quiet
 }
 
 // simScenario is one "sluice sim NAME": its flags, registered on fs, and
@@ -41,6 +42,7 @@ var simScenarios = []simScenario{
 	{"aimd", "an AIMD client against a server whose capacity is hidden and changes", simAIMD},
 	{"buckets", "one bursty trace through token bucket, leaky queue, fixed and sliding windows", simBuckets},
 	{"windows", "sliding window counter vs the exact log: wrong decisions and the gap", simWindows},
+	{"overload", "adaptive concurrency at 0.5x, 2x, 5x of capacity, halved, restored (--cpu: a real server)", simOverload},
 }
 
 func simUsage(w io.Writer) {
@@ -117,6 +119,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	c := simCommon{seed: *seed, runs: *runs}
 	if !*quiet {
 		c.progress = progressPrinter(stderr, "sluice sim "+sc.name)
+		c.log = stderr
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -124,6 +127,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	res, err := start(c)
 	if err != nil {
 		return bad("%v", err) // the scenario refused its options
+	}
+	if res == nil {
+		return nil // the scenario printed its own output
 	}
 	if err := res.Table().Write(stdout, *format); err != nil {
 		return err
@@ -357,4 +363,91 @@ func positive(pairs ...any) error {
 		}
 	}
 	return nil
+}
+
+func simOverload(fs *flag.FlagSet) func(simCommon) (simResult, error) {
+	capacity := fs.Int("capacity", 100, "requests in flight the modelled server serves at --base each")
+	base := fs.Duration("base", 20*time.Millisecond, "no-load latency of the model")
+	noise := fs.Float64("noise", 0.1, "σ of the model's log-normal latency noise (0: none)")
+	timeout := fs.Duration("timeout", time.Second, "the client's deadline: slower responses are not goodput")
+	warmup := fs.Duration("warmup", 5*time.Second, "time at 0.5x before the phases, not reported (0: none)")
+	phase := fs.Duration("phase", 10*time.Second, "length of each phase")
+	bin := fs.Duration("bin", 250*time.Millisecond, "step of the time series")
+	csvFile := fs.String("csv", "", "write the time series (limit, in flight, p99, goodput per bin) as CSV to this `file`")
+	cpu := fs.Bool("cpu", false, "drive a CPU-bound HTTP server in its own process over loopback, in real time, instead of the model")
+	cpuWork := fs.Duration("cpu-work", 5*time.Millisecond, "with --cpu: CPU time per request")
+	cpuPhase := fs.Duration("cpu-phase", 2*time.Second, "with --cpu: length of each phase (real time)")
+	cpuLimiter := fs.String("cpu-limiter", "", "internal: be the --cpu server, behind this limiter (sluice-gradient, sluice-vegas, fixed:N, none)")
+	return func(c simCommon) (simResult, error) {
+		if c.runs > 1 {
+			return nil, errors.New("overload runs each contender once on the same arrivals: --runs does not apply")
+		}
+		if *cpuLimiter != "" {
+			return nil, sim.ServeCPU(context.Background(), sim.CPUServerOptions{Limiter: *cpuLimiter, Work: *cpuWork}, os.Stdin, os.Stdout)
+		}
+		if err := positive("--base", *base, "--timeout", *timeout, "--phase", *phase, "--bin", *bin,
+			"--cpu-work", *cpuWork, "--cpu-phase", *cpuPhase); err != nil {
+			return nil, err
+		}
+		switch {
+		case *capacity < 1 || *capacity > 100_000:
+			return nil, fmt.Errorf("--capacity %d: want 1 to 100000", *capacity)
+		case *noise < 0 || *noise > 2 || *noise != *noise:
+			return nil, fmt.Errorf("--noise %v: want 0 to 2", *noise)
+		case *warmup < 0:
+			return nil, fmt.Errorf("--warmup %v is negative", *warmup)
+		case *phase > time.Hour || *cpuPhase > time.Minute:
+			return nil, fmt.Errorf("--phase %v / --cpu-phase %v: at most an hour / a minute", *phase, *cpuPhase)
+		case *cpuWork > time.Second:
+			return nil, fmt.Errorf("--cpu-work %v: at most 1s", *cpuWork)
+		}
+		var res *sim.OverloadResult
+		var err error
+		if *cpu {
+			exe, err2 := os.Executable()
+			if err2 != nil {
+				return nil, err2
+			}
+			res, err = sim.OverloadCPU(context.Background(), sim.CPUOptions{Command: []string{exe, "sim", "overload"},
+				Work: *cpuWork, Warmup: min(*warmup, time.Second), Phase: *cpuPhase, Bin: *bin, Timeout: *timeout,
+				Seed: c.seed, Log: c.log})
+			if err == nil && c.log != nil {
+				for _, run := range res.Runs {
+					fmt.Fprintf(c.log, "sluice sim overload --cpu: %s: p99 of a refusal at 5x: %v\n", run.Name, run.RejectionP99("5x"))
+				}
+			}
+		} else {
+			o := sim.OverloadOptions{Seed: c.seed, Warmup: *warmup, Phase: *phase, Bin: *bin,
+				Model: sim.IOModel{Capacity: *capacity, Base: *base, Noise: *noise, Timeout: *timeout}}
+			if *noise == 0 {
+				o.Model.Noise = -1
+			}
+			if *warmup == 0 {
+				o.Warmup = -1
+			}
+			if c.log != nil {
+				o.Progress = func(done, total int) {
+					fmt.Fprintf(c.log, "sluice sim overload: %d of %d contenders done\n", done, total)
+				}
+			}
+			res, err = sim.Overload(o)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if *csvFile != "" {
+			f, err := os.Create(*csvFile)
+			if err != nil {
+				return nil, err
+			}
+			if err := res.Series().Write(f, "csv"); err != nil {
+				f.Close()
+				return nil, err
+			}
+			if err := f.Close(); err != nil {
+				return nil, err
+			}
+		}
+		return res, nil
+	}
 }
