@@ -118,7 +118,18 @@ func TestMemoryBound(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
+	before := runtime.NumGoroutine()
 	s := inflight.NewMemory(inflight.MemoryOptions{Resolution: time.Millisecond})
+	defer func() {
+		// Close stopped the cached clock's goroutine.
+		deadline := time.Now().Add(10 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d goroutines after Close, %d before NewMemory", runtime.NumGoroutine(), before)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	l, _, _ := s.Acquire(ctx, inflight.Request{Key: "k", Cap: 1})
 	s.Close()
 	s.Close()
@@ -197,5 +208,31 @@ func TestManyLeasesOneKey(t *testing.T) {
 	_, d, _ := s.Acquire(ctx, inflight.Request{Key: "k", Cap: 1})
 	if d.Allowed || d.RetryAfter <= 0 {
 		t.Errorf("over the cap: %+v", d)
+	}
+}
+
+// TestResolution: with a cached clock, leases still expire (the clock
+// moves), and Expiry is on that clock.
+func TestResolution(t *testing.T) {
+	s := inflight.NewMemory(inflight.MemoryOptions{Resolution: time.Millisecond})
+	defer s.Close()
+	req := inflight.Request{Key: "k", Cap: 1, TTL: 5 * time.Millisecond}
+	l, _, _ := s.Acquire(ctx, req)
+	if d := time.Until(l.Expiry); d > 5*time.Millisecond || d < -time.Second {
+		t.Errorf("expiry %v from now, want about 5 ms", d)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, d, err := s.Acquire(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease never expired on the cached clock")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
