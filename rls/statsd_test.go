@@ -36,15 +36,16 @@ func listenStatsd(t *testing.T) *statsdListener {
 
 func (l *statsdListener) addr() string { return l.conn.LocalAddr().String() }
 
-// read returns the lines received until no datagram has come for 200 ms
-// (the sender has flushed before read is called, so the wait only bounds
-// delivery on loopback; nothing is timed).
+// read returns the lines received until no datagram has come for 50 ms.
+// The sender has flushed before read is called, and a loopback UDP write
+// is in the receiver's buffer when it returns: the wait only ends the
+// read, nothing is timed.
 func (l *statsdListener) read(t *testing.T) []string {
 	t.Helper()
 	var lines []string
 	buf := make([]byte, 64<<10)
 	for {
-		l.conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		l.conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 		n, err := l.conn.Read(buf)
 		if err != nil {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
