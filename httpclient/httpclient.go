@@ -166,6 +166,10 @@ func New(o Options) *Transport {
 
 type robotsFetch struct{}
 
+// isRobotsFetch reports whether req is the Transport's own robots.txt
+// fetch.
+func isRobotsFetch(req *http.Request) bool { return req.Context().Value(robotsFetch{}) != nil }
+
 // fetchRobots gets a robots.txt through t, marked so that RoundTrip does
 // not consult robots.txt for it.
 func (t *Transport) fetchRobots(ctx context.Context, u string) (*http.Response, error) {
@@ -186,12 +190,16 @@ var ErrDisallowed = robots.ErrDisallowed
 // checkRobots applies robots.txt to req: an error for a disallowed URL, and
 // the Crawl-delay as key's rate ceiling.
 func (t *Transport) checkRobots(req *http.Request, key string) error {
-	if t.robots == nil || req.Context().Value(robotsFetch{}) != nil {
+	if t.robots == nil || isRobotsFetch(req) {
 		return nil
 	}
 	d, err := t.robots.Check(req.Context(), req.URL)
 	if err != nil {
 		return err
+	}
+	if d.Err != nil {
+		// Unreachable: RFC 9309 says to fetch nothing; say why.
+		return fmt.Errorf("httpclient: %s: %w: %w", req.URL.Redacted(), robots.ErrDisallowed, d.Err)
 	}
 	if d.CrawlDelay > 0 {
 		t.limiter.SetCeiling(key, 1/d.CrawlDelay.Seconds())
@@ -305,7 +313,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key := t.hostKey(req)
 	if err := t.checkRobots(req, key); err != nil {
 		closeBody(req)
-		t.observe(Event{Kind: GiveUp, Host: key, Method: req.Method, URL: req.URL.String(), Err: err})
+		t.observe(Event{Kind: GiveUp, Host: key, Method: req.Method, Robots: isRobotsFetch(req), URL: req.URL.String(), Err: err})
 		return nil, err
 	}
 	hs := t.host(key)
@@ -323,7 +331,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Budget:      hs.budget,
 		Logger:      t.o.Logger,
 		OnRetry: func(e retry.Event) {
-			t.observe(Event{Kind: Retry, Host: key, Method: req.Method, URL: req.URL.String(),
+			t.observe(Event{Kind: Retry, Host: key, Method: req.Method, Robots: isRobotsFetch(req), URL: req.URL.String(),
 				Attempt: e.Attempt, Delay: e.Delay, ServerDelay: e.ServerDelay, Err: e.Err})
 		},
 	}, func(ctx context.Context, attempt int) error {
@@ -346,7 +354,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			err = fmt.Errorf("%w: %w", cerr, err)
 		}
 	}
-	t.observe(Event{Kind: GiveUp, Host: key, Method: req.Method, URL: req.URL.String(), Err: err})
+	t.observe(Event{Kind: GiveUp, Host: key, Method: req.Method, Robots: isRobotsFetch(req), URL: req.URL.String(), Err: err})
 	return nil, err
 }
 
@@ -401,7 +409,7 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, 
 		return nil, retry.Permanent(err)
 	}
 	if w := time.Since(waitStart); w > time.Millisecond {
-		t.observe(Event{Kind: Wait, Host: key, Method: req.Method, URL: req.URL.String(), Attempt: attempt, Delay: w})
+		t.observe(Event{Kind: Wait, Host: key, Method: req.Method, Robots: isRobotsFetch(req), URL: req.URL.String(), Attempt: attempt, Delay: w})
 	}
 	var cancel context.CancelFunc
 	if t.o.AttemptTimeout > 0 {
@@ -441,7 +449,7 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, 
 		}
 		hs.breaker.Record(now, probe, outcome, ra)
 	}
-	ev := Event{Kind: Attempt, Host: key, Method: req.Method, URL: req.URL.String(), Attempt: attempt,
+	ev := Event{Kind: Attempt, Host: key, Method: req.Method, Robots: isRobotsFetch(req), URL: req.URL.String(), Attempt: attempt,
 		Signal: sig, Latency: latency, Delay: ra, Err: err}
 	if resp != nil {
 		ev.Status = resp.StatusCode

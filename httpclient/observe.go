@@ -64,6 +64,9 @@ type Event struct {
 	ServerDelay bool
 	From, To    breaker.State
 	Err         error
+	// Robots marks the events of a robots.txt fetch the Transport made
+	// itself (Options.Robots), not one the caller asked for.
+	Robots bool
 }
 
 func (t *Transport) observe(e Event) {

@@ -63,6 +63,9 @@ type Decision struct {
 	// Reason says why, for messages: "allowed", "disallowed by
 	// robots.txt", "no robots.txt (404)", "robots.txt unreachable (503)".
 	Reason string
+	// Err is the fetch's error when robots.txt was unreachable because of
+	// it (a refused connection, a timeout).
+	Err error
 }
 
 // Cache holds the robots.txt of each origin. It is safe for concurrent
@@ -143,7 +146,7 @@ func (c *Cache) Check(ctx context.Context, u *url.URL) (Decision, error) {
 		if e.err == nil {
 			what = fmt.Sprint(e.status)
 		}
-		return Decision{Reason: "robots.txt unreachable (" + what + ")"}, nil
+		return Decision{Reason: "robots.txt unreachable (" + what + ")", Err: e.err}, nil
 	case e.status >= 400:
 		return Decision{Allowed: true, Reason: fmt.Sprintf("no robots.txt (%d)", e.status)}, nil
 	}

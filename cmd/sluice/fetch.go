@@ -423,6 +423,9 @@ type fetchStats struct {
 }
 
 func (s *fetchStats) observe(e httpclient.Event) {
+	if e.Robots {
+		return // the summary counts the URLs asked for
+	}
 	switch e.Kind {
 	case httpclient.Attempt:
 		s.attempts.Add(1)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -31,7 +32,7 @@ func fetchServer(t *testing.T, limit ratelimit.Limit) (*httptest.Server, func(in
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		code := http.StatusOK
 		switch {
-		case r.URL.Path == "/missing":
+		case r.URL.Path == "/missing", r.URL.Path == "/robots.txt":
 			code = http.StatusNotFound
 		default:
 			d, err := store.Apply(r.Context(), ratelimit.Request{Key: "k", Limit: limit, Algorithm: ratelimit.TokenBucket, N: 1})
@@ -169,6 +170,10 @@ func TestFetchHeaders(t *testing.T) {
 	var got []http.Header
 	var hosts []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
 		mu.Lock()
 		got = append(got, r.Header.Clone())
 		hosts = append(hosts, r.Host)
@@ -222,7 +227,7 @@ func TestFetchRefused(t *testing.T) {
 	u := srv.URL + "/"
 	srv.Close() // nothing listens there now
 	var stdout, stderr bytes.Buffer
-	err := run(t.Context(), []string{"fetch", "--json", "--base-delay", "1ms", u}, &stdout, &stderr)
+	err := run(t.Context(), []string{"fetch", "--json", "--robots=false", "--base-delay", "1ms", u}, &stdout, &stderr)
 	if err == nil {
 		t.Fatal("fetch of a closed port = nil, want an error")
 	}
@@ -237,11 +242,18 @@ func TestFetchRefused(t *testing.T) {
 		t.Errorf("stderr %q, want the refused connection", stderr.String())
 	}
 	stdout.Reset()
-	run(t.Context(), []string{"fetch", u}, &stdout, &stderr)
+	run(t.Context(), []string{"fetch", "--robots=false", u}, &stdout, &stderr)
 	for _, want := range []string{"fetched 1 URL in", "attempts 3 (2 retries); no status: no response came back"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("summary %q lacks %q", stdout.String(), want)
 		}
+	}
+	// Obeying robots.txt, an unreachable one holds the URL back (RFC
+	// 9309), and the message says what was unreachable.
+	stdout.Reset()
+	if err := run(t.Context(), []string{"fetch", "--base-delay", "1ms", u}, &stdout, io.Discard); err == nil ||
+		!strings.Contains(stdout.String(), "disallowed by robots.txt") || !strings.Contains(stdout.String(), "refused") {
+		t.Errorf("with robots.txt: %v, output %q, want robots.txt's refused connection", err, stdout.String())
 	}
 }
 
