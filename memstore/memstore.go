@@ -350,17 +350,19 @@ func (s *Store) refund(now int64, req *ratelimit.Request, p *gcra.Params, d *rat
 	sliding := req.Algorithm == ratelimit.SlidingWindowCounter
 	e, ok := sh.win[h]
 	st := e.state()
-	if ok && e.period != w {
+	rescaled := ok && e.period != w
+	if rescaled {
 		st = window.Rescale(st, now, e.period, w, sliding)
 	}
-	st = window.Refund(st, now, w, req.N, sliding)
+	st, took := window.Refund(st, now, w, req.N, sliding)
 	if sliding {
 		_, *d = window.Sliding(st, now, peek)
 	} else {
 		_, *d = window.Fixed(st, now, peek)
 	}
 	switch {
-	case !ok:
+	case !ok || (!took && !rescaled):
+		// Nothing given back: the state stays as it is.
 	case st == (window.State{}):
 		delete(sh.win, h)
 	default:

@@ -317,3 +317,45 @@ func TestExactWhileTablesMove(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitChangeContention spends one key from many goroutines that
+// alternate two limits of different intervals (100/h burst 100 and 50/h
+// burst 50) with the clock stopped, so that the key's state keeps being
+// converted, and moved to a new slot, while lock-free updates under the
+// other interval race with it. Used events only ever carry over, so
+// nothing admits more than the larger burst: more would be an update made
+// under one interval landing on a state converted to the other.
+func TestLimitChangeContention(t *testing.T) {
+	s := memstore.New(memstore.Options{Now: func() time.Time { return ratelimittest.T0 }, SweepInterval: -1})
+	defer s.Close()
+	limits := []ratelimit.Limit{{Rate: 100, Period: time.Hour, Burst: 100}, {Rate: 50, Period: time.Hour, Burst: 50}}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				d, err := s.Apply(context.Background(), ratelimit.Request{Key: "hot", Limit: limits[(g+i)%2], N: 1})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := admitted.Load(); got < 50 || got > 100 {
+		t.Errorf("admitted %d of 640 requests alternating 100/h and 50/h, want 50 to 100", got)
+	}
+	d, err := s.Apply(context.Background(), ratelimit.Request{Key: "hot", Limit: limits[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Remaining != 0 {
+		t.Errorf("after the storm: %d remaining under 100/h, want 0", d.Remaining)
+	}
+}

@@ -2,13 +2,16 @@ package memstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/gob"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
 	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // TestRestoreRefusesOtherSnapshots checks the snapshots Restore must refuse
@@ -22,8 +25,8 @@ func TestRestoreRefusesOtherSnapshots(t *testing.T) {
 		snap snapshot
 		want string
 	}{
-		{"version 2", snapshot{Version: 2, K0: 1, K1: 1, TAT: map[uint64]int64{7: 1 << 62}}, "version 2, want 4"},
-		{"version 3", snapshot{Version: 3, K0: 1, K1: 1, TAT: map[uint64]int64{7: 1 << 62}}, "version 3, want 4"},
+		{"version 2", snapshot{Version: 2, K0: 1, K1: 1, TAT: map[uint64]int64{7: 1 << 62}}, "version 2, want 4 to 5"},
+		{"version 3", snapshot{Version: 3, K0: 1, K1: 1, TAT: map[uint64]int64{7: 1 << 62}}, "version 3, want 4 to 5"},
 		{"even secret", snapshot{Version: snapshotVersion, K0: 2, K1: 1, TAT: map[uint64]int64{7: 1 << 62}, TATLimit: map[uint64]uint32{7: 1}}, "malformed key hash"},
 		{"no limit", snapshot{Version: snapshotVersion, K0: 1, K1: 1, TAT: map[uint64]int64{7: 1 << 62}}, "key 0x7: malformed limit"},
 		{"no window limit", snapshot{Version: snapshotVersion, K0: 1, K1: 1, Win: map[uint64]snapWin{7: {State: window.State{Start: 1 << 62, Curr: 1}}}}, "key 0x7: malformed window"},
@@ -78,10 +81,88 @@ func TestRestoreRefusesVersion3Layout(t *testing.T) {
 	}
 	s := New(Options{SweepInterval: -1})
 	defer s.Close()
-	if err := s.Restore(&buf); !errors.Is(err, ErrSnapshotVersion) || !strings.Contains(err.Error(), "version 3, want 4") {
+	if err := s.Restore(&buf); !errors.Is(err, ErrSnapshotVersion) || !strings.Contains(err.Error(), "version 3, want 4 to 5") {
 		t.Fatalf("Restore of a version-3 snapshot = %v, want ErrSnapshotVersion", err)
 	}
 	if n := s.Len(); n != 0 {
 		t.Errorf("a refused snapshot left %d keys", n)
+	}
+}
+
+// TestRestoreCarriesIntervals checks that a snapshot keeps each bucket
+// key's emission interval, so a limit changed across a restart converts
+// the state (3 used at 5/min leave 47 of 50/min), and that a version 4
+// snapshot, which has no intervals, is still restored, its states taken as
+// made under the first limit that meets them.
+func TestRestoreCarriesIntervals(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	a := New(Options{Now: clock, SweepInterval: -1})
+	defer a.Close()
+	ctx := context.Background()
+	for range 3 {
+		if _, err := a.Apply(ctx, ratelimit.Request{Key: "k", Limit: ratelimit.PerMinute(5), N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := a.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	v5 := buf.Bytes()
+
+	// Version 4's layout: no TATInterval.
+	type snapshotV4 struct {
+		Version  int
+		K0, K1   uint64
+		TAT      map[uint64]int64
+		TATLimit map[uint64]uint32
+		Win      map[uint64]snapWin
+		Logs     map[uint64]snapLog
+	}
+	var cur snapshot
+	if err := gob.NewDecoder(bytes.NewReader(v5)).Decode(&cur); err != nil {
+		t.Fatal(err)
+	}
+	var v4 bytes.Buffer
+	if err := gob.NewEncoder(&v4).Encode(&snapshotV4{4, cur.K0, cur.K1, cur.TAT, cur.TATLimit, cur.Win, cur.Logs}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		snap []byte
+		want int64
+	}{
+		// 36 s of backlog at 12 s an event: 3 used, 47 left of 50.
+		{"version 5", v5, 47},
+		// The interval unknown: the 36 s are taken as 1.2 s events, as
+		// before limits were converted: 30 used, 20 left.
+		{"version 4", v4.Bytes(), 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New(Options{Now: clock, SweepInterval: -1})
+			defer b.Close()
+			if err := b.Restore(bytes.NewReader(tc.snap)); err != nil {
+				t.Fatal(err)
+			}
+			d, err := b.Apply(ctx, ratelimit.Request{Key: "k", Limit: ratelimit.PerMinute(50)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Remaining != tc.want {
+				t.Errorf("restored, then peeked under 50/min: remaining %d, want %d", d.Remaining, tc.want)
+			}
+			// Once a limit has met the key, the key is tagged with it.
+			d, err = b.Apply(ctx, ratelimit.Request{Key: "k", Limit: ratelimit.PerMinute(5)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Version 5: back to 3 of 5 used. Version 4: 30 of 50 used
+			// are more than 5: none left.
+			if want := map[string]int64{"version 5": 2, "version 4": 0}[tc.name]; d.Remaining != want {
+				t.Errorf("then peeked under 5/min: remaining %d, want %d", d.Remaining, want)
+			}
+		})
 	}
 }

@@ -346,6 +346,8 @@ func (s *Store) scriptArgs(sh shape, calls []*call, sc *scratch) {
 	for _, sp := range sc.specs {
 		if sh == shapeWindow {
 			args = appendSpec(args, sp)
+		} else if sh == shapeBucket {
+			args = append(args, strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10), strconv.FormatInt(sp.t, 10), strconv.FormatInt(sp.tau, 10))
 		} else {
 			args = append(args, strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10))
 		}

@@ -86,3 +86,13 @@ func (c *denyCache) put(req ratelimit.Request, d ratelimit.Decision, now int64) 
 	}
 	sh.m[k] = denial{until: now + int64(d.RetryAfter), at: now, n: req.N, d: d}
 }
+
+// forget drops the denial cached for req's key, limit and algorithm: a
+// refund has given capacity back.
+func (c *denyCache) forget(req ratelimit.Request) {
+	k := denyKey{req.Key, req.Limit, req.Algorithm}
+	sh := c.shard(k)
+	sh.mu.Lock()
+	delete(sh.m, k)
+	sh.mu.Unlock()
+}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -276,4 +277,56 @@ func TestLongWindowEdges(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestDifferentialChanges is TestDifferential with the limit changing
+// between requests (each step picks one of three limits for the key, so
+// states are converted: gcra.Convert, window.Rescale) and with refunds
+// among the requests, and requires identical decisions from the Go steps
+// and the scripts.
+func TestDifferentialChanges(t *testing.T) {
+	seqs, steps := *diffSeqs, 60
+	if testing.Short() {
+		seqs = 10
+	}
+	both(t, func(t *testing.T, e env) {
+		n := seqs
+		if e.name == "cluster" {
+			n = seqs / 4
+		}
+		for _, alg := range ratelimit.Algorithms() {
+			t.Run(alg.String(), func(t *testing.T) {
+				t.Parallel()
+				rng := rand.New(rand.NewPCG(uint64(alg)+101, *diffSeed))
+				for seq := range n {
+					now := time.Unix(978307200+rng.Int64N(3155760000), rng.Int64N(1e9))
+					mem, red, clock := goAndRedis(t, e, now)
+					lims := []ratelimit.Limit{randomLimit(rng, alg), randomLimit(rng, alg), randomLimit(rng, alg)}
+					ctx := context.Background()
+					var hist []string
+					for i := range steps {
+						lim := lims[rng.IntN(len(lims))]
+						now = nextTime(rng, now, lim)
+						if now.After(latest) {
+							now = now.AddDate(-99, 0, 0)
+						}
+						clock.Set(now)
+						req := ratelimit.Request{Key: fmt.Sprintf("k%d", rng.IntN(2)), Limit: lim, Algorithm: alg, N: randomCost(rng, lim, alg)}
+						if rng.IntN(5) == 0 {
+							req.Refund = true
+						}
+						got, want, err := applyBoth(ctx, mem, red, req)
+						if err != nil {
+							t.Fatalf("seq %d step %d: %v", seq, i, err)
+						}
+						hist = append(hist, fmt.Sprintf("%d: %v at %d key %s n %d refund %v: %+v", i, lim, now.UnixNano(), req.Key, req.N, req.Refund, want))
+						if got != want {
+							t.Fatalf("seq %d step %d: limit %v, at %d, key %q, n %d, refund %v:\nredis %+v\ngo    %+v\nbefore:\n%s",
+								seq, i, lim, now.UnixNano(), req.Key, req.N, req.Refund, got, want, strings.Join(hist, "\n"))
+						}
+					}
+				}
+			})
+		}
+	})
 }

@@ -36,10 +36,12 @@ var shapeInfo = [numShapes]struct {
 	tag     string // key namespace: prefix + tag + "{" + key + "}"
 	prelude bool   // the script starts with prelude.lua
 }{
-	// "t": the TAT in binary (struct '<i8i4'); "b" held it in decimal
-	// before, and a store must not read the other form.
+	// "t": the TAT in binary (struct '<i8i4i8', with the emission interval
+	// it was made under; '<i8i4' before, still read); "b" held it in
+	// decimal before, and a store must not read the other form.
 	shapeBucket: {"gcra.lua", "t", false},
-	// "c": the counters in binary (struct '<i8i4i8i8i8'); "w" held them
+	// "c": the counters in binary (struct '<i8i4i8i8i8i8i4', with the
+	// period they were counted in; '<i8i4i8i8i8' before, still read); "w" held them
 	// in decimal before.
 	shapeWindow: {"window.lua", "c", false},
 	shapeLog:    {"log.lua", "l", true},
@@ -90,9 +92,10 @@ func newScripts() (out [numShapes]*rueidis.Lua) {
 // script's parameters for one limit (and, for the buckets, one cost). A
 // batch sends each distinct spec once.
 type spec struct {
-	a, b int64 // bucket: inc (N·interval), lim (the largest backlog admitted); windows: rate, period
-	n    int64 // window: the cost
-	flag bool  // window: sliding
+	a, b   int64 // bucket: inc (N·interval), lim (the largest backlog admitted); windows: rate, period
+	n      int64 // window: the cost
+	t, tau int64 // bucket: the interval and Burst·interval, to convert a state made under another
+	flag   bool  // window: sliding
 }
 
 // bucketCall is what a bucket request's decision is derived from, beside
@@ -109,17 +112,25 @@ func specOf(sh shape, req ratelimit.Request) (spec, bucketCall) {
 	case shapeBucket:
 		t := int64(lim.Interval())
 		bc := bucketCall{t: t, tau: lim.Burst * t, leaky: req.Algorithm == ratelimit.LeakyBucket, maxDelay: req.MaxDelay}
+		if req.Refund {
+			// At most Burst back (gcra.Refund): −inc ≤ τ.
+			return spec{a: -min(req.N, lim.Burst) * t, b: bc.tau, t: t, tau: bc.tau}, bc
+		}
 		if req.N == 0 {
-			return spec{}, bc // peeks write nothing: one spec for all
+			return spec{t: t, tau: bc.tau}, bc // a peek adds nothing
 		}
 		inc := req.N * t // N ≤ Burst (Apply peeks otherwise): inc ≤ τ
-		sp := spec{a: inc, b: bc.tau - inc}
+		sp := spec{a: inc, b: bc.tau - inc, t: t, tau: bc.tau}
 		if bc.leaky && bc.maxDelay > 0 {
 			sp.b = min(sp.b, int64(bc.maxDelay))
 		}
 		return sp, bc
 	case shapeWindow:
-		return spec{a: lim.Rate, b: int64(lim.Period), n: req.N, flag: req.Algorithm == ratelimit.SlidingWindowCounter}, bucketCall{}
+		n := req.N
+		if req.Refund {
+			n = -min(n, ratelimit.MaxRate) // as window.Refund
+		}
+		return spec{a: lim.Rate, b: int64(lim.Period), n: n, flag: req.Algorithm == ratelimit.SlidingWindowCounter}, bucketCall{}
 	}
 	return spec{a: lim.Rate, b: int64(lim.Period)}, bucketCall{}
 }

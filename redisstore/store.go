@@ -574,16 +574,21 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 		return ratelimit.Decision{}, err
 	}
 	lim := req.Limit.Normalize()
+	if req.Refund && req.N == 0 {
+		req.Refund = false // a peek
+	}
 	if lim.Rate == 0 {
 		// Nothing is ever admitted, and there is no state to consult.
-		return ratelimit.Decision{Limit: lim, Allowed: req.N == 0, Unsatisfiable: req.N > 0}, nil
+		return ratelimit.Decision{Limit: lim, Allowed: req.N == 0 || req.Refund, Unsatisfiable: req.N > 0 && !req.Refund}, nil
 	}
 	var now time.Time
 	useNow := s.opts.Now != nil
 	if useNow {
 		now = s.opts.Now()
 	}
-	if s.deny != nil && (req.Algorithm != ratelimit.LeakyBucket || req.MaxDelay == 0) {
+	if s.deny != nil && req.Refund {
+		s.deny.forget(req)
+	} else if s.deny != nil && (req.Algorithm != ratelimit.LeakyBucket || req.MaxDelay == 0) {
 		if d, ok := s.deny.get(req, s.cacheClock(now)); ok {
 			return d, nil
 		}
@@ -596,7 +601,7 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 		return s.fallback(ctx, req, fmt.Errorf("%w: not connected", ErrUnavailable))
 	}
 
-	unsatisfiable := req.N > lim.Capacity(req.Algorithm)
+	unsatisfiable := req.N > lim.Capacity(req.Algorithm) && !req.Refund
 	sent := req
 	if unsatisfiable {
 		sent.N = 0 // report the state, consume nothing
@@ -605,6 +610,14 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 	c := s.calls.Get().(*call)
 	c.key, c.n, c.lim = s.key(sh, req.Key), sent.N, lim
 	c.spec, c.bucket = specOf(sh, sent)
+	if req.Refund {
+		// The scripts take a refund as a negative cost and answer it as a
+		// peek; the log's cost goes per call.
+		c.n = 0
+		if sh == shapeLog {
+			c.n = -min(req.N, ratelimit.MaxRate)
+		}
+	}
 	c.sec, c.nsec = 0, 0
 	c.state.Store(0)
 	if useNow {
@@ -698,6 +711,9 @@ func (s *Store) failure(err error, n int) error {
 // fallback applies the failure policy to req after err.
 func (s *Store) fallback(ctx context.Context, req ratelimit.Request, err error) (ratelimit.Decision, error) {
 	lim := req.Limit.Normalize()
+	if req.Refund && s.opts.OnError != Local && s.opts.OnError != ReturnError {
+		return ratelimit.Decision{Allowed: true, Limit: lim}, nil // nothing to give back to
+	}
 	if s.opts.OnError == Allow || s.opts.OnError == Deny {
 		switch {
 		case req.N > lim.Capacity(req.Algorithm):

@@ -306,11 +306,11 @@ func TestServerClockExpiry(t *testing.T) {
 				t.Fatal(err)
 			}
 			b, ok := v.(string)
-			if !ok || len(b) != 12 {
-				t.Fatalf("%s: state %q, want 12 bytes", when, v)
+			if !ok || len(b) != 20 {
+				t.Fatalf("%s: state %q, want 20 bytes", when, v)
 			}
 			sec := int64(binary.LittleEndian.Uint64([]byte(b[:8])))
-			ns := int64(binary.LittleEndian.Uint32([]byte(b[8:])))
+			ns := int64(binary.LittleEndian.Uint32([]byte(b[8:12])))
 			want := sec
 			if ns > 0 {
 				want++
@@ -382,8 +382,8 @@ func TestServerClockWindowExpiry(t *testing.T) {
 					t.Fatal(err)
 				}
 				b, ok := v.(string)
-				if !ok || len(b) != 36 {
-					t.Fatalf("%s %s: state %q, want 36 bytes", tc.name, when, v)
+				if !ok || len(b) != 48 {
+					t.Fatalf("%s %s: state %q, want 48 bytes", tc.name, when, v)
 				}
 				le := binary.LittleEndian
 				st := window.State{
@@ -391,7 +391,7 @@ func TestServerClockWindowExpiry(t *testing.T) {
 					Prev:  int64(le.Uint64([]byte(b[12:20]))),
 					Curr:  int64(le.Uint64([]byte(b[20:28]))),
 				}
-				exp := int64(le.Uint64([]byte(b[28:])))
+				exp := int64(le.Uint64([]byte(b[28:36])))
 				at, err := node.Do("PEXPIRETIME", rkey)
 				if err != nil {
 					t.Fatal(err)

@@ -54,16 +54,20 @@ func ChangeTables() []ChangeTable {
 		},
 	}, {
 		// Back down: what was used under 50/min is more than 5/min holds,
-		// so the key is empty (no debt beyond the new burst): the buckets
-		// refill one event at 12 s.
+		// and stays used: the key is in debt. Its backlog of 47 s is 39
+		// events and 1/6 of one at 1.2 s, so 39·12 s + 2 s = 470 s at 12 s
+		// each: the next event fits 470 + 12 − 60 = 422 s later. (Capping
+		// the debt at the new burst would let a change and its reverse
+		// mint capacity: TestLimitChangeContention.)
 		Name: "lower bucket", Algorithms: buckets,
 		Steps: []ChangeStep{
 			{At: 0, Limit: fifty, N: 40, Admit: true, Remaining: 10},
 			{At: time.Second, Limit: five, N: 0, Admit: true, Remaining: 0},
-			{At: time.Second, Limit: five, N: 1, Admit: false, Remaining: 0, RetryAfter: 12 * time.Second},
-			{At: 13 * time.Second, Limit: five, N: 1, Admit: true, Remaining: 0},
-			// Then 5/min as usual from the converted state.
-			{At: 25 * time.Second, Limit: five, N: 1, Admit: true, Remaining: 0},
+			{At: time.Second, Limit: five, N: 1, Admit: false, Remaining: 0, RetryAfter: 422 * time.Second},
+			{At: 423 * time.Second, Limit: five, N: 1, Admit: true, Remaining: 0},
+			// Back up: the debt is 39 + 1/6 + 1 − 35 used events of 5 at
+			// 12 s (a backlog of 60 s), 5 of 50 at 1.2 s: 45 left.
+			{At: 423 * time.Second, Limit: fifty, N: 0, Admit: true, Remaining: 45},
 		},
 	}, {
 		// The windows: 40 counted in this minute's window stay counted

@@ -8,10 +8,19 @@
 -- writes the state as 12 bytes, returns one integer a decision, and sets a
 -- key's expiry only when it moves to a later second.
 --
--- State: KEYS[i] holds the TAT as struct '<i8i4': whole seconds (Unix) and
--- nanoseconds in [0, 1e9). Lua numbers are doubles, exact below 2^53: a
--- time in Unix nanoseconds is not, so times are carried in two parts, and
--- every difference the script forms is exact.
+-- State: KEYS[i] holds the TAT and the emission interval T it was made
+-- under as struct '<i8i4i8': whole seconds (Unix), nanoseconds in
+-- [0, 1e9), and T in nanoseconds. A 12-byte value ('<i8i4', written before
+-- the interval was kept) has an unknown interval. Lua numbers are doubles,
+-- exact below 2^53: a time in Unix nanoseconds is not, so times are carried
+-- in two parts, and every difference the script forms is exact.
+--
+-- Limit changes: a request whose T differs from the state's converts the
+-- state first, as gcra.Convert does (the used events (TAT − now)/T_old
+-- become as many of the new T, the fraction rounded up, at most 2^53 ns), and
+-- writes it whatever the decision (a denial and a peek too), tagged with
+-- the new T. A state of unknown interval is taken as made under the
+-- request's.
 --
 -- Expiry: with the server's clock, a key expires (EXAT) at the first whole
 -- second at or after its TAT, when its state has decayed to a full bucket
@@ -23,11 +32,13 @@
 -- ARGV[1]  the minimum expiry in milliseconds, with per-request times
 -- ARGV[2]  "1" when each request carries its own now, "0" to read the
 --          server's clock (TIME) once for the batch
--- ARGV[3]  P, the number of (inc, lim) pairs, then the P pairs:
+-- ARGV[3]  P, the number of (inc, lim, T, τ) specs, then the P specs:
 --            inc  n·T, what an admitted request adds to the TAT (0: a peek,
---                 never written)
+--                 written only to convert; negative: a refund of −inc)
 --            lim  the largest backlog admitted: τ − n·T, or a LeakyBucket's
 --                 MaxDelay when that is less
+--            T    the emission interval, ns
+--            τ    Burst·T, ns
 -- then per request (KEYS[i], in order; a key may come more than once):
 --          when P > 1, its pair's index (from 1); when ARGV[2] is "1", its
 --          now as whole seconds and nanoseconds.
@@ -38,18 +49,30 @@
 -- admitted, comes as three integers: −2^53, whole seconds, nanoseconds
 -- (possibly negative).
 local E9, TWO53 = 1000000000, 9007199254740992
-local call, tonumber, floor = redis.call, tonumber, math.floor
+local call, tonumber, floor, ceil, fmod = redis.call, tonumber, math.floor, math.ceil, math.fmod
 local pack, unpack, format = struct.pack, struct.unpack, string.format
 
 local per_now = ARGV[2] == '1'
 local min_ttl = tonumber(ARGV[1])
 local np = tonumber(ARGV[3])
-local incs, lims, o = {}, {}, 4
+local incs, lims, ts, taus, o = {}, {}, {}, {}, 4
 for j = 1, np do
-  incs[j], lims[j] = tonumber(ARGV[o]), tonumber(ARGV[o + 1])
-  o = o + 2
+  incs[j], lims[j], ts[j], taus[j] = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
+  o = o + 4
 end
-local inc, lim = incs[1], lims[1]
+local inc, lim, t, tau = incs[1], lims[1], ts[1], taus[1]
+
+-- addns returns (s, ns) + d for an integer d, |d| <= 2^53, exactly (the
+-- quotient of a double division may be off by one; the remainder says
+-- so, exactly).
+local function addns(s, ns, d)
+  local q = floor(d / E9)
+  local r = d - q * E9
+  if r < 0 then q, r = q - 1, r + E9 elseif r >= E9 then q, r = q + 1, r - E9 end
+  s, ns = s + q, ns + r
+  if ns >= E9 then s, ns = s + 1, ns - E9 end
+  return s, ns
+end
 
 local fetched = call('MGET', _G.unpack(KEYS))
 local now_s, now_ns = 0, 0
@@ -65,7 +88,7 @@ for i = 1, #KEYS do
   local key = KEYS[i]
   if np > 1 then
     local j = tonumber(ARGV[o])
-    inc, lim = incs[j], lims[j]
+    inc, lim, t, tau = incs[j], lims[j], ts[j], taus[j]
     o = o + 1
   end
   if per_now then
@@ -75,11 +98,49 @@ for i = 1, #KEYS do
 
   local v = written[key]
   if v == nil then v = fetched[i] end
-  local tat_s, tat_ns, exp = 0, 0, 0
+  local tat_s, tat_ns, exp, iv = 0, 0, 0, t
   if v then
-    tat_s, tat_ns = unpack('<i8i4', v)
+    if #v >= 20 then
+      tat_s, tat_ns, iv = unpack('<i8i4i8', v)
+    else
+      tat_s, tat_ns = unpack('<i8i4', v)
+      iv = 0
+    end
     exp = tat_s
     if tat_ns > 0 then exp = exp + 1 end
+  end
+
+  -- Made under another interval: convert (gcra.Convert), and write below.
+  local convert = v and iv ~= t
+  if convert then
+    exp = -1 -- the expiry moves
+    if iv > 0 and (now_s < tat_s or (now_s == tat_s and now_ns < tat_ns)) then
+      local b = (tat_s - now_s) * E9 + (tat_ns - now_ns) -- exact below 2^53
+      if b < TWO53 then
+        local r = fmod(b, iv)
+        local q = (b - r) / iv
+        local nb = TWO53
+        local qa = TWO53 - t
+        if q <= (qa - fmod(qa, t)) / t then
+          nb = q * t
+          if r > 0 then nb = nb + ceil(r * t / iv) end
+          if nb > TWO53 then nb = TWO53 end
+        end
+        tat_s, tat_ns = addns(now_s, now_ns, nb)
+      end
+    end
+  end
+
+  -- A refund (inc < 0, ratelimit.Request.Refund): the backlog shrinks by
+  -- −inc, down to none (gcra.Refund); then it is answered as a peek.
+  local refunded = false
+  if inc < 0 and (now_s < tat_s or (now_s == tat_s and now_ns < tat_ns)) then
+    if (tat_s - now_s) * E9 + (tat_ns - now_ns) <= -inc then
+      tat_s, tat_ns = now_s, now_ns
+    else
+      tat_s, tat_ns = addns(tat_s, tat_ns, inc)
+    end
+    refunded = true
   end
 
   -- backlog = max(TAT, now) − now, from base = max(TAT, now).
@@ -95,34 +156,44 @@ for i = 1, #KEYS do
     end
   end
 
+  local write = false
   if backlog < 0 then
     -- reported above: larger than any lim
-  elseif inc == 0 then
+    write = convert or refunded
+  elseif inc <= 0 then
     k = k + 1
     out[k] = backlog
+    write = convert or refunded
   elseif backlog > lim then
     k = k + 1
     out[k] = -backlog - 1
+    write = convert
   else
-    -- TAT = base + inc, in seconds and nanoseconds (the quotient of a
-    -- double division may be off by one; the remainder says so, exactly).
-    local q = floor(inc / E9)
-    local r = inc - q * E9
-    if r < 0 then q, r = q - 1, r + E9 elseif r >= E9 then q, r = q + 1, r - E9 end
-    local s, ns = base_s + q, base_ns + r
-    if ns >= E9 then s, ns = s + 1, ns - E9 end
-    v = pack('<i8i4', s, ns)
+    tat_s, tat_ns = addns(base_s, base_ns, inc)
+    write = true
+    k = k + 1
+    out[k] = backlog
+  end
+  if write then
+    v = pack('<i8i4i8', tat_s, tat_ns, t)
     written[key] = v
     if per_now then
-      local ttl = backlog + inc
+      local ttl = 0
+      if now_s < tat_s or (now_s == tat_s and now_ns < tat_ns) then
+        ttl = (tat_s - now_s) * E9 + (tat_ns - now_ns)
+      end
       local ms = floor(ttl / 1000000)
       if ms * 1000000 < ttl then ms = ms + 1 end
       if ms < min_ttl then ms = min_ttl end
       call('SET', key, v, 'PX', format('%d', ms))
     else
-      local e = s
-      if ns > 0 then e = e + 1 end
-      if e == exp then
+      local e = tat_s
+      if tat_ns > 0 then e = e + 1 end
+      if e <= now_s then
+        -- Full: the same as an absent key.
+        call('DEL', key)
+        written[key] = false
+      elseif e == exp then
         call('SET', key, v, 'KEEPTTL')
       else
         local arg = exat[e]
@@ -133,8 +204,6 @@ for i = 1, #KEYS do
         call('SET', key, v, 'EXAT', arg)
       end
     end
-    k = k + 1
-    out[k] = backlog
   end
 end
 return out

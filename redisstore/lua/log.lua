@@ -18,6 +18,7 @@ end
 
 local function step(key, i, now_s, now_ns, n, sp)
   local rate, w_s, w_ns = sp[1], sp[2], sp[3]
+  local orig_s, orig_ns = now_s, now_ns
 
   local len = redis.call('LLEN', key)
   if len == 1 then
@@ -59,6 +60,37 @@ local function step(key, i, now_s, now_ns, n, sp)
   local reset, rx = 0, 0
   if count > 0 then reset, rx = pdur(padd(w_s, w_ns, psub(last_s, last_ns, now_s, now_ns))) end
 
+  if n < 0 then
+    -- A refund of −n (ratelimit.Request.Refund): the newest entries' costs
+    -- go, newest first (slidinglog.Log.Refund); then it is answered as a
+    -- peek, at the request's own now.
+    local left = -n
+    while left > 0 and count > 0 do
+      local as, ans, c = entry(redis.call('LINDEX', key, -1))
+      if c <= left then
+        redis.call('RPOP', key)
+        left, sum, count = left - c, sum - c, count - 1
+      else
+        redis.call('LSET', key, -1, format(as, ans) .. ' ' .. string.format('%d', c - left))
+        sum, left = sum - left, 0
+      end
+    end
+    if count == 0 then
+      redis.call('DEL', key)
+      sum = 0
+    elseif left < -n then
+      redis.call('LSET', key, 0, string.format('%d', sum))
+    end
+    rem, reset, rx = rate - sum, 0, 0
+    if rem < 0 then rem = 0 end
+    if count > 0 then
+      last_s, last_ns = entry(redis.call('LINDEX', key, -1))
+      now_s, now_ns = orig_s, orig_ns
+      if less(now_s, now_ns, last_s, last_ns) then now_s, now_ns = last_s, last_ns end
+      reset, rx = pdur(padd(w_s, w_ns, psub(last_s, last_ns, now_s, now_ns)))
+    end
+    return emit(1, rem, 0, reset, 0, 0, rx)
+  end
   if n == 0 then return emit(1, rem, 0, reset, 0, 0, rx) end
   -- n > rate − sum, not sum + n > rate: the sum may pass 2^53.
   if n > rate - sum then

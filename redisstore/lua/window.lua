@@ -8,11 +8,17 @@
 -- integers a decision, and sets a key's expiry only when it moves to a
 -- later second.
 --
--- State: KEYS[i] holds struct '<i8i4i8i8i8': the current window's start
--- (whole seconds, Unix, and nanoseconds in [0, 1e9)), prev and curr (the
--- counts of the previous and current windows), and the whole second at
+-- State: KEYS[i] holds struct '<i8i4i8i8i8i8i4': the current window's
+-- start (whole seconds, Unix, and nanoseconds in [0, 1e9)), prev and curr
+-- (the counts of the previous and current windows), the whole second at
 -- which the key expires (0 when its expiry is relative, with per-request
--- times). Lua numbers are doubles, exact below 2^53: a time in Unix
+-- times), and the period the counts were made in (seconds, nanoseconds). A
+-- 36-byte value (written before the period was kept) has an unknown
+-- period, taken as the request's.
+--
+-- Limit changes: a request whose period differs from the state's moves the
+-- counts into its own windows first, as window.Rescale does, and writes
+-- them whatever the decision (a denial and a peek too). Lua numbers are doubles, exact below 2^53: a time in Unix
 -- nanoseconds is not, so times are carried in two parts, and so are
 -- periods longer than 2^53 ns (up to ratelimit.MaxWindow, 2^60 ns).
 --
@@ -29,7 +35,8 @@
 --          server's clock (TIME) once for the batch
 -- ARGV[3]  P, the number of specs, then the P specs, 5 fields each:
 --          rate, the period as whole seconds and nanoseconds, "1" for the
---          sliding counter ("0": fixed window), and the cost n (0: a peek)
+--          sliding counter ("0": fixed window), and the cost n (0: a peek;
+--          negative: a refund of −n, at most 2^53)
 -- then per request (KEYS[i], in order; a key may come more than once):
 --          when P > 1, its spec's index (from 1); when ARGV[2] is "1", its
 --          now as whole seconds and nanoseconds.
@@ -158,8 +165,46 @@ for i = 1, #KEYS do
 
   local v = written[key]
   if v == nil then v = fetched[i] end
-  local st_s, st_ns, prev, curr, exp = 0, 0, 0, 0, 0
-  if v then st_s, st_ns, prev, curr, exp = unpack('<i8i4i8i8i8', v) end
+  local st_s, st_ns, prev, curr, exp, pw_s, pw_ns = 0, 0, 0, 0, 0, w_s, w_ns
+  if v then
+    if #v >= 48 then
+      st_s, st_ns, prev, curr, exp, pw_s, pw_ns = unpack('<i8i4i8i8i8i8i4', v)
+    else
+      st_s, st_ns, prev, curr, exp = unpack('<i8i4i8i8i8', v)
+    end
+  end
+
+  -- Counted in windows of another period: window.Rescale.
+  local rescaled = false
+  if v and (pw_s ~= w_s or pw_ns ~= w_ns) then
+    rescaled, exp = true, -1
+    -- Roll in the old windows first.
+    local os_s, os_ns = start(now_s, now_ns, pw_s, pw_ns, pnum(pw_s, pw_ns), less(9007199, 254740992, pw_s, pw_ns))
+    local rs_s, rs_ns, rp, rc, en_s, en_ns = os_s, os_ns, 0, 0, now_s, now_ns
+    if less(os_s, os_ns, st_s, st_ns) then
+      rs_s, rs_ns, rp, rc, en_s, en_ns = st_s, st_ns, prev, curr, st_s, st_ns
+    elseif os_s == st_s and os_ns == st_ns then
+      rp, rc = prev, curr
+    else
+      local nx_s, nx_ns = padd(st_s, st_ns, pw_s, pw_ns)
+      if os_s == nx_s and os_ns == nx_ns then rp = curr end
+    end
+    if not sliding then rp = 0 end
+    -- Then each count where its latest event falls in the new windows.
+    local ns_s, ns_ns = start(en_s, en_ns, w_s, w_ns, wn, long)
+    local np, nc = 0, rc
+    if rp > 0 then
+      if less(ns_s, ns_ns, rs_s, rs_ns) then
+        nc = nc + rp
+        if nc > TWO53 then nc = TWO53 end
+      else
+        local b_s, b_ns = psub(ns_s, ns_ns, w_s, w_ns)
+        if less(b_s, b_ns, rs_s, rs_ns) then np = rp end
+      end
+    end
+    st_s, st_ns, prev, curr = ns_s, ns_ns, np, nc
+    if np == 0 and nc == 0 then st_s, st_ns = 0, 0 end
+  end
 
   -- Roll to the window holding now; time that went back into an earlier
   -- window stays in the newest one, at its start.
@@ -173,6 +218,22 @@ for i = 1, #KEYS do
   else
     local nx_s, nx_ns = padd(st_s, st_ns, w_s, w_ns)
     if ws_s == nx_s and ws_ns == nx_ns then p = curr end
+  end
+
+  -- A refund (n < 0, ratelimit.Request.Refund): −n back, from the
+  -- current window's count first, then the previous one's for the sliding
+  -- counter (window.Refund); then it is answered as a peek.
+  local refunded = false
+  if n < 0 and (c > 0 or (sliding and p > 0)) then
+    local take = -n
+    if take > c then take = c end
+    c = c - take
+    if sliding then
+      local rest = -n - take
+      if rest > p then rest = p end
+      p = p - rest
+    end
+    refunded = true
   end
 
   local admit = true
@@ -205,37 +266,44 @@ for i = 1, #KEYS do
     out[k] = -c - 1
   end
 
-  if admit and n > 0 then
-    -- The key's state decays at the end of the window (fixed), or of the
-    -- next (sliding): then it is the same as an absent key.
-    local x_s, x_ns = padd(s_s, s_ns, w_s, w_ns)
-    if sliding then
-      x_s, x_ns = padd(x_s, x_ns, w_s, w_ns)
+  if (admit and n > 0) or rescaled or refunded then
+    local add = 0
+    if admit and n > 0 then add = n end
+    if not sliding then p = 0 end
+    if p == 0 and c + add == 0 then
+      -- Nothing counted: the same as an absent key.
+      call('DEL', key)
+      written[key] = false
     else
-      p = 0
-    end
-    if per_now then
-      local d_s, d_ns = psub(x_s, x_ns, e_s, e_ns)
-      local ms = d_s * 1000 + floor(d_ns / 1000000)
-      if fmod(d_ns, 1000000) > 0 then ms = ms + 1 end
-      if ms < min_ttl then ms = min_ttl end
-      v = pack('<i8i4i8i8i8', s_s, s_ns, p, c + n, 0)
-      written[key] = v
-      call('SET', key, v, 'PX', format('%d', ms))
-    else
-      local e = x_s
-      if x_ns > 0 then e = e + 1 end
-      v = pack('<i8i4i8i8i8', s_s, s_ns, p, c + n, e)
-      written[key] = v
-      if e == exp then
-        call('SET', key, v, 'KEEPTTL')
+      -- The key's state decays at the end of the window (fixed), or of
+      -- the next (sliding): then it is the same as an absent key.
+      local x_s, x_ns = padd(s_s, s_ns, w_s, w_ns)
+      if sliding then
+        x_s, x_ns = padd(x_s, x_ns, w_s, w_ns)
+      end
+      if per_now then
+        local d_s, d_ns = psub(x_s, x_ns, e_s, e_ns)
+        local ms = d_s * 1000 + floor(d_ns / 1000000)
+        if fmod(d_ns, 1000000) > 0 then ms = ms + 1 end
+        if ms < min_ttl then ms = min_ttl end
+        v = pack('<i8i4i8i8i8i8i4', s_s, s_ns, p, c + add, 0, w_s, w_ns)
+        written[key] = v
+        call('SET', key, v, 'PX', format('%d', ms))
       else
-        local arg = exat[e]
-        if not arg then
-          arg = format('%d', e)
-          exat[e] = arg
+        local e = x_s
+        if x_ns > 0 then e = e + 1 end
+        v = pack('<i8i4i8i8i8i8i4', s_s, s_ns, p, c + add, e, w_s, w_ns)
+        written[key] = v
+        if e == exp then
+          call('SET', key, v, 'KEEPTTL')
+        else
+          local arg = exat[e]
+          if not arg then
+            arg = format('%d', e)
+            exat[e] = arg
+          end
+          call('SET', key, v, 'EXAT', arg)
         end
-        call('SET', key, v, 'EXAT', arg)
       end
     end
   end

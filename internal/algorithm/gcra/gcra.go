@@ -113,44 +113,49 @@ func StepCost(tat, now, n int64, leaky bool, maxDelay time.Duration, p *Params, 
 // (ns), as the state of a key that has used as many events under p at now:
 // the x/time/rate model of a limit change, where what was spent stays
 // spent. The used events (TAT − now)/from become a backlog of as many
-// intervals p.T, the fraction of an event rounded up (a change never mints
-// capacity), and at most p.Tau: a key that had used more than the new
-// Burst is empty, not in debt. A state at or before now (a full bucket)
-// is returned as it is, and so is every state when from is p.T, from is
-// not positive (the interval is unknown: the state is taken as made under
-// p), or p's rate is zero.
+// intervals p.T, the fraction of an event rounded up, so a change never
+// mints capacity, and a change and its reverse give back nothing: a key
+// that had used more than the new Burst is in debt, and admits again once
+// the excess has drained at the new rate. The backlog is bounded only by
+// ratelimit.MaxPeriod, the longest a bucket's state may hold. A state at
+// or before now (a full bucket) is returned as it is, and so is every
+// state when from is p.T, from is not positive (the interval is unknown:
+// the state is taken as made under p), p's rate is zero, or the backlog is
+// MaxPeriod or more (the clock went back that far: nothing to convert
+// without minting).
 //
-// A backlog of 2^53 ns or more (possible only after the clock went back
-// that far) counts as more than the new Burst. The fraction is computed in
-// float64 as ⌈r·p.T/from⌉, in this order, so that the Redis store's script
-// (IEEE doubles too) converts to the same nanosecond.
+// The fraction is computed in float64 as ⌈r·p.T/from⌉, in this order, so
+// that the Redis store's script (IEEE doubles too) converts to the same
+// nanosecond.
 func Convert(tat, now, from int64, p *Params) int64 {
 	if from <= 0 || from == p.T || p.T <= 0 || tat <= now {
 		return tat
 	}
 	backlog := tat - now
 	if backlog < 0 || backlog >= int64(ratelimit.MaxPeriod) {
-		// Overflowed, or beyond any limit's tolerance.
-		return now + p.Tau
+		return tat // overflowed, or beyond any limit's tolerance
 	}
 	q, r := backlog/from, backlog%from
-	if q >= p.Limit.Burst {
-		return now + p.Tau
+	if q > (int64(ratelimit.MaxPeriod)-p.T)/p.T {
+		return now + int64(ratelimit.MaxPeriod)
 	}
-	b := q * p.T // q < Burst: below τ ≤ 2^53
+	b := q * p.T // q·T + T ≤ MaxPeriod: no overflow
 	if r > 0 {
 		b += int64(math.Ceil(float64(r) * float64(p.T) / float64(from)))
 	}
-	return now + min(b, p.Tau)
+	return now + min(b, int64(ratelimit.MaxPeriod))
 }
 
 // Refund returns the state tat after giving back n events at now: the
 // backlog shrinks by n·T, down to none (a full bucket, never beyond). A
-// state at or before now is full already and is returned as it is.
+// state at or before now is full already and is returned as it is. More
+// than Burst events count as Burst (a backlog beyond τ is the clock's
+// doing, not a charge's).
 func Refund(tat, now, n int64, p *Params) int64 {
 	if tat <= now || n <= 0 || p.T <= 0 {
 		return tat
 	}
+	n = min(n, p.Limit.Burst)
 	if n >= (tat-now)/p.T+1 { // n·T ≥ backlog, without overflow
 		return now
 	}

@@ -226,7 +226,7 @@ func Rescale(s State, now, from, to int64, sliding bool) State {
 	if rs.Prev > 0 {
 		switch last := rs.Start - 1; {
 		case last >= out.Start:
-			out.Curr += rs.Prev
+			out.Curr = min(out.Curr+rs.Prev, ratelimit.MaxRate) // no count passes MaxRate
 		case last >= out.Start-to:
 			out.Prev = rs.Prev
 		}
@@ -240,22 +240,28 @@ func Rescale(s State, now, from, to int64, sliding bool) State {
 // Refund returns s after giving back n events at now, in windows of w:
 // taken from the current window's count first, then (sliding counter
 // only) from the previous window's, never below zero. A refund does not
-// know which window charged the events; the newest is the likeliest.
-func Refund(s State, now, w, n int64, sliding bool) State {
+// know which window charged the events; the newest is the likeliest. It
+// reports whether anything was given back; the state returned is rolled
+// to now either way.
+func Refund(s State, now, w, n int64, sliding bool) (State, bool) {
 	if n <= 0 || s == (State{}) {
-		return s
+		return s, false
 	}
 	ns, _ := roll(s, now, w)
 	if !sliding {
 		ns.Prev = 0
 	}
+	if ns.Curr == 0 && ns.Prev == 0 {
+		return State{}, false
+	}
+	n = min(n, ratelimit.MaxRate) // no count passes it
 	take := min(n, ns.Curr)
 	ns.Curr -= take
 	if sliding {
 		ns.Prev -= min(n-take, ns.Prev)
 	}
 	if ns.Prev == 0 && ns.Curr == 0 {
-		return State{}
+		return State{}, true
 	}
-	return ns
+	return ns, true
 }
