@@ -210,7 +210,7 @@ func runReplay(t *testing.T, sc replayScenario, v replayVariant, storeKind strin
 	if v.Headers == "envoy" {
 		opts.Headers, opts.HeaderNames = rls.HeadersLegacy, rls.EnvoyHeaderNames
 		if len(v.HeaderNames) == 3 {
-			opts.HeaderNames = rls.HeaderNames{Limit: v.HeaderNames[0], Remaining: v.HeaderNames[1], Reset: v.HeaderNames[2]}
+			opts.HeaderNames.Limit, opts.HeaderNames.Remaining, opts.HeaderNames.Reset = v.HeaderNames[0], v.HeaderNames[1], v.HeaderNames[2]
 		}
 	}
 	srv, err := rls.New(store, nil, opts)
