@@ -22,13 +22,14 @@ const module = "github.com/sluicehq/sluice"
 // but the standard library and each other (the core).
 var allowed = map[string][]string{
 	// The command: the only importer of the transport.
-	"cmd/sluice": {"gateway", "rls", "httpclient", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry",
+	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry",
 		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl", "internal/server/tlsreload"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit",
 		"internal/server/admin", "internal/server/eventlog", "internal/server/storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload"},
-	"rls": {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch"},
+	"rls/xds": {"rules"},
+	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch"},
 	// The middleware and who is calling.
 	"httplimit": {"identity", "rules", "ratelimit", "inflight", "shed", "internal/server/rlheader", "internal/server/sfv"},
 	"identity":  {},
@@ -36,13 +37,14 @@ var allowed = map[string][]string{
 	"rules": {"ratelimit", "internal/config/yamlnode"},
 	// The client half: imports go straight down and never reach a server
 	// or a store but memstore (per-host buckets).
-	"httpclient": {"adaptive", "backoff", "breaker", "hostlimit", "ratelimit", "retry", "robots"},
-	"robots":     {},
-	"hostlimit":  {"adaptive", "backoff", "memstore", "ratelimit", "retry"},
-	"retry":      {"backoff"},
-	"breaker":    {"backoff"},
-	"backoff":    {},
-	"adaptive":   {},
+	"httpclient":               {"adaptive", "backoff", "breaker", "hostlimit", "ratelimit", "retry", "robots"},
+	"robots":                   {},
+	"httpclient/clientmetrics": {"httpclient", "breaker"},
+	"hostlimit":                {"adaptive", "backoff", "memstore", "ratelimit", "retry"},
+	"retry":                    {"backoff"},
+	"breaker":                  {"backoff"},
+	"backoff":                  {},
+	"adaptive":                 {},
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
 	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window"},
