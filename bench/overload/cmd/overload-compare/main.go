@@ -1,0 +1,94 @@
+// Command overload-compare runs sluice's adaptive concurrency limiters and
+// their peers side by side in the I/O-bound overload model, in real time,
+// and prints the rows of "sluice sim overload" for each, then each
+// limiter's verdict on issue 17's targets.
+//
+//	cd bench && go run ./overload/cmd/overload-compare [-phase 5s] [-format table|json|csv] [-svg FILE] [-csv FILE]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/bench/overload"
+	"github.com/sluicehq/sluice/sim"
+)
+
+func main() {
+	capacity := flag.Int("capacity", 20, "requests in flight the model serves at -base each")
+	base := flag.Duration("base", 20*time.Millisecond, "no-load latency of the model")
+	phase := flag.Duration("phase", 5*time.Second, "length of each phase (real time)")
+	warmup := flag.Duration("warmup", 3*time.Second, "time at 0.5x before the phases")
+	seed := flag.Uint64("seed", 1, "seed of the arrivals and the latency noise")
+	format := flag.String("format", "table", "table, json or csv")
+	svg := flag.String("svg", "", "write the figure to this file")
+	csvFile := flag.String("csv", "", "write the time series to this file")
+	flag.Parse()
+	if *capacity < 1 || *capacity > 1000 || *phase <= 0 || *phase > 5*time.Minute || *base <= 0 || *warmup < 0 {
+		fmt.Fprintln(os.Stderr, "overload-compare: -capacity 1..1000, -base > 0, -phase in (0, 5m], -warmup >= 0")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := overload.Run(ctx, overload.Options{
+		Model: sim.IOModel{Capacity: *capacity, Base: *base}, Phase: *phase, Warmup: *warmup, Seed: *seed,
+		Progress: func(elapsed, total time.Duration) {
+			fmt.Fprintf(os.Stderr, "\roverload-compare: %v of %v", elapsed.Round(time.Second), total)
+		},
+	})
+	fmt.Fprintln(os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "overload-compare:", err)
+		os.Exit(1)
+	}
+	if err := res.Table().Write(os.Stdout, *format); err != nil {
+		fmt.Fprintln(os.Stderr, "overload-compare:", err)
+		os.Exit(2)
+	}
+	if *format == "table" {
+		fmt.Printf("\nno-load p99 %v; targets (issue 17):\n", res.NoLoadP99.Round(10*time.Microsecond))
+		v := overload.Verdicts(res)
+		names := make([]string, 0, len(v))
+		for n := range v {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for i, t := range overload.Targets {
+			fmt.Printf("  %s\n", t)
+			for _, n := range names {
+				fmt.Printf("    %-26s %s\n", n, v[n][i])
+			}
+		}
+		var lim []string
+		for _, r := range res.Rows {
+			if r.Phase == "5x" && r.MeanLimit == r.MeanLimit {
+				lim = append(lim, fmt.Sprintf("%s %.0f", r.Limiter, r.MeanLimit))
+			}
+		}
+		fmt.Printf("mean limit at 5x (capacity %d): %s\n", *capacity, strings.Join(lim, ", "))
+	}
+	write := func(name string, f func(*os.File) error) {
+		if name == "" {
+			return
+		}
+		out, err := os.Create(name)
+		if err == nil {
+			err = f(out)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "overload-compare:", err)
+			os.Exit(1)
+		}
+	}
+	write(*svg, func(f *os.File) error { return res.Figure().WriteSVG(f) })
+	write(*csvFile, func(f *os.File) error { return res.Series().Write(f, "csv") })
+}
