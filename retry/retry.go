@@ -69,14 +69,6 @@ type Op func(ctx context.Context, attempt int) error
 // DelayTooLongError, BudgetError and InterruptedError, each of which wraps
 // the last error op returned.
 func Do(ctx context.Context, opts Options, op Op) error {
-	maxAttempts := opts.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = DefaultMaxAttempts
-	}
-	maxDelay := opts.MaxDelay
-	if maxDelay <= 0 {
-		maxDelay = DefaultMaxDelay
-	}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return &InterruptedError{Attempts: attempt - 1, Cause: err}
@@ -86,50 +78,82 @@ func Do(ctx context.Context, opts Options, op Op) error {
 			opts.Budget.Deposit()
 			return nil
 		}
-		if p, ok := errors.AsType[*PermanentError](err); ok {
-			return p.Err
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return &InterruptedError{Attempts: attempt, Cause: cerr, Err: err}
-		}
-		if opts.Retryable != nil && !opts.Retryable(err) {
-			return err
-		}
-		if attempt >= maxAttempts {
-			return &ExhaustedError{Attempts: attempt, Err: err}
-		}
-		var delay time.Duration
-		server := false
-		if opts.Backoff != nil {
-			delay = opts.Backoff.Delay(attempt)
-		} else {
-			delay = backoff.Recommended().Delay(attempt)
-		}
-		if de, ok := errors.AsType[*DelayError](err); ok && de.Delay > 0 {
-			if de.Delay > maxDelay {
-				return &DelayTooLongError{Attempts: attempt, Delay: de.Delay, Max: maxDelay, Err: err}
+		if _, ok := errors.AsType[*PermanentError](err); !ok {
+			if cerr := ctx.Err(); cerr != nil {
+				return &InterruptedError{Attempts: attempt, Cause: cerr, Err: err}
 			}
-			delay, server = de.Delay, true
 		}
-		delay = min(max(delay, 0), maxDelay)
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < delay {
-			return &InterruptedError{Attempts: attempt, Cause: context.DeadlineExceeded, Err: err, Wait: delay}
-		}
-		if !opts.Budget.Withdraw() {
-			return &BudgetError{Attempts: attempt, Err: err}
+		deadline, _ := ctx.Deadline()
+		s := Next(opts, attempt, err, time.Now(), deadline)
+		if s.Err != nil {
+			return s.Err
 		}
 		if opts.OnRetry != nil {
-			opts.OnRetry(Event{Attempt: attempt, Err: err, Delay: delay, ServerDelay: server})
+			opts.OnRetry(Event{Attempt: attempt, Err: err, Delay: s.Delay, ServerDelay: s.ServerDelay})
 		}
 		if opts.Logger != nil {
 			opts.Logger.LogAttrs(ctx, slog.LevelDebug, "retry",
-				slog.Int("attempt", attempt), slog.Duration("delay", delay),
-				slog.Bool("server_delay", server), slog.String("error", err.Error()))
+				slog.Int("attempt", attempt), slog.Duration("delay", s.Delay),
+				slog.Bool("server_delay", s.ServerDelay), slog.String("error", err.Error()))
 		}
-		if cerr := Sleep(ctx, delay); cerr != nil {
+		if cerr := Sleep(ctx, s.Delay); cerr != nil {
 			return &InterruptedError{Attempts: attempt, Cause: cerr, Err: err}
 		}
 	}
+}
+
+// Step is what Next decides after a failed attempt: wait Delay and try
+// again, or stop with Err.
+type Step struct {
+	Delay       time.Duration // the wait before the next attempt
+	ServerDelay bool          // Delay is the server's (WithDelay), not the backoff's
+	Err         error         // non-nil: stop and return it
+}
+
+// Next is Do's decision after attempt failed with err, as a pure step: time
+// is an input (now, and the deadline, zero for none) and nothing sleeps, so
+// that a simulation in virtual time runs the same retry logic as Do, which
+// is Next plus the sleeping, the context and the callbacks. Its only effect
+// is the withdrawal from opts.Budget for a retry. err must not be nil.
+func Next(opts Options, attempt int, err error, now, deadline time.Time) Step {
+	if p, ok := errors.AsType[*PermanentError](err); ok {
+		return Step{Err: p.Err}
+	}
+	if opts.Retryable != nil && !opts.Retryable(err) {
+		return Step{Err: err}
+	}
+	maxAttempts := opts.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	maxDelay := opts.MaxDelay
+	if maxDelay <= 0 {
+		maxDelay = DefaultMaxDelay
+	}
+	if attempt >= maxAttempts {
+		return Step{Err: &ExhaustedError{Attempts: attempt, Err: err}}
+	}
+	var delay time.Duration
+	server := false
+	if opts.Backoff != nil {
+		delay = opts.Backoff.Delay(attempt)
+	} else {
+		delay = backoff.Recommended().Delay(attempt)
+	}
+	if de, ok := errors.AsType[*DelayError](err); ok && de.Delay > 0 {
+		if de.Delay > maxDelay {
+			return Step{Err: &DelayTooLongError{Attempts: attempt, Delay: de.Delay, Max: maxDelay, Err: err}}
+		}
+		delay, server = de.Delay, true
+	}
+	delay = min(max(delay, 0), maxDelay)
+	if !deadline.IsZero() && deadline.Sub(now) < delay {
+		return Step{Err: &InterruptedError{Attempts: attempt, Cause: context.DeadlineExceeded, Err: err, Wait: delay}}
+	}
+	if !opts.Budget.Withdraw() {
+		return Step{Err: &BudgetError{Attempts: attempt, Err: err}}
+	}
+	return Step{Delay: delay, ServerDelay: server}
 }
 
 // Sleep waits for d or until ctx is done, returning ctx's error in the
