@@ -33,7 +33,7 @@ const (
 	StoreError                  // the store failed; see Middleware.OnStoreError
 )
 
-var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "store_error"}
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "store_error", "refunded"}
 
 // String returns allowed, denied, shadow_denied or store_error.
 func (o Outcome) String() string {
@@ -104,6 +104,14 @@ type Middleware struct {
 	// it returns): FailError (the zero value) answers 503, FailDeny 429,
 	// FailAllow and FailLocal skip the rule.
 	OnStoreError ratelimit.FailurePolicy
+	// RefundOn, when set, is called with the status of each admitted
+	// request's response; when it returns true, what every rule charged
+	// the request is given back (ratelimit.Request.Refund), each reported
+	// to Observe as Refunded: the work did not happen, so it is not
+	// counted (an upstream's 5xx: RefundStatuses(500, 502, 503, 504)).
+	// Nil, the default, never refunds. It must be fast and safe for
+	// concurrent use.
+	RefundOn func(status int) bool
 	// Observe, when set, is called for every rule decision: for metrics,
 	// and for logs. The middleware logs nothing per request itself (a line
 	// per store failure or denial would turn an outage or a flood into a
@@ -241,7 +249,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusServiceUnavailable, "request cancelled while queued", "")
 		return
 	}
-	h.next.ServeHTTP(w, r)
+	h.serveNext(w, r, as)
 }
 
 // identify resolves the caller; a bad credential is answered 401.
