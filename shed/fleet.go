@@ -125,9 +125,13 @@ func (f *Fleet) Acquire(ctx context.Context, c Class) (inflight.Lease, inflight.
 // Release gives l's slot back.
 func (f *Fleet) Release(ctx context.Context, l inflight.Lease) error { return f.store.Release(ctx, l) }
 
-// Renew extends l by the shedder's TTL, for requests that outlive it.
-func (f *Fleet) Renew(ctx context.Context, l inflight.Lease) (inflight.Lease, error) {
-	return f.store.Renew(ctx, l, f.ttl)
+// Renew extends l to expire ttl from now (0: the shedder's TTL), for
+// requests that outlive their lease.
+func (f *Fleet) Renew(ctx context.Context, l inflight.Lease, ttl time.Duration) (inflight.Lease, error) {
+	if ttl == 0 {
+		ttl = f.ttl
+	}
+	return f.store.Renew(ctx, l, ttl)
 }
 
 // TTL returns the lease lifetime (inflight.DefaultTTL when it was zero).
