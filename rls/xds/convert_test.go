@@ -1,0 +1,110 @@
+package xds_test
+
+import (
+	"strings"
+	"testing"
+
+	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/sluicehq/sluice/rls/xds"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// TestConvert: every field of the proto reaches the rule, as the same
+// config read from YAML.
+func TestConvert(t *testing.T) {
+	rc := &rlsconf.RateLimitConfig{Name: "gw", Domain: "gateway", Descriptors: []*rlsconf.RateLimitDescriptor{
+		{Key: "remote_address", RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_SECOND, RequestsPerUnit: 10, Name: "per-ip"},
+			ShadowMode: true, DetailedMetric: true},
+		{Key: "user", Value: "admin", RateLimit: &rlsconf.RateLimitPolicy{Unlimited: true}},
+		{Key: "path", Value: "/api", Descriptors: []*rlsconf.RateLimitDescriptor{
+			{Key: "method", Value: "POST", RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_HOUR, RequestsPerUnit: 100,
+				Name: "posts", Replaces: []*rlsconf.RateLimitReplace{{Name: "per-ip"}}}},
+		}},
+	}}
+	got, err := xds.Convert(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := rules.Parse("xds:gw", []byte(`
+domain: gateway
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10, name: per-ip}
+    shadow_mode: true
+    detailed_metric: true
+  - key: user
+    value: admin
+    rate_limit: {unlimited: true}
+  - key: path
+    value: /api
+    descriptors:
+      - key: method
+        value: POST
+        rate_limit: {unit: hour, requests_per_unit: 100, name: posts, replaces: [{name: per-ip}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Domain != want.Domain || len(got.Rules()) != len(want.Rules()) {
+		t.Fatalf("got %d rules in %q, want %d in %q", len(got.Rules()), got.Domain, len(want.Rules()), want.Domain)
+	}
+	for i, g := range got.Rules() {
+		w := want.Rules()[i]
+		if g.Name != w.Name || g.Limit != w.Limit || g.Unlimited != w.Unlimited || g.ShadowMode != w.ShadowMode ||
+			g.DetailedMetric != w.DetailedMetric || strings.Join(g.Replaces, ",") != strings.Join(w.Replaces, ",") {
+			t.Errorf("rule %d: got %+v, want %+v", i, g, w)
+		}
+	}
+}
+
+func TestBuildRefuses(t *testing.T) {
+	good, _ := anypb.New(limitConfig("a", "a", "x", 1))
+	for name, res := range map[string][]*anypb.Any{
+		"not a RateLimitConfig": {{TypeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster"}},
+		"bad bytes":             {{TypeUrl: xds.TypeURL, Value: []byte{0xff, 0xff}}},
+		"a name twice":          {good, good},
+		"unlimited with a unit": {mustAny(t, &rlsconf.RateLimitConfig{Name: "u", Domain: "u", Descriptors: []*rlsconf.RateLimitDescriptor{
+			{Key: "k", RateLimit: &rlsconf.RateLimitPolicy{Unlimited: true, Unit: rlsconf.RateLimitUnit_SECOND}}}})},
+		"no unit": {mustAny(t, &rlsconf.RateLimitConfig{Name: "n", Domain: "n", Descriptors: []*rlsconf.RateLimitDescriptor{
+			{Key: "k", RateLimit: &rlsconf.RateLimitPolicy{RequestsPerUnit: 3}}}})},
+		"no domain": {mustAny(t, &rlsconf.RateLimitConfig{Name: "d"})},
+	} {
+		if _, _, err := xds.Build(res); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	set, names, err := xds.Build(nil)
+	if err != nil || len(set.Domains()) != 0 || len(names) != 0 {
+		t.Fatalf("no resources: %v, %v, %v; want an empty set", set, names, err)
+	}
+}
+
+func mustAny(t testing.TB, rc *rlsconf.RateLimitConfig) *anypb.Any {
+	a, err := anypb.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// FuzzBuild: whatever bytes a management server sends, Build returns a
+// set or an error, never a panic.
+func FuzzBuild(f *testing.F) {
+	for _, rc := range []*rlsconf.RateLimitConfig{limitConfig("a", "a", "x", 1), {Name: "e", Domain: "e"},
+		{Name: "deep", Domain: "d", Descriptors: []*rlsconf.RateLimitDescriptor{{Key: "a", Descriptors: []*rlsconf.RateLimitDescriptor{{Key: "b",
+			RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_DAY, RequestsPerUnit: 1}}}}}}} {
+		a, _ := anypb.New(rc)
+		f.Add(a.Value)
+	}
+	f.Add([]byte{0x1a, 0x02, 0x0a, 0x00})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		set, _, err := xds.Build([]*anypb.Any{{TypeUrl: xds.TypeURL, Value: b}})
+		if err == nil && set == nil {
+			t.Fatal("no set and no error")
+		}
+	})
+}

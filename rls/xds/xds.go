@@ -1,0 +1,376 @@
+package xds
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.yaml.in/yaml/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/sluicehq/sluice/rules"
+)
+
+// TypeURL is the resource type the client subscribes to.
+const TypeURL = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig"
+
+// Defaults of Options.
+const (
+	DefaultNodeID     = "default" // envoyproxy/ratelimit's CONFIG_GRPC_XDS_NODE_ID
+	DefaultRetryMin   = time.Second
+	DefaultRetryMax   = 60 * time.Second // XDS_CLIENT_BACKOFF_MAX_INTERVAL
+	DefaultMaxMsgSize = 16 << 20
+)
+
+// Target is what receives the rule sets: *rls.Server.
+type Target interface{ SetRules(*rules.Set) }
+
+// Options configures a Client.
+type Options struct {
+	// Server is the management server's gRPC address (host:port, or any
+	// target grpc.NewClient takes).
+	Server string
+	// NodeID identifies this instance to the server (Envoy Gateway sets
+	// its snapshots for one node ID). Default DefaultNodeID.
+	NodeID string
+	// NodeMetadata is sent as the node's metadata (string values).
+	NodeMetadata map[string]string
+	// TLS, when set, connects with TLS (and a client certificate, if it
+	// has one); nil connects in cleartext.
+	TLS *tls.Config
+	// RetryMin and RetryMax bound the backoff between connection
+	// attempts (doubling, with jitter). Defaults DefaultRetryMin and
+	// DefaultRetryMax.
+	RetryMin, RetryMax time.Duration
+	// MaxMsgSize bounds a response from the server. Default 16 MiB.
+	MaxMsgSize int
+	// Logger receives connections, accepted and refused configs.
+	// Default: none.
+	Logger *slog.Logger
+}
+
+// Client follows a management server's RateLimitConfigs.
+type Client struct {
+	o      Options
+	target Target
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	version string   // the version last accepted
+	names   []string // the resources of the set in use
+	lastErr string   // the last refusal
+
+	loaded    atomic.Bool
+	connected atomic.Bool
+	acks      prometheus.Counter
+	nacks     prometheus.Counter
+	conns     prometheus.Counter
+	up        prometheus.GaugeFunc
+	configs   prometheus.GaugeFunc
+}
+
+// New returns a client that gives target every accepted set. Run starts
+// it.
+func New(target Target, o Options) (*Client, error) {
+	if o.Server == "" {
+		return nil, errors.New("xds: no management server address")
+	}
+	if o.NodeID == "" {
+		o.NodeID = DefaultNodeID
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = DefaultRetryMin
+	}
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = max(DefaultRetryMax, o.RetryMin)
+	}
+	if o.MaxMsgSize <= 0 {
+		o.MaxMsgSize = DefaultMaxMsgSize
+	}
+	c := &Client{o: o, target: target, log: o.Logger}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "xds", Name: name, Help: help})
+	}
+	c.acks = counter("updates_accepted_total", "xDS responses accepted (ACK): their rule set is in use.")
+	c.nacks = counter("updates_refused_total", "xDS responses refused (NACK): the previous rule set stays.")
+	c.conns = counter("streams_total", "ADS streams opened to the management server.")
+	c.up = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "xds", Name: "connected",
+		Help: "1 while the ADS stream to the management server is open."}, func() float64 {
+		if c.connected.Load() {
+			return 1
+		}
+		return 0
+	})
+	c.configs = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "xds", Name: "configs",
+		Help: "RateLimitConfig resources in the rule set in use."}, func() float64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return float64(len(c.names))
+	})
+	return c, nil
+}
+
+// Register adds the client's metrics to reg.
+func (c *Client) Register(reg prometheus.Registerer) error {
+	for _, col := range []prometheus.Collector{c.acks, c.nacks, c.conns, c.up, c.configs} {
+		if err := reg.Register(col); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Loaded reports whether a set from the server has been accepted.
+func (c *Client) Loaded() bool { return c.loaded.Load() }
+
+// Status is what the client has accepted and refused last.
+type Status struct {
+	Version   string   // the version accepted last ("" none)
+	Resources []string // the RateLimitConfig names in use
+	LastError string   // why the last refused response was refused
+	Connected bool
+}
+
+// Status returns the client's state.
+func (c *Client) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Status{Version: c.version, Resources: append([]string(nil), c.names...), LastError: c.lastErr, Connected: c.connected.Load()}
+}
+
+// Run connects and follows the server until ctx is done, reconnecting
+// after failures; it returns nil then.
+func (c *Client) Run(ctx context.Context) error {
+	creds := insecure.NewCredentials()
+	if c.o.TLS != nil {
+		creds = credentials.NewTLS(c.o.TLS)
+	}
+	conn, err := grpc.NewClient(c.o.Server, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.o.MaxMsgSize)))
+	if err != nil {
+		return fmt.Errorf("xds: %w", err)
+	}
+	defer conn.Close()
+	ads := discoverypb.NewAggregatedDiscoveryServiceClient(conn)
+	delay := c.o.RetryMin
+	for {
+		start := time.Now()
+		err := c.stream(ctx, ads)
+		c.connected.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > c.o.RetryMax {
+			delay = c.o.RetryMin // it had been up a while
+		}
+		wait := delay/2 + rand.N(delay/2+1) // jitter: [delay/2, delay]
+		c.log.Warn("xds: stream to the management server ended; retrying", "server", c.o.Server, "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		delay = min(2*delay, c.o.RetryMax)
+	}
+}
+
+// stream runs one ADS stream until it fails or ctx is done.
+func (c *Client) stream(ctx context.Context, ads discoverypb.AggregatedDiscoveryServiceClient) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := ads.StreamAggregatedResources(sctx, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	version := c.version
+	c.mu.Unlock()
+	if err := st.Send(&discoverypb.DiscoveryRequest{Node: c.node(), TypeUrl: TypeURL, VersionInfo: version}); err != nil {
+		return err
+	}
+	c.conns.Inc()
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		if !c.connected.Swap(true) {
+			c.log.Info("xds: connected to the management server", "server", c.o.Server, "node", c.o.NodeID)
+		}
+		if err := st.Send(c.handle(resp)); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Client) node() *corev3.Node {
+	n := &corev3.Node{Id: c.o.NodeID, UserAgentName: "sluice"}
+	if len(c.o.NodeMetadata) > 0 {
+		fields := make(map[string]*structpb.Value, len(c.o.NodeMetadata))
+		for k, v := range c.o.NodeMetadata {
+			fields[k] = structpb.NewStringValue(v)
+		}
+		n.Metadata = &structpb.Struct{Fields: fields}
+	}
+	return n
+}
+
+// handle applies resp and returns its ACK, or refuses it and returns its
+// NACK (the version accepted before, and why).
+func (c *Client) handle(resp *discoverypb.DiscoveryResponse) *discoverypb.DiscoveryRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	req := &discoverypb.DiscoveryRequest{TypeUrl: TypeURL, ResponseNonce: resp.GetNonce(), VersionInfo: c.version}
+	var set *rules.Set
+	var names []string
+	err := fmt.Errorf("response of type %q, want %q", resp.GetTypeUrl(), TypeURL)
+	if resp.GetTypeUrl() == TypeURL {
+		set, names, err = Build(resp.GetResources())
+	}
+	if err != nil {
+		c.nacks.Inc()
+		c.lastErr = err.Error()
+		req.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+		c.log.Error("xds: config refused (NACK); keeping the previous one", "version", resp.GetVersionInfo(), "kept_version", c.version, "error", err)
+		return req
+	}
+	c.target.SetRules(set)
+	c.version, c.names, c.lastErr = resp.GetVersionInfo(), names, ""
+	c.loaded.Store(true)
+	c.acks.Inc()
+	req.VersionInfo = c.version
+	c.log.Info("xds: config loaded", "version", c.version, "resources", names, "domains", set.Domains())
+	return req
+}
+
+// Build decodes RateLimitConfig resources into one rule set, and returns
+// the resources' names, sorted. An error lists every problem found.
+func Build(resources []*anypb.Any) (*rules.Set, []string, error) {
+	var cfgs []*rules.Config
+	var names []string
+	var errs []error
+	seen := map[string]bool{}
+	for i, res := range resources {
+		if res.GetTypeUrl() != TypeURL {
+			errs = append(errs, fmt.Errorf("resource %d: type %q, want %q", i, res.GetTypeUrl(), TypeURL))
+			continue
+		}
+		var rc rlsconf.RateLimitConfig
+		if err := anypb.UnmarshalTo(res, &rc, proto.UnmarshalOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("resource %d: %w", i, err))
+			continue
+		}
+		name := rc.GetName()
+		if seen[name] {
+			errs = append(errs, fmt.Errorf("resource %q: sent twice", name))
+			continue
+		}
+		seen[name] = true
+		cfg, err := Convert(&rc)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cfgs = append(cfgs, cfg)
+		names = append(names, name)
+	}
+	// Duplicate domains among those that did parse are problems too.
+	set, err := rules.NewSet(cfgs...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	sort.Strings(names)
+	return set, names, nil
+}
+
+// Convert turns one RateLimitConfig into a rules.Config, through the YAML
+// envoyproxy/ratelimit's loader reads from the same proto. Problems name
+// the file "xds:NAME" and the path in that YAML.
+func Convert(rc *rlsconf.RateLimitConfig) (*rules.Config, error) {
+	data, err := yaml.Marshal(yamlConfig{Domain: rc.GetDomain(), Descriptors: descriptors(rc.GetDescriptors())})
+	if err != nil {
+		return nil, err
+	}
+	return rules.Parse("xds:"+rc.GetName(), data)
+}
+
+type yamlConfig struct {
+	Domain      string           `yaml:"domain"`
+	Descriptors []yamlDescriptor `yaml:"descriptors,omitempty"`
+}
+
+type yamlDescriptor struct {
+	Key            string           `yaml:"key"`
+	Value          string           `yaml:"value,omitempty"`
+	RateLimit      *yamlRateLimit   `yaml:"rate_limit,omitempty"`
+	Descriptors    []yamlDescriptor `yaml:"descriptors,omitempty"`
+	ShadowMode     bool             `yaml:"shadow_mode,omitempty"`
+	DetailedMetric bool             `yaml:"detailed_metric,omitempty"`
+}
+
+type yamlRateLimit struct {
+	Unit            string        `yaml:"unit,omitempty"`
+	RequestsPerUnit *uint32       `yaml:"requests_per_unit,omitempty"`
+	Unlimited       bool          `yaml:"unlimited,omitempty"`
+	Name            string        `yaml:"name,omitempty"`
+	Replaces        []yamlReplace `yaml:"replaces,omitempty"`
+}
+
+type yamlReplace struct {
+	Name string `yaml:"name"`
+}
+
+func descriptors(ds []*rlsconf.RateLimitDescriptor) []yamlDescriptor {
+	out := make([]yamlDescriptor, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, yamlDescriptor{Key: d.GetKey(), Value: d.GetValue(), RateLimit: rateLimit(d.GetRateLimit()),
+			Descriptors: descriptors(d.GetDescriptors()), ShadowMode: d.GetShadowMode(), DetailedMetric: d.GetDetailedMetric()})
+	}
+	return out
+}
+
+// rateLimit is the policy's YAML: the unit only when known (an unlimited
+// policy has none), requests_per_unit unless unlimited without one.
+func rateLimit(p *rlsconf.RateLimitPolicy) *yamlRateLimit {
+	if p == nil {
+		return nil
+	}
+	y := &yamlRateLimit{Unlimited: p.GetUnlimited(), Name: p.GetName()}
+	if p.GetUnit() != rlsconf.RateLimitUnit_UNKNOWN {
+		y.Unit = strings.ToLower(p.GetUnit().String())
+	} else if !p.GetUnlimited() {
+		y.Unit = "unknown" // refused by the parser, as envoyproxy/ratelimit refuses it
+	}
+	if n := p.GetRequestsPerUnit(); n != 0 || !p.GetUnlimited() {
+		y.RequestsPerUnit = &n
+	}
+	for _, r := range p.GetReplaces() {
+		y.Replaces = append(y.Replaces, yamlReplace{Name: r.GetName()})
+	}
+	return y
+}
