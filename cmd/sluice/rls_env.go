@@ -58,15 +58,15 @@ var upstreamVars = []upstreamVar{
 	{"GRPC_UDS", "", "refused", nil, "refused when set: sluice listens on TCP only"},
 	{"GRPC_HOST", "0.0.0.0", "mapped", []string{"grpc-listen"}, "with GRPC_PORT: the gRPC listener"},
 	{"GRPC_PORT", "8081", "mapped", []string{"grpc-listen"}, "with GRPC_HOST"},
-	{"GRPC_MAX_CONNECTION_AGE", "24h", "refused", nil, "refused when set: no --max-connection-age in this build"},
-	{"GRPC_MAX_CONNECTION_AGE_GRACE", "1h", "refused", nil, "refused when set: no --max-connection-age-grace in this build"},
-	{"GRPC_SERVER_USE_TLS", "false", "refused", nil, "refused when true: no --grpc-tls-cert in this build"},
-	{"GRPC_SERVER_TLS_CERT", "", "no effect", nil, "read only with GRPC_SERVER_USE_TLS=true, as upstream"},
-	{"GRPC_SERVER_TLS_KEY", "", "no effect", nil, "read only with GRPC_SERVER_USE_TLS=true, as upstream"},
-	{"GRPC_CLIENT_TLS_CACERT", "", "no effect", nil, "read only with GRPC_SERVER_USE_TLS=true, as upstream"},
-	{"GRPC_CLIENT_TLS_SAN", "", "no effect", nil, "read only with GRPC_SERVER_USE_TLS=true, as upstream"},
+	{"GRPC_MAX_CONNECTION_AGE", "24h", "same", []string{"max-connection-age"}, "the same default, 24h, with ±10% jitter"},
+	{"GRPC_MAX_CONNECTION_AGE_GRACE", "1h", "same", []string{"max-connection-age-grace"}, "the same default, 1h"},
+	{"GRPC_SERVER_USE_TLS", "false", "mapped", []string{"grpc-tls-cert", "grpc-tls-key", "grpc-tls-client-ca", "grpc-tls-client-san"}, "true serves gRPC over TLS with the four below; without it they are not read, as upstream"},
+	{"GRPC_SERVER_TLS_CERT", "", "mapped", []string{"grpc-tls-cert"}, "with GRPC_SERVER_USE_TLS=true (required then)"},
+	{"GRPC_SERVER_TLS_KEY", "", "mapped", []string{"grpc-tls-key"}, "with GRPC_SERVER_USE_TLS=true (required then)"},
+	{"GRPC_CLIENT_TLS_CACERT", "", "mapped", []string{"grpc-tls-client-ca"}, "with GRPC_SERVER_USE_TLS=true: clients must present a certificate it verifies (mTLS)"},
+	{"GRPC_CLIENT_TLS_SAN", "", "mapped", []string{"grpc-tls-client-san"}, "with GRPC_SERVER_USE_TLS=true: the SAN a client certificate must carry"},
 	{"GRPC_SERVER_TLS_CA_CERT", "", "no effect", nil, "Envoy Gateway sets it, but envoyproxy/ratelimit never reads it (its client CA is GRPC_CLIENT_TLS_CACERT); sluice does as upstream"},
-	{"LOG_LEVEL", "WARN", "same", []string{"log-level"}, "trace and debug are debug, info, warn or warning, error, fatal and panic are error; any case"},
+	{"LOG_LEVEL", "WARN", "same", []string{"log-level"}, "trace and debug are debug, warning is warn, fatal and panic are error; any case; unset, sluice logs from info"},
 	{"LOG_FORMAT", "text", "same", []string{"log-format"}, "json or text"},
 	{"CONFIG_TYPE", "FILE", "refused", nil, "FILE reads RUNTIME_*; GRPC_XDS_SOTW is refused: no xDS client in this build"},
 	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "no effect", nil, "with files the first configuration is read at start, as upstream's file provider does"},
@@ -87,14 +87,14 @@ var upstreamVars = []upstreamVar{
 	{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
 	{"USE_DOG_STATSD", "false", "refused", nil, "refused when true: no DogStatsD sink"},
 	{"USE_DOG_STATSD_MOGRIFIERS", "", "refused", nil, "refused when set: no DogStatsD sink"},
-	{"USE_STATSD", "true", "refused", nil, "refused when true: no statsd sink in this build (unset, sluice sends no statsd: upstream's default is on)"},
-	{"STATSD_HOST", "localhost", "no effect", nil, "read only with USE_STATSD=true"},
-	{"STATSD_PORT", "8125", "no effect", nil, "read only with USE_STATSD=true"},
-	{"EXTRA_TAGS", "", "no effect", nil, "read only with USE_STATSD=true"},
-	{"STATS_FLUSH_INTERVAL", "10s", "no effect", nil, "read only with USE_STATSD=true"},
+	{"USE_STATSD", "true", "mapped", []string{"statsd"}, "true sends upstream's stats over TCP, as its sink, to --statsd tcp://STATSD_HOST:STATSD_PORT; unset, sluice sends none (upstream's default is on)"},
+	{"STATSD_HOST", "localhost", "mapped", []string{"statsd"}, "with USE_STATSD=true"},
+	{"STATSD_PORT", "8125", "mapped", []string{"statsd"}, "with USE_STATSD=true"},
+	{"EXTRA_TAGS", "", "same", []string{"statsd-tags"}, "with USE_STATSD=true: NAME:VALUE,…"},
+	{"STATS_FLUSH_INTERVAL", "10s", "same", []string{"statsd-flush-interval"}, "with USE_STATSD=true"},
 	{"DISABLE_STATS", "false", "no effect", nil, "true turns USE_STATSD off; /metrics stays on the HTTP listener"},
 	{"USE_PROMETHEUS", "false", "no effect", nil, "metrics are always on /metrics of the HTTP listener (PORT)"},
-	{"PROMETHEUS_ADDR", ":9090", "refused", nil, "refused when set apart from the HTTP listener: metrics are served there"},
+	{"PROMETHEUS_ADDR", ":9090", "refused", nil, "refused unless on the HTTP listener's port (PORT): /metrics is served there"},
 	{"PROMETHEUS_PATH", "/metrics", "refused", nil, "refused unless /metrics"},
 	{"PROMETHEUS_MAPPER_YAML", "", "refused", nil, "refused when set: the default mapping's names and labels are built in (--metric-labels)"},
 	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "no effect", nil, "sluice exports no per-method response_time series"},
@@ -104,7 +104,7 @@ var upstreamVars = []upstreamVar{
 	{"RUNTIME_IGNOREDOTFILES", "false", "no effect", nil, "sluice always skips dot files and subdirectories"},
 	{"RUNTIME_WATCH_ROOT", "true", "no effect", nil, "sluice polls the files' content (--poll), which sees a changed file and a swapped symlink alike"},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "no effect", nil, "sluice's keys expire when their window ends, without jitter"},
-	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "mapped", []string{"deny-cache"}, "more than 0 turns --deny-cache on (it is bounded by the keys over their limit, not sized in bytes)"},
+	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "same", []string{"local-cache-size-bytes"}, "the local over-limit cache, on any store"},
 	{"NEAR_LIMIT_RATIO", "0.8", "same", []string{"near-limit-ratio"}, ""},
 	{"CACHE_KEY_PREFIX", "", "same", []string{"key-prefix"}, "no '{' or '}'"},
 	{"BACKEND_TYPE", "redis", "refused", nil, "redis reads REDIS_*; memcache is refused"},
@@ -314,18 +314,27 @@ func (e *upstreamEnv) listeners() {
 	if v, ok := e.get("GRPC_UDS"); ok {
 		e.refuse("GRPC_UDS", v, "sluice listens on TCP only (GRPC_HOST, GRPC_PORT)")
 	}
-	for _, n := range []string{"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"} {
-		if v, ok := e.get(n); ok {
-			e.refuse(n, v, "this build of sluice rls does not age connections out (--max-connections bounds them)")
-		}
+	if v, ok := e.get("GRPC_MAX_CONNECTION_AGE"); ok {
+		e.set("max-connection-age", v, "GRPC_MAX_CONNECTION_AGE")
+	}
+	if v, ok := e.get("GRPC_MAX_CONNECTION_AGE_GRACE"); ok {
+		e.set("max-connection-age-grace", v, "GRPC_MAX_CONNECTION_AGE_GRACE")
 	}
 }
 
 func (e *upstreamEnv) tls() {
 	tlsVars := []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN"}
 	if e.boolVar("GRPC_SERVER_USE_TLS", false) {
-		v, _ := e.get("GRPC_SERVER_USE_TLS")
-		e.refuse("GRPC_SERVER_USE_TLS", v, "this build of sluice rls serves plaintext gRPC only")
+		for i, f := range []string{"grpc-tls-cert", "grpc-tls-key", "grpc-tls-client-ca", "grpc-tls-client-san"} {
+			v, ok := e.get(tlsVars[i])
+			if !ok {
+				if i < 2 {
+					e.fail(tlsVars[i], "", "GRPC_SERVER_USE_TLS=true needs a certificate and its key")
+				}
+				continue
+			}
+			e.set(f, v, tlsVars[i])
+		}
 	} else {
 		e.note("read only with GRPC_SERVER_USE_TLS=true, as envoyproxy/ratelimit does", tlsVars...)
 	}
@@ -402,16 +411,32 @@ func (e *upstreamEnv) stats() {
 	statsdVars := []string{"STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL"}
 	e.check("STATSD_PORT", parseInt)
 	e.check("STATS_FLUSH_INTERVAL", parseDuration)
-	if v, ok := e.get("USE_STATSD"); ok && e.boolVar("USE_STATSD", true) && !disabled {
-		e.refuse("USE_STATSD", v, "this build of sluice rls exports Prometheus metrics only, on /metrics of the HTTP listener (set USE_STATSD=false)")
+	if _, ok := e.get("USE_STATSD"); ok && e.boolVar("USE_STATSD", true) && !disabled {
+		// As upstream's gostats sink: TCP.
+		e.set("statsd", "tcp://"+net.JoinHostPort(e.getOr("STATSD_HOST", "localhost"), e.getOr("STATSD_PORT", "8125")),
+			"USE_STATSD", "STATSD_HOST", "STATSD_PORT")
+		if v, ok := e.get("EXTRA_TAGS"); ok {
+			e.set("statsd-tags", v, "EXTRA_TAGS")
+		}
+		if v, ok := e.get("STATS_FLUSH_INTERVAL"); ok {
+			e.set("statsd-flush-interval", v, "STATS_FLUSH_INTERVAL")
+		}
 	} else {
 		e.note("read only with USE_STATSD=true", statsdVars...)
 	}
-	e.note("no statsd or DogStatsD is sent; /metrics stays on the HTTP listener", "DISABLE_STATS")
+	if disabled {
+		e.note("no statsd is sent (USE_STATSD is off); /metrics stays on the HTTP listener", "DISABLE_STATS")
+	}
 	e.boolVar("USE_PROMETHEUS", false)
 	e.note("metrics are always on /metrics of the HTTP listener (PORT)", "USE_PROMETHEUS")
 	if v, ok := e.get("PROMETHEUS_ADDR"); ok {
-		e.refuse("PROMETHEUS_ADDR", v, "sluice serves /metrics on the HTTP listener (HOST, PORT), not on a listener of its own; point the scrape there")
+		// The HTTP listener's port serves /metrics: an address on that
+		// port asks for what is there; another is refused.
+		if _, port, err := net.SplitHostPort(v); err == nil && port == e.getOr("PORT", "8080") {
+			e.note("/metrics is served on the HTTP listener, on this port", "PROMETHEUS_ADDR")
+		} else {
+			e.refuse("PROMETHEUS_ADDR", v, "sluice serves /metrics on the HTTP listener (HOST, PORT), not on a listener of its own: point the scrape there, or set PORT to this port")
+		}
 	}
 	if v, ok := e.get("PROMETHEUS_PATH"); ok && v != "/metrics" {
 		e.refuse("PROMETHEUS_PATH", v, "metrics are served on /metrics")
@@ -430,7 +455,7 @@ func (e *upstreamEnv) cache() {
 		if n, err := strconv.Atoi(v); err != nil || n < 0 {
 			e.fail("LOCAL_CACHE_SIZE_IN_BYTES", v, "want a size in bytes")
 		} else {
-			e.set("deny-cache", strconv.FormatBool(n > 0), "LOCAL_CACHE_SIZE_IN_BYTES")
+			e.set("local-cache-size-bytes", v, "LOCAL_CACHE_SIZE_IN_BYTES")
 		}
 	}
 	if v, ok := e.get("NEAR_LIMIT_RATIO"); ok {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -23,6 +22,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	listen := fs.String("listen", "", "listen on `ADDR` (host:port), overriding the config's listen")
 	adminListen := fs.String("admin-listen", "", "serve /metrics, /healthz and /readyz on `ADDR`, overriding the config's admin_listen")
 	watchInterval := fs.Duration("watch-interval", time.Second, "how often to look for changes to the config file and the files it reads (API keys, JWT key, rules_files)")
+	logs := addLogFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -32,7 +32,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *watchInterval <= 0 {
 		return fmt.Errorf("%w: --watch-interval %v is not positive", errUsage, *watchInterval)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := logs.logger(stderr)
 
 	var watcher *gateway.FileWatcher
 	var cfg *gateway.Config
