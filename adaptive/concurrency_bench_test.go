@@ -47,6 +47,28 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}
 }
 
+// BenchmarkAcquireReleaseSample4 times one request in 4
+// (LimiterOptions.Sample).
+func BenchmarkAcquireReleaseSample4(b *testing.B) {
+	l := NewGradient(GradientOptions{LimiterOptions: LimiterOptions{Initial: 1000, Max: 1000, Seed: 1, Sample: 4}})
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tok, _ := l.Acquire()
+			tok.Done()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				tok, _ := l.Acquire()
+				tok.Done()
+			}
+		})
+	})
+}
+
 // BenchmarkAcquireReleaseRTT releases with a latency the caller measured:
 // one clock read instead of two.
 func BenchmarkAcquireReleaseRTT(b *testing.B) {

@@ -308,3 +308,36 @@ func TestSteadyOverload(t *testing.T) {
 		}
 	}
 }
+
+// TestSample: with Sample 4, one request in four is timed; every release
+// frees its slot, and the timed ones still feed the windows.
+func TestSample(t *testing.T) {
+	clock := newClock()
+	g := NewGradient(GradientOptions{LimiterOptions: LimiterOptions{Now: clock.now, Initial: 100, Seed: 1, Sample: 4,
+		MinSamples: 1, Probe: ProbeOptions{Interval: -1}}})
+	var toks []Token
+	timed := 0
+	for range 40 {
+		tok, ok := g.Acquire()
+		if !ok {
+			t.Fatal("refused under the limit")
+		}
+		if tok.start >= 0 {
+			timed++
+		}
+		toks = append(toks, tok)
+	}
+	if timed != 10 {
+		t.Errorf("%d of 40 timed, want 10", timed)
+	}
+	clock.t = clock.t.Add(200 * time.Millisecond)
+	for _, tok := range toks {
+		tok.Done()
+	}
+	if got := g.InFlight(); got != 0 {
+		t.Errorf("in flight %d after releasing all, want 0", got)
+	}
+	if got := g.MinRTT(); got != 200*time.Millisecond {
+		t.Errorf("baseline %v from the timed requests, want 200ms", got)
+	}
+}
