@@ -385,8 +385,9 @@ type OverloadRow struct {
 	GoodputRatio   float64 // goodput over the oracle's in the same phase
 	P99Ratio       float64 // p99 of admitted requests (past SteadyAfter) over the no-load p99; NaN if none completed
 	// SettleS is the time from the phase's start after which every bin has
-	// a p99 within 3x the no-load p99 and at least 90% of the oracle's
-	// goodput; NaN if the phase ends unsettled.
+	// a p99 within 3x the no-load p99, with at least 90% of the oracle's
+	// goodput from there to the phase's end; NaN if the phase ends
+	// unsettled.
 	SettleS         float64
 	FalseRejectRate float64 // refusals while the server was under capacity, over arrivals
 	// CriticalSuccess is for shedders that know priorities; NaN here.
@@ -466,13 +467,21 @@ func OverloadSummary(runs []*OverloadRun, bin, steadyAfter time.Duration) (*Over
 				oracleGood += float64(oracle.bins[b].good)
 			}
 			oracleGood /= float64(max(1, last-first))
-			settled := last
+			// Settled from the first bin after which every bin's p99 is
+			// within 3x the no-load p99 and the goodput from there to the
+			// end is at least 90% of the oracle's (a limiter that refuses
+			// everything has a fine p99). Bins are short, so their
+			// goodput alone is too noisy to judge each on its own.
+			settled, good := last, 0
 			for b := last - 1; b >= first; b-- {
 				bb := r.bins[b]
-				if len(bb.lat) == 0 || percentile(bb.lat, 0.99) > 3*noLoad || float64(bb.good) < 0.9*oracleGood {
+				if len(bb.lat) == 0 || percentile(bb.lat, 0.99) > 3*noLoad {
 					break
 				}
-				settled = b
+				good += bb.good
+				if float64(good) >= 0.9*oracleGood*float64(last-b) {
+					settled = b
+				}
 			}
 			if settled < last {
 				row.SettleS = (time.Duration(settled-first) * bin).Seconds()
