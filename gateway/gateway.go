@@ -36,6 +36,9 @@ type Options struct {
 	// Registry receives the gateway's metrics and is served on /metrics.
 	// Nil means a new registry of the gateway's own.
 	Registry *prometheus.Registry
+	// Now is the clock of the utilization shedder (shedding.utilization);
+	// nil means time.Now. Tests set it to drive the ramp.
+	Now func() time.Time
 }
 
 // Gateway is a rate limiting reverse proxy: the public handler limits each
@@ -64,6 +67,11 @@ type Gateway struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+
+	// conc holds the in-flight store, the utilization shedder and the
+	// adaptive limiters across reloads (concurrency.go); now is Options.Now.
+	conc *concurrency
+	now  func() time.Time
 }
 
 // state is one config and the handler built from it.
@@ -75,7 +83,7 @@ type state struct {
 // New returns a Gateway serving cfg: it opens the store (restoring the
 // memory store's snapshot when there is one) and builds the handlers.
 func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
-	g := &Gateway{log: opts.Logger, registry: opts.Registry, stop: make(chan struct{})}
+	g := &Gateway{log: opts.Logger, registry: opts.Registry, now: opts.Now, stop: make(chan struct{})}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -311,6 +319,10 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		}
 	}
 	observe := g.metrics.observer(names, g.events)
+	layers, err := g.concurrencyFor(cfg, res) // in_flight, shedding, adaptive (concurrency.go)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	patterns := routePatterns(cfg.Routes)
 	catchAll := false
@@ -338,7 +350,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		if cfg.Rules != nil {
 			mw.Rules = cfg.Rules // never a typed nil in the interface
 		}
-		rt := &routeHandler{limited: mw.Handler(next), resolver: resolver, headers: ih,
+		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, next), resolver: resolver, headers: ih,
 			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log}
 		for _, p := range patterns[i] {
 			if err := register(mux, p, rt); err != nil {
