@@ -64,10 +64,10 @@ type MemoryOptions struct {
 // starts no goroutine: expired leases are reclaimed when their key is
 // next used, so Close only marks it closed.
 //
-// Memory: a key with one lease in flight takes about 175 bytes of heap
-// (its map entry, record, lease slot and heap index; TestMemoryBound),
-// plus 40 bytes for each further lease it holds at once; the room a key
-// once needed is kept while it has leases, and freed with it.
+// Memory: a key with one or two leases in flight takes about 230 bytes of
+// heap (its map entry and its 192-byte record; TestMemoryBound), plus 36
+// bytes for each further lease it holds at once; the room a key once
+// needed is kept while it has leases, and freed with it.
 type Memory struct {
 	seed     maphash.Seed
 	shards   []shard
@@ -116,6 +116,12 @@ type shard struct {
 // entry is one key's leases. A lease's ID is its sequence number (shifted
 // left by slotBits) and the index of its slot, so Release and Renew find
 // it at once; a slot whose id differs holds someone else's lease, or none.
+//
+// A record is 192 bytes, a multiple of a 64-byte cache line, and holds
+// room for its first two leases, so the records of keys used on different
+// cores at once never share a cache line (the allocator's 192-byte class
+// starts every object on a line), as separately allocated small slices
+// would.
 type entry struct {
 	sh       *shard
 	key      string  // the key it serves now
@@ -125,7 +131,15 @@ type entry struct {
 	free     int32   // the first free slot, -1 when none
 	idle     bool    // the key is in its shard's idle ring
 	slots    []slot
+	inSlots  [inline]slot  // slots' first array
+	inHeap   [inline]int32 // heap's first array
+	_        [entryPad]byte
 }
+
+const (
+	inline   = 2
+	entryPad = 24 // to 192 bytes on 64-bit platforms (TestEntrySize)
+)
 
 type idleKey struct {
 	key string
@@ -490,7 +504,9 @@ func (sh *shard) newEntry() *entry {
 		sh.spare = sh.spare[:n-1]
 		return e
 	}
-	return &entry{sh: sh, free: -1}
+	e := &entry{sh: sh, free: -1}
+	e.slots, e.heap = e.inSlots[:0], e.inHeap[:0]
+	return e
 }
 
 // drop is called when key's record e has no live slot left: the key goes
@@ -523,7 +539,7 @@ func (sh *shard) free(key string, e *entry) {
 		return
 	}
 	if cap(e.slots) > spareSlots {
-		e.slots, e.heap = nil, nil
+		e.slots, e.heap = e.inSlots[:0], e.inHeap[:0]
 	}
 	e.slots, e.heap = e.slots[:0], e.heap[:0]
 	e.free, e.inflight, e.live = -1, 0, 0

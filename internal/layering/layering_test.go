@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl", "internal/server/tlsreload"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
-	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit",
+	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
 		"internal/server/admin", "internal/server/eventlog", "internal/server/storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload"},
 	"rls/xds": {"rules"},
 	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch"},
