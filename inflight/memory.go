@@ -72,7 +72,9 @@ type Memory struct {
 	seed     maphash.Seed
 	shards   []shard
 	mask     uint64
-	now      func() int64 // Unix ns
+	clock    func() int64 // Unix ns; nil: wall + time.Since(base)
+	base     time.Time
+	wall     int64
 	perShard int          // 0: unbounded
 	onFull   ratelimit.FailurePolicy
 	closed   atomic.Bool
@@ -174,14 +176,15 @@ func NewMemory(opts MemoryOptions) *Memory {
 	}
 	base := time.Now()
 	wall := base.UnixNano()
+	m.base, m.wall = base, wall
 	switch {
 	case opts.Now != nil:
 		now := opts.Now
-		m.now = func() int64 { return now().UnixNano() }
+		m.clock = func() int64 { return now().UnixNano() }
 	case opts.Resolution > 0:
 		var cached atomic.Int64
 		cached.Store(wall)
-		m.now = cached.Load
+		m.clock = cached.Load
 		m.stop, m.done = make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(m.done)
@@ -196,10 +199,16 @@ func NewMemory(opts MemoryOptions) *Memory {
 				}
 			}
 		}()
-	default:
-		m.now = func() int64 { return wall + int64(time.Since(base)) }
 	}
 	return m
+}
+
+// now returns the store's time in Unix nanoseconds.
+func (m *Memory) now() int64 {
+	if m.clock != nil {
+		return m.clock()
+	}
+	return m.wall + int64(time.Since(m.base))
 }
 
 func (m *Memory) shard(key string) *shard {
