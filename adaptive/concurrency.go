@@ -92,17 +92,25 @@ func (t Token) Ignore() {
 // overloaded latency makes the limit stop falling). Every Interval, plus a
 // random Jitter (so that a fleet does not probe in step, as Envoy's
 // adaptive_concurrency filter does), the baseline is measured afresh, since
-// the service may really have become slower: if the last window was far
+// the service may really have become slower. The very first baseline is
+// measured the same way, under a limit of First: starting at Initial
+// would take a baseline already queued in a service whose knee is below
+// Initial (a CPU-bound server with two cores queues past two). Then, if
+// the last window was far
 // from the limit (the peak in flight under half of it, nothing refused) its
 // latency is a no-load latency and becomes the baseline; otherwise the
 // limit is pinned to Factor of itself until Samples requests admitted under
 // the pinned limit have completed, and their latency (at Percentile)
 // becomes the baseline, then the limit comes back.
 type ProbeOptions struct {
-	Interval time.Duration // 0 means 30 s; negative never re-measures
+	Interval time.Duration // 0 means 30 s; negative never measures (the first window's latency is the baseline)
 	Jitter   float64       // extra delay, up to this fraction of Interval; 0 means 0.15, negative none
 	Factor   float64       // the pinned limit, as a fraction of the limit; 0 means 0.5
 	Samples  int           // completions measured under the pinned limit; 0 means 32
+	// First is the pinned limit of the first probe, which measures the
+	// baseline before anything is known (Envoy's min_concurrency); the
+	// limit then starts at Initial. 0 means 3.
+	First int
 }
 
 // LimiterOptions are the options [Gradient] and [Vegas] share. The zero
@@ -220,6 +228,9 @@ func (o LimiterOptions) withDefaults() LimiterOptions {
 	if o.Probe.Samples <= 0 {
 		o.Probe.Samples = 32
 	}
+	if o.Probe.First <= 0 {
+		o.Probe.First = 3
+	}
 	if o.Seed == 0 {
 		o.Seed = rand.Uint64()
 	}
@@ -237,6 +248,10 @@ func (l *limiter) init(o LimiterOptions, alg algorithm) {
 	l.limit.Store(int64(o.Initial))
 	l.rng.Seed(o.Seed, 0x5eed)
 	l.scheduleProbe(0)
+	if o.Probe.Interval >= 0 {
+		l.probing = true
+		l.limit.Store(int64(min(max(o.Probe.First, o.Min), o.Initial)))
+	}
 }
 
 // clock reads the limiter's clock in ns since its creation. On the real

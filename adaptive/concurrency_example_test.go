@@ -40,11 +40,11 @@ func ExampleGradient() {
 		}
 	}
 	// Output:
-	// 1s: limit 16, baseline 10ms
-	// 2s: limit 12, baseline 10ms
-	// 3s: limit 14, baseline 10ms
-	// 4s: limit 12, baseline 10ms
-	// 5s: limit 13, baseline 10ms
+	// 1s: limit 12, baseline 10ms
+	// 2s: limit 14, baseline 10ms
+	// 3s: limit 16, baseline 10ms
+	// 4s: limit 13, baseline 10ms
+	// 5s: limit 14, baseline 10ms
 }
 
 // Middleware in front of a handler: over the limit, a request is answered

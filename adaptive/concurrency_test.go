@@ -237,6 +237,15 @@ func TestProbePinsLimit(t *testing.T) {
 	clock := newClock()
 	g := NewGradient(GradientOptions{LimiterOptions: LimiterOptions{Now: clock.now, Initial: 40, Seed: 3,
 		Probe: ProbeOptions{Interval: time.Second, Jitter: -1, Samples: 8}}})
+	for g.Probing() { // the first probe, under a limit of 3
+		if g.Limit() != 3 {
+			t.Fatalf("limit %d during the first probe, want 3", g.Limit())
+		}
+		driveWindows(clock, g, 1, 10*time.Millisecond)
+	}
+	if g.Limit() != 40 || g.MinRTT() < 10*time.Millisecond-time.Microsecond || g.MinRTT() > 10*time.Millisecond {
+		t.Fatalf("after the first probe: limit %d, baseline %v; want 40, 10ms", g.Limit(), g.MinRTT())
+	}
 	for !g.Probing() {
 		driveWindows(clock, g, 1, 10*time.Millisecond)
 		if clock.t.Sub(g.epoch) > 3*time.Second {

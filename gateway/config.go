@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -74,6 +75,14 @@ type Config struct {
 	DisabledRules   []string                // disabled_rules: the kill switch per rule (by name)
 	Domain          string                  // domain: the rules domain; defaults to the only one
 	Pprof           bool                    // pprof: serve net/http/pprof on the admin listener
+	// RateLimitEndpoint (rate_limit_endpoint) is the path on the public
+	// listener where a caller reads its own limits (GET, GitHub's
+	// /rate_limit; see ratelimitendpoint.go); "" turns it off.
+	RateLimitEndpoint string
+	// AdminTokenFile (admin_token_file) holds the bearer token of the
+	// admin API on the admin listener; without it, $SLUICE_ADMIN_TOKEN;
+	// without either, the API is refused.
+	AdminTokenFile string
 	Identity        IdentityConfig
 	Routes          []Route
 	// InFlight (in_flight) is every route's per-caller in-flight cap, and
@@ -412,6 +421,13 @@ func (d *decoder) parse(data []byte) *Config {
 			}
 		},
 		"pprof": func(k, v *yaml.Node) { c.Pprof = d.boolean(v, "pprof") },
+		"rate_limit_endpoint": func(k, v *yaml.Node) {
+			c.RateLimitEndpoint = d.str(v, "rate_limit_endpoint")
+			if p := c.RateLimitEndpoint; p != "" && (!strings.HasPrefix(p, "/") || strings.ContainsAny(p, " {}?#") || path.Clean(p) != p) {
+				d.add(v.Line, "rate_limit_endpoint", "want a clean absolute path such as /rate_limit, got %q", p)
+			}
+		},
+		"admin_token_file": func(k, v *yaml.Node) { c.AdminTokenFile = rel(d.str(v, "admin_token_file")) },
 		"reset_jitter": func(k, v *yaml.Node) {
 			f, err := strconv.ParseFloat(d.str(v, "reset_jitter"), 64)
 			if err != nil || f < 0 || f > 1 || v.Tag == "!!str" {

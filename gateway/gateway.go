@@ -63,6 +63,7 @@ type Gateway struct {
 	reloadMu sync.Mutex
 
 	events    *eventlog.Log // store failures and denials, aggregated per rule
+	ops       *ops          // /status, the admin API, /rate_limit (status.go)
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -102,8 +103,14 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.events = eventlog.New(g.log, eventlog.Options{})
+	if g.ops, err = newOps(ctx, g); err != nil {
+		g.closeFn()
+		g.events.Close()
+		return nil, err
+	}
 	st, err := g.build(cfg)
 	if err != nil {
+		g.ops.close()
 		g.closeFn()
 		g.events.Close()
 		return nil, err
@@ -187,6 +194,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 		admin.Register(mux)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
+	g.ops.registerAdmin(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -318,7 +326,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			}
 		}
 	}
-	observe := g.metrics.observer(names, g.events)
+	observe := g.ops.observer(g.metrics.observer(names, g.events))
 	layers, err := g.concurrencyFor(cfg, res) // in_flight, shedding, adaptive (concurrency.go)
 	if err != nil {
 		return nil, err
@@ -345,6 +353,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			OnStoreError:  cfg.OnStoreError,
 			ResetJitter:   cfg.ResetJitter,
 			Observe:       observe,
+			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
 		}
 		if cfg.Rules != nil {
@@ -358,6 +367,9 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			}
 			catchAll = catchAll || p == "/"
 		}
+	}
+	if err := g.ops.configure(cfg, mux, res); err != nil {
+		return nil, err
 	}
 	if !catchAll {
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -509,6 +521,7 @@ func (g *Gateway) Close() error {
 		if g.mem != nil && g.snapFile != "" {
 			errs = append(errs, g.Snapshot())
 		}
+		g.ops.close()
 		errs = append(errs, g.closeFn(), g.events.Close())
 		g.closeErr = errors.Join(errs...)
 	})

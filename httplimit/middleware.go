@@ -119,6 +119,11 @@ type Middleware struct {
 	// denials and denials into a few lines per rule per interval. It must
 	// be fast and safe for concurrent use.
 	Observe func(Event)
+	// Adjust, when set, may change each limited check of a request before
+	// it is charged: its Request.Limit (the gateway's admin overrides, a
+	// limit for one identity) and its Shadow (percentage enforcement). It
+	// must be fast and safe for concurrent use.
+	Adjust func(r *http.Request, c *rules.Check)
 	// Logger logs what is not about one request (a rule that cannot be
 	// resolved, an identity resolver that fails). Nil discards.
 	Logger *slog.Logger
@@ -321,6 +326,9 @@ func (h *handler) resolve(sc *scratch, r *http.Request, id identity.Identity, co
 	as := sc.as[:0]
 	for i := range checks {
 		if checks[i].Kind == rules.Limited {
+			if m.Adjust != nil {
+				m.Adjust(r, &checks[i])
+			}
 			as = append(as, applied{Check: checks[i], policy: checks[i].Policy()})
 		}
 	}

@@ -1,0 +1,342 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/server/control"
+	"github.com/sluicehq/sluice/internal/server/status"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// ops is what the gateway shows and lets operators do beyond limiting:
+// the status page (/status, /status.json) and the admin API on the admin
+// listener (adminapi.go), and the callers' /rate_limit on the public one
+// (ratelimitendpoint.go). It records every decision the middleware
+// observes: per rule, a minute ring and the top-K denied and
+// shadow-denied keys (internal/server/status).
+type ops struct {
+	g       *Gateway
+	rec     *status.Recorder
+	page    *status.Server
+	control *control.Control
+	api     *control.API
+	token   atomic.Pointer[string]
+	// ownLimit limits calls to /rate_limit per identity.
+	ownLimit *memstore.Store
+}
+
+func newOps(ctx context.Context, g *Gateway) (*ops, error) {
+	o := &ops{g: g, rec: status.NewRecorder(status.Options{})}
+	var copts control.Options
+	copts.Logger = g.log
+	if r := g.st.Redis; r != nil {
+		copts.Settings = r // overrides and percentages shared by the fleet
+	}
+	o.control = control.New(ctx, copts)
+	actions, err := control.NewActions(g.registry)
+	if err != nil {
+		o.control.Close()
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	o.page = &status.Server{Name: "gateway", Recorder: o.rec, Logger: g.log, Store: o.storeInfo, Lookup: o.lookup,
+		Enforce: o.enforce, Notes: o.notes}
+	o.api = &control.API{Control: o.control, Token: o.adminToken, Targets: o.targets, Rules: o.ruleNames, Logger: g.log, Actions: actions}
+	switch {
+	case g.st.Redis != nil:
+		o.api.Resetter = g.st.Redis
+	case g.st.Memory != nil:
+		o.api.Resetter = g.st.Memory
+	}
+	o.ownLimit = memstore.New(memstore.Options{MaxKeys: 1 << 16})
+	return o, nil
+}
+
+func (o *ops) close() {
+	o.control.Close()
+	o.ownLimit.Close()
+}
+
+// configure takes a config the gateway is about to serve: its rules for
+// the page, its admin token, and its /rate_limit route on mux.
+func (o *ops) configure(cfg *Config, mux *http.ServeMux, res cachedIdentity) error {
+	tok, err := control.LoadToken(cfg.AdminTokenFile)
+	if err != nil {
+		return fmt.Errorf("gateway: %s: admin_token_file: %w", cfg.File, err)
+	}
+	if cfg.RateLimitEndpoint != "" {
+		h := &rateLimitEndpoint{o: o, cfg: cfg, resolver: res}
+		if err := register(mux, "GET "+cfg.RateLimitEndpoint, h); err != nil {
+			return fmt.Errorf("gateway: %s: rate_limit_endpoint: %w", cfg.File, err)
+		}
+	}
+	o.token.Store(&tok)
+	o.rec.SetRules(ruleInfos(cfg))
+	return nil
+}
+
+// ruleInfos describes cfg's rules that can decide (not unlimited, not
+// disabled) in its domain.
+func ruleInfos(cfg *Config) []status.RuleInfo {
+	if cfg.Rules == nil || cfg.Rules.Config(cfg.Domain) == nil {
+		return nil
+	}
+	disabled := map[string]bool{}
+	for _, n := range cfg.DisabledRules {
+		disabled[n] = true
+	}
+	var out []status.RuleInfo
+	for _, r := range cfg.Rules.Config(cfg.Domain).Rules() {
+		if r.Unlimited || disabled[r.Name] {
+			continue
+		}
+		out = append(out, ruleInfo(r, cfg.Shadow))
+	}
+	return out
+}
+
+func ruleInfo(r *rules.Rule, shadow bool) status.RuleInfo {
+	in := status.RuleInfo{ID: r.Name, Name: r.Name, Domain: r.Domain, Shadow: r.ShadowMode || shadow}
+	if r.Quota != nil {
+		in.Limit = strconv.FormatInt(r.Quota.Limit, 10) + "/" + r.Quota.Period
+		in.Algorithm = "quota"
+		in.Quota = r.Quota.Limit
+		return in
+	}
+	in.Limit = r.Limit.String()
+	in.Algorithm = r.Algorithm.String()
+	q, w := r.Limit.Policy(r.Algorithm)
+	in.Quota, in.Window = q, int64(w/time.Second)
+	if r.QuotaMode {
+		in.Algorithm += " (quota_mode)"
+	}
+	return in
+}
+
+// observer wraps the metrics' Observe hook with the page's recording.
+func (o *ops) observer(next func(httplimit.Event)) func(httplimit.Event) {
+	return func(e httplimit.Event) {
+		next(e)
+		var out status.Outcome
+		switch e.Outcome {
+		case httplimit.Allowed:
+			out = status.Allowed
+		case httplimit.Denied:
+			out = status.Denied
+		case httplimit.ShadowDenied:
+			out = status.ShadowDenied
+		case httplimit.StoreError:
+			out = status.StoreError
+		default:
+			return
+		}
+		o.rec.Rule(e.Policy).Record(out, e.Key)
+	}
+}
+
+// adjuster is the middleware's Adjust hook for cfg: the admin API's
+// overrides and percentage enforcement. The global shadow: true wins.
+func (o *ops) adjuster(cfg *Config) func(*http.Request, *rules.Check) {
+	globalShadow := cfg.Shadow
+	return func(_ *http.Request, c *rules.Check) {
+		if c.Rule == nil || c.Rule.Quota != nil {
+			return
+		}
+		shadow := c.Shadow
+		o.control.Adjust(c.Rule.Name, c.Request.Key, &c.Request.Limit, &shadow)
+		c.Shadow = shadow || globalShadow
+	}
+}
+
+func (o *ops) storeInfo() status.StoreInfo {
+	ok, detail := o.g.st.Ready()
+	return status.StoreInfo{URL: o.g.st.URL(), OK: ok, Detail: detail, FailurePolicy: o.g.Config().OnStoreError.String()}
+}
+
+func (o *ops) enforce(rule string) float64 {
+	if p, ok := o.control.Percent(rule); ok {
+		return p
+	}
+	if rl := o.rec.Rule(rule); rl != nil && rl.Info().Shadow {
+		return 0
+	}
+	return 100
+}
+
+func (o *ops) notes() []string {
+	var out []string
+	where := "in this process"
+	if o.control.Shared() {
+		where = "shared through Redis"
+	}
+	if ovs := o.control.Overrides(); len(ovs) > 0 {
+		for _, ov := range ovs {
+			out = append(out, fmt.Sprintf("override on %s for %s: %s until %s (%s)", ov.Rule, ov.Who, ov.Limit, ov.Until.UTC().Format(time.RFC3339), where))
+		}
+	}
+	if p := o.token.Load(); p == nil || *p == "" {
+		out = append(out, "admin API disabled (no admin_token_file, no $"+control.TokenEnv+")")
+	}
+	return out
+}
+
+func (o *ops) ruleNames() []string {
+	var out []string
+	for _, in := range ruleInfos(o.g.Config()) {
+		out = append(out, in.Name)
+	}
+	return out
+}
+
+// parseIdentity reads an identity as the page and the admin API take it:
+// "user:<id>", "ip:<address>", an IP address, or a user ID.
+func parseIdentity(s string) (identity.Identity, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		return identity.Identity{}, errors.New("empty identity")
+	case strings.HasPrefix(s, "user:"):
+		return identity.Identity{User: s[5:], Authenticated: true}, nil
+	case strings.HasPrefix(s, "ip:"):
+		a, err := netip.ParseAddr(s[3:])
+		if err != nil {
+			return identity.Identity{}, fmt.Errorf("%q is not an IP address", s[3:])
+		}
+		return identity.Identity{IP: a.Unmap()}, nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return identity.Identity{IP: a.Unmap()}, nil
+	}
+	return identity.Identity{User: s, Authenticated: true}, nil
+}
+
+// checksFor returns the limited checks cfg's routes make for a request r
+// of identity id: every route's descriptors, resolved and adjusted as
+// the middleware would (cost 0: they are peeked), each key once.
+func (o *ops) checksFor(cfg *Config, r *http.Request, id identity.Identity) ([]rules.Check, error) {
+	if cfg.Rules == nil || cfg.Disabled {
+		return nil, nil
+	}
+	var descs []rules.Descriptor
+	for _, rc := range cfg.Routes {
+		for _, d := range rc.Descriptors {
+			var entries []rules.Entry
+			ok := true
+			for _, a := range d.Actions {
+				e, produced := a.Entry(r, id)
+				if !produced {
+					ok = false
+					break
+				}
+				if e.Key != "" {
+					entries = append(entries, e)
+				}
+			}
+			if ok && len(entries) > 0 {
+				descs = append(descs, rules.Descriptor{Entries: entries})
+			}
+		}
+	}
+	disabled := map[string]bool{}
+	for _, n := range cfg.DisabledRules {
+		disabled[n] = true
+	}
+	checks, err := cfg.Rules.Resolve(nil, rules.Input{Domain: cfg.Domain, Descriptors: descs, Shadow: cfg.Shadow, Disabled: disabled})
+	if err != nil {
+		return nil, err
+	}
+	adjust := o.adjuster(cfg)
+	seen := map[string]bool{}
+	var out []rules.Check
+	for i := range checks {
+		c := &checks[i]
+		if c.Kind != rules.Limited || seen[c.Request.Key] {
+			continue
+		}
+		seen[c.Request.Key] = true
+		adjust(r, c)
+		out = append(out, *c)
+	}
+	return out, nil
+}
+
+// syntheticChecks are the checks of identity s (see parseIdentity) on
+// every route: a request to each route's path from that identity.
+func (o *ops) syntheticChecks(ctx context.Context, s string) ([]rules.Check, error) {
+	id, err := parseIdentity(s)
+	if err != nil {
+		return nil, err
+	}
+	cfg := o.g.Config()
+	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://localhost/", nil)
+	if id.IP.IsValid() {
+		r.RemoteAddr = netip.AddrPortFrom(id.IP, 1).String()
+	}
+	return o.checksFor(cfg, r, id)
+}
+
+// peek reads c's state without charging it.
+func (o *ops) peek(ctx context.Context, c *rules.Check) (ratelimit.Decision, error) {
+	req := c.Request
+	req.N = 0
+	d, err := o.g.store.Apply(ctx, req)
+	if err == nil && !c.QuotaEnd.IsZero() {
+		d.ResetAfter = time.Until(c.QuotaEnd)
+	}
+	return d, err
+}
+
+// lookup is the page's lookup box: identity on every rule, peeked.
+func (o *ops) lookup(ctx context.Context, ident string) ([]status.Peek, error) {
+	checks, err := o.syntheticChecks(ctx, ident)
+	if err != nil {
+		return nil, err
+	}
+	var out []status.Peek
+	for i := range checks {
+		c := &checks[i]
+		q, w := c.Quota()
+		p := status.Peek{Rule: c.Policy(), Key: c.Request.Key, Limit: c.Request.Limit.String(), Quota: q, Window: int64(w / time.Second), Shadow: c.Shadow}
+		if c.Rule != nil {
+			if ov, ok := o.control.Override(c.Rule.Name, control.Who(c.Request.Key)); ok {
+				p.Override = ov.Limit.String() + " until " + ov.Until.UTC().Format(time.RFC3339)
+			}
+		}
+		d, err := o.peek(ctx, c)
+		if err != nil {
+			p.Error = err.Error()
+		} else {
+			p.Remaining, p.ResetAfter = d.Remaining, d.ResetAfter.Seconds()
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// targets are the admin API's keys for an identity on rule ("": all).
+func (o *ops) targets(ctx context.Context, ident, rule string) ([]control.Target, error) {
+	checks, err := o.syntheticChecks(ctx, ident)
+	if err != nil {
+		return nil, err
+	}
+	var out []control.Target
+	for i := range checks {
+		c := &checks[i]
+		if c.Rule == nil || (rule != "" && c.Rule.Name != rule) {
+			continue
+		}
+		out = append(out, control.Target{Rule: c.Rule.Name, Key: c.Request.Key, Quota: c.Rule.Quota != nil})
+	}
+	return out, nil
+}
