@@ -78,7 +78,7 @@ func registerRuntime(reg prometheus.Registerer) error {
 
 // ruleCounters are one rule's counters, looked up once per config.
 type ruleCounters struct {
-	outcomes [4]prometheus.Counter // by httplimit.Outcome
+	outcomes [5]prometheus.Counter // by httplimit.Outcome (refunded too)
 	shadow   prometheus.Counter
 	storeErr prometheus.Counter
 }

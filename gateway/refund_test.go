@@ -1,0 +1,204 @@
+package gateway_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/testharness/redistest"
+)
+
+// refundConfig limits per user (5 an hour) in front of UPSTREAM, and gives
+// back the charge of a request the upstream answers 5xx.
+const refundConfig = `
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstream: UPSTREAM
+identity:
+  api_keys_file: keys.txt
+routes:
+  - path: /
+    refund_on: [500, 502, 503, 504]
+    rate_limits:
+      - actions:
+          - identity: {}
+rules:
+  domain: t
+  descriptors:
+    - key: user
+      rate_limit: {name: per-user, algorithm: ALGORITHM, unit: hour, requests_per_unit: 5}
+    - key: remote_address
+      rate_limit: {name: per-ip, algorithm: token_bucket, unit: hour, requests_per_unit: 5}
+`
+
+// failingUpstream answers 503 on /fail and 200 elsewhere.
+func failingUpstream(t *testing.T) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/fail" {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+// TestRefundOnUpstream5xx runs the gateway against a real upstream that
+// fails with 503, on the memory store and on real Redis servers
+// (standalone and a 3-master cluster), for a bucket and each window
+// algorithm: the failures' charges come back, so alice's remaining is the
+// same after ten failures as before, and her five successes are then
+// admitted and the sixth denied. The refunds are counted in
+// sluice_gateway_decisions_total{outcome="refunded"}.
+func TestRefundOnUpstream5xx(t *testing.T) {
+	t.Parallel()
+	stores := map[string]string{"memory": ""}
+	if !testing.Short() {
+		stores["redis"] = redistest.Shared(t).URL()
+		stores["redis-cluster"] = redistest.SharedCluster(t).URL()
+	}
+	up := failingUpstream(t)
+	for name, store := range stores {
+		for _, alg := range []string{"token_bucket", "fixed_window", "sliding_window_counter", "sliding_window_log"} {
+			t.Run(name+"/"+alg, func(t *testing.T) {
+				t.Parallel()
+				cfg := strings.NewReplacer("UPSTREAM", up.URL, "ALGORITHM", alg).Replace(refundConfig)
+				if store != "" {
+					cfg += "store: " + store + "\n"
+					// Each subtest its own keys on the shared servers.
+					cfg = strings.Replace(cfg, "domain: t", "domain: t-"+alg, 1)
+				}
+				s := start(t, "", cfg)
+				c := clientFrom(t, "127.0.0.2")
+				alice := []string{"X-API-Key", "key-alice"}
+				first := get(t, c, s.url+"/ok", alice...)
+				if first.code != 200 || !strings.Contains(first.h.Get("RateLimit"), `"per-user";r=4`) {
+					t.Fatalf("first request: %d RateLimit %q, want 200 with 4 remaining", first.code, first.h.Get("RateLimit"))
+				}
+				for i := range 10 {
+					r := get(t, c, s.url+"/fail", alice...)
+					if r.code != 503 || !strings.Contains(r.h.Get("RateLimit"), `"per-user";r=3`) {
+						t.Fatalf("failure %d: %d RateLimit %q, want 503 showing its own charge (3 remaining)", i, r.code, r.h.Get("RateLimit"))
+					}
+				}
+				var got []int
+				for range 5 {
+					got = append(got, get(t, c, s.url+"/ok", alice...).code)
+				}
+				if fmt.Sprint(got) != "[200 200 200 200 429]" {
+					t.Errorf("after ten refunded failures: %v, want the 4 left admitted, then 429", got)
+				}
+				if m := metric(t, s, `sluice_gateway_decisions_total{outcome="refunded",rule="per-user"}`); m != "10" {
+					t.Errorf("refunded decisions of per-user: %q, want 10", m)
+				}
+			})
+		}
+	}
+}
+
+// TestReloadKeepsUsedRequests is issue 20's reload: alice uses 3 of
+// 5/min, the rule is raised to 50/min by a reload, and what she used
+// stays used: the next request shows 46 remaining (47 before its own
+// charge), not the 20 that reading the old bucket's state at the new rate
+// gave. Lowering back keeps them used too: 4 used of 5 leave 1. On the
+// memory store and on Redis.
+func TestReloadKeepsUsedRequests(t *testing.T) {
+	t.Parallel()
+	stores := map[string]string{"memory": ""}
+	if !testing.Short() {
+		stores["redis"] = redistest.Shared(t).URL()
+	}
+	for name, store := range stores {
+		// leaky_bucket delays each request to its slot (12 s apart at
+		// 5/min); it converts as gcra does (ratelimittest's LimitChange).
+		for _, alg := range []string{"gcra", "token_bucket", "fixed_window", "sliding_window_counter", "sliding_window_log"} {
+			t.Run(name+"/"+alg, func(t *testing.T) {
+				t.Parallel()
+				cfg := strings.NewReplacer("UPSTREAM", "builtin:echo", "ALGORITHM", alg, "unit: hour, requests_per_unit: 5}", "unit: minute, requests_per_unit: 5}").Replace(refundConfig)
+				if store != "" {
+					cfg += "store: " + store + "\n"
+					cfg = strings.Replace(cfg, "domain: t", "domain: reload-"+alg, 1)
+				}
+				s := start(t, "", cfg)
+				c := clientFrom(t, "127.0.0.3")
+				alice := []string{"X-API-Key", "key-alice"}
+				for i := range 3 {
+					if r := get(t, c, s.url+"/", alice...); r.code != 200 {
+						t.Fatalf("request %d: %d", i, r.code)
+					}
+				}
+				raised := strings.Replace(cfg, "unit: minute, requests_per_unit: 5}", "unit: minute, requests_per_unit: 50}", 1)
+				must(t, os.WriteFile(s.file, []byte(raised), 0o644))
+				must(t, s.g.ReloadFile(s.file))
+				r := get(t, c, s.url+"/", alice...)
+				if r.code != 200 || !strings.Contains(r.h.Get("RateLimit"), `"per-user";r=46;`) || !strings.Contains(r.h.Get("RateLimit-Policy"), `"per-user";q=50;`) {
+					t.Errorf("after raising 5/min to 50/min with 3 used: %d RateLimit %q Policy %q, want r=46 (47 before this request) of q=50",
+						r.code, r.h.Get("RateLimit"), r.h.Get("RateLimit-Policy"))
+				}
+				must(t, os.WriteFile(s.file, []byte(cfg), 0o644))
+				must(t, s.g.ReloadFile(s.file))
+				r = get(t, c, s.url+"/", alice...)
+				if r.code != 200 || !strings.Contains(r.h.Get("RateLimit"), `"per-user";r=0;`) {
+					t.Errorf("lowered back to 5/min with 4 used: %d RateLimit %q, want the fifth admitted, r=0", r.code, r.h.Get("RateLimit"))
+				}
+				if r := get(t, c, s.url+"/", alice...); r.code != 429 {
+					t.Errorf("a sixth request at 5/min: %d, want 429", r.code)
+				}
+			})
+		}
+	}
+}
+
+// TestRefundOnConfig checks refund_on's forms (codes, ranges, classes) and
+// that every bad item is reported at its line.
+func TestRefundOnConfig(t *testing.T) {
+	t.Parallel()
+	base := "upstream: builtin:echo\nroutes:\n  - path: /\n    refund_on: %s\n"
+	c, err := gateway.Parse("gw.yaml", []byte(fmt.Sprintf(base, `[503, "500-502", 4xx]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := c.Routes[0].RefundOn
+	for status, want := range map[int]bool{503: true, 500: true, 501: true, 502: true, 504: false, 400: true, 499: true, 200: false, 599: false} {
+		if set.Contains(status) != want {
+			t.Errorf("refund_on [503, 500-502, 4xx] contains %d = %v, want %v", status, !want, want)
+		}
+	}
+	for _, tc := range []struct{ value, want string }{
+		{"[99]", "gw.yaml:4: routes[0].refund_on[0]: want a status code"},
+		{"[100]", "gw.yaml:4: routes[0].refund_on[0]: status 100 is not a final response status"},
+		{"[600]", "gw.yaml:4: routes[0].refund_on[0]: status 600 is not a final response status"},
+		{`["504-500"]`, `gw.yaml:4: routes[0].refund_on[0]: range "504-500" ends before it starts`},
+		{"[5xx, 6xx]", "gw.yaml:4: routes[0].refund_on[1]: want a status code"},
+		{"[{a: 1}]", "gw.yaml:4: routes[0].refund_on[0]: want a status code (503), a range (500-599) or a class (5xx), got a mapping"},
+		{"503", "gw.yaml:4: routes[0].refund_on: "},
+		{"\n      - 500\n      - teapot", "gw.yaml:6: routes[0].refund_on[1]: want a status code"},
+	} {
+		_, err := gateway.Parse("gw.yaml", []byte(fmt.Sprintf(base, tc.value)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("refund_on: %s: %v, want %q", tc.value, err, tc.want)
+		}
+	}
+}
+
+// FuzzParseStatusRange checks that no input crashes the parser and that
+// every range it accepts is a well-formed range of final statuses.
+func FuzzParseStatusRange(f *testing.F) {
+	for _, s := range []string{"503", "500-599", "5xx", "5XX", " 502 ", "1xx", "99", "600", "504-500", "-", "500-", "-500", "5x", "", "٥٠٠", "+500", "0500"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := gateway.ParseStatusRange(s)
+		if err != nil {
+			return
+		}
+		if r.Lo < 200 || r.Hi > 599 || r.Lo > r.Hi {
+			t.Errorf("ParseStatusRange(%q) = %+v, want a range within 200..599", s, r)
+		}
+	})
+}
