@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -74,8 +75,21 @@ type Config struct {
 	DisabledRules   []string                // disabled_rules: the kill switch per rule (by name)
 	Domain          string                  // domain: the rules domain; defaults to the only one
 	Pprof           bool                    // pprof: serve net/http/pprof on the admin listener
+	// RateLimitEndpoint (rate_limit_endpoint) is the path on the public
+	// listener where a caller reads its own limits (GET, GitHub's
+	// /rate_limit; see ratelimitendpoint.go); "" turns it off.
+	RateLimitEndpoint string
+	// AdminTokenFile (admin_token_file) holds the bearer token of the
+	// admin API on the admin listener; without it, $SLUICE_ADMIN_TOKEN;
+	// without either, the API is refused.
+	AdminTokenFile string
 	Identity        IdentityConfig
 	Routes          []Route
+	// InFlight (in_flight) is every route's per-caller in-flight cap, and
+	// Shedding (shedding) the load shedders and their priority classes;
+	// nil: none. See concurrency.go.
+	InFlight *InFlightConfig
+	Shedding *SheddingConfig
 	// Warnings are what is legal but probably not meant, each a line
 	// "file:line: path: warning: message" (a rate limit action reading a
 	// header Go's server never shows a handler). sluice check prints them.
@@ -267,6 +281,14 @@ type Route struct {
 	// ("[METHOD ][HOST]/PATH": "GET example.com/api/", "/items/{$}"),
 	// instead of Path, Methods and Host.
 	Pattern string
+	// InFlight (in_flight) is the route's own per-caller in-flight cap
+	// (max: 0 turns the top level's off), Priority (priority) its
+	// shedding class, Adaptive (adaptive) its adaptive concurrency limit.
+	// See concurrency.go.
+	InFlight     *InFlightConfig
+	Priority     string
+	Adaptive     *AdaptiveConfig
+	priorityLine int
 
 	UpstreamTimeout time.Duration
 	Cost            int64
@@ -402,6 +424,13 @@ func (d *decoder) parse(data []byte) *Config {
 			}
 		},
 		"pprof": func(k, v *yaml.Node) { c.Pprof = d.boolean(v, "pprof") },
+		"rate_limit_endpoint": func(k, v *yaml.Node) {
+			c.RateLimitEndpoint = d.str(v, "rate_limit_endpoint")
+			if p := c.RateLimitEndpoint; p != "" && (!strings.HasPrefix(p, "/") || strings.ContainsAny(p, " {}?#") || path.Clean(p) != p) {
+				d.add(v.Line, "rate_limit_endpoint", "want a clean absolute path such as /rate_limit, got %q", p)
+			}
+		},
+		"admin_token_file": func(k, v *yaml.Node) { c.AdminTokenFile = rel(d.str(v, "admin_token_file")) },
 		"reset_jitter": func(k, v *yaml.Node) {
 			f, err := strconv.ParseFloat(d.str(v, "reset_jitter"), 64)
 			if err != nil || f < 0 || f > 1 || v.Tag == "!!str" {
@@ -428,6 +457,12 @@ func (d *decoder) parse(data []byte) *Config {
 		},
 		"routes": func(k, v *yaml.Node) { routesNode = v },
 		"rules":  func(k, v *yaml.Node) { rulesNode = v },
+		"in_flight": func(k, v *yaml.Node) {
+			c.InFlight = d.inFlight(v, "in_flight", false)
+		},
+		"shedding": func(k, v *yaml.Node) {
+			c.Shedding = d.shedding(v)
+		},
 		"rules_files": func(k, v *yaml.Node) {
 			hasRulesFiles = true
 			d.list(v, "rules_files", func(_ int, v *yaml.Node, path string) {
@@ -510,6 +545,7 @@ func (d *decoder) parse(data []byte) *Config {
 				d.add(lines[p.route], fmt.Sprintf("routes[%d]", p.route), "%s", p.msg)
 			}
 		}
+		d.checkConcurrency(c, lines)
 		if len(c.Routes) == 0 && (routesNode.Kind == yaml.SequenceNode || routesNode.Tag == "!!null") {
 			d.add(routesNode.Line, "routes", "no routes")
 		}
@@ -686,6 +722,15 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 			} else if strings.HasPrefix(r.CostHeader, ":") || strings.EqualFold(r.CostHeader, "Host") {
 				d.add(v.Line, p, "%s cannot carry a cost: name a request header a trusted proxy sets", r.CostHeader)
 			}
+		},
+		"in_flight": func(k, v *yaml.Node) {
+			r.InFlight = d.inFlight(v, yamlnode.Join(path, "in_flight"), true)
+		},
+		"priority": func(k, v *yaml.Node) {
+			r.Priority, r.priorityLine = d.str(v, yamlnode.Join(path, "priority")), v.Line
+		},
+		"adaptive": func(k, v *yaml.Node) {
+			r.Adaptive = d.adaptive(v, yamlnode.Join(path, "adaptive"))
 		},
 		"rate_limits": func(k, v *yaml.Node) {
 			d.list(v, yamlnode.Join(path, "rate_limits"), func(_ int, v *yaml.Node, p string) {

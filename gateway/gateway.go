@@ -36,6 +36,9 @@ type Options struct {
 	// Registry receives the gateway's metrics and is served on /metrics.
 	// Nil means a new registry of the gateway's own.
 	Registry *prometheus.Registry
+	// Now is the clock of the utilization shedder (shedding.utilization);
+	// nil means time.Now. Tests set it to drive the ramp.
+	Now func() time.Time
 }
 
 // Gateway is a rate limiting reverse proxy: the public handler limits each
@@ -60,10 +63,16 @@ type Gateway struct {
 	reloadMu sync.Mutex
 
 	events    *eventlog.Log // store failures and denials, aggregated per rule
+	ops       *ops          // /status, the admin API, /rate_limit (status.go)
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+
+	// conc holds the in-flight store, the utilization shedder and the
+	// adaptive limiters across reloads (concurrency.go); now is Options.Now.
+	conc *concurrency
+	now  func() time.Time
 }
 
 // state is one config and the handler built from it.
@@ -75,7 +84,7 @@ type state struct {
 // New returns a Gateway serving cfg: it opens the store (restoring the
 // memory store's snapshot when there is one) and builds the handlers.
 func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
-	g := &Gateway{log: opts.Logger, registry: opts.Registry, stop: make(chan struct{})}
+	g := &Gateway{log: opts.Logger, registry: opts.Registry, now: opts.Now, stop: make(chan struct{})}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -94,8 +103,14 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.events = eventlog.New(g.log, eventlog.Options{})
+	if g.ops, err = newOps(ctx, g); err != nil {
+		g.closeFn()
+		g.events.Close()
+		return nil, err
+	}
 	st, err := g.build(cfg)
 	if err != nil {
+		g.ops.close()
 		g.closeFn()
 		g.events.Close()
 		return nil, err
@@ -179,6 +194,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 		admin.Register(mux)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
+	g.ops.registerAdmin(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -310,7 +326,11 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			}
 		}
 	}
-	observe := g.metrics.observer(names, g.events)
+	observe := g.ops.observer(g.metrics.observer(names, g.events))
+	layers, err := g.concurrencyFor(cfg, res) // in_flight, shedding, adaptive (concurrency.go)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	patterns := routePatterns(cfg.Routes)
 	catchAll := false
@@ -334,12 +354,13 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			ResetJitter:   cfg.ResetJitter,
 			RefundOn:      rc.RefundOn.refundOn(),
 			Observe:       observe,
+			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
 		}
 		if cfg.Rules != nil {
 			mw.Rules = cfg.Rules // never a typed nil in the interface
 		}
-		rt := &routeHandler{limited: mw.Handler(next), resolver: resolver, headers: ih,
+		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, next), resolver: resolver, headers: ih,
 			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log}
 		for _, p := range patterns[i] {
 			if err := register(mux, p, rt); err != nil {
@@ -347,6 +368,9 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			}
 			catchAll = catchAll || p == "/"
 		}
+	}
+	if err := g.ops.configure(cfg, mux, res); err != nil {
+		return nil, err
 	}
 	if !catchAll {
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -498,6 +522,7 @@ func (g *Gateway) Close() error {
 		if g.mem != nil && g.snapFile != "" {
 			errs = append(errs, g.Snapshot())
 		}
+		g.ops.close()
 		errs = append(errs, g.closeFn(), g.events.Close())
 		g.closeErr = errors.Join(errs...)
 	})
