@@ -24,7 +24,6 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rls"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // rlsGCPercent is --gc-percent's default: under bench/rls's load it cut
@@ -45,9 +44,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log := f.log.logger(stderr)
 	// The first config must be good: there is no previous one to keep.
-	set, err := rules.LoadDir(f.configDir)
+	set, err := f.initialRules()
 	if err != nil {
-		return fmt.Errorf("rls: config: %w", err)
+		return err
 	}
 	store, err := storeurl.Open(ctx, f.store, storeurl.Options{MaxKeys: f.maxKeys, Logger: log,
 		Redis: redisstore.Options{OnError: f.onError, Timeout: f.storeTimeout, DenyCache: f.denyCache, Prefix: f.keyPrefix,
@@ -79,8 +78,8 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	// Load again through the server so that Watch starts from what it read
 	// and the load is counted.
-	if err := srv.Load(f.configDir); err != nil {
-		return fmt.Errorf("rls: config: %w", err)
+	if err := f.startRules(srv, log); err != nil {
+		return err
 	}
 	lns, err := f.listen()
 	if err != nil {
@@ -95,7 +94,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	g := f.grpcServer(log, tr)
 	srv.Register(g)
-	log.Info("sluice rls: listening", append(lns.attrs(), "config_dir", f.configDir, "domains", set.Domains(),
+	log.Info("sluice rls: listening", append(lns.attrs(), "config_type", f.xds.configType, "config_dir", f.configDir, "domains", set.Domains(),
 		"store", store.URL(), "headers", f.headers.String(), "grpc_server", f.grpc, "grpc_tls", f.tr.mode())...)
 	err = serveRLS(ctx, f, srv, g, lns)
 	log.Info("sluice rls: stopped")
@@ -120,6 +119,7 @@ type rlsFlags struct {
 	healthyWithConfig                                           bool
 	stats                                                       rlsStatsFlags
 	tr                                                          grpcTransportFlags
+	xds                                                         rlsXDSFlags
 }
 
 func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
@@ -154,6 +154,7 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	storePW := addStorePasswordFlags(fs)
 	f.stats.add(fs)
 	f.tr.add(fs)
+	f.xds.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -166,8 +167,8 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	if err := f.stats.check(); err != nil {
 		return nil, err
 	}
-	if f.configDir == "" {
-		return nil, fmt.Errorf("%w: --config-dir is required", errUsage)
+	if err := f.xds.check(f.configDir); err != nil {
+		return nil, err
 	}
 	var err error
 	if f.store, err = storePW.apply(f.store); err != nil {
@@ -290,7 +291,7 @@ func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImp
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		srv.Watch(wctx, f.configDir, f.poll)
+		f.watchRules(wctx, srv)
 	}()
 	// serve runs one listener's server until it stops; an error other than
 	// its closing ends the command.

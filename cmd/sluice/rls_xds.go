@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/rls/xds"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// rlsXDSFlags choose where sluice rls's rules come from: files (the
+// default) or an xDS management server.
+type rlsXDSFlags struct {
+	configType, server, nodeID string
+	cert, key, ca              string
+	client                     *xds.Client
+}
+
+func (x *rlsXDSFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&x.configType, "config-type", "file", "where the rules come from: file (--config-dir, reloaded on change) or xds (an xDS management server, --xds-server; envoyproxy/ratelimit's CONFIG_TYPE=GRPC_XDS_SOTW)")
+	fs.StringVar(&x.server, "xds-server", "", "with --config-type xds, the management server's gRPC `ADDR`ess (CONFIG_GRPC_XDS_SERVER_URL)")
+	fs.StringVar(&x.nodeID, "xds-node-id", xds.DefaultNodeID, "with --config-type xds, the node `ID` the management server keeps this instance's snapshot under (CONFIG_GRPC_XDS_NODE_ID)")
+	fs.StringVar(&x.cert, "xds-tls-cert", "", "PEM client certificate `FILE` presented to the management server (CONFIG_GRPC_XDS_CLIENT_TLS_CERT); with --xds-tls-key")
+	fs.StringVar(&x.key, "xds-tls-key", "", "PEM private key `FILE` of --xds-tls-cert (CONFIG_GRPC_XDS_CLIENT_TLS_KEY)")
+	fs.StringVar(&x.ca, "xds-tls-ca", "", "PEM CA bundle `FILE` the management server's certificate must chain to (CONFIG_GRPC_XDS_SERVER_TLS_CACERT); any --xds-tls-* flag connects with TLS")
+}
+
+func (x *rlsXDSFlags) check(configDir string) error {
+	// envoyproxy/ratelimit's CONFIG_TYPE spellings are taken too.
+	switch strings.ToLower(x.configType) {
+	case "file":
+		x.configType = "file"
+	case "xds", "grpc_xds_sotw":
+		x.configType = "xds"
+	}
+	switch x.configType {
+	case "file":
+		if configDir == "" {
+			return fmt.Errorf("%w: --config-dir is required (or --config-type xds)", errUsage)
+		}
+		if x.server != "" {
+			return fmt.Errorf("%w: --xds-server needs --config-type xds", errUsage)
+		}
+	case "xds":
+		if x.server == "" {
+			return fmt.Errorf("%w: --config-type xds needs --xds-server", errUsage)
+		}
+		if configDir != "" {
+			return fmt.Errorf("%w: --config-dir and --config-type xds exclude each other", errUsage)
+		}
+		if (x.cert == "") != (x.key == "") {
+			return fmt.Errorf("%w: --xds-tls-cert and --xds-tls-key go together", errUsage)
+		}
+	default:
+		return fmt.Errorf("%w: --config-type %q: want file or xds", errUsage, x.configType)
+	}
+	return nil
+}
+
+// initialRules is the rule set the server starts with: the directory's
+// (which must load), or none until the management server sends some.
+func (f *rlsFlags) initialRules() (*rules.Set, error) {
+	if f.xds.configType == "xds" {
+		return rules.NewSet()
+	}
+	set, err := rules.LoadDir(f.configDir)
+	if err != nil {
+		return nil, fmt.Errorf("rls: config: %w", err)
+	}
+	return set, nil
+}
+
+// startRules loads the directory through srv (so that the load is
+// counted and Watch starts from it), or makes the xDS client.
+func (f *rlsFlags) startRules(srv *rls.Server, log *slog.Logger) error {
+	x := &f.xds
+	if x.configType != "xds" {
+		if err := srv.Load(f.configDir); err != nil {
+			return fmt.Errorf("rls: config: %w", err)
+		}
+		return nil
+	}
+	o := xds.Options{Server: x.server, NodeID: x.nodeID, Logger: log}
+	if x.cert != "" || x.ca != "" {
+		cfg, err := x.tlsConfig()
+		if err != nil {
+			return err
+		}
+		o.TLS = cfg
+	}
+	c, err := xds.New(srv, o)
+	if err != nil {
+		return fmt.Errorf("rls: %w", err)
+	}
+	x.client = c
+	return c.Register(srv.Registry())
+}
+
+// tlsConfig is the xDS client's TLS: the CA to verify the server with
+// (else the system's) and the client certificate, if any.
+func (x *rlsXDSFlags) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if x.ca != "" {
+		pem, err := os.ReadFile(x.ca)
+		if err != nil {
+			return nil, fmt.Errorf("rls: xds: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("rls: xds: %s: no PEM certificate in it", x.ca)
+		}
+	}
+	if x.cert != "" {
+		pair, err := tls.LoadX509KeyPair(x.cert, x.key)
+		if err != nil {
+			return nil, fmt.Errorf("rls: xds: %s, %s: %w", x.cert, x.key, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// watchRules follows the rules' source until ctx is done.
+func (f *rlsFlags) watchRules(ctx context.Context, srv *rls.Server) {
+	if f.xds.client != nil {
+		f.xds.client.Run(ctx)
+		return
+	}
+	srv.Watch(ctx, f.configDir, f.poll)
+}
