@@ -57,8 +57,9 @@ type Target struct {
 // API serves the admin endpoints. Its fields are read on each request.
 type API struct {
 	Control *Control
-	// Token is the bearer token; "" refuses every call (403).
-	Token string
+	// Token returns the bearer token; "" (or a nil Token) refuses every
+	// call (403). It is read on each call, so it can follow reloads.
+	Token func() string
 	// Targets returns the store keys identity has on rule ("" every rule).
 	// An identity that is a store key names itself.
 	Targets func(ctx context.Context, identity, rule string) ([]Target, error)
@@ -142,13 +143,17 @@ func (a *API) count(action, result string) {
 // guard checks the token, reads the body and answers what h returns.
 func (a *API) guard(action string, h func(ctx context.Context, req *request) (any, []any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if a.Token == "" {
+		token := ""
+		if a.Token != nil {
+			token = a.Token()
+		}
+		if token == "" {
 			a.count(action, "disabled")
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "the admin API is disabled: configure a token (admin_token_file, --admin-token-file or $" + TokenEnv + ")"})
 			return
 		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.Token)) != 1 {
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			a.count(action, "unauthorized")
 			a.log().Warn("admin: unauthorized call", "action", action, "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-admin"`)

@@ -168,13 +168,13 @@ func TestAPIAuth(t *testing.T) {
 	if got := call("POST", "/admin/reset", "", `{"identity":"x"}`); got != http.StatusForbidden {
 		t.Errorf("no token configured: got %d, want 403", got)
 	}
-	api.Token = "0123456789abcdef0123"
+	api.Token = func() string { return "0123456789abcdef0123" }
 	for _, tok := range []string{"", "wrong", "0123456789abcdef012"} {
 		if got := call("POST", "/admin/reset", tok, `{"identity":"x"}`); got != http.StatusUnauthorized {
 			t.Errorf("token %q: got %d, want 401", tok, got)
 		}
 	}
-	tok := api.Token
+	tok := api.Token()
 	for _, c := range []struct {
 		method, path, body string
 		want               int
