@@ -3,5 +3,5 @@
 // unkeyed semaphore, no expiry), the anchor of issue 17: the cost of
 // entering and leaving, serial and parallel.
 //
-//	cd bench && go test -run XXX -bench . -benchtime=200ms -count=5 ./inflight
+//	cd bench && go test -run XXX -bench . -benchtime=300ms -count=6 ./inflight
 package inflight

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/failsafe-go/failsafe-go/bulkhead"
 
@@ -22,6 +23,7 @@ func BenchmarkSerial(b *testing.B) {
 		s := inflight.NewMemory(inflight.MemoryOptions{})
 		req := inflight.Request{Key: "user:42", Cap: 100}
 		b.ReportAllocs()
+		cpu := cpuTime()
 		for b.Loop() {
 			l, d, err := s.Acquire(ctx, req)
 			if err != nil || !d.Allowed {
@@ -29,16 +31,34 @@ func BenchmarkSerial(b *testing.B) {
 			}
 			s.Release(ctx, l)
 		}
+		reportCPU(b, cpu)
+	})
+	b.Run("sluice-inflight-cached-clock", func(b *testing.B) {
+		s := inflight.NewMemory(inflight.MemoryOptions{Resolution: time.Millisecond})
+		defer s.Close()
+		req := inflight.Request{Key: "user:42", Cap: 100}
+		b.ReportAllocs()
+		cpu := cpuTime()
+		for b.Loop() {
+			l, d, err := s.Acquire(ctx, req)
+			if err != nil || !d.Allowed {
+				b.Fatal(d, err)
+			}
+			s.Release(ctx, l)
+		}
+		reportCPU(b, cpu)
 	})
 	b.Run("failsafe-bulkhead", func(b *testing.B) {
 		bh := bulkhead.New[any](100)
 		b.ReportAllocs()
+		cpu := cpuTime()
 		for b.Loop() {
 			if !bh.TryAcquirePermit() {
 				b.Fatal("denied")
 			}
 			bh.ReleasePermit()
 		}
+		reportCPU(b, cpu)
 	})
 }
 
@@ -48,6 +68,7 @@ func BenchmarkParallel(b *testing.B) {
 		s := inflight.NewMemory(inflight.MemoryOptions{})
 		var g atomic.Int64
 		b.ReportAllocs()
+		cpu := cpuTime()
 		b.RunParallel(func(pb *testing.PB) {
 			req := inflight.Request{Key: "user:" + strconv.FormatInt(g.Add(1), 10), Cap: 100}
 			for pb.Next() {
@@ -58,11 +79,31 @@ func BenchmarkParallel(b *testing.B) {
 				s.Release(ctx, l)
 			}
 		})
+		reportCPU(b, cpu)
+	})
+	b.Run("sluice-inflight-key-per-goroutine-cached-clock", func(b *testing.B) {
+		s := inflight.NewMemory(inflight.MemoryOptions{Resolution: time.Millisecond})
+		defer s.Close()
+		var g atomic.Int64
+		b.ReportAllocs()
+		cpu := cpuTime()
+		b.RunParallel(func(pb *testing.PB) {
+			req := inflight.Request{Key: "user:" + strconv.FormatInt(g.Add(1), 10), Cap: 100}
+			for pb.Next() {
+				l, d, err := s.Acquire(ctx, req)
+				if err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+				s.Release(ctx, l)
+			}
+		})
+		reportCPU(b, cpu)
 	})
 	b.Run("sluice-inflight-one-key", func(b *testing.B) {
 		s := inflight.NewMemory(inflight.MemoryOptions{})
 		req := inflight.Request{Key: "fleet", Cap: 1 << 20}
 		b.ReportAllocs()
+		cpu := cpuTime()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				l, d, err := s.Acquire(ctx, req)
@@ -72,10 +113,12 @@ func BenchmarkParallel(b *testing.B) {
 				s.Release(ctx, l)
 			}
 		})
+		reportCPU(b, cpu)
 	})
 	b.Run("failsafe-bulkhead", func(b *testing.B) {
 		bh := bulkhead.New[any](1 << 20)
 		b.ReportAllocs()
+		cpu := cpuTime()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if !bh.TryAcquirePermit() {
@@ -84,5 +127,6 @@ func BenchmarkParallel(b *testing.B) {
 				bh.ReleasePermit()
 			}
 		})
+		reportCPU(b, cpu)
 	})
 }
