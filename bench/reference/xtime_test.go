@@ -322,3 +322,55 @@ func TestTruncatedInterval(t *testing.T) {
 		t.Errorf("sluice and x/time agree (%d): the interval is exact now; set knownTruncation = false", sluice)
 	}
 }
+
+// TestLimitChangeAgainstXTime checks a limit change against x/time/rate's
+// SetLimitAt, which keeps the bucket's tokens: with the burst unchanged,
+// tokens kept are used events kept, so memstore (converting the key's
+// state when a request under the new limit meets it: here a peek at the
+// change) admits the same sequence. 3 used of 5 at 5/min; 6 s later the
+// rate becomes 50/min (2.5 tokens), then requests 300 ms apart.
+func TestLimitChangeAgainstXTime(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		from, to ratelimit.Limit
+	}{
+		{"raise", ratelimit.Limit{Rate: 5, Period: time.Minute, Burst: 5}, ratelimit.Limit{Rate: 50, Period: time.Minute, Burst: 5}},
+		{"lower", ratelimit.Limit{Rate: 50, Period: time.Minute, Burst: 5}, ratelimit.Limit{Rate: 5, Period: time.Minute, Burst: 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := ratelimittest.NewClock(ratelimittest.T0)
+			s := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
+			defer s.Close()
+			x := xLimiter(tc.from)
+			ctx := context.Background()
+			apply := func(at time.Duration, lim ratelimit.Limit, n int64) bool {
+				clock.Set(ratelimittest.T0.Add(at))
+				d, err := s.Apply(ctx, ratelimit.Request{Key: "k", Limit: lim, Algorithm: ratelimit.TokenBucket, N: n})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d.Allowed
+			}
+			for i := range 3 {
+				if got, want := apply(0, tc.from, 1), x.AllowN(ratelimittest.T0, 1); got != want || !got {
+					t.Fatalf("request %d: memstore %v, x/time %v, want both admitted", i, got, want)
+				}
+			}
+			change := 6 * time.Second
+			x.SetLimitAt(ratelimittest.T0.Add(change), xLimiter(tc.to).Limit())
+			apply(change, tc.to, 0)
+			admitted := 0
+			for i := range 40 {
+				at := change + time.Duration(i)*300*time.Millisecond
+				got, want := apply(at, tc.to, 1), x.AllowN(ratelimittest.T0.Add(at), 1)
+				if got != want {
+					t.Fatalf("request %d at T0+%v: memstore %v, x/time %v", i, at, got, want)
+				}
+				if got {
+					admitted++
+				}
+			}
+			t.Logf("%d of 40 admitted after the change, as x/time/rate", admitted)
+		})
+	}
+}
