@@ -46,6 +46,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	lo := adaptive.LimiterOptions{Initial: 1000, Max: 1000}
 	sg := adaptive.NewGradient(adaptive.GradientOptions{LimiterOptions: lo})
 	sv := adaptive.NewVegas(adaptive.VegasOptions{LimiterOptions: lo})
+	s4 := adaptive.NewGradient(adaptive.GradientOptions{LimiterOptions: adaptive.LimiterOptions{Initial: 1000, Max: 1000, Sample: 4}})
 	fa := adaptivelimiter.NewBuilder[any]().WithLimits(1, 1000, 1000).Build()
 	fb := bulkhead.New[any](1000)
 	pv := newPlatinum(limit.NewDefaultVegasLimitWithLimit("vegas", 1000, limit.NoopLimitLogger{}, core.EmptyMetricRegistryInstance))
@@ -64,6 +65,11 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}{
 		{"sluice-gradient", func() {
 			if tok, ok := sg.Acquire(); ok {
+				tok.Done()
+			}
+		}},
+		{"sluice-gradient-sample4", func() {
+			if tok, ok := s4.Acquire(); ok {
 				tok.Done()
 			}
 		}},
