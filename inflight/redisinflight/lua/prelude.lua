@@ -32,19 +32,32 @@ local function weight_of(member)
   return tonumber(string.match(member, ':(%d+)$'))
 end
 
--- total returns the weight in flight; reap first reclaims the leases
--- expired at now (score <= now).
+-- total returns the weight in flight, as the counter holds it. A counter
+-- lost while its set remains (evicted, deleted by hand) is recounted from
+-- the members, so that it never undercounts.
 local function total()
   if redis.call('EXISTS', z) == 0 then
     redis.call('DEL', w)
     return 0
   end
-  return tonumber(redis.call('GET', w) or '0')
+  local t = redis.call('GET', w)
+  if t then return tonumber(t) end
+  local sum = 0
+  local members = redis.call('ZRANGE', z, 0, -1)
+  for i = 1, #members do sum = sum + weight_of(members[i]) end
+  redis.call('SET', w, str(sum))
+  local pttl = redis.call('PTTL', z)
+  if pttl > 0 then redis.call('PEXPIRE', w, pttl) end
+  return sum
 end
 
+-- reap reclaims the leases expired at now (score <= now) and returns the
+-- weight in flight after.
 local function reap()
+  local n = total()
+  if n == 0 and redis.call('EXISTS', z) == 0 then return 0 end
   local expired = redis.call('ZRANGEBYSCORE', z, '-inf', str(now))
-  if #expired == 0 then return total() end
+  if #expired == 0 then return n end
   local sum = 0
   for i = 1, #expired do sum = sum + weight_of(expired[i]) end
   redis.call('ZREMRANGEBYSCORE', z, '-inf', str(now))

@@ -2,12 +2,13 @@
 --
 -- ARGV[3]  the lease's member, "<id>:<weight>"
 --
--- Reply: 1 when the lease was held, else 0. (ARGV[1] and ARGV[2] are
--- unused, and the prelude reads the clock for nothing: one script shape
--- for all.)
-if redis.call('ZREM', z, ARGV[3]) == 0 then
+-- Reply: 1 when the lease was held, else 0. (ARGV[1] is "0": the clock is
+-- not read.)
+if not redis.call('ZSCORE', z, ARGV[3]) then
   return 0
 end
+total() -- a lost counter is recounted before it is decremented
+redis.call('ZREM', z, ARGV[3])
 local n = tonumber(redis.call('DECRBY', w, str(weight_of(ARGV[3]))))
 if n <= 0 or redis.call('EXISTS', z) == 0 then
   redis.call('DEL', z, w)
