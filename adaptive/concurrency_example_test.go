@@ -13,9 +13,9 @@ import (
 // A Gradient limiter on a virtual clock in front of a service that takes
 // 10 ms per request up to 8 in flight and longer past that (processor
 // sharing). Under 4x overload the limit settles where latency is
-// Tolerance (1.5) times the no-load latency, 12 in flight, and
-// oscillates a little above it: each window without a queue adds the
-// square root of the limit, the next cuts it back.
+// Tolerance (1.25) times the no-load latency, 10 in flight, and
+// oscillates around it: each window without a queue adds the square root
+// of the limit, the next cuts it back.
 func ExampleGradient() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l := adaptive.NewGradient(adaptive.GradientOptions{
@@ -40,11 +40,11 @@ func ExampleGradient() {
 		}
 	}
 	// Output:
-	// 1s: limit 12, baseline 10ms
-	// 2s: limit 14, baseline 10ms
-	// 3s: limit 16, baseline 10ms
-	// 4s: limit 13, baseline 10ms
-	// 5s: limit 14, baseline 10ms
+	// 1s: limit 10, baseline 10ms
+	// 2s: limit 12, baseline 10ms
+	// 3s: limit 10, baseline 10ms
+	// 4s: limit 10, baseline 10ms
+	// 5s: limit 9, baseline 10ms
 }
 
 // Middleware in front of a handler: over the limit, a request is answered

@@ -8,7 +8,8 @@ type GradientOptions struct {
 	LimiterOptions
 	// Tolerance is how far the window's latency may rise above the
 	// baseline before it counts as queueing: the limit settles where the
-	// latency is Tolerance times the no-load latency. 0 means 1.5.
+	// latency is Tolerance times the no-load latency. 0 means 1.25 (the
+	// 25% buffer of Envoy's adaptive_concurrency filter).
 	Tolerance float64
 	// Smoothing is the weight of the new estimate when the limit falls,
 	// in (0, 1]; 0 means 0.5.
@@ -60,7 +61,7 @@ type gradient struct {
 // NewGradient returns a Gradient limiter at its initial limit.
 func NewGradient(o GradientOptions) *Gradient {
 	if !(o.Tolerance >= 1) {
-		o.Tolerance = 1.5
+		o.Tolerance = 1.25
 	}
 	if !(o.Smoothing > 0 && o.Smoothing <= 1) {
 		o.Smoothing = 0.5
