@@ -236,3 +236,43 @@ func TestResolution(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestStaleLeaseOnRecycledRecord: a key's record, freed, serves another
+// key; a stale lease of the first key (released twice, or expired and
+// released late), which still points at the record, frees nothing of the
+// new key's, and cannot be renewed.
+func TestStaleLeaseOnRecycledRecord(t *testing.T) {
+	c := inflighttest.NewClock(inflighttest.Epoch)
+	s := inflight.NewMemory(inflight.MemoryOptions{Now: c.Now, Shards: 1, MaxKeys: -1})
+	stale, _, _ := s.Acquire(ctx, inflight.Request{Key: "a", Cap: 1, TTL: time.Second})
+	s.Release(ctx, stale)
+	// An expired, unreleased lease.
+	expired, _, _ := s.Acquire(ctx, inflight.Request{Key: "b", Cap: 1, TTL: time.Second})
+	c.Advance(2 * time.Second)
+	for i := range 20 {
+		// Keys come and go, pushing older idle keys out of the ring and
+		// their records to the spares, where held keys pick them up
+		// (TestRecordsAreRecycled checks that this happens).
+		for j := range 2 + i%4 {
+			l, _, _ := s.Acquire(ctx, inflight.Request{Key: fmt.Sprint("churn", i, ".", j), Cap: 1})
+			s.Release(ctx, l)
+		}
+		key := fmt.Sprint("x", i)
+		l, d, err := s.Acquire(ctx, inflight.Request{Key: key, Cap: 1, TTL: time.Minute})
+		if err != nil || !d.Allowed {
+			t.Fatalf("%s: %+v, %v", key, d, err)
+		}
+		s.Release(ctx, stale)
+		s.Release(ctx, expired)
+		if n, _ := s.Peek(ctx, key); n != 1 {
+			t.Fatalf("%s: Peek after stale releases = %d, want 1 (a stale lease freed its slot)", key, n)
+		}
+		if _, err := s.Renew(ctx, stale, time.Minute); !errors.Is(err, inflight.ErrExpired) {
+			t.Fatalf("Renew(stale) = %v, want ErrExpired", err)
+		}
+		_ = l // held to the end: the records stay in use
+	}
+	if s.Len() < 20 {
+		t.Errorf("Len = %d, want at least the 20 held keys", s.Len())
+	}
+}

@@ -28,12 +28,15 @@ const maxJSONBody = 1 << 20
 //	                since … (…)" while the failure policy answers for Redis;
 //	                still 200 then, since the server answers
 //	/metrics        the Prometheus metrics of the server's registry
+//	/status         who is being limited, by which rule (status.go); also
+//	                /status.json, and the admin API under /admin/ (SetAdmin)
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /json", s.serveJSON)
 	mux.HandleFunc("/healthcheck", s.serveHealth)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	s.ops.register(mux) // /status, /status.json, /admin/ (status.go)
 	return mux
 }
 

@@ -216,6 +216,7 @@ type Server struct {
 
 	storeStatus func() (bool, string)
 	dynMeta     bool
+	ops         *ops // /status and the admin API (status.go)
 
 	healthyWithConfig bool // Options.HealthyWithConfig (configHealth)
 	lc          *localCache     // nil: no local over-limit cache
@@ -292,6 +293,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		set, _ = rules.NewSet()
 	}
 	s.set.Store(set)
+	s.ops = newOps(s)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
 	s.healthyWithConfig = opts.HealthyWithConfig
@@ -307,7 +309,10 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 
 // Close writes the last aggregated log lines and stops their goroutine.
 // Call it once the server no longer answers.
-func (s *Server) Close() error { return s.events.Close() }
+func (s *Server) Close() error {
+	s.ops.close()
+	return s.events.Close()
+}
 
 // logDenial reports an over-limit descriptor to the aggregated log: a
 // shadow denial, or an enforced one (quota_mode's too).
@@ -435,6 +440,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 			continue
 		}
 		limited++
+		s.ops.adjust(c)
 		// Counters only for what is applied: a replaced rule counts nothing.
 		if c.rule != nil {
 			c.stats = s.m.forRule(c.rule, sc.descs[i].Entries)
@@ -461,6 +467,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 	}
 	if err != nil {
 		s.m.storeError.Inc()
+		s.ops.storeError(checks)
 		// Logged per domain (which descriptor's call failed is not known
 		// when they ran together), with the first limited key as a sample.
 		key := ""
@@ -476,6 +483,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 	for i := range checks {
 		if c := &checks[i]; c.kind == kindLimited {
 			c.stats.record(c, s.nearRatio)
+			s.ops.record(c)
 			if c.over {
 				s.logDenial(c)
 			}

@@ -76,6 +76,9 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := registerRuntimeMetrics(srv.Registry()); err != nil {
 		return err
 	}
+	if err := setRLSAdmin(srv, store, f.adminTokenFile); err != nil {
+		return err
+	}
 	// Load again through the server so that Watch starts from what it read
 	// and the load is counted.
 	if err := f.startRules(srv, log); err != nil {
@@ -105,6 +108,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 type rlsFlags struct {
 	configDir, grpcListen, httpListen, debugListen, store, grpc string
 	keyPrefix                                                   string
+	adminTokenFile                                              string
 	storeTimeout                                                time.Duration
 	denyCache, parallel, shadow, stopIncrement, quotaMode       bool
 	dynMeta                                                     bool
@@ -132,6 +136,7 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	fs.IntVar(&f.maxKeys, "max-keys", memstore.DefaultMaxKeys, "with the memory store, the most keys held: past it, keys back to full are dropped first and keys holding a denial or a used quota never, a new key being refused (--on-store-error) instead")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "bound on each Redis call, from when it is queued; past it the call fails and --on-store-error applies (envoyproxy/ratelimit's REDIS_TIMEOUT is 10s; Envoy's filter gives up after 20ms by default)")
 	fs.StringVar(&f.keyPrefix, "key-prefix", redisstore.DefaultPrefix, "with Redis, the `PREFIX` of every key (envoyproxy/ratelimit's CACHE_KEY_PREFIX): fleets that share one Redis and must not share counters take different prefixes; no '{' or '}'")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the bearer token of the admin API on the HTTP listener (/admin/: reset, override, enforce); without it $SLUICE_ADMIN_TOKEN; without either the API is refused. /status and /status.json are served either way")
 	fs.BoolVar(&f.dynMeta, "response-dynamic-metadata", false, "add envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA to every answer: the domain, the descriptors and the merged metadata of the rules that passed")
 	fs.BoolVar(&f.denyCache, "deny-cache", false, "with Redis, remember over-limit keys in process until their window ends and answer them without a round trip (envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES)")
 	onError := fs.String("on-store-error", "error", "what to answer when the store cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
