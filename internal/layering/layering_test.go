@@ -23,14 +23,14 @@ const module = "github.com/sluicehq/sluice"
 var allowed = map[string][]string{
 	// The command: the only importer of the transport.
 	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry",
-		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl", "internal/server/tlsreload"},
+		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl", "internal/server/tlsreload", "internal/server/control"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
 		"internal/server/admin", "internal/server/eventlog", "internal/server/storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
 		"internal/server/status", "internal/server/control"},
 	"rls/xds": {"rules"},
-	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch"},
+	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch", "internal/server/status", "internal/server/control"},
 	// The middleware and who is calling.
 	"httplimit": {"identity", "rules", "ratelimit", "inflight", "shed", "internal/server/rlheader", "internal/server/sfv"},
 	"identity":  {},

@@ -43,7 +43,7 @@ type Options struct {
 
 // RuleInfo describes a rule as a Page shows it.
 type RuleInfo struct {
-	ID        string `json:"-"` // what the server looks the rule up by
+	ID        string `json:"id"` // what the server (and the admin API) names the rule by
 	Name      string `json:"name"`
 	Domain    string `json:"domain"`
 	Limit     string `json:"limit"`     // "5/1m0s burst 10", "1000/month"
@@ -194,36 +194,46 @@ func (rl *Rule) lastMinutes(now time.Time) []Minute {
 // "k=v, k2=v2" (sluice's key form, rules.Rule.AppendKey); any other key is
 // returned as it is.
 func Label(key string) string {
+	_, kv, ok := Entries(key)
+	if !ok {
+		return key
+	}
+	var b strings.Builder
+	for i := 0; i < len(kv); i += 2 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(kv[i])
+		b.WriteByte('=')
+		b.WriteString(kv[i+1])
+	}
+	return b.String()
+}
+
+// Entries parses a sluice store key into its domain and its descriptor
+// entries, keys and values alternating, unescaped. ok is false for a key
+// of another form.
+func Entries(key string) (domain string, kv []string, ok bool) {
 	rest := key
 	if !strings.HasPrefix(rest, "sl:") {
-		return key
+		return "", nil, false
 	}
 	// Three colons: "sl:", the algorithm (or "quota"), the period.
 	for range 3 {
 		i := strings.IndexByte(rest, ':')
 		if i < 0 {
-			return key
+			return "", nil, false
 		}
 		rest = rest[i+1:]
 	}
 	parts := strings.Split(rest, "_")
-	if len(parts) < 2 || parts[len(parts)-1] != "" {
-		return key
+	if len(parts) < 4 || parts[len(parts)-1] != "" || len(parts)%2 != 0 {
+		return "", nil, false
 	}
-	parts = parts[1 : len(parts)-1] // the domain, and the empty tail
-	if len(parts)%2 != 0 || len(parts) == 0 {
-		return key
+	for i, p := range parts[:len(parts)-1] {
+		parts[i] = unescape(p)
 	}
-	var b strings.Builder
-	for i := 0; i < len(parts); i += 2 {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(unescape(parts[i]))
-		b.WriteByte('=')
-		b.WriteString(unescape(parts[i+1]))
-	}
-	return b.String()
+	return parts[0], parts[1 : len(parts)-1], true
 }
 
 // unescape undoes the key's percent-encoding of '%' and '_'.

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/internal/server/control"
+	"github.com/sluicehq/sluice/internal/server/storeurl"
+	"github.com/sluicehq/sluice/rls"
+)
+
+// setRLSAdmin turns on sluice rls's admin API (--admin-token-file, else
+// $SLUICE_ADMIN_TOKEN): resets through the store, overrides and
+// percentages shared through Redis when the store is Redis.
+func setRLSAdmin(srv *rls.Server, store *storeurl.Store, tokenFile string) error {
+	tok, err := control.LoadToken(tokenFile)
+	if err != nil {
+		return fmt.Errorf("%w: --admin-token-file: %v", errUsage, err)
+	}
+	actions, err := control.NewActions(srv.Registry())
+	if err != nil {
+		return err
+	}
+	if r := store.Redis; r != nil {
+		srv.SetAdmin(tok, r, r, actions)
+	} else {
+		srv.SetAdmin(tok, store.Memory, nil, actions)
+	}
+	return nil
+}
