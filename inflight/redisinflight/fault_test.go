@@ -202,3 +202,21 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		t.Error("a nil client was accepted")
 	}
 }
+
+// TestCanceledContext: a caller that gave up gets its context's error,
+// whatever the failure policy: an abandoned request is not admitted by a
+// fail-open policy, nor counted as a Redis failure.
+func TestCanceledContext(t *testing.T) {
+	e := standalone(t)
+	var failures atomic.Int64
+	s := newStore(t, e, redisinflight.Options{OnError: ratelimit.FailAllow, OnFailure: func(error) { failures.Add(1) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	l, d, err := s.Acquire(ctx, inflight.Request{Key: "k", Cap: 1})
+	if !errors.Is(err, context.Canceled) || d.Allowed || l.Held() {
+		t.Errorf("Acquire with a canceled context = %+v, %+v, %v; want context.Canceled", l, d, err)
+	}
+	if failures.Load() != 0 {
+		t.Errorf("%d failures reported for a canceled call", failures.Load())
+	}
+}

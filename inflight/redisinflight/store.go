@@ -232,6 +232,9 @@ func (s *Store) Acquire(ctx context.Context, req inflight.Request) (inflight.Lea
 		strconv.FormatInt(req.Cap, 10), strconv.FormatInt(req.Weight, 10),
 		strconv.FormatInt(req.TTL.Microseconds(), 10), m})
 	if err != nil {
+		if ctx.Err() != nil {
+			return inflight.Lease{}, inflight.Decision{}, err // the caller gave up: no policy applies
+		}
 		return s.fallback(ctx, req, err)
 	}
 	v, err := ints(reply, 3)
@@ -373,7 +376,7 @@ func (s *Store) Peek(ctx context.Context, key string) (int64, error) {
 		}
 		err = s.failed(fmt.Errorf("%w: peek replied %v", ErrScript, err))
 	}
-	if s.opts.OnError == ratelimit.FailLocal {
+	if s.opts.OnError == ratelimit.FailLocal && ctx.Err() == nil {
 		return s.local.Peek(ctx, key)
 	}
 	return 0, err
