@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -91,4 +92,14 @@ func ExampleStore_Renew() {
 	// Output:
 	// renewed: true true
 	// after release: inflight: lease expired or released
+}
+
+// Script returns the Lua the store runs, for review.
+func ExampleScript() {
+	src := redisinflight.Script("acquire")
+	fmt.Println(strings.Contains(src, "ZREMRANGEBYSCORE"), strings.Contains(src, "ZADD"))
+	fmt.Printf("%q\n", redisinflight.Script("nonesuch"))
+	// Output:
+	// true true
+	// ""
 }
