@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -390,8 +391,8 @@ func (d *decoder) parse(data []byte) *Config {
 			c.Store = d.str(v, "store")
 			if c.Store != "memory" {
 				u, err := url.Parse(c.Store)
-				if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "redis-cluster" && u.Scheme != "unix") {
-					d.add(v.Line, "store", "want memory or a redis://, rediss://, redis-cluster:// or unix:// URL, got %q", c.Store)
+				if err != nil || !slices.Contains([]string{"redis", "rediss", "redis-cluster", "rediss-cluster", "redis-sentinel", "unix"}, u.Scheme) {
+					d.add(v.Line, "store", "want memory or a redis://, rediss://, redis-cluster://, rediss-cluster://, redis-sentinel:// or unix:// URL, got %q", c.Store)
 				}
 			}
 		},

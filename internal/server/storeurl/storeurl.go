@@ -50,6 +50,24 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 	}
 	ro := opts.Redis
 	safe := Redact(raw)
+	dial, tc, err := rewrite(raw)
+	if err != nil {
+		return nil, fmt.Errorf("store %w", err)
+	}
+	if tc != nil {
+		if ro.TLSConfig != nil {
+			// The URL's files over what the caller set.
+			base := ro.TLSConfig.Clone()
+			if tc.RootCAs != nil {
+				base.RootCAs = tc.RootCAs
+			}
+			if len(tc.Certificates) > 0 {
+				base.Certificates = tc.Certificates
+			}
+			tc = base
+		}
+		ro.TLSConfig = tc
+	}
 	next := ro.OnHealth
 	ro.OnHealth = func(h redisstore.Health) {
 		if h.Connected {
@@ -61,7 +79,7 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 			next(h)
 		}
 	}
-	r, err := redisstore.Open(ctx, raw, ro)
+	r, err := redisstore.Open(ctx, dial, ro)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", safe, err)
 	}
