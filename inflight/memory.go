@@ -47,7 +47,8 @@ type MemoryOptions struct {
 	// (the store is already local).
 	OnFull ratelimit.FailurePolicy
 	// Shards is the number of independently locked shards, rounded up to
-	// a power of two. Zero means 64.
+	// a power of two, and halved while a shard would hold fewer than 16 of
+	// a positive MaxKeys. Zero means 64.
 	Shards int
 	// Resolution, when positive and Now is nil, replaces the clock read
 	// of every Acquire, Renew and Peek (about 35 ns on a cloud VM, a
@@ -61,8 +62,8 @@ type MemoryOptions struct {
 }
 
 // Memory is a Store in process memory. It is safe for concurrent use. It
-// starts no goroutine: expired leases are reclaimed when their key is
-// next used, so Close only marks it closed.
+// starts no goroutine (unless MemoryOptions.Resolution asks for a cached
+// clock): expired leases are reclaimed when their key is next used.
 //
 // Memory: a key with one or two leases in flight takes about 230 bytes of
 // heap (its map entry and its 192-byte record; TestMemoryBound), plus 36
@@ -163,6 +164,9 @@ func NewMemory(opts MemoryOptions) *Memory {
 		n = 64
 	}
 	n = 1 << bits.Len(uint(n-1))
+	for opts.MaxKeys > 0 && n > 1 && opts.MaxKeys/n < 16 {
+		n /= 2
+	}
 	m := &Memory{seed: maphash.MakeSeed(), shards: make([]shard, n), mask: uint64(n - 1), onFull: opts.OnFull}
 	switch {
 	case opts.MaxKeys == 0:

@@ -276,3 +276,24 @@ func TestStaleLeaseOnRecycledRecord(t *testing.T) {
 		t.Errorf("Len = %d, want at least the 20 held keys", s.Len())
 	}
 }
+
+// TestMaxKeysSmall: a bound smaller than the default shard count still
+// holds exactly.
+func TestMaxKeysSmall(t *testing.T) {
+	for _, maxKeys := range []int{1, 5, 8, 100, 1000} {
+		s := inflight.NewMemory(inflight.MemoryOptions{MaxKeys: maxKeys})
+		held := 0
+		for i := range 4 * maxKeys {
+			_, d, err := s.Acquire(ctx, inflight.Request{Key: fmt.Sprint("k", i), Cap: 1})
+			if err == nil && d.Allowed {
+				held++
+			}
+		}
+		if held > maxKeys || s.Len() > maxKeys {
+			t.Errorf("MaxKeys %d: %d keys admitted, Len %d", maxKeys, held, s.Len())
+		}
+		if held < maxKeys/2 {
+			t.Errorf("MaxKeys %d: only %d keys admitted", maxKeys, held)
+		}
+	}
+}
