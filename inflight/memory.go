@@ -76,7 +76,7 @@ type Memory struct {
 	clock    func() int64 // Unix ns; nil: wall + time.Since(base)
 	base     time.Time
 	wall     int64
-	perShard int          // 0: unbounded
+	perShard int // 0: unbounded
 	onFull   ratelimit.FailurePolicy
 	closed   atomic.Bool
 	stop     chan struct{} // closed by Close: stops the cached clock
