@@ -269,7 +269,19 @@ type scratch struct {
 	specs      []spec
 	idx        []int
 	ds         []ratelimit.Decision
+	// specArgs caches each spec's ARGV fields, formatted: a batch's
+	// limits are few and recur, so formatting them (up to five strings a
+	// spec) costs nothing after the first batch. Bounded: cleared when it
+	// passes maxSpecArgs.
+	specArgs map[shapedSpec][]string
 }
+
+type shapedSpec struct {
+	sh shape
+	sp spec
+}
+
+const maxSpecArgs = 256
 
 // exec runs one batch and returns its decisions, in sc. It waits for the
 // reply until deadline, the latest of its calls'.
@@ -344,13 +356,23 @@ func (s *Store) scriptArgs(sh shape, calls []*call, sc *scratch) {
 	distinct(calls, sc)
 	args := append(sc.args[:0], strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(sc.specs)))
 	for _, sp := range sc.specs {
-		if sh == shapeWindow {
-			args = appendSpec(args, sp)
-		} else if sh == shapeBucket {
-			args = append(args, strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10), strconv.FormatInt(sp.t, 10), strconv.FormatInt(sp.tau, 10))
-		} else {
-			args = append(args, strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10))
+		k := shapedSpec{sh, sp}
+		f, ok := sc.specArgs[k]
+		if !ok {
+			switch sh {
+			case shapeWindow:
+				f = appendSpec(nil, sp)
+			case shapeBucket:
+				f = []string{strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10), strconv.FormatInt(sp.t, 10), strconv.FormatInt(sp.tau, 10)}
+			default:
+				f = []string{strconv.FormatInt(sp.a, 10), strconv.FormatInt(sp.b, 10)}
+			}
+			if sc.specArgs == nil || len(sc.specArgs) >= maxSpecArgs {
+				sc.specArgs = make(map[shapedSpec][]string)
+			}
+			sc.specArgs[k] = f
 		}
+		args = append(args, f...)
 	}
 	log, many := sh == shapeLog, len(sc.specs) > 1
 	if log || many || perNow {
