@@ -122,6 +122,9 @@ func runOne(ctx context.Context, o Options, phases []sim.OverloadPhase, c sim.Ov
 		mu.Lock()
 		now := time.Since(start)
 		release, ok := adm.Admit()
+		if !ok {
+			run.Rejected(now, time.Since(start)-now) // the limiter's own time to refuse
+		}
 		run.Arrive(now, ok, inflight, capa())
 		if ok {
 			inflight++

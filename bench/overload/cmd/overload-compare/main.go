@@ -72,6 +72,13 @@ func main() {
 			}
 		}
 		fmt.Printf("mean limit at 5x (capacity %d): %s\n", *capacity, strings.Join(lim, ", "))
+		var rej []string
+		for _, run := range res.Runs {
+			if d := run.RejectionP99("5x"); d > 0 {
+				rej = append(rej, fmt.Sprintf("%s %v", run.Name, d))
+			}
+		}
+		fmt.Printf("p99 of a refusal at 5x (the limiter's call, in process): %s\n", strings.Join(rej, ", "))
 	}
 	write := func(name string, f func(*os.File) error) {
 		if name == "" {
