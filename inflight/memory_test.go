@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,5 +293,61 @@ func TestMaxKeysSmall(t *testing.T) {
 		if held < maxKeys/2 {
 			t.Errorf("MaxKeys %d: only %d keys admitted", maxKeys, held)
 		}
+	}
+}
+
+// TestConcurrentChurn: goroutines enter and leave 50 keys of cap 2 on one
+// shard, so keys are freed and their records recycled between keys all
+// the time, while leases are held: never more than the cap held on a key,
+// and at the end no lease left and at most the idle ring's keys.
+func TestConcurrentChurn(t *testing.T) {
+	const keys, capacity, workers = 50, 2, 8
+	rounds := 3000
+	if testing.Short() {
+		rounds = 300
+	}
+	s := inflight.NewMemory(inflight.MemoryOptions{Shards: 1, MaxKeys: -1})
+	var held [keys]atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for range rounds {
+				k := r.IntN(keys)
+				l, d, err := s.Acquire(ctx, inflight.Request{Key: fmt.Sprint("k", k), Cap: capacity})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !d.Allowed {
+					continue
+				}
+				if h := held[k].Add(1); h > capacity {
+					errs <- fmt.Errorf("key %d: %d held, cap %d", k, h, capacity)
+					return
+				}
+				held[k].Add(-1)
+				s.Release(ctx, l)
+				if r.IntN(4) == 0 {
+					s.Release(ctx, l) // a double release frees nothing
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for k := range keys {
+		if n, _ := s.Peek(ctx, fmt.Sprint("k", k)); n != 0 {
+			t.Errorf("key %d: %d in flight after every release", k, n)
+		}
+	}
+	if n := s.Len(); n > 4 {
+		t.Errorf("Len = %d after every release, want at most the 4 idle keys", n)
 	}
 }
