@@ -84,6 +84,7 @@ var allowed = map[string][]string{
 	"internal/testharness/twodoors":  {},
 	"internal/testharness/testcerts": {},
 	"internal/layering":              {},
+	"internal/docsrun":               {},
 	"abuse":                          {},
 }
 
