@@ -79,6 +79,7 @@ type Memory struct {
 	perShard int // 0: unbounded
 	onFull   ratelimit.FailurePolicy
 	closed   atomic.Bool
+	refused  atomic.Uint64 // new keys refused by a full store
 	stop     chan struct{} // closed by Close: stops the cached clock
 	done     chan struct{} // closed when the cached clock's goroutine ends
 }
@@ -266,6 +267,7 @@ func (m *Memory) Acquire(ctx context.Context, req Request) (l Lease, d Decision,
 		}
 		if m.perShard > 0 && len(sh.keys) >= m.perShard && !sh.makeRoom(now) {
 			sh.mu.Unlock()
+			m.refused.Add(1)
 			switch m.onFull {
 			case ratelimit.FailAllow, ratelimit.FailLocal:
 				d.Allowed = true
@@ -405,6 +407,18 @@ func (m *Memory) Len() int {
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// MemoryStats are a Memory store's figures, for metrics.
+type MemoryStats struct {
+	Keys     int    // keys held: with leases in flight, or idle for a moment (Len)
+	MaxKeys  int    // the bound on Keys after rounding; 0 when unbounded
+	Refusals uint64 // new keys refused because the store was full (OnFull applied)
+}
+
+// Stats returns the store's figures.
+func (m *Memory) Stats() MemoryStats {
+	return MemoryStats{Keys: m.Len(), MaxKeys: m.perShard * len(m.shards), Refusals: m.refused.Load()}
 }
 
 // Close marks the store closed: every method returns ErrClosed afterwards

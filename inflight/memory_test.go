@@ -52,8 +52,8 @@ func TestMaxKeys(t *testing.T) {
 					t.Errorf("full store: %+v, %v; want denied", d, err)
 				}
 			}
-			if n := s.Len(); n != 8 {
-				t.Errorf("Len = %d, want 8", n)
+			if st := s.Stats(); st.Keys != 8 || st.MaxKeys != 8 || st.Refusals != 1 {
+				t.Errorf("Stats = %+v, want 8 keys of 8, 1 refusal", st)
 			}
 			// A released key makes room.
 			s.Release(ctx, leases[3])
