@@ -19,12 +19,12 @@ type grpcTransportFlags struct {
 }
 
 func (t *grpcTransportFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&t.cert, "grpc-tls-cert", "", "PEM certificate chain `FILE`: serve gRPC over TLS (ALPN h2) with it and --grpc-tls-key, both reloaded when they change (envoyproxy/ratelimit's GRPC_SERVER_TLS_CERT)")
-	fs.StringVar(&t.key, "grpc-tls-key", "", "PEM private key `FILE` of --grpc-tls-cert (GRPC_SERVER_TLS_KEY)")
-	fs.StringVar(&t.clientCA, "grpc-tls-client-ca", "", "PEM CA bundle `FILE`: require gRPC clients to present a certificate it verifies (mTLS; GRPC_CLIENT_TLS_CACERT); reloaded when it changes")
-	fs.StringVar(&t.clientSAN, "grpc-tls-client-san", "", "with --grpc-tls-client-ca, the subject alternative `NAME` (DNS, URI, IP or e-mail) a client certificate must carry (GRPC_CLIENT_TLS_SAN)")
-	fs.DurationVar(&t.age, "max-connection-age", 24*time.Hour, "end each gRPC connection with GOAWAY after about this long (±10% jitter), so clients reconnect and spread over instances; 0: never (GRPC_MAX_CONNECTION_AGE)")
-	fs.DurationVar(&t.grace, "max-connection-age-grace", time.Hour, "after --max-connection-age, how long calls in flight have before the connection is closed; 0: as long as they take (GRPC_MAX_CONNECTION_AGE_GRACE)")
+	fs.StringVar(&t.cert, "grpc-tls-cert", "", "PEM certificate chain `FILE`: serve gRPC over TLS (ALPN h2) with it and --grpc-tls-key, both reloaded when they change")
+	fs.StringVar(&t.key, "grpc-tls-key", "", "PEM private key `FILE` of --grpc-tls-cert")
+	fs.StringVar(&t.clientCA, "grpc-tls-client-ca", "", "PEM CA bundle `FILE`: require gRPC clients to present a certificate it verifies (mTLS); reloaded when it changes")
+	fs.StringVar(&t.clientSAN, "grpc-tls-client-san", "", "with --grpc-tls-client-ca, the subject alternative `NAME` (DNS, URI, IP or e-mail) a client certificate must carry")
+	fs.DurationVar(&t.age, "max-connection-age", 24*time.Hour, "end each gRPC connection with GOAWAY after about this long (±10% jitter), so clients reconnect and spread over instances; 0: never")
+	fs.DurationVar(&t.grace, "max-connection-age-grace", time.Hour, "after --max-connection-age, how long calls in flight have before the connection is closed; 0: as long as they take")
 	fs.DurationVar(&t.idle, "max-connection-idle", 5*time.Minute, "end a gRPC connection with no call for this long (GOAWAY), freeing its --max-connections slot; 0: never")
 }
 

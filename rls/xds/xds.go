@@ -174,6 +174,7 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	defer conn.Close()
 	ads := discoverypb.NewAggregatedDiscoveryServiceClient(conn)
+	c.log.Info("xds: following the management server", "server", c.o.Server, "node", c.o.NodeID, "type", TypeURL)
 	delay := c.o.RetryMin
 	for {
 		start := time.Now()
@@ -200,7 +201,7 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) stream(ctx context.Context, ads discoverypb.AggregatedDiscoveryServiceClient) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st, err := ads.StreamAggregatedResources(sctx, grpc.WaitForReady(true))
+	st, err := ads.StreamAggregatedResources(sctx)
 	if err != nil {
 		return err
 	}
