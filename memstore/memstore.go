@@ -59,8 +59,8 @@ type Options struct {
 	// Memory is at most MaxBytesPerKey (200) bytes of heap per key of
 	// MaxKeys, whatever the mix of algorithms over time, plus 16 to 32
 	// bytes per request a sliding window log holds: 200 MiB at the
-	// default. A bucket key (GCRA, token, leaky) takes about 40 bytes in a
-	// full store (a 16-byte slot of a flat table at most half full, and 4
+	// default. A bucket key (GCRA, token, leaky) takes about 56 bytes in a
+	// full store (a 24-byte slot of a flat table at most half full, and 4
 	// bytes of packed limit), a window key up to about 95 (a 40-byte entry
 	// of a Go map, which grows by doubling), a sliding log about 135 with
 	// one entry. A shard's table and maps keep the room they once needed, so a
