@@ -382,7 +382,7 @@ func (r *OverloadRun) Sample(t time.Duration, limit, inflight int) {
 // OverloadRow is one contender in one phase.
 type OverloadRow struct {
 	Limiter, Phase string
-	GoodputRatio   float64 // goodput over the oracle's in the same phase
+	GoodputRatio   float64 // goodput over the oracle's in the same phase; NaN if the oracle had none
 	P99Ratio       float64 // p99 of admitted requests (past SteadyAfter) over the no-load p99; NaN if none completed
 	// SettleS is the time from the phase's start after which every bin has
 	// a p99 within 3x the no-load p99, with at least 90% of the oracle's
@@ -455,7 +455,10 @@ func OverloadSummary(runs []*OverloadRun, bin, steadyAfter time.Duration) (*Over
 			secs := (p.End - p.Start).Seconds()
 			row := OverloadRow{Limiter: r.Name, Phase: p.Name, CriticalSuccess: math.NaN(), SettleS: math.NaN()}
 			row.Goodput = float64(r.ph[i].good) / secs
-			row.GoodputRatio = float64(r.ph[i].good) / max(1, float64(oracle.ph[i].good))
+			row.GoodputRatio = math.NaN() // the oracle completed nothing in time: no reference
+			if oracle.ph[i].good > 0 {
+				row.GoodputRatio = float64(r.ph[i].good) / float64(oracle.ph[i].good)
+			}
 			p99 := percentile(lats(r, p, p.Start+steadyAfter), 0.99)
 			row.P99, row.P99Ratio = time.Duration(p99), p99/noLoad
 			if r.ph[i].arrivals > 0 {
@@ -518,7 +521,7 @@ func (r *OverloadResult) Table() Table {
 	t := Table{Columns: []Column{{"limiter", 0}, {"phase", 0}, {"goodput_ratio", 3}, {"p99_ratio", 2},
 		{"settle_s", 2}, {"false_reject_rate", 4}, {"critical_success", 4}}}
 	for _, row := range r.Rows {
-		t.Rows = append(t.Rows, []any{row.Limiter, row.Phase, row.GoodputRatio, orNil(row.P99Ratio),
+		t.Rows = append(t.Rows, []any{row.Limiter, row.Phase, orNil(row.GoodputRatio), orNil(row.P99Ratio),
 			orNil(row.SettleS), row.FalseRejectRate, orNil(row.CriticalSuccess)})
 	}
 	return t
