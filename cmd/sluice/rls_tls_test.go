@@ -12,6 +12,7 @@ import (
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -226,4 +227,39 @@ func dialInsecure(t *testing.T, addr string) *grpc.ClientConn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
+}
+
+// TestRLSMaxConnectionIdle: on both gRPC servers, a connection left
+// without calls gets GOAWAY and the client's channel goes idle; its next
+// call reconnects.
+func TestRLSMaxConnectionIdle(t *testing.T) {
+	for _, impl := range []string{"lean", "grpc-go"} {
+		t.Run(impl, func(t *testing.T) {
+			addr, _, _ := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+				"--grpc-server", impl, "--max-connection-idle", "100ms")
+			var dials atomic.Int64
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+					dials.Add(1)
+					return (&net.Dialer{}).DialContext(ctx, "tcp", a)
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := askOver(conn, 0); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(time.Minute) // a bound, not a timing assertion
+			for conn.GetState() != connectivity.Idle {
+				if time.Now().After(deadline) {
+					t.Fatalf("the channel is %v a minute after its last call, want IDLE (server's GOAWAY)", conn.GetState())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if _, err := askOver(conn, 0); err != nil || dials.Load() != 2 {
+				t.Fatalf("after the idle close: %v, %d dials; want an answer over a second connection", err, dials.Load())
+			}
+		})
+	}
 }
