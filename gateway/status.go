@@ -207,6 +207,9 @@ func parseIdentity(s string) (identity.Identity, error) {
 	case s == "":
 		return identity.Identity{}, errors.New("empty identity")
 	case strings.HasPrefix(s, "user:"):
+		if s == "user:" {
+			return identity.Identity{}, errors.New("empty user ID")
+		}
 		return identity.Identity{User: s[5:], Authenticated: true}, nil
 	case strings.HasPrefix(s, "ip:"):
 		a, err := netip.ParseAddr(s[3:])
