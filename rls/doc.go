@@ -31,6 +31,10 @@
 //     EnvoyHeaderNames) and Options.MetricLabels follow
 //     STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, LIMIT_*_HEADER and the
 //     Prometheus mapping's key1/key2 labels (docs/rls.md lists every setting);
+//   - Options.LocalCacheSize is LOCAL_CACHE_SIZE_IN_BYTES, the local
+//     over-limit cache, on any store (LocalCacheStats); Options.Statsd
+//     (DialStatsd) sends the stats with upstream's statsd names, summed in
+//     process and flushed on an interval as its gostats store does;
 //   - unlimited rules answer OK with limit_remaining 4294967295 and count
 //     nothing;
 //   - a matched rule's replaces drops the named rules matched by other
