@@ -25,6 +25,13 @@
 //	             fixed window and sliding window counter
 //	Windows      sliding window counter vs the exact log: wrong decisions and
 //	             the gap, Cloudflare's measure
+//	Overload     adaptive.Gradient and adaptive.Vegas on an I/O-bound service
+//	             at 0.5x, 2x, 5x of capacity, then capacity halved and
+//	             restored, against an oracle fixed limit and no limit
+//
+// OverloadCPU is the one part that is not a simulation: it drives a real
+// CPU-bound HTTP server (ServeCPU) in a process of its own over loopback,
+// in real time, for a bounded time; its figures depend on the machine.
 //
 // The command "sluice sim NAME" runs them; docs/simulations.md shows each
 // figure with the command that drew it.
