@@ -74,7 +74,8 @@ func TestMatchLine(t *testing.T) {
 // and a failing command, and checks that a wrong output is reported.
 func TestRun(t *testing.T) {
 	md := "```console\n" +
-		"$ python3 -c 'import http.server as h, sys; a, p = sys.argv[1].rsplit(\":\", 1); h.HTTPServer((a, int(p)), h.SimpleHTTPRequestHandler).serve_forever()' 127.0.0.1:8123 >/dev/null 2>&1 &\n" +
+		"$ DOCSRUN_SERVE=127.0.0.1:8123 \"$TESTBIN\" &\n" +
+		"serving on 127.0.0.1:8123\n" +
 		"$ curl -s -o /dev/null -w '%{http_code} from 127.0.0.1:8123\\n' http://127.0.0.1:8123/\n" +
 		"200 from 127.0.0.1:8123\n" +
 		"$ date +%s\n" +
@@ -86,7 +87,11 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Dir: t.TempDir(), Timeout: 10 * time.Second}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Dir: t.TempDir(), Timeout: 10 * time.Second, Env: append(os.Environ(), "TESTBIN="+self)}
 	if err := blocks[0].Run(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +99,10 @@ func TestRun(t *testing.T) {
 	err = bad[0].Run(context.Background(), opts)
 	if err == nil || !strings.Contains(err.Error(), "doc.md:2: $ echo one: output differs at line 1") {
 		t.Errorf("a wrong output: %v", err)
+	}
+	wrongLog, _ := Parse("doc.md", []byte("```console\n$ DOCSRUN_SERVE=127.0.0.1:8124 \"$TESTBIN\" &\nlistening on 127.0.0.1:8124\n```\n"))
+	if err := wrongLog[0].Run(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "its first lines differ") {
+		t.Errorf("a background command's wrong log: %v", err)
 	}
 	slow, _ := Parse("doc.md", []byte("```console\n$ sleep 5\n```\n"))
 	if err := slow[0].Run(context.Background(), Options{Dir: opts.Dir, Timeout: 200 * time.Millisecond}); err == nil ||

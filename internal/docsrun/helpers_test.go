@@ -1,9 +1,26 @@
 package docsrun
 
 import (
+	"fmt"
+	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
+	"testing"
 )
+
+// TestMain doubles as a tiny HTTP server for TestRun's background command:
+// with DOCSRUN_SERVE=ADDR the test binary serves 200s on ADDR and never
+// returns (Run kills it), so the test needs nothing but bash and curl.
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("DOCSRUN_SERVE"); addr != "" {
+		fmt.Println("serving on", addr)
+		err := http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
 
 func goCommand(dir string, args ...string) *exec.Cmd {
 	c := exec.Command("go", args...)
