@@ -321,12 +321,19 @@ func (l *limiter) release(t Token, rtt int64, dropped bool, now int64) {
 	l.mu.Lock()
 	if l.probing {
 		// Only requests admitted under the pinned limit measure the
-		// no-load latency.
-		if t.start >= l.probeStart && !dropped {
-			l.offer(rtt, &l.probeSeen)
+		// no-load latency. Drops count towards the end of the probe (a
+		// service that fails everything must not keep the limit pinned
+		// for ever) but not in the measure; with no success at all the
+		// baseline stays as it was.
+		if t.start >= l.probeStart {
+			if !dropped {
+				l.offer(rtt, &l.probeSeen)
+			}
 			l.probeN++
 			if l.probeN >= l.o.Probe.Samples {
-				l.minRTT = l.percentile(min(l.probeSeen, bufSize))
+				if l.probeSeen > 0 {
+					l.minRTT = l.percentile(min(l.probeSeen, bufSize))
+				}
 				l.probing = false
 				l.seen, l.drops, l.peak, l.windowStart = 0, 0, 0, now
 				l.rejected.Store(0)

@@ -356,3 +356,36 @@ func TestSample(t *testing.T) {
 		t.Errorf("baseline %v from the timed requests, want 200ms", got)
 	}
 }
+
+// TestProbeEndsOnDrops: a probe whose requests all fail still ends after
+// Samples of them, with the baseline unchanged and the limit restored:
+// a broken service does not keep the limit pinned for ever.
+func TestProbeEndsOnDrops(t *testing.T) {
+	clock := newClock()
+	g := NewGradient(GradientOptions{LimiterOptions: LimiterOptions{Now: clock.now, Initial: 40, Seed: 3,
+		Probe: ProbeOptions{Interval: time.Second, Jitter: -1, Samples: 8}}})
+	for g.Probing() {
+		driveWindows(clock, g, 1, 10*time.Millisecond)
+	}
+	for !g.Probing() {
+		driveWindows(clock, g, 1, 10*time.Millisecond)
+	}
+	baseline, pinned := g.MinRTT(), g.Limit()
+	for i := 0; g.Probing(); i++ {
+		if i > 8 {
+			t.Fatal("the probe did not end after 8 dropped requests")
+		}
+		tok, ok := g.Acquire()
+		if !ok {
+			t.Fatalf("refused under the pinned limit %d", pinned)
+		}
+		clock.t = clock.t.Add(time.Second)
+		tok.Dropped()
+	}
+	if got := g.MinRTT(); got != baseline {
+		t.Errorf("baseline %v after a probe of drops only, was %v", got, baseline)
+	}
+	if got := g.Limit(); got <= pinned {
+		t.Errorf("limit %d after the probe, pinned was %d: want it restored", got, pinned)
+	}
+}
