@@ -68,12 +68,36 @@ type Options struct {
 	// are forgotten (an adaptive one restarts from Adaptive.Initial). Zero
 	// means DefaultMaxHosts.
 	MaxHosts int
+	// BudgetMode says what to do with a budget a server announces
+	// (Announce): pace it over its window (BudgetPace, the zero value) or
+	// spend it as fast as the concurrency allows and then wait for the
+	// reset (BudgetSpend). Either way no more is sent than remains.
+	BudgetMode BudgetMode
 	// OnPause, when set, is called when a host pauses, with the pause's
 	// length.
 	OnPause func(host string, d time.Duration)
 	// Logger receives debug records of pauses. Nil means no logging.
 	Logger *slog.Logger
 }
+
+// BudgetMode is how a Limiter uses a budget a server announced.
+type BudgetMode uint8
+
+const (
+	// BudgetPace spreads what remains of a window's budget evenly until
+	// its reset (a token bucket's at its refill rate): smooth for the
+	// server, and a long job takes the windows its requests need.
+	BudgetPace BudgetMode = iota
+	// BudgetSpend sends what remains at once, as fast as the concurrency
+	// allows, and then waits for the reset: a short job ends up to one
+	// window sooner than paced, in bursts at each window's start. Still no
+	// more than what remains is sent, so nothing is refused.
+	BudgetSpend
+)
+
+// maxSpendRate is the rate of a host spending an announced budget: the
+// credit and the concurrency are what hold it.
+const maxSpendRate = 1e6
 
 // Limiter limits requests per host. It is safe for concurrent use.
 type Limiter struct {
@@ -93,6 +117,7 @@ type host struct {
 	mu         sync.Mutex
 	inflight   int           // requests holding a slot
 	sent       int           // requests holding a permit (past the bucket)
+	seq        uint64        // permits issued
 	wake       chan struct{} // closed when a slot frees up
 	pausedAt   time.Time     // start of the latest pause
 	pauseUntil time.Time
@@ -106,6 +131,18 @@ type host struct {
 	budgetRate  float64
 	budgetBurst int64
 	budgetUntil time.Time
+	// credit is what the latest announced window budget leaves for
+	// requests not yet sent; until creditUntil, the host pauses when it
+	// is spent, so that bursts between answers never send more than
+	// remains.
+	credit       int64
+	creditUntil  time.Time
+	creditPaused bool // the current pause is the credit's, lifted by new credit
+	// The window the latest answers speak of, and the fewest requests
+	// any of them said remain in it: answers arrive out of order, and an
+	// older one's larger count is stale.
+	winEnd time.Time
+	winMin int64
 	// ceiling caps the host's rate (a robots.txt Crawl-delay); 0 is none.
 	ceiling float64
 }
@@ -188,6 +225,7 @@ type Permit struct {
 	l     *Limiter
 	h     *host
 	start time.Time
+	seq   uint64 // the host's permits issued before this one
 	once  sync.Once
 }
 
@@ -270,8 +308,19 @@ func (l *Limiter) permit(h *host, now time.Time) *Permit {
 	h.mu.Lock()
 	h.lastUsed = now
 	h.sent++
+	h.seq++
+	seq := h.seq
+	if now.Before(h.creditUntil) {
+		h.credit--
+		if h.credit <= 0 && h.creditUntil.After(h.pauseUntil) {
+			h.pauseUntil, h.creditPaused = h.creditUntil, true
+			if h.rampEnd.Before(h.pauseUntil) {
+				h.rampEnd = h.pauseUntil
+			}
+		}
+	}
 	h.mu.Unlock()
-	return &Permit{l: l, h: h, start: now}
+	return &Permit{l: l, h: h, start: now, seq: seq}
 }
 
 // limit returns the host's current bucket limit.
@@ -284,8 +333,13 @@ func (l *Limiter) limit(h *host, now time.Time) ratelimit.Limit {
 	h.mu.Lock()
 	if now.Before(h.budgetUntil) {
 		// The server said what it will take: its pace replaces the
-		// adaptive guess and caps a fixed rate.
-		if h.ctrl != nil || h.budgetRate < rate {
+		// adaptive guess and caps a fixed rate. Spending, the credit
+		// bounds the host and the rate is as high as a bucket takes.
+		if math.IsInf(h.budgetRate, 1) {
+			if h.ctrl != nil {
+				rate, pacedBurst = maxSpendRate, max(h.credit, 1)
+			}
+		} else if h.ctrl != nil || h.budgetRate < rate {
 			rate, pacedBurst = h.budgetRate, max(h.budgetBurst, 1)
 		}
 	}
@@ -494,16 +548,54 @@ func (b Budget) bucket() bool {
 // With an adaptive rate the pace replaces it; a fixed rate is capped by it.
 // The pause after a spent budget has no ramp. A Reset of 0 or less says
 // nothing and is ignored.
+//
+// Limiter.Announce cannot tell which requests in flight the server had
+// counted, and assumes none; Permit.Announce, for the answer to that
+// permit's request, assumes those sent before it were.
 func (l *Limiter) Announce(host string, b Budget, now time.Time) {
 	if b.Reset <= 0 {
 		return
 	}
-	h := l.host(host, now)
+	l.announce(l.host(host, now), b, now, -1)
+}
+
+// Announce is Limiter.Announce for the answer to p's request: the server
+// counted it and, in all likelihood, the requests sent before it, so only
+// those sent after it may be missing from Remaining. Call it before Done.
+func (p *Permit) Announce(b Budget, now time.Time) {
+	if b.Reset <= 0 {
+		return
+	}
+	p.l.announce(p.h, b, now, int64(p.seq))
+}
+
+// announce applies b to h. seq is the permit the answer is for, or -1 when
+// unknown.
+func (l *Limiter) announce(h *host, b Budget, now time.Time, seq int64) {
+	paceReset := b.Reset
+	if b.Reset >= time.Second && b.Reset%time.Second == 0 {
+		// Whole seconds are rounded up: the true time left is anywhere in
+		// the second before. Pace to the middle of it. Pacing a little
+		// fast refuses nothing, since no more than what remains is sent
+		// (and pauses last to the rounded-up reset); pacing to it leaves a
+		// quarter of a short window's quota unused.
+		paceReset -= time.Second / 2
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	// The caller's own request still holds its permit; the others sent
-	// were counted by the server after this answer, or will be.
-	avail := b.Remaining - int64(max(h.sent-1, 0))
+	if end := now.Add(b.Reset); !b.bucket() && !h.winEnd.IsZero() && end.Sub(h.winEnd).Abs() <= time.Second {
+		b.Remaining = min(b.Remaining, h.winMin) // the same window: remaining only falls
+		h.winMin = b.Remaining
+	} else {
+		h.winEnd, h.winMin = end, b.Remaining
+	}
+	// Requests that may be missing from Remaining: all the others in
+	// flight, or with the permit known, those sent after it.
+	unseen := int64(max(h.sent-1, 0))
+	if seq >= 0 {
+		unseen = int64(h.seq) - seq
+	}
+	avail := b.Remaining - unseen
 	pause, until := b.Reset, now.Add(b.Reset)
 	bucket := b.bucket()
 	if bucket {
@@ -516,12 +608,31 @@ func (l *Limiter) Announce(host string, b Budget, now time.Time) {
 			if h.rampEnd.Before(end) {
 				h.rampEnd = end
 			}
+			// With requests remaining at the server, the requests in
+			// flight may already be counted in them: a later answer that
+			// says so lifts the pause.
+			h.creditPaused = b.Remaining > 0 && !bucket
 		}
 		if !bucket {
 			h.budgetRate, h.budgetUntil = 0, time.Time{}
+			h.credit, h.creditUntil = 0, time.Time{}
 			return
 		}
 		avail = 1
+	}
+	h.credit, h.creditUntil = avail, until
+	if h.creditPaused && now.Before(h.pauseUntil) && !bucket {
+		// Answers to requests sent before the credit ran out say more
+		// remains than was assumed: go on.
+		h.pauseUntil, h.rampEnd, h.creditPaused = now, now, false
+	}
+	if bucket {
+		h.credit, h.creditUntil = 0, time.Time{} // it refills as it goes
+	}
+	if l.o.BudgetMode == BudgetSpend && !bucket {
+		// No pace: the credit alone holds the host at what remains.
+		h.budgetRate, h.budgetBurst, h.budgetUntil = math.Inf(1), 0, until
+		return
 	}
 	if bucket {
 		h.budgetRate, h.budgetBurst = float64(b.Limit)/b.Window.Seconds(), 1
@@ -529,7 +640,7 @@ func (l *Limiter) Announce(host string, b Budget, now time.Time) {
 		// avail+1 intervals: the last request goes one interval before
 		// the reset rather than at it, where a reset rounded up to the
 		// second would push it into the next window.
-		h.budgetRate, h.budgetBurst = float64(avail+1)/b.Reset.Seconds(), 1
+		h.budgetRate, h.budgetBurst = float64(avail+1)/paceReset.Seconds(), 1
 	}
 	h.budgetUntil = until
 }
@@ -572,7 +683,7 @@ func (l *Limiter) Hosts() []HostState {
 		}
 		h.mu.Lock()
 		s.InFlight, s.Pauses, s.PausedFor = h.inflight, h.pauses, max(0, h.pauseUntil.Sub(now))
-		if now.Before(h.budgetUntil) && (h.ctrl != nil || h.budgetRate < s.Rate) {
+		if now.Before(h.budgetUntil) && !math.IsInf(h.budgetRate, 1) && (h.ctrl != nil || h.budgetRate < s.Rate) {
 			s.Rate, s.Paced = h.budgetRate, true
 		}
 		if h.ceiling > 0 && s.Rate > h.ceiling {

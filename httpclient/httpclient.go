@@ -95,6 +95,11 @@ type Options struct {
 	// and a spent budget's reset is the delay of a 403 or 429 that gives
 	// no Retry-After.
 	IgnoreBudgetHeaders bool
+	// BudgetMode is how an announced budget is used: paced over its
+	// window (hostlimit.BudgetPace, the zero value) or spent at once and
+	// then waited for (hostlimit.BudgetSpend). Neither sends more than
+	// remains.
+	BudgetMode hostlimit.BudgetMode
 	// MaxHosts bounds the hosts whose state (bucket, budget, breaker) is
 	// kept; idle ones beyond it are forgotten. Zero means 10 000.
 	MaxHosts int
@@ -151,7 +156,7 @@ func New(o Options) *Transport {
 	}
 	t.limiter = hostlimit.New(hostlimit.Options{
 		Rate: o.Rate, Burst: o.Burst, Concurrency: o.Concurrency, Adaptive: o.Adaptive,
-		Pause: o.Backoff, Ramp: o.Ramp, Store: o.Store, MaxHosts: o.MaxHosts, Logger: o.Logger,
+		Pause: o.Backoff, Ramp: o.Ramp, Store: o.Store, MaxHosts: o.MaxHosts, Logger: o.Logger, BudgetMode: o.BudgetMode,
 		OnPause: func(host string, d time.Duration) {
 			t.observe(Event{Kind: Pause, Host: host, Delay: d})
 		},
@@ -431,7 +436,7 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, 
 		ra, ok = retry.RetryAfter(resp.Header, now)
 		if !t.o.IgnoreBudgetHeaders {
 			if b, has := ParseBudget(resp.Header, now); has {
-				t.limiter.Announce(key, hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window}, now)
+				permit.Announce(hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window}, now)
 				if !ok && b.Exhausted() && sig == adaptive.Throttled {
 					ra = b.Reset // GitHub's 403/429 with X-RateLimit-Reset and no Retry-After
 				}

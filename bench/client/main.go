@@ -1,9 +1,23 @@
 // Command client compares polite HTTP clients side by side, in one run,
 // against the same throttling server: sluice's httpclient,
-// hashicorp/go-retryablehttp and failsafe-go's failsafehttp retry policy.
+// hashicorp/go-retryablehttp and failsafe-go's failsafehttp retry policy
+// (and, against the GitHub-style server, gofri/go-github-ratelimit, the
+// GitHub-specific peer).
 //
-//	cd bench && go run ./client                 # both scenarios, defaults below
+//	cd bench && go run ./client                 # every scenario, defaults below
 //	cd bench && go run ./client -n 1000 -rate 200
+//	cd bench && go run ./client -scenarios announced,github
+//
+// Scenarios:
+//
+//	retry-after  token bucket, 429 with Retry-After
+//	bare         token bucket, bare 429
+//	announced    sluice's own gateway (`sluice serve`, a real process):
+//	             a fixed window per client announced in the IETF RateLimit
+//	             and RateLimit-Policy fields, 429 with Retry-After
+//	github       GitHub's REST API's answers: X-RateLimit-* on every answer,
+//	             403 with Remaining 0 when the window's quota is spent, and
+//	             403 with Retry-After for a secondary limit on concurrency
 //
 // The server is a token bucket (memstore, the same code sluice's gateway
 // uses) on 127.0.0.1: -rate per second, bursts of -burst, answering 429
@@ -25,7 +39,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -35,8 +48,10 @@ import (
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/gofri/go-github-ratelimit/v2/github_ratelimit"
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/sluicehq/sluice/hostlimit"
 	"github.com/sluicehq/sluice/httpclient"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -48,15 +63,23 @@ func main() {
 	flag.Int64Var(&cfg.Rate, "rate", cfg.Rate, "server rate, requests per second")
 	flag.Int64Var(&cfg.Burst, "burst", cfg.Burst, "server burst")
 	flag.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "concurrent requests (workers) per client")
-	scenarios := flag.String("scenarios", "retry-after,bare", "comma-separated: retry-after, bare")
+	flag.DurationVar(&cfg.Window, "window", cfg.Window, "window of the announced and github scenarios (their quota is rate × window)")
+	scenarios := flag.String("scenarios", "retry-after,bare,announced,github", "comma-separated: retry-after, bare, announced, github")
 	flag.Parse()
 	ok := true
 	for _, sc := range strings.Split(*scenarios, ",") {
 		c := cfg
-		c.RetryAfter = sc == "retry-after"
-		results := Compare(context.Background(), c)
+		c.Scenario = sc
+		if sc == "announced" || sc == "github" {
+			c.Burst = 0
+		}
+		results, err := Compare(context.Background(), c)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "client:", err)
+			os.Exit(1)
+		}
 		Print(os.Stdout, c, results)
-		ok = ok && Target(results) == nil
+		ok = ok && Target(c, results) == nil
 		fmt.Println()
 	}
 	if !ok {
@@ -66,21 +89,22 @@ func main() {
 
 // Config is one scenario.
 type Config struct {
-	N           int   // requests per client
-	Rate, Burst int64 // the server's token bucket
-	Concurrency int   // workers per client
-	RetryAfter  bool  // the server sends Retry-After
+	Scenario    string        // retry-after, bare, announced or github
+	N           int           // requests per client
+	Rate, Burst int64         // the server's token bucket (announced, github: Rate × Window per window)
+	Window      time.Duration // the window of announced and github, whole seconds
+	Concurrency int           // workers per client
 }
 
 func defaultConfig() Config {
-	return Config{N: 600, Rate: 100, Burst: 10, Concurrency: 16, RetryAfter: true}
+	return Config{Scenario: "retry-after", N: 600, Rate: 100, Burst: 10, Window: 2 * time.Second, Concurrency: 16}
 }
 
 // Result is one client's run.
 type Result struct {
 	Client   string
-	Sent     int64 // requests the server saw
-	Code429  int64 // 429s the server sent
+	Sent     int64 // requests that reached the server (robots.txt aside)
+	Code429  int64 // answers refusing for a rate limit: 429s, and the 403s of the github scenario
 	Elapsed  time.Duration
 	Failed   int // requests that did not end in a 200
 	Requests int
@@ -97,7 +121,7 @@ func newTransport() *http.Transport {
 	return &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}
 }
 
-func clients(cfg Config) []client {
+func clients(cfg Config, base func() http.RoundTripper) []client {
 	do := func(c *http.Client) func(ctx context.Context, url string) (int, error) {
 		return func(ctx context.Context, url string) (int, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -117,12 +141,12 @@ func clients(cfg Config) []client {
 	// sluice: the defaults (AIMD from 2/s, recommended backoff, 7 attempts,
 	// 60 s cap, budget, breaker), with as many requests in flight per host
 	// as the peers have workers.
-	sl := httpclient.NewClient(httpclient.Options{Transport: newTransport(), Concurrency: cfg.Concurrency})
+	sl := httpclient.NewClient(httpclient.Options{Transport: base(), Concurrency: cfg.Concurrency})
 
 	// go-retryablehttp: its default policy and backoff (which honours
 	// Retry-After on 429/503), with the same caps.
 	rh := retryablehttp.NewClient()
-	rh.HTTPClient = &http.Client{Transport: newTransport()}
+	rh.HTTPClient = &http.Client{Transport: base()}
 	rh.Logger = nil
 	rh.RetryMax = 6
 	rh.RetryWaitMin = 500 * time.Millisecond
@@ -151,13 +175,28 @@ func clients(cfg Config) []client {
 		WithJitterFactor(0.5).
 		ReturnLastFailure().
 		Build()
-	fs := &http.Client{Transport: failsafehttp.NewRoundTripper(newTransport(), policy)}
+	fs := &http.Client{Transport: failsafehttp.NewRoundTripper(base(), policy)}
 
-	return []client{
+	out := []client{
 		{"sluice", do(sl)},
 		{"go-retryablehttp", rhGet},
 		{"failsafe-go", do(fs)},
 	}
+	if cfg.Scenario == "announced" || cfg.Scenario == "github" {
+		// sluice spending each announced budget at once, then waiting
+		// for its reset (hostlimit.BudgetSpend), rather than pacing it.
+		sp := httpclient.NewClient(httpclient.Options{Transport: base(), Concurrency: cfg.Concurrency, BudgetMode: hostlimit.BudgetSpend})
+		out = append(out, client{"sluice (spend)", do(sp)})
+	}
+	if cfg.Scenario == "github" {
+		// gofri/go-github-ratelimit: its defaults (secondary limits slept
+		// out; a spent primary limit fails requests until its reset, by
+		// design), wrapped in the same retry caps as failsafe-go so that
+		// a refused request is tried again.
+		gh := github_ratelimit.New(base())
+		out = append(out, client{"go-github-ratelimit", do(&http.Client{Transport: failsafehttp.NewRoundTripper(gh, policy)})})
+	}
+	return out
 }
 
 // server is the throttling server: one token bucket for everyone.
@@ -185,21 +224,43 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Compare runs every client against a fresh server of cfg, one after the
 // other, and returns their results, sluice first.
-func Compare(ctx context.Context, cfg Config) []Result {
-	var out []Result
-	for _, c := range clients(cfg) {
-		out = append(out, run(ctx, cfg, c))
+func Compare(ctx context.Context, cfg Config) ([]Result, error) {
+	var counters []*counting
+	base := func() http.RoundTripper {
+		c := &counting{base: newTransport()}
+		counters = append(counters, c)
+		return c
 	}
-	return out
+	var out []Result
+	for _, c := range clients(cfg, base) {
+		var tg target
+		switch cfg.Scenario {
+		case "retry-after", "bare":
+			tg = newBucketTarget(cfg)
+		case "github":
+			tg = newGitHubTarget(cfg)
+		case "announced":
+			g, err := newGatewayTarget(cfg)
+			if err != nil {
+				return nil, err
+			}
+			tg = g
+		default:
+			return nil, fmt.Errorf("unknown scenario %q", cfg.Scenario)
+		}
+		r := run(ctx, cfg, c, tg.URL())
+		tg.Close()
+		out = append(out, r)
+	}
+	// Each client's counters are those its transports were built with:
+	// clients() builds them in order, one base each.
+	for i := range out {
+		out[i].Sent, out[i].Code429 = counters[i].sent.Load(), counters[i].refused.Load()
+	}
+	return out, nil
 }
 
-func run(ctx context.Context, cfg Config, c client) Result {
-	store := memstore.New(memstore.Options{SweepInterval: -1})
-	defer store.Close()
-	srv := &server{store: store, limit: ratelimit.Limit{Rate: cfg.Rate, Period: time.Second, Burst: cfg.Burst}, retryAfter: cfg.RetryAfter}
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-
+func run(ctx context.Context, cfg Config, c client, url string) Result {
 	jobs := make(chan int)
 	var failed atomic.Int64
 	var wg sync.WaitGroup
@@ -207,7 +268,7 @@ func run(ctx context.Context, cfg Config, c client) Result {
 	for range cfg.Concurrency {
 		wg.Go(func() {
 			for i := range jobs {
-				code, err := c.get(ctx, fmt.Sprintf("%s/item/%d", hs.URL, i))
+				code, err := c.get(ctx, fmt.Sprintf("%s/item/%d", url, i))
 				if err != nil || code != http.StatusOK {
 					failed.Add(1)
 				}
@@ -219,16 +280,18 @@ func run(ctx context.Context, cfg Config, c client) Result {
 	}
 	close(jobs)
 	wg.Wait()
-	return Result{
-		Client: c.name, Sent: srv.sent.Load(), Code429: srv.n429.Load(),
-		Elapsed: time.Since(start), Failed: int(failed.Load()), Requests: cfg.N,
-	}
+	return Result{Client: c.name, Elapsed: time.Since(start), Failed: int(failed.Load()), Requests: cfg.N}
 }
 
-// Target checks sluice's result against the issue's target: at most a
-// fifth of the best peer's 429s, no slower than the fastest peer that
-// lost nothing, none lost.
-func Target(rs []Result) error {
+// Target checks sluice's result against the issue's targets. Against the
+// token buckets: at most a fifth of the best peer's 429s, no slower than
+// the fastest peer that lost nothing, none lost. Against a server that
+// announces its budget (announced, github): under 1% of requests refused,
+// no slower than the fastest peer that lost nothing, none lost.
+func Target(cfg Config, rs []Result) error {
+	if cfg.Scenario == "announced" || cfg.Scenario == "github" {
+		return announcedTarget(rs)
+	}
 	s := rs[0]
 	var problems []string
 	best429 := int64(-1)
@@ -256,16 +319,49 @@ func Target(rs []Result) error {
 	return nil
 }
 
+func announcedTarget(rs []Result) error {
+	s := rs[0]
+	var problems []string
+	var fastest time.Duration
+	for _, p := range rs[1:] {
+		if p.Failed == 0 && (fastest == 0 || p.Elapsed < fastest) {
+			fastest = p.Elapsed
+		}
+	}
+	if s.Failed != 0 {
+		problems = append(problems, fmt.Sprintf("sluice lost %d requests", s.Failed))
+	}
+	if s.Code429*100 >= s.Sent {
+		problems = append(problems, fmt.Sprintf("sluice was refused %d of %d requests (want < 1%%)", s.Code429, s.Sent))
+	}
+	if fastest > 0 && s.Elapsed > fastest {
+		problems = append(problems, fmt.Sprintf("sluice took %v, slower than the fastest peer that lost nothing (%v)", s.Elapsed, fastest))
+	}
+	if problems != nil {
+		return fmt.Errorf("target missed: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
 // Print writes the results as a table with ratios to sluice.
 func Print(w io.Writer, cfg Config, rs []Result) {
-	ra := "with Retry-After (whole seconds)"
-	if !cfg.RetryAfter {
-		ra = "bare 429, no Retry-After"
+	switch cfg.Scenario {
+	case "announced":
+		fmt.Fprintf(w, "server: sluice serve, fixed window of %d per %v per client, IETF RateLimit headers, 429 + Retry-After; %d requests per client, %d concurrent\n\n",
+			cfg.Rate*int64(cfg.Window/time.Second), cfg.Window, cfg.N, cfg.Concurrency)
+	case "github":
+		fmt.Fprintf(w, "server: GitHub-style, %d per %v window in X-RateLimit-*, 403 when spent; secondary limit above %d concurrent (403 + Retry-After); %d requests per client, %d concurrent\n\n",
+			cfg.Rate*int64(cfg.Window/time.Second), cfg.Window, cfg.Concurrency/2, cfg.N, cfg.Concurrency)
+	default:
+		ra := "with Retry-After (whole seconds)"
+		if cfg.Scenario == "bare" {
+			ra = "bare 429, no Retry-After"
+		}
+		fmt.Fprintf(w, "server: token bucket %d/s, burst %d, %s; %d requests per client, %d concurrent\n\n",
+			cfg.Rate, cfg.Burst, ra, cfg.N, cfg.Concurrency)
 	}
-	fmt.Fprintf(w, "server: token bucket %d/s, burst %d, %s; %d requests per client, %d concurrent\n\n",
-		cfg.Rate, cfg.Burst, ra, cfg.N, cfg.Concurrency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "client\t429s\tsent\tcompletion\tfailed\t429s ÷ sluice\ttime ÷ sluice\t")
+	fmt.Fprintln(tw, "client\trefused\tsent\tcompletion\tfailed\trefused ÷ sluice\ttime ÷ sluice\t")
 	s := rs[0]
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%d\t%s\t%.2f\t\n", r.Client, r.Code429, r.Sent,
@@ -273,9 +369,12 @@ func Print(w io.Writer, cfg Config, rs []Result) {
 			r.Elapsed.Seconds()/s.Elapsed.Seconds())
 	}
 	tw.Flush()
-	if err := Target(rs); err != nil {
+	switch err := Target(cfg, rs); {
+	case err != nil:
 		fmt.Fprintln(w, "\n"+err.Error())
-	} else {
+	case cfg.Scenario == "announced" || cfg.Scenario == "github":
+		fmt.Fprintln(w, "\ntarget met: sluice refused < 1%, no slower than the fastest peer that lost nothing, none lost")
+	default:
 		fmt.Fprintln(w, "\ntarget met: sluice ≤ 1/5 of the best peer's 429s, no slower, none lost")
 	}
 }

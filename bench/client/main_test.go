@@ -15,8 +15,11 @@ func TestCompare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three clients against a throttling server")
 	}
-	cfg := Config{N: 200, Rate: 100, Burst: 10, Concurrency: 16, RetryAfter: true}
-	rs := Compare(context.Background(), cfg)
+	cfg := Config{Scenario: "retry-after", N: 200, Rate: 100, Burst: 10, Concurrency: 16}
+	rs, err := Compare(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
 	Print(&out, cfg, rs)
 	t.Log("\n" + out.String())

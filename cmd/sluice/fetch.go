@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/hostlimit"
 	"github.com/sluicehq/sluice/httpclient"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/robots"
@@ -114,6 +115,7 @@ type fetchConfig struct {
 	burst, conc, maxAttempts      int
 	adapt, json, progress, domain bool
 	robots                        bool
+	budgetMode                    hostlimit.BudgetMode
 	maxDelay, timeout             time.Duration
 	backoff                       backoff.Strategy
 	outDir                        string
@@ -146,6 +148,7 @@ func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 	fs.Var(fetchHeaders{c.header}, "header", "same as -H")
 	fs.StringVar(&c.userAgent, "A", fetchUserAgent(), "the User-Agent `string`")
 	fs.StringVar(&c.userAgent, "user-agent", fetchUserAgent(), "same as -A")
+	budget := fs.String("budget", "pace", "what to do with the budget a server announces (RateLimit, X-RateLimit-*): pace (spread what remains until the reset) or spend (send it at once, then wait for the reset); neither sends more than remains")
 	fs.BoolVar(&c.robots, "robots", true, "obey robots.txt for the -A user agent (--robots=false to ignore it)")
 	fs.BoolVar(&c.domain, "by-domain", false, "limit per registrable domain (www.example.com and img.example.com together) instead of per host")
 	if err := parseFlags(fs, args); err != nil {
@@ -186,6 +189,14 @@ func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 	case c.timeout < 0:
 		return nil, fmt.Errorf("%w: --timeout %v is negative (0: none)", errUsage, c.timeout)
 	}
+	switch *budget {
+	case "pace":
+		c.budgetMode = hostlimit.BudgetPace
+	case "spend":
+		c.budgetMode = hostlimit.BudgetSpend
+	default:
+		return nil, fmt.Errorf("%w: --budget %q: want pace or spend", errUsage, *budget)
+	}
 	var err error
 	c.backoff, err = fetchBackoff(*strategy, *base, c.maxDelay)
 	return c, err
@@ -208,6 +219,7 @@ func (c *fetchConfig) clientOptions(st *fetchStats) httpclient.Options {
 	if c.robots {
 		opts.Robots = &robots.Options{UserAgent: c.userAgent}
 	}
+	opts.BudgetMode = c.budgetMode
 	if c.rate > 0 {
 		if c.adapt {
 			opts.Adaptive = adaptive.Options{Initial: c.rate, NoSlowStart: true}

@@ -111,11 +111,15 @@ func TestFetchGitHubStyle(t *testing.T) {
 	for i := range 12 {
 		urls = append(urls, fmt.Sprintf("%s/repos/%d", srv.URL, i))
 	}
-	sum, stderr, err := fetchJSON(t, urls...)
-	if err != nil || sum.Failed != 0 {
-		t.Fatalf("github-style: %+v, err %v, stderr %s; want 0 failed", sum, err, stderr)
+	for _, mode := range []string{"pace", "spend"} {
+		sum, stderr, err := fetchJSON(t, append([]string{"--budget", mode}, urls...)...)
+		if err != nil || sum.Failed != 0 {
+			t.Fatalf("github-style, --budget %s: %+v, err %v, stderr %s; want 0 failed", mode, sum, err, stderr)
+		}
+		mu.Lock()
+		t.Logf("--budget %s: 12 URLs in %v ms, %d refused so far", mode, sum.ElapsedMS, refused)
+		mu.Unlock()
 	}
-	t.Logf("12 URLs in %v ms, %d refused", sum.ElapsedMS, refused)
 }
 
 // TestFetchSluiceServe: against sluice's own gateway, which sends the IETF

@@ -22,7 +22,7 @@ const module = "github.com/sluicehq/sluice"
 // but the standard library and each other (the core).
 var allowed = map[string][]string{
 	// The command: the only importer of the transport.
-	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry",
+	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry",
 		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl", "internal/server/tlsreload", "internal/server/control"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
