@@ -481,3 +481,135 @@ routes:
 		t.Errorf("after the requests ended: %d", r.code)
 	}
 }
+
+// FuzzConcurrencyConfig: the concurrency sections, mangled, give a config
+// or every problem with its line, never a panic; a config that parses
+// builds a gateway.
+func FuzzConcurrencyConfig(f *testing.F) {
+	f.Add([]byte("upstream: builtin:echo\nin_flight: {max: 100}\nshedding: {utilization: {capacity: 10}, fleet: {cap: 10, reserved: 0.2}}\nroutes: [{path: /, priority: critical, adaptive: {algorithm: vegas}}]\n"))
+	f.Add([]byte("upstream: builtin:echo\nshedding: {classes: [a, b, c], default_class: b, methods: {GET: a}, tiers: {x: c}, fleet: {cap: 3, critical_from: b}}\nroutes: [{path: /, in_flight: {max: 0}}]\n"))
+	f.Add([]byte("upstream: builtin:echo\nshedding: {classes: [], tiers: [1], methods: 7, utilization: {capacity: 1, threshold: .nan}}\nroutes: [{path: /, priority: [x]}]\n"))
+	f.Add([]byte("upstream: builtin:echo\nshedding: {utilization: {capacity: 5, threshold: 1e309, full: -0}}\nroutes: [{path: /, adaptive: {min: 9, initial: 3}}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := gateway.Parse("fuzz.yaml", data)
+		if err != nil {
+			var errs *rules.Errors
+			if !errors.As(err, &errs) || len(*errs) == 0 {
+				t.Fatalf("Parse error %v is not a non-empty *rules.Errors", err)
+			}
+			return
+		}
+		if cfg.Shedding == nil && !strings.Contains(string(data), "adaptive") && cfg.InFlight == nil {
+			return
+		}
+		g, err := gateway.New(t.Context(), cfg, gateway.Options{})
+		if err != nil {
+			t.Fatalf("a config that parses does not build: %v", err)
+		}
+		g.Close()
+	})
+}
+
+// A client cannot raise its own priority: the priority header is believed
+// only from a trusted proxy. With every GET being shed, a GET from an
+// untrusted peer that claims to be critical is shed too, and the same
+// header from the trusted proxy is served.
+func TestPriorityHeaderOnlyFromTrustedProxyE2E(t *testing.T) {
+	t.Parallel()
+	up := newSlowUpstream(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := startWith(t, fmt.Sprintf(`
+upstream: %s
+identity:
+  trusted_proxies: [127.0.0.1]
+shedding:
+  priority_header: X-Sluice-Priority
+  utilization: {capacity: 2, threshold: 0.4, full: 1.4, ramp: 1s}
+routes:
+  - path: /
+`, up.URL), gateway.Options{Now: clock})
+	long := &http.Client{}
+	t.Cleanup(long.CloseIdleConnections)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); do(t, long, "POST", s.url+"/slow", "X-Sluice-Priority", "critical") }()
+		<-up.entered
+	}
+	trusted, client := clientFrom(t, "127.0.0.1"), clientFrom(t, "127.0.0.2")
+	// Two updates: the second measures 2 of 2 busy (utilization 1, target
+	// (1-0.4)/(1.4-0.4) = 0.6), and the ramp of one interval jumps there:
+	// test and GETs all shed, POSTs 40%, critical none.
+	for range 2 {
+		mu.Lock()
+		now = now.Add(time.Second)
+		mu.Unlock()
+		do(t, trusted, "GET", s.url+"/fast", "X-Sluice-Priority", "critical")
+	}
+	if r := do(t, client, "GET", s.url+"/fast", "X-Sluice-Priority", "critical"); r.code != 503 {
+		t.Errorf("untrusted GET claiming critical: %d, want 503 (shed as the GET it is)", r.code)
+	}
+	if r := do(t, client, "GET", s.url+"/fast"); r.code != 503 {
+		t.Errorf("untrusted GET: %d, want 503", r.code)
+	}
+	if r := do(t, trusted, "GET", s.url+"/fast", "X-Sluice-Priority", "critical"); r.code != 200 {
+		t.Errorf("GET the trusted proxy says is critical: %d, want 200", r.code)
+	}
+	up.Release()
+	wg.Wait()
+}
+
+// Redis down when the gateway starts does not keep it from starting: the
+// in-flight cap answers with on_store_error (allow) until Redis is back,
+// then holds again.
+func TestInFlightRedisDownAtStartE2E(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	rs.Kill()
+	up := newSlowUpstream(t)
+	s := startWith(t, fmt.Sprintf(`
+upstream: %s
+store: %s
+on_store_error: allow
+in_flight: {max: 1}
+routes:
+  - path: /
+`, up.URL, rs.URL()), gateway.Options{})
+	c := clientFrom(t, "127.0.0.2")
+	for range 3 {
+		if r := do(t, c, "GET", s.url+"/fast"); r.code != 200 {
+			t.Fatalf("Redis down, on_store_error allow: %d %s, want 200", r.code, r.body)
+		}
+	}
+	must(t, rs.Restart())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer up.Release()
+	long := &http.Client{}
+	t.Cleanup(long.CloseIdleConnections)
+	// The store reconnects at most once a second: poll until a slow
+	// request holds the caller's only slot and the next one is refused.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res := make(chan int, 1)
+		wg.Add(1)
+		go func() { defer wg.Done(); res <- do(t, long, "GET", s.url+"/slow").code }()
+		select {
+		case <-up.entered: // admitted (with a lease, or without while Redis is away)
+			if r := do(t, c, "GET", s.url+"/fast"); r.code == 429 {
+				return
+			}
+		case code := <-res: // refused: an earlier slow request holds the slot in Redis
+			if code == 429 {
+				return
+			}
+			t.Fatalf("slow request: %d", code)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Redis back for 20 s and the in-flight cap still not enforced")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
