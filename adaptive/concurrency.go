@@ -89,19 +89,21 @@ func (t Token) Ignore() {
 // is lower than the baseline lowers it, and nothing else can raise it, so
 // a long overload cannot drag the baseline up with it (one of the two bugs
 // in the history of these controllers: a baseline that follows the
-// overloaded latency makes the limit stop falling). Every Interval, plus a
-// random Jitter (so that a fleet does not probe in step, as Envoy's
-// adaptive_concurrency filter does), the baseline is measured afresh, since
-// the service may really have become slower. The very first baseline is
-// measured the same way, under a limit of First: starting at Initial
-// would take a baseline already queued in a service whose knee is below
-// Initial (a CPU-bound server with two cores queues past two). Then, if
-// the last window was far
-// from the limit (the peak in flight under half of it, nothing refused) its
-// latency is a no-load latency and becomes the baseline; otherwise the
-// limit is pinned to Factor of itself until Samples requests admitted under
-// the pinned limit have completed, and their latency (at Percentile)
-// becomes the baseline, then the limit comes back.
+// overloaded latency makes the limit stop falling).
+//
+// Every Interval, plus a random Jitter (so that a fleet does not probe in
+// step, as Envoy's adaptive_concurrency filter does), the baseline is
+// measured afresh, since the service may really have become slower. If the
+// last window was far from the limit (the peak in flight under half of it,
+// nothing refused), its latency is a no-load latency and becomes the
+// baseline. Otherwise the limit is pinned to Factor of itself until
+// Samples requests admitted under the pinned limit have completed; their
+// latency (at Percentile) becomes the baseline, and the limit comes back.
+//
+// The very first baseline is measured the same way, under a limit of
+// First, before the limit starts at Initial: a baseline taken at Initial
+// would already be queued in a service whose knee is below it (a
+// CPU-bound server with two cores queues past two requests).
 type ProbeOptions struct {
 	Interval time.Duration // 0 means 30 s; negative never measures (the first window's latency is the baseline)
 	Jitter   float64       // extra delay, up to this fraction of Interval; 0 means 0.15, negative none
