@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -352,6 +353,11 @@ func (d *decoder) checkConcurrency(c *Config, lines []int) {
 	s := c.Shedding
 	if s != nil && s.PriorityHeader != "" && len(c.Identity.TrustedProxies) == 0 {
 		d.add(s.hdrLine, "shedding.priority_header", "the priority header is believed only from identity.trusted_proxies, and there are none")
+	}
+	if s != nil && s.PriorityHeader != "" && !slices.Contains(c.Identity.StripHeaders, s.PriorityHeader) {
+		// Like the user and tier headers: removed from what an untrusted
+		// peer sends, so the upstream cannot be told a priority either.
+		c.Identity.StripHeaders = append(c.Identity.StripHeaders, s.PriorityHeader)
 	}
 	for i, r := range c.Routes {
 		if r.Priority == "" {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,14 +159,16 @@ routes:
 // held until release is closed (or the test ends); others answer at once.
 type slowUpstream struct {
 	*httptest.Server
-	entered chan string
-	release chan struct{}
-	once    sync.Once
+	priority atomic.Value // the X-Sluice-Priority of the last request
+	entered  chan string
+	release  chan struct{}
+	once     sync.Once
 }
 
 func newSlowUpstream(t *testing.T) *slowUpstream {
 	u := &slowUpstream{entered: make(chan string, 1000), release: make(chan struct{})}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.priority.Store(r.Header.Get("X-Sluice-Priority"))
 		if strings.Contains(r.URL.Path, "/slow") {
 			u.entered <- r.URL.Path
 			select {
@@ -554,8 +557,12 @@ routes:
 	if r := do(t, client, "GET", s.url+"/fast"); r.code != 503 {
 		t.Errorf("untrusted GET: %d, want 503", r.code)
 	}
-	if r := do(t, trusted, "GET", s.url+"/fast", "X-Sluice-Priority", "critical"); r.code != 200 {
-		t.Errorf("GET the trusted proxy says is critical: %d, want 200", r.code)
+	if r := do(t, trusted, "GET", s.url+"/fast", "X-Sluice-Priority", "critical"); r.code != 200 || up.priority.Load() != "critical" {
+		t.Errorf("GET the trusted proxy says is critical: %d, upstream saw %q; want 200, critical", r.code, up.priority.Load())
+	}
+	// An untrusted peer's priority header does not reach the upstream.
+	if r := do(t, client, "POST", s.url+"/fast", "X-Sluice-Priority", "critical"); r.code == 200 && up.priority.Load() != "" {
+		t.Errorf("upstream saw the untrusted peer's priority %q", up.priority.Load())
 	}
 	up.Release()
 	wg.Wait()
@@ -611,5 +618,44 @@ routes:
 			t.Fatal("Redis back for 20 s and the in-flight cap still not enforced")
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// A reload that leaves the utilization settings alone keeps the shedder:
+// what is in flight is still counted.
+func TestReloadKeepsTheUtilizationShedder(t *testing.T) {
+	t.Parallel()
+	up := newSlowUpstream(t)
+	cfg := fmt.Sprintf("upstream: %s\nshedding: {utilization: {capacity: 10}}\nroutes:\n  - path: /\n", up.URL)
+	s := startWith(t, cfg, gateway.Options{})
+	long := &http.Client{}
+	t.Cleanup(long.CloseIdleConnections)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() { defer wg.Done(); do(t, long, "GET", s.url+"/slow") }()
+		<-up.entered
+	}
+	c := clientFrom(t, "127.0.0.2")
+	inFlight := func() string {
+		for _, l := range strings.Split(get(t, c, s.admin+"/metrics").body, "\n") {
+			if strings.HasPrefix(l, "sluice_gateway_utilization_in_flight ") {
+				return strings.TrimPrefix(l, "sluice_gateway_utilization_in_flight ")
+			}
+		}
+		return "absent"
+	}
+	if got := inFlight(); got != "3" {
+		t.Fatalf("in flight before the reload: %s, want 3", got)
+	}
+	must(t, os.WriteFile(s.file, []byte(cfg+"  - path: /v2/\n"), 0o644))
+	must(t, s.g.ReloadFile(s.file))
+	if got := inFlight(); got != "3" {
+		t.Errorf("in flight after a reload that kept the shedder's settings: %s, want 3", got)
+	}
+	up.Release()
+	wg.Wait()
+	if got := inFlight(); got != "0" {
+		t.Errorf("in flight after the requests ended: %s, want 0", got)
 	}
 }
