@@ -22,7 +22,7 @@ type VegasOptions struct {
 // and, with L = log10(limit):
 //
 //	queue ≤ L:            limit + Beta·L   (no queue: grow fast)
-//	queue < Alpha·L:      limit + L
+//	queue < Alpha·L:      limit + L, or + Beta·L if the window refused requests
 //	queue > Beta·L:       limit − max(L, (queue − Beta·L)/2)
 //	otherwise:            held
 //
@@ -31,6 +31,11 @@ type VegasOptions struct {
 // between Min and Max. The cut above Beta removes half the excess queue
 // per window, not L alone, so that a service whose capacity halves is back
 // to a short queue within a few windows rather than after tens of them.
+// And a window that refused requests while the queue stayed under Alpha·L
+// grows as fast as one with no queue: the estimate of a short queue is
+// noisy (the median latency of a window moves a few percent), and demand
+// waiting at the door is the surest sign of room, so a service whose
+// capacity comes back is found in a few windows too.
 //
 // A Vegas is safe for concurrent use.
 type Vegas struct {
@@ -70,6 +75,9 @@ func (v *vegas) next(limit float64, w window) float64 {
 	case queue < v.alpha*lg:
 		if appLimited {
 			return limit
+		}
+		if w.rejected > 0 {
+			return limit + v.beta*lg // refused demand and a short queue
 		}
 		return limit + lg
 	case queue > v.beta*lg:
