@@ -218,9 +218,9 @@ type Server struct {
 	dynMeta     bool
 	ops         *ops // /status and the admin API (status.go)
 
-	healthyWithConfig bool // Options.HealthyWithConfig (configHealth)
-	lc          *localCache     // nil: no local over-limit cache
-	sdRequests  gostats.Counter // ratelimit_server.ShouldRateLimit.total_requests; nil without statsd
+	healthyWithConfig bool            // Options.HealthyWithConfig (configHealth)
+	lc                *localCache     // nil: no local over-limit cache
+	sdRequests        gostats.Counter // ratelimit_server.ShouldRateLimit.total_requests; nil without statsd
 }
 
 var _ pb.RateLimitServiceServer = (*Server)(nil)
