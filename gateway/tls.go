@@ -79,6 +79,9 @@ func (g *Gateway) serveTLS(pub *http.Server, ln net.Listener, t *TLSConfig) erro
 	if err != nil {
 		return err
 	}
+	if err := r.Register(g.registry, "public"); err != nil {
+		g.log.Warn("gateway: TLS metrics not registered", "err", err)
+	}
 	pub.TLSConfig = r.Config()
 	pub.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // HTTP/1.1 only
 	if cs := pub.ConnState; cs != nil {

@@ -91,7 +91,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.gcPercent > 0 {
 		defer debug.SetGCPercent(debug.SetGCPercent(f.gcPercent))
 	}
-	tr, err := f.tr.transport(log)
+	tr, err := f.tr.transport(log, srv.Registry())
 	if err != nil {
 		return err
 	}

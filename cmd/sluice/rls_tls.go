@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/internal/server/tlsreload"
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/rls"
@@ -53,8 +55,9 @@ func (t *grpcTransportFlags) mode() string {
 	return "h2c"
 }
 
-// transport loads the certificate files (the first load must succeed).
-func (t *grpcTransportFlags) transport(log *slog.Logger) (rls.Transport, error) {
+// transport loads the certificate files (the first load must succeed)
+// and registers the certificate's metrics with reg.
+func (t *grpcTransportFlags) transport(log *slog.Logger, reg prometheus.Registerer) (rls.Transport, error) {
 	tr := rls.Transport{MaxConnectionAge: t.age, MaxConnectionAgeGrace: t.grace, MaxConnectionIdle: t.idle}
 	if t.cert == "" {
 		return tr, nil
@@ -66,6 +69,9 @@ func (t *grpcTransportFlags) transport(log *slog.Logger) (rls.Transport, error) 
 	r, err := tlsreload.New(o)
 	if err != nil {
 		return tr, fmt.Errorf("rls: grpc %w", err)
+	}
+	if err := r.Register(reg, "grpc"); err != nil {
+		return tr, fmt.Errorf("rls: %w", err)
 	}
 	tr.TLS = r.Config()
 	return tr, nil

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -101,7 +103,7 @@ func TestRLSTLS(t *testing.T) {
 	for _, impl := range []string{"lean", "grpc-go"} {
 		t.Run(impl, func(t *testing.T) {
 			x := newRLSTLS(t)
-			addr, _, logs := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+			addr, httpAddr, logs := startRLS(t, "--config-dir", rlsConfigDir(t), "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
 				"--grpc-server", impl, "--grpc-tls-cert", x.cert, "--grpc-tls-key", x.key)
 			codes, err := askOver(dialTLS(t, addr, x.clientCreds(nil)), 1, 6)
 			if err != nil || codes[0] != pb.RateLimitResponse_OK || codes[1] != pb.RateLimitResponse_OVER_LIMIT {
@@ -121,6 +123,15 @@ func TestRLSTLS(t *testing.T) {
 			}
 			if _, err = askOver(dialTLS(t, addr, x.clientCreds(nil)), 1); err != nil {
 				t.Fatalf("over TLS with the new certificate: %v", err)
+			}
+			resp, err := http.Get("http://" + httpAddr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !contains(string(body), `sluice_tls_reloads_total{listener="grpc"} 1`) || !contains(string(body), "sluice_tls_certificate_not_after_seconds") {
+				t.Errorf("/metrics lacks the TLS reload count or expiry")
 			}
 			if !contains(logs.String(), "grpc_tls=tls") || !contains(logs.String(), "certificate reloaded") {
 				t.Errorf("logs lack grpc_tls=tls or the reload:\n%s", logs)

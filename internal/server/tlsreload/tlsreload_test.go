@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/internal/server/tlsreload"
 	"github.com/sluicehq/sluice/internal/testharness/testcerts"
@@ -268,4 +273,39 @@ func BenchmarkHandshake(b *testing.B) {
 		c.Close()
 		s.Close()
 	}
+}
+
+func TestRegister(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA("ca")
+	p := ca.Server("s")
+	certFile, keyFile, _ := p.Write(dir, "s")
+	r, err := tlsreload.New(tlsreload.Options{CertFile: certFile, KeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := r.Register(reg, "grpc"); err != nil {
+		t.Fatal(err)
+	}
+	ca.Server("s2").Write(dir, "s")
+	r.Config().GetConfigForClient(nil)
+	want := fmt.Sprintf(`
+# HELP sluice_tls_reloads_total Certificate reloads that succeeded after the files changed.
+# TYPE sluice_tls_reloads_total counter
+sluice_tls_reloads_total{listener="grpc"} 1
+`)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_tls_reloads_total"); err != nil {
+		t.Fatal(err)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "sluice_tls_certificate_not_after_seconds" {
+			if got := int64(mf.GetMetric()[0].GetGauge().GetValue()); got != r.Leaf().NotAfter.Unix() || got < time.Now().Unix() {
+				t.Fatalf("not_after %d, want %d", got, r.Leaf().NotAfter.Unix())
+			}
+			return
+		}
+	}
+	t.Fatal("no sluice_tls_certificate_not_after_seconds")
 }
