@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
@@ -61,12 +62,28 @@ func shown(err error) error { return shownError{err} }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, asRatelimit(os.Args[0], os.Args[1:]), os.Stdout, os.Stderr)
 	interrupted := ctx.Err() != nil // before stop, which cancels ctx too
 	stop()
 	if code := exitCode(err, interrupted, os.Stderr); code != 0 {
 		os.Exit(code)
 	}
+}
+
+// asRatelimit returns args as sluice runs them when invoked as argv0:
+// named ratelimit, as envoyproxy/ratelimit's binary is (/bin/ratelimit in
+// its image and in the Deployment Envoy Gateway generates), sluice is
+// sluice rls unless args name a command.
+func asRatelimit(argv0 string, args []string) []string {
+	if filepath.Base(argv0) != "ratelimit" {
+		return args
+	}
+	if len(args) > 0 {
+		if _, ok := lookup(args[0]); ok || args[0] == "--version" || args[0] == "-version" {
+			return args
+		}
+	}
+	return append([]string{"rls"}, args...)
 }
 
 // exitCode prints err (unless run already did) and returns the exit

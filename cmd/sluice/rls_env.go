@@ -68,23 +68,23 @@ var upstreamVars = []upstreamVar{
 	{"GRPC_SERVER_TLS_CA_CERT", "", "no effect", nil, "Envoy Gateway sets it, but envoyproxy/ratelimit never reads it (its client CA is GRPC_CLIENT_TLS_CACERT); sluice does as upstream"},
 	{"LOG_LEVEL", "WARN", "same", []string{"log-level"}, "trace and debug are debug, warning is warn, fatal and panic are error; any case; unset, sluice logs from info"},
 	{"LOG_FORMAT", "text", "same", []string{"log-format"}, "json or text"},
-	{"CONFIG_TYPE", "FILE", "refused", nil, "FILE reads RUNTIME_*; GRPC_XDS_SOTW is refused: no xDS client in this build"},
-	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "no effect", nil, "with files the first configuration is read at start, as upstream's file provider does"},
-	{"CONFIG_GRPC_XDS_NODE_ID", "default", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW, as upstream"},
-	{"CONFIG_GRPC_XDS_NODE_METADATA", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "3s", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_SERVER_USE_TLS", "false", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "10s", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"XDS_CLIENT_BACKOFF_JITTER", "true", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", "no effect", nil, "read only with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"CONFIG_TYPE", "FILE", "mapped", []string{"config-type"}, "FILE reads RUNTIME_*; GRPC_XDS_SOTW is --config-type xds and reads CONFIG_GRPC_XDS_*"},
+	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "no effect", nil, "with xDS sluice always starts at once, with no rules until the first snapshot (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED keeps it not ready until then); with files the first configuration is read at start"},
+	{"CONFIG_GRPC_XDS_NODE_ID", "default", "same", []string{"xds-node-id"}, "with CONFIG_TYPE=GRPC_XDS_SOTW"},
+	{"CONFIG_GRPC_XDS_NODE_METADATA", "", "refused", nil, "refused when set with xDS: the node carries no metadata"},
+	{"CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", "same", []string{"xds-server"}, "with CONFIG_TYPE=GRPC_XDS_SOTW, the same default"},
+	{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "3s", "no effect", nil, "sluice redials with its own backoff"},
+	{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", "refused", nil, "refused when set with xDS: no extra headers on the stream"},
+	{"CONFIG_GRPC_XDS_SERVER_USE_TLS", "false", "mapped", []string{"xds-tls-cert", "xds-tls-key", "xds-tls-ca"}, "true connects with TLS, with the three below"},
+	{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "", "mapped", []string{"xds-tls-cert"}, "with CONFIG_GRPC_XDS_SERVER_USE_TLS=true"},
+	{"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "", "mapped", []string{"xds-tls-key"}, "with CONFIG_GRPC_XDS_SERVER_USE_TLS=true"},
+	{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "", "mapped", []string{"xds-tls-ca"}, "with CONFIG_GRPC_XDS_SERVER_USE_TLS=true"},
+	{"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "", "refused", nil, "refused when set with xDS: the server's name is verified as the address's host"},
+	{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "10s", "no effect", nil, "sluice redials with its own backoff"},
+	{"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", "no effect", nil, "sluice redials with its own backoff"},
+	{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", "no effect", nil, "sluice redials with its own backoff"},
+	{"XDS_CLIENT_BACKOFF_JITTER", "true", "no effect", nil, "sluice redials with its own backoff"},
+	{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", "no effect", nil, "sluice's client takes gRPC's default limit (4 MiB)"},
 	{"USE_DOG_STATSD", "false", "refused", nil, "refused when true: no DogStatsD sink"},
 	{"USE_DOG_STATSD_MOGRIFIERS", "", "refused", nil, "refused when set: no DogStatsD sink"},
 	{"USE_STATSD", "true", "mapped", []string{"statsd"}, "true sends upstream's stats over TCP, as its sink, to --statsd tcp://STATSD_HOST:STATSD_PORT; unset, sluice sends none (upstream's default is on)"},
@@ -380,12 +380,52 @@ func (e *upstreamEnv) config() bool {
 		e.note("with files the first configuration is read at start, as envoyproxy/ratelimit's file provider reads it", "FORCE_START_WITHOUT_INITIAL_CONFIG")
 		return true
 	case "GRPC_XDS_SOTW":
-		e.refuse("CONFIG_TYPE", v, "this build of sluice rls reads its rules from files only (RUNTIME_ROOT)")
+		e.xds()
+		e.note("not read with CONFIG_TYPE=GRPC_XDS_SOTW, as envoyproxy/ratelimit does not", "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY",
+			"RUNTIME_APPDIRECTORY", "RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT")
 		return false
 	default:
 		e.fail("CONFIG_TYPE", v, "want FILE or GRPC_XDS_SOTW")
 		return false
 	}
+}
+
+// xds maps CONFIG_GRPC_XDS_* to --config-type xds and its flags.
+func (e *upstreamEnv) xds() {
+	e.set("config-type", "xds", "CONFIG_TYPE")
+	e.set("xds-server", e.getOr("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"), "CONFIG_GRPC_XDS_SERVER_URL")
+	if v, ok := e.get("CONFIG_GRPC_XDS_NODE_ID"); ok {
+		e.set("xds-node-id", v, "CONFIG_GRPC_XDS_NODE_ID")
+	}
+	tlsVars := []string{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT"}
+	if e.boolVar("CONFIG_GRPC_XDS_SERVER_USE_TLS", false) {
+		for i, f := range []string{"xds-tls-cert", "xds-tls-key", "xds-tls-ca"} {
+			if v, ok := e.get(tlsVars[i]); ok {
+				e.set(f, v, tlsVars[i])
+			}
+		}
+		if v, ok := e.get("CONFIG_GRPC_XDS_SERVER_TLS_SAN"); ok {
+			e.refuse("CONFIG_GRPC_XDS_SERVER_TLS_SAN", v, "sluice verifies the management server's certificate for the host of CONFIG_GRPC_XDS_SERVER_URL")
+		}
+	} else {
+		e.note("read only with CONFIG_GRPC_XDS_SERVER_USE_TLS=true, as envoyproxy/ratelimit does", append(tlsVars, "CONFIG_GRPC_XDS_SERVER_TLS_SAN")...)
+	}
+	for _, n := range []string{"CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"} {
+		if v, ok := e.get(n); ok {
+			e.refuse(n, v, "sluice's xDS client sends no node metadata or extra headers")
+		}
+	}
+	e.check("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", parseDuration)
+	e.check("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", parseDuration)
+	e.check("XDS_CLIENT_BACKOFF_MAX_INTERVAL", parseDuration)
+	e.check("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", parseFloat)
+	e.check("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", parseInt)
+	e.boolVar("XDS_CLIENT_BACKOFF_JITTER", true)
+	e.note("sluice redials the management server with its own backoff", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+		"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "XDS_CLIENT_BACKOFF_JITTER")
+	e.note("sluice's xDS client takes gRPC's default message limit (4 MiB)", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES")
+	e.note("sluice starts at once, with no rules until the first snapshot (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED keeps it not ready until then)",
+		"FORCE_START_WITHOUT_INITIAL_CONFIG")
 }
 
 func (e *upstreamEnv) runtime() {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -102,17 +104,20 @@ func TestUpstreamVarsTable(t *testing.T) {
 // upstreamProbe is, for each variable, a value that asks for something
 // (and the variables it needs beside it), for TestEveryUpstreamVarIsRead.
 var upstreamProbe = map[string]map[string]string{
-	"GRPC_SERVER_TLS_CERT":   {"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_KEY": "/k"},
-	"GRPC_SERVER_TLS_KEY":    {"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c"},
-	"GRPC_CLIENT_TLS_CACERT": {"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k"},
-	"GRPC_CLIENT_TLS_SAN":    {"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k"},
-	"STATSD_HOST":            {"USE_STATSD": "true"},
-	"STATSD_PORT":            {"USE_STATSD": "true"},
-	"EXTRA_TAGS":             {"USE_STATSD": "true"},
-	"STATS_FLUSH_INTERVAL":   {"USE_STATSD": "true"},
-	"REDIS_TLS":              {"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379"},
-	"REDIS_TYPE":             {"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379"},
-	"REDIS_SOCKET_TYPE":      {"REDIS_URL": "redis:6379"},
+	"GRPC_SERVER_TLS_CERT":                      {"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_KEY": "/k"},
+	"GRPC_SERVER_TLS_KEY":                       {"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c"},
+	"GRPC_CLIENT_TLS_CACERT":                    {"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k"},
+	"GRPC_CLIENT_TLS_SAN":                       {"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k"},
+	"STATSD_HOST":                               {"USE_STATSD": "true"},
+	"STATSD_PORT":                               {"USE_STATSD": "true"},
+	"EXTRA_TAGS":                                {"USE_STATSD": "true"},
+	"STATS_FLUSH_INTERVAL":                      {"USE_STATSD": "true"},
+	"REDIS_TLS":                                 {"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379"},
+	"REDIS_TYPE":                                {"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379"},
+	"REDIS_SOCKET_TYPE":                         {"REDIS_URL": "redis:6379"},
+	"CONFIG_GRPC_XDS_NODE_METADATA":             {"CONFIG_TYPE": "GRPC_XDS_SOTW"},
+	"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": {"CONFIG_TYPE": "GRPC_XDS_SOTW"},
+	"CONFIG_GRPC_XDS_SERVER_TLS_SAN":            {"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true"},
 }
 
 // probeValue is a value of v that asks for something.
@@ -182,7 +187,7 @@ func TestEveryUpstreamVarIsRead(t *testing.T) {
 		if !found && !(v.name == "GRPC_SERVER_USE_TLS" && strings.Contains(strings.Join(notes, "\n"), "GRPC_SERVER_USE_TLS=true")) {
 			t.Errorf("%s=%q: not named by any setting, note or error: %q", v.name, env[v.name], said)
 		}
-		if v.how == "refused" && err == nil && !strings.Contains(v.note, "unless") && v.name != "CONFIG_TYPE" {
+		if v.how == "refused" && err == nil && !strings.Contains(v.note, "unless") {
 			t.Errorf("%s=%q (%s) was not refused", v.name, env[v.name], v.note)
 		}
 	}
@@ -247,6 +252,13 @@ func TestUpstreamEnvMapping(t *testing.T) {
 		{"stats disabled", map[string]string{"USE_STATSD": "true", "DISABLE_STATS": "true"}, nil},
 		{"prometheus on the HTTP port", map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": ":8080", "PROMETHEUS_PATH": "/metrics"}, nil},
 		{"empty is unset", map[string]string{"REDIS_URL": "", "PORT": ""}, nil},
+		{"xds as Envoy Gateway sets it", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "envoy-gateway:18001",
+			"CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/certs/tls.crt",
+			"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/certs/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/certs/ca.crt", "RUNTIME_ROOT": "/data",
+			"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"},
+			[]string{"--config-type=xds", "--xds-node-id=envoy-ratelimit", "--xds-server=envoy-gateway:18001", "--xds-tls-ca=/certs/ca.crt",
+				"--xds-tls-cert=/certs/tls.crt", "--xds-tls-key=/certs/tls.key"}},
+		{"xds defaults", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, []string{"--config-type=xds", "--xds-server=localhost:18000"}},
 	} {
 		sets, _, err := readUpstreamEnv(mapLookup(tc.env), nil)
 		if err != nil {
@@ -290,6 +302,7 @@ func TestUpstreamEnvRefused(t *testing.T) {
 		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, `GRPC_SERVER_TLS_CERT="": GRPC_SERVER_USE_TLS=true needs a certificate`},
 		{map[string]string{"REDIS_POOL_SIZE": "ten"}, `REDIS_POOL_SIZE="ten"`},
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_DELTA"}, `CONFIG_TYPE="GRPC_XDS_DELTA": want FILE or GRPC_XDS_SOTW`},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:x"}, `CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS="authorization:x" is not supported`},
 	} {
 		_, _, err := readUpstreamEnv(mapLookup(tc.env), nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -325,4 +338,20 @@ func FuzzUpstreamEnv(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDeployDocTable: docs/deploy.md's table has a row for every variable,
+// with what sluice rls does with it.
+func TestDeployDocTable(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range upstreamVars {
+		re := regexp.MustCompile("(?m)^\\| `" + v.name + "` \\| [^|]+ \\| " + regexp.QuoteMeta(v.how) + " \\|")
+		if !re.Match(doc) {
+			t.Errorf("docs/deploy.md has no row for %s as %s", v.name, v.how)
+		}
+	}
 }

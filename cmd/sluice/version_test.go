@@ -49,3 +49,25 @@ func TestBuildInfoString(t *testing.T) {
 		}
 	}
 }
+
+// TestAsRatelimit: named ratelimit (envoyproxy/ratelimit's /bin/ratelimit),
+// sluice is sluice rls unless its arguments name a command.
+func TestAsRatelimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		argv0 string
+		args  []string
+		want  string
+	}{
+		{"/bin/ratelimit", nil, "rls"},
+		{"/bin/ratelimit", []string{"--log-level", "debug"}, "rls --log-level debug"},
+		{"ratelimit", []string{"version"}, "version"},
+		{"/bin/ratelimit", []string{"--version"}, "--version"},
+		{"/usr/local/bin/sluice", []string{"serve"}, "serve"},
+		{"/usr/local/bin/sluice", nil, ""},
+	} {
+		if got := strings.Join(asRatelimit(tc.argv0, tc.args), " "); got != tc.want {
+			t.Errorf("asRatelimit(%q, %q) = %q, want %q", tc.argv0, tc.args, got, tc.want)
+		}
+	}
+}
