@@ -2,13 +2,18 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/backoff"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/retry"
 )
+
+// errThrottled is the error of a throttled write, for retry.Next.
+var errThrottled = errors.New("throttled")
 
 // ObjectStoreOptions configures [ObjectStore]. The zero value is seed 002's
 // worked example.
@@ -91,7 +96,8 @@ func (o ObjectStoreOptions) withDefaults() (ObjectStoreOptions, error) {
 //     jitter of up to as much again (100–200 ms, 200–400 ms, 400–800 ms);
 //   - retry-immediately: backoff.Constant(0), the seed's contrast.
 //
-// Counts are summed over Runs; Elapsed is the slowest run. Run r uses the
+// The retry decisions are retry.Next's, the step retry.Do takes, so the
+// simulation runs the client's real retry logic. Counts are summed over Runs; Elapsed is the slowest run. Run r uses the
 // PCG stream (Seed, r) for both strategies.
 func ObjectStore(o ObjectStoreOptions) (*ObjectStoreResult, error) {
 	o, err := o.withDefaults()
@@ -144,6 +150,7 @@ func objectStoreRun(o ObjectStoreOptions, strat backoff.Strategy, s *Sim) (Objec
 		last time.Duration
 		fail error
 	)
+	retryOpts := retry.Options{MaxAttempts: o.MaxAttempts, Backoff: strat, MaxDelay: retry.MaxRetryAfter}
 	var put func(attempt int, wait time.Duration)
 	put = func(attempt int, wait time.Duration) {
 		s.After(wait+leg(), func() { // the PUT reaches the store
@@ -159,14 +166,17 @@ func objectStoreRun(o ObjectStoreOptions, strat backoff.Strategy, s *Sim) (Objec
 				tl.Throttled = append(tl.Throttled, s.Now())
 			}
 			s.After(leg(), func() { // the answer reaches the client
-				switch {
-				case d.Allowed:
+				if d.Allowed {
 					row.Succeeded++
-				case attempt >= o.MaxAttempts:
+				} else {
+					// The real retry loop's decision (retry.Do's), in
+					// virtual time.
+					step := retry.Next(retryOpts, attempt, errThrottled, time.Time{}.Add(s.Now()), time.Time{})
+					if step.Err == nil {
+						put(attempt+1, step.Delay)
+						return
+					}
 					row.Dropped++
-				default:
-					put(attempt+1, strat.Delay(attempt))
-					return
 				}
 				last = s.Now()
 			})

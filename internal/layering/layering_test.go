@@ -64,7 +64,7 @@ var allowed = map[string][]string{
 	"ratelimit":               {},
 	"ratelimit/ratelimittest": {"ratelimit"},
 	// Simulations drive the real pure components.
-	"sim": {"adaptive", "backoff", "memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
+	"sim": {"adaptive", "backoff", "memstore", "ratelimit", "retry", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
 	// What both servers share, below them.
 	"internal/server/admin":      {},
 	"internal/server/eventlog":   {},
