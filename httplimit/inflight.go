@@ -122,8 +122,7 @@ func (h *inFlightHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := m.KeyPrefix + id.Key()
-	ctx := r.Context()
-	lease, d, err := m.Store.Acquire(ctx, inflight.Request{Key: key, Cap: m.Max, Weight: 1, TTL: m.TTL})
+	lease, d, err := m.Store.Acquire(r.Context(), inflight.Request{Key: key, Cap: m.Max, Weight: 1, TTL: m.TTL})
 	ev := InFlightEvent{Policy: m.Policy, Outcome: Allowed, Key: key, Decision: d}
 	if err != nil {
 		ev.Outcome, ev.Err = StoreError, err
@@ -148,7 +147,7 @@ func (h *inFlightHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.observe(ev)
 	h.setHeaders(w.Header(), d)
 	defer release(m.Store, lease)
-	stop := renewWhileRunning(ctx, m.Store, lease, m.TTL)
+	stop := renewWhileRunning(m.Store, lease, m.TTL)
 	defer stop()
 	h.next.ServeHTTP(w, r)
 }
@@ -203,10 +202,6 @@ func resolveIdentity(w http.ResponseWriter, r *http.Request, res Identifier, log
 	return id, false
 }
 
-// releaseTimeout bounds a release: the request is over, and a store that
-// does not answer must not hold its goroutine.
-const releaseTimeout = 2 * time.Second
-
 // leaseHolder is what holds a lease: an inflight.Store, a shed.Fleet.
 type leaseHolder interface {
 	Release(ctx context.Context, l inflight.Lease) error
@@ -214,47 +209,66 @@ type leaseHolder interface {
 }
 
 // release gives l back, whatever became of the request's context (a
-// client that went away still frees its slot).
+// client that went away still frees its slot). The store bounds the call
+// (a Redis store by its Timeout; memory does not wait).
 func release(s leaseHolder, l inflight.Lease) {
-	if !l.Held() {
-		return
+	if l.Held() {
+		s.Release(context.Background(), l)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	s.Release(ctx, l)
+}
+
+// renewal renews a lease every ttl/2 while its request runs.
+type renewal struct {
+	s   leaseHolder
+	ttl time.Duration
+
+	mu      sync.Mutex
+	l       inflight.Lease
+	t       *time.Timer
+	stopped bool
 }
 
 // renewWhileRunning renews l every ttl/2 until stop is called, for
-// requests that outlive their lease's TTL. It starts no goroutine until
-// the first renewal is due.
-func renewWhileRunning(ctx context.Context, s leaseHolder, l inflight.Lease, ttl time.Duration) (stop func()) {
+// requests that outlive their lease's TTL. A renewal that fails (the
+// lease expired, the store is down) ends the renewals: the request goes
+// on, and its slot may go to someone else after the TTL. It starts no
+// goroutine until the first renewal is due.
+func renewWhileRunning(s leaseHolder, l inflight.Lease, ttl time.Duration) (stop func()) {
 	if !l.Held() {
 		return func() {}
 	}
 	if ttl <= 0 {
 		ttl = inflight.DefaultTTL
 	}
-	var mu sync.Mutex
-	stopped := false
-	var t *time.Timer
-	mu.Lock() // t is set before the first renewal reads it
-	defer mu.Unlock()
-	t = time.AfterFunc(ttl/2, func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl/2)
-		nl, err := s.Renew(rctx, l, ttl)
-		cancel()
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil || stopped {
-			return // expired or released: nothing left to renew
-		}
-		l = nl
-		t.Reset(ttl / 2)
-	})
-	return func() {
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-		t.Stop()
+	r := &renewal{s: s, ttl: ttl, l: l}
+	r.mu.Lock() // r.t is set before the first renewal reads it
+	r.t = time.AfterFunc(ttl/2, r.renew)
+	r.mu.Unlock()
+	return r.stop
+}
+
+func (r *renewal) renew() {
+	r.mu.Lock()
+	l, stopped := r.l, r.stopped
+	r.mu.Unlock()
+	if stopped {
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.ttl/2)
+	nl, err := r.s.Renew(ctx, l, r.ttl)
+	cancel()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil || r.stopped {
+		return
+	}
+	r.l = nl
+	r.t.Reset(r.ttl / 2)
+}
+
+func (r *renewal) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	r.t.Stop()
 }

@@ -173,7 +173,7 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			m.observe(ShedEvent{Shedder: "fleet", Class: c, Outcome: Allowed})
 			defer release(f, lease)
-			stop := renewWhileRunning(r.Context(), f, lease, f.TTL())
+			stop := renewWhileRunning(f, lease, f.TTL())
 			defer stop()
 		}
 	}
