@@ -393,7 +393,7 @@ type concurrency struct {
 	util     *shed.Utilization
 	utilOpts UtilizationConfig
 	utilCls  string
-	limiters map[string]adaptive.Limiter // by route and options
+	limiters map[string]routeLimiter // by route and options
 
 	inFlight  *prometheus.CounterVec
 	shedVec   *prometheus.CounterVec
@@ -406,7 +406,7 @@ func (g *Gateway) concurrencyState() (*concurrency, error) {
 	if g.conc != nil {
 		return g.conc, nil
 	}
-	c := &concurrency{g: g, limiters: map[string]adaptive.Limiter{}}
+	c := &concurrency{g: g, limiters: map[string]routeLimiter{}}
 	c.inFlight = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sluice", Subsystem: "gateway", Name: "in_flight_decisions_total",
 		Help: "Per-caller in-flight limit decisions (in_flight) by outcome (allowed, denied, store_error).",
@@ -437,6 +437,7 @@ func (g *Gateway) concurrencyState() (*concurrency, error) {
 			Help: "Requests in flight through the utilization shedder."},
 			stat(func(s shed.UtilizationStats) float64 { return float64(s.InFlight) })),
 	}
+	gauges = append(gauges, adaptiveCollector{c})
 	for _, col := range append([]prometheus.Collector{c.inFlight, c.shedVec}, gauges...) {
 		if err := g.registry.Register(col); err != nil {
 			return nil, fmt.Errorf("gateway: metrics: %w", err)
@@ -496,14 +497,22 @@ func (c *concurrency) utilization(u UtilizationConfig, classes shed.Classes) (*s
 	return s, nil
 }
 
+// routeLimiter is a route's adaptive limiter and the route's label.
+type routeLimiter struct {
+	route string
+	l     adaptive.Limiter
+}
+
+func limiterKey(route string, a AdaptiveConfig) string { return fmt.Sprintf("%s|%+v", route, a) }
+
 // limiter returns route's adaptive limiter for a, the one already running
 // when route and a are unchanged.
 func (c *concurrency) limiter(route string, a AdaptiveConfig) adaptive.Limiter {
-	key := fmt.Sprintf("%s|%+v", route, a)
+	key := limiterKey(route, a)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l, ok := c.limiters[key]; ok {
-		return l
+	if rl, ok := c.limiters[key]; ok {
+		return rl.l
 	}
 	lo := adaptive.LimiterOptions{Initial: a.Initial, Min: a.Min, Max: a.Max, Window: a.Window}
 	var l adaptive.Limiter
@@ -512,8 +521,56 @@ func (c *concurrency) limiter(route string, a AdaptiveConfig) adaptive.Limiter {
 	} else {
 		l = adaptive.NewGradient(adaptive.GradientOptions{LimiterOptions: lo, Tolerance: a.Tolerance})
 	}
-	c.limiters[key] = l
+	c.limiters[key] = routeLimiter{route: route, l: l}
 	return l
+}
+
+// keepLimiters forgets the adaptive limiters cfg does not use (a reload
+// that dropped or changed a route's adaptive section), so that neither
+// the map nor the metrics grow with reloads.
+func (c *concurrency) keepLimiters(cfg *Config) {
+	keep := map[string]bool{}
+	for i, r := range cfg.Routes {
+		if r.Adaptive != nil {
+			keep[limiterKey(adaptiveRoute(i, r), *r.Adaptive)] = true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.limiters {
+		if !keep[k] {
+			delete(c.limiters, k)
+		}
+	}
+}
+
+func adaptiveRoute(i int, r Route) string {
+	return fmt.Sprintf("routes[%d] %s", i, strings.TrimSpace(routeName(r)))
+}
+
+// adaptiveCollector reports each route's adaptive limit and in-flight
+// count (one series per route with an adaptive section).
+type adaptiveCollector struct{ c *concurrency }
+
+var (
+	adaptiveLimitDesc = prometheus.NewDesc("sluice_gateway_adaptive_limit",
+		"The adaptive concurrency limit of a route (routes[].adaptive).", []string{"route"}, nil)
+	adaptiveInFlightDesc = prometheus.NewDesc("sluice_gateway_adaptive_in_flight",
+		"Requests in flight through a route's adaptive limit.", []string{"route"}, nil)
+)
+
+func (a adaptiveCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- adaptiveLimitDesc
+	ch <- adaptiveInFlightDesc
+}
+
+func (a adaptiveCollector) Collect(ch chan<- prometheus.Metric) {
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	for _, rl := range a.c.limiters {
+		ch <- prometheus.MustNewConstMetric(adaptiveLimitDesc, prometheus.GaugeValue, float64(rl.l.Limit()), rl.route)
+		ch <- prometheus.MustNewConstMetric(adaptiveInFlightDesc, prometheus.GaugeValue, float64(rl.l.InFlight()), rl.route)
+	}
 }
 
 // routeLayers builds, for one config, each route's shedders, in-flight
@@ -543,6 +600,7 @@ func (g *Gateway) concurrencyFor(cfg *Config, id httplimit.Identifier) (*routeLa
 		return nil, err
 	}
 	rl.c = c
+	c.keepLimiters(cfg)
 	if s == nil {
 		return rl, nil
 	}
@@ -603,7 +661,7 @@ func (rl *routeLayers) wrap(i int, limit func(http.Handler) http.Handler, next h
 	}
 	r := rl.cfg.Routes[i]
 	if a := r.Adaptive; a != nil {
-		next = adaptive.Middleware(rl.c.limiter(fmt.Sprintf("routes[%d]%s", i, routeName(r)), *a), next)
+		next = adaptive.Middleware(rl.c.limiter(adaptiveRoute(i, r), *a), next)
 	}
 	ifc := rl.cfg.InFlight
 	if r.InFlight != nil {

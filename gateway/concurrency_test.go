@@ -478,6 +478,12 @@ routes:
 	if r := do(t, c, "GET", s.url+"/fast"); r.code != 503 || r.h.Get("Retry-After") == "" {
 		t.Errorf("third request at an adaptive limit of 2: %d %v, want 503 with Retry-After", r.code, r.h)
 	}
+	m := get(t, c, s.admin+"/metrics").body
+	for _, want := range []string{`sluice_gateway_adaptive_limit{route="routes[0] /"} 2`, `sluice_gateway_adaptive_in_flight{route="routes[0] /"} 2`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	up.Release()
 	wg.Wait()
 	if r := do(t, c, "GET", s.url+"/fast"); r.code != 200 {

@@ -51,6 +51,7 @@ const (
 type metrics struct {
 	totalHits, overLimit, nearLimit, withinLimit, shadowMode *prometheus.CounterVec
 	detailedOverflow, overLimitLocalCache                    *prometheus.CounterVec
+	domainNotFoundVec                                        *prometheus.CounterVec
 
 	configLoadSuccess, configLoadError svcCounter
 	serviceError, storeError           svcCounter
@@ -63,6 +64,8 @@ type metrics struct {
 	envoyLabels bool  // MetricLabelsEnvoy: key1 and key2 rather than key
 
 	byKey     sync.Map // metric key ("domain.key_value") -> *ruleStats
+	unknown   sync.Map // unknown domain -> *notFound
+	nUnknown  atomic.Int64
 	rules     sync.Map // rule key -> *family
 	overrides sync.Map // domain -> *family
 }
@@ -183,12 +186,16 @@ func newSchemeMetrics(reg prometheus.Registerer, maxDetailed int, scheme MetricL
 		detailedOverflow: vec("detailed_metric_overflow",
 			"Descriptors counted under an overflow key because their rule (or domain's overrides) had all its detailed keys."),
 		overLimitLocalCache: vec("over_limit_with_local_cache", "Hits over the limit answered from the local over-limit cache."),
-		configLoadSuccess:   counter("config_load_success", "Configurations loaded."),
-		configLoadError:     counter("config_load_error", "Configurations refused (the previous one stays)."),
-		serviceError:        counter("call_should_rate_limit_service_error", "Requests refused as invalid."),
-		storeError:          counter("call_should_rate_limit_store_error", "Requests failed because the store failed."),
-		globalShadow:        counter("global_shadow_mode", "Requests over the limit answered OK by the global shadow mode."),
-		envoyLabels:         scheme == MetricLabelsEnvoy,
+		domainNotFoundVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "ratelimit", Subsystem: "service_rate_limit", Name: "domain_not_found",
+			Help: "Descriptors of requests for a domain no configuration has (the first MaxDetailedSeries domains, then __overflow__).",
+		}, []string{"domain"}),
+		configLoadSuccess: counter("config_load_success", "Configurations loaded."),
+		configLoadError:   counter("config_load_error", "Configurations refused (the previous one stays)."),
+		serviceError:      counter("call_should_rate_limit_service_error", "Requests refused as invalid."),
+		storeError:        counter("call_should_rate_limit_store_error", "Requests failed because the store failed."),
+		globalShadow:      counter("global_shadow_mode", "Requests over the limit answered OK by the global shadow mode."),
+		envoyLabels:       scheme == MetricLabelsEnvoy,
 	}
 	switch {
 	case maxDetailed == 0:
@@ -197,7 +204,7 @@ func newSchemeMetrics(reg prometheus.Registerer, maxDetailed int, scheme MetricL
 		m.maxDetailed = int64(maxDetailed)
 	}
 	for _, c := range []prometheus.Collector{m.totalHits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode,
-		m.detailedOverflow, m.overLimitLocalCache, m.configLoadSuccess, m.configLoadError, m.serviceError, m.storeError, m.globalShadow} {
+		m.detailedOverflow, m.overLimitLocalCache, m.domainNotFoundVec, m.configLoadSuccess, m.configLoadError, m.serviceError, m.storeError, m.globalShadow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -314,6 +321,47 @@ func (m *metrics) newStats(domain, label string) *ruleStats {
 		rs.sd = m.sd.rule(domain, label)
 	}
 	return rs
+}
+
+// notFound counts the descriptors of one unknown domain.
+type notFound struct {
+	p  prometheus.Counter
+	sd gostats.Counter // nil without statsd
+}
+
+// domainNotFound counts n descriptors of a request for domain, which no
+// configuration has: envoyproxy/ratelimit's
+// ratelimit.service.rate_limit.DOMAIN.domain_not_found. Request values
+// name these counters, so they are bounded as detailed keys are: the first
+// maxDetailed domains (cut to MaxMetricKeyLen bytes) get their own, later
+// ones count under OverrideOverflowKey.
+func (m *metrics) domainNotFound(domain string, n int) {
+	domain = truncateUTF8(domain, MaxMetricKeyLen)
+	v, ok := m.unknown.Load(domain)
+	if !ok {
+		if !utf8.ValidString(domain) {
+			domain = strings.ToValidUTF8(domain, "\uFFFD")
+		}
+		if m.nUnknown.Add(1) > m.maxDetailed {
+			m.nUnknown.Add(-1)
+			domain = OverrideOverflowKey
+		} else {
+			domain = strings.Clone(domain) // not the request's memory
+		}
+		nf := &notFound{p: m.domainNotFoundVec.WithLabelValues(domain)}
+		if m.sd != nil {
+			nf.sd = m.sd.domainNotFound(domain)
+		}
+		var loaded bool
+		if v, loaded = m.unknown.LoadOrStore(domain, nf); loaded && domain != OverrideOverflowKey {
+			m.nUnknown.Add(-1) // created concurrently: one domain, one slot
+		}
+	}
+	nf := v.(*notFound)
+	nf.p.Add(float64(n))
+	if nf.sd != nil {
+		nf.sd.Add(uint64(n))
+	}
 }
 
 // labelValues are the label values of a stats key's label (labelOf) in

@@ -421,7 +421,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scratch) (*pb.RateLimitResponse, error) {
 	set := s.set.Load()
 	domain := req.Domain
-	if err := s.read(req, set.Config(domain) != nil, sc); err != nil {
+	known := set.Config(domain) != nil
+	if !known {
+		s.m.domainNotFound(domain, len(req.Descriptors))
+	}
+	if err := s.read(req, known, sc); err != nil {
 		s.m.serviceError.Inc()
 		return nil, err
 	}

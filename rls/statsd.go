@@ -55,6 +55,7 @@ type StatsdOptions struct {
 //
 //	ratelimit.service.rate_limit.DOMAIN.KEY.total_hits     (and over_limit,
 //	    near_limit, within_limit, shadow_mode, over_limit_with_local_cache)
+//	ratelimit.service.rate_limit.DOMAIN.domain_not_found   (a domain no file has)
 //	ratelimit.service.config_load_success, config_load_error, global_shadow_mode
 //	ratelimit.service.call.should_rate_limit.redis_error   (the store failed)
 //	ratelimit.service.call.should_rate_limit.service_error (a bad request)
@@ -214,6 +215,12 @@ func (s *Statsd) rule(domain, label string) *statsdRule {
 		shadowMode:  sc.NewCounter(key + ".shadow_mode"),
 		localCache:  sc.NewCounter(key + ".over_limit_with_local_cache"),
 	}
+}
+
+// domainNotFound returns the counter of an unknown domain's descriptors:
+// ratelimit.service.rate_limit.DOMAIN.domain_not_found.
+func (s *Statsd) domainNotFound(domain string) gostats.Counter {
+	return s.root.Scope("service").Scope("rate_limit").NewCounter(sanitizeStatName(domain) + ".domain_not_found")
 }
 
 // localCacheGauges registers the local cache's gauges, set at each flush

@@ -151,7 +151,10 @@ func TestStatsd(t *testing.T) {
 		sdReq("edge", 1, "remote_address", "10.0.0.2"),   // detailed key 2
 		sdReq("edge", 1, "remote_address", "10.0.0.3"),   // past the bound: overflow
 		sdReq("edge", 2, "shadow", "x"),                  // shadow: 1 over
-		sdReq("nowhere", 1, "remote_address", "1.2.3.4"), // unknown domain: nothing
+		sdReq("nowhere", 1, "remote_address", "1.2.3.4"), // unknown domains: domain_not_found,
+		sdReq("nowhere", 1, "remote_address", "1.2.3.5"), // bounded as detailed keys are
+		sdReq("elsewhere", 1, "remote_address", "1.2.3.4"),
+		sdReq("third", 1, "remote_address", "1.2.3.4"), // past the bound of 2
 	} {
 		if _, err := srv.ShouldRateLimit(ctx, r); err != nil {
 			t.Fatal(err)
@@ -179,7 +182,10 @@ func TestStatsd(t *testing.T) {
 		"ratelimit.service.config_load_success" + tag + "|c":                  1,
 		"ratelimit.service.config_load_error" + tag + "|c":                    1,
 		"ratelimit.service.call.should_rate_limit.service_error" + tag + "|c": 1,
-		"ratelimit_server.ShouldRateLimit.total_requests" + tag + "|c":        9,
+		"ratelimit_server.ShouldRateLimit.total_requests" + tag + "|c":        12,
+		rl + "nowhere.domain_not_found" + tag + "|c":                          2,
+		rl + "elsewhere.domain_not_found" + tag + "|c":                        1,
+		rl + "__overflow__.domain_not_found" + tag + "|c":                     1,
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -187,7 +193,7 @@ func TestStatsd(t *testing.T) {
 		}
 	}
 	for k := range got {
-		if strings.Contains(k, "10_0_0_3") || strings.Contains(k, "nowhere") || strings.Contains(k, "redis_error") {
+		if strings.Contains(k, "10_0_0_3") || strings.Contains(k, "third") || strings.Contains(k, "redis_error") {
 			t.Errorf("unexpected stat %s", k)
 		}
 		if !strings.Contains(k, tag) {
