@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -26,6 +27,15 @@ type TLSConfig struct {
 	// MinVersion (min_version: "1.2" or "1.3") is the lowest TLS version
 	// accepted; default 1.2.
 	MinVersion uint16
+}
+
+// String describes t for logs ("off" when nil); the files' contents are
+// not part of it (they reload by themselves).
+func (t *TLSConfig) String() string {
+	if t == nil {
+		return "off"
+	}
+	return fmt.Sprintf("cert_file=%s key_file=%s client_ca_file=%s min_version=%#x", t.CertFile, t.KeyFile, t.ClientCAFile, t.MinVersion)
 }
 
 // options are the tlsreload options of t. The gateway offers HTTP/1.1

@@ -65,6 +65,15 @@ func TestTLSReload(t *testing.T) {
 		t.Fatalf("after replacing the files: %d, %q, %v; want 200 from gw-2", code, cn, err)
 	}
 
+	// A reload that drops tls: is logged as needing a restart; HTTPS
+	// goes on.
+	c, err := gateway.Parse(s.file, []byte(baseConfig))
+	must(t, err)
+	must(t, s.g.Reload(c))
+	if code, cn, err = httpsGet(url, ca, nil); err != nil || cn != "gw-2" {
+		t.Fatalf("after a reload without tls: %d, %q, %v; want gw-2 still (restart needed)", code, cn, err)
+	}
+
 	// A certificate whose key has not arrived yet: gw-2 still served.
 	if err := testcerts.WriteFile(filepath.Join(dir, "server.crt"), ca.Server("gw-3").CertPEM); err != nil {
 		t.Fatal(err)

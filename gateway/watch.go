@@ -165,6 +165,7 @@ func (g *Gateway) swap(cfg *Config) error {
 		{"max_keys", fmt.Sprint(old.MaxKeys), fmt.Sprint(cfg.MaxKeys)},
 		{"connections (max, idle_timeout, read_header_timeout, max_header_bytes)", restartConn(old.Connections), restartConn(cfg.Connections)},
 		{"admin_connections", fmt.Sprint(old.AdminConnections), fmt.Sprint(cfg.AdminConnections)},
+		{"tls", old.TLS.String(), cfg.TLS.String()},
 	} {
 		if c.old != c.new {
 			g.log.Warn("gateway: setting changed; it takes effect on restart", "setting", c.name, "serving", c.old, "file", c.new)
