@@ -27,6 +27,7 @@ import (
 // their Key ("domain.key_value.key2"), unique across domains.
 type ops struct {
 	s       *Server
+	policy  atomic.Pointer[string] // the failure policy's name (SetFailurePolicy)
 	rec     *status.Recorder
 	page    *status.Server
 	control atomic.Pointer[control.Control]
@@ -67,6 +68,13 @@ func (s *Server) SetAdmin(token string, resetter ratelimit.Resetter, settings co
 	}
 	o.api.Store(&control.API{Control: o.control.Load(), Token: func() string { return token }, Targets: o.targets,
 		Rules: o.ruleKeys, Resetter: resetter, Logger: s.log, Actions: actions})
+}
+
+// SetFailurePolicy names, on the status page, what the server answers
+// when its store fails (sluice rls's --on-store-error; error when not set).
+func (s *Server) SetFailurePolicy(p ratelimit.FailurePolicy) {
+	name := p.String()
+	s.ops.policy.Store(&name)
 }
 
 // register adds the page and the admin API to mux.
@@ -176,7 +184,10 @@ func (o *ops) storeInfo() status.StoreInfo {
 	if i := strings.IndexByte(si.Detail, ':'); strings.HasPrefix(si.Detail, "store ") && i > 0 {
 		si.URL = strings.TrimPrefix(si.Detail[:i], "store ")
 	}
-	si.FailurePolicy = "see --on-store-error"
+	si.FailurePolicy = "error"
+	if p := o.policy.Load(); p != nil {
+		si.FailurePolicy = *p
+	}
 	return si
 }
 

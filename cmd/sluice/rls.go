@@ -76,7 +76,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := registerRuntimeMetrics(srv.Registry()); err != nil {
 		return err
 	}
-	if err := setRLSAdmin(srv, store, f.adminTokenFile); err != nil {
+	if err := setRLSAdmin(srv, store, f.adminTokenFile, f.onError); err != nil {
 		return err
 	}
 	// Load again through the server so that Watch starts from what it read

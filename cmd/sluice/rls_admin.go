@@ -5,13 +5,16 @@ import (
 
 	"github.com/sluicehq/sluice/internal/server/control"
 	"github.com/sluicehq/sluice/internal/server/storeurl"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rls"
 )
 
-// setRLSAdmin turns on sluice rls's admin API (--admin-token-file, else
+// setRLSAdmin names the failure policy on the status page and turns on
+// sluice rls's admin API (--admin-token-file, else
 // $SLUICE_ADMIN_TOKEN): resets through the store, overrides and
 // percentages shared through Redis when the store is Redis.
-func setRLSAdmin(srv *rls.Server, store *storeurl.Store, tokenFile string) error {
+func setRLSAdmin(srv *rls.Server, store *storeurl.Store, tokenFile string, onError ratelimit.FailurePolicy) error {
+	srv.SetFailurePolicy(onError)
 	tok, err := control.LoadToken(tokenFile)
 	if err != nil {
 		return fmt.Errorf("%w: --admin-token-file: %v", errUsage, err)
