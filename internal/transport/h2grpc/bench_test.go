@@ -2,13 +2,16 @@ package h2grpc_test
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
+	"github.com/sluicehq/sluice/internal/testharness/testcerts"
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 )
 
@@ -24,12 +27,19 @@ type server interface {
 // client's cost is the same in both, so the difference is the servers'.
 // bench/rls measures the server's CPU alone, in its own process.
 func BenchmarkUnary(b *testing.B) {
+	ca := testcerts.NewCA("bench CA")
+	srvTLS := &tls.Config{Certificates: []tls.Certificate{ca.Server("bench").TLS()}}
+	cliTLS := credentials.NewTLS(&tls.Config{RootCAs: ca.Pool()})
 	for _, impl := range []struct {
-		name string
-		new  func() server
+		name  string
+		new   func() server
+		creds credentials.TransportCredentials
 	}{
-		{"h2grpc", func() server { return h2grpc.NewServer(h2grpc.Options{}) }},
-		{"grpc-go", func() server { return grpc.NewServer() }},
+		{"h2grpc", func() server { return h2grpc.NewServer(h2grpc.Options{}) }, insecure.NewCredentials()},
+		{"grpc-go", func() server { return grpc.NewServer() }, insecure.NewCredentials()},
+		// Over TLS 1.3: the record layer's cost on both sides.
+		{"h2grpc-tls", func() server { return h2grpc.NewServer(h2grpc.Options{TLS: srvTLS}) }, cliTLS},
+		{"grpc-go-tls", func() server { return grpc.NewServer(grpc.Creds(credentials.NewTLS(srvTLS))) }, cliTLS},
 	} {
 		b.Run(impl.name, func(b *testing.B) {
 			srv := impl.new()
@@ -40,7 +50,7 @@ func BenchmarkUnary(b *testing.B) {
 			}
 			go srv.Serve(lis)
 			defer srv.Stop()
-			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(impl.creds))
 			if err != nil {
 				b.Fatal(err)
 			}
