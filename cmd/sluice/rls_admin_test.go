@@ -57,6 +57,9 @@ func TestRLSAdminTokenFile(t *testing.T) {
 	for _, r := range p.Rules {
 		denied += r.Denied
 	}
+	if p.Store.FailurePolicy != "error" || p.Store.URL != "memory" {
+		t.Errorf("got store %+v, want memory with the error policy", p.Store)
+	}
 	if denied != 1 {
 		t.Errorf("got %d denials on the page, want 1: %s", denied, b)
 	}
