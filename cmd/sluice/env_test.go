@@ -83,7 +83,7 @@ func TestEnvShownInHelp(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	run(context.Background(), []string{"rls", "--help"}, io.Discard, &stderr)
-	for _, want := range []string{"(env SLUICE_MAX_KEYS)", "(env SLUICE_STORE; envoyproxy/ratelimit's REDIS_SOCKET_TYPE, REDIS_TYPE, REDIS_URL, REDIS_AUTH, REDIS_TLS)"} {
+	for _, want := range []string{"(env SLUICE_MAX_KEYS)", "(env SLUICE_STORE; envoyproxy/ratelimit's REDIS_SOCKET_TYPE, REDIS_TYPE, REDIS_URL, REDIS_AUTH, REDIS_TLS, REDIS_TLS_CLIENT_CERT"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("rls --help lacks %q", want)
 		}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -115,14 +116,14 @@ var upstreamVars = []upstreamVar{
 	{"LIMIT_RESET_HEADER", "RateLimit-Reset", "mapped", []string{"limit-header-names"}, "the third of --limit-header-names"},
 	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", "same", []string{"healthy-with-config"}, "not serving until a configuration with a domain is loaded"},
 	{"REDIS_SOCKET_TYPE", "unix", "mapped", []string{"store"}, "tcp or unix: with REDIS_URL, --store redis://HOST:PORT or unix://PATH"},
-	{"REDIS_TYPE", "SINGLE", "mapped", []string{"store"}, "SINGLE or CLUSTER (redis-cluster://); SENTINEL is refused"},
-	{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock", "mapped", []string{"store"}, "HOST:PORT, a socket path, or a comma-separated list for CLUSTER"},
+	{"REDIS_TYPE", "SINGLE", "mapped", []string{"store"}, "SINGLE (redis://), CLUSTER (redis-cluster://) or SENTINEL (redis-sentinel://)"},
+	{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock", "mapped", []string{"store"}, "HOST:PORT, a socket path, a comma-separated list for CLUSTER, or MASTER,SENTINEL:PORT,… for SENTINEL"},
 	{"REDIS_POOL_SIZE", "10", "no effect", nil, "no pool: calls are pipelined on shared connections"},
 	{"REDIS_AUTH", "", "mapped", []string{"store", "store-password"}, "PASSWORD or USER:PASSWORD: the user goes in --store, the password in --store-password (never in argv or logs)"},
 	{"REDIS_TLS", "false", "mapped", []string{"store"}, "true makes --store rediss://"},
-	{"REDIS_TLS_CLIENT_CERT", "", "refused", nil, "refused when set: no client certificate for Redis in this build"},
-	{"REDIS_TLS_CLIENT_KEY", "", "refused", nil, "refused when set, as REDIS_TLS_CLIENT_CERT"},
-	{"REDIS_TLS_CACERT", "", "refused", nil, "refused when set: rediss:// verifies with the system roots in this build"},
+	{"REDIS_TLS_CLIENT_CERT", "", "mapped", []string{"store"}, "with REDIS_TLS=true: --store rediss://…?tls_cert=FILE"},
+	{"REDIS_TLS_CLIENT_KEY", "", "mapped", []string{"store"}, "with REDIS_TLS=true: --store rediss://…?tls_key=FILE"},
+	{"REDIS_TLS_CACERT", "", "mapped", []string{"store"}, "with REDIS_TLS=true: --store rediss://…?tls_ca=FILE (else the system's roots)"},
 	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", "refused", nil, "refused when true"},
 	{"REDIS_PIPELINE_WINDOW", "0", "no effect", nil, "sluice batches every call waiting, with no added delay"},
 	{"REDIS_PIPELINE_LIMIT", "0", "no effect", nil, "deprecated and unused upstream"},
@@ -134,7 +135,7 @@ var upstreamVars = []upstreamVar{
 	{"REDIS_PERSECOND_POOL_SIZE", "10", "no effect", nil, "read only with REDIS_PERSECOND=true"},
 	{"REDIS_PERSECOND_AUTH", "", "no effect", nil, "read only with REDIS_PERSECOND=true"},
 	{"REDIS_PERSECOND_TLS", "false", "no effect", nil, "read only with REDIS_PERSECOND=true"},
-	{"REDIS_SENTINEL_AUTH", "", "no effect", nil, "read only with REDIS_TYPE=SENTINEL (refused)"},
+	{"REDIS_SENTINEL_AUTH", "", "refused", nil, "refused when set: sluice asks the sentinels without a password"},
 	{"REDIS_PERSECOND_SENTINEL_AUTH", "", "no effect", nil, "read only with REDIS_PERSECOND=true"},
 	{"REDIS_PERSECOND_PIPELINE_WINDOW", "0", "no effect", nil, "read only with REDIS_PERSECOND=true"},
 	{"REDIS_PERSECOND_PIPELINE_LIMIT", "0", "no effect", nil, "read only with REDIS_PERSECOND=true"},
@@ -576,16 +577,14 @@ func (e *upstreamEnv) redis() {
 	if v, ok := e.get("REDIS_TIMEOUT"); ok {
 		e.set("store-timeout", v, "REDIS_TIMEOUT")
 	}
-	for _, n := range []string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT"} {
-		if v, ok := e.get(n); ok {
-			e.refuse(n, v, "this build of sluice rls verifies rediss:// with the system's roots and sends no client certificate")
-		}
-	}
 	if v, ok := e.get("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"); ok && e.boolVar("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
 		e.refuse("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", v, "sluice always verifies the server's name")
 	}
+	if v, ok := e.get("REDIS_SENTINEL_AUTH"); ok {
+		e.refuse("REDIS_SENTINEL_AUTH", v, "sluice asks the sentinels without a password (REDIS_AUTH is the master's)")
+	}
 	if !e.anySet("REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "REDIS_TLS") {
-		e.note("read only with REDIS_TYPE=SENTINEL", "REDIS_SENTINEL_AUTH")
+		e.note("read only with REDIS_TLS=true, as envoyproxy/ratelimit does", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT")
 		return
 	}
 	e.store()
@@ -617,15 +616,31 @@ func (e *upstreamEnv) store() {
 	case socket != "tcp" && socket != "unix":
 		e.fail("REDIS_SOCKET_TYPE", socket, "want tcp or unix")
 		return
-	case typ == "sentinel":
-		e.refuse("REDIS_TYPE", e.getOr("REDIS_TYPE", ""), "no Redis Sentinel in this build: give the master's address with REDIS_TYPE=SINGLE")
-		return
-	case typ != "single" && typ != "cluster":
+	case typ != "single" && typ != "cluster" && typ != "sentinel":
 		e.fail("REDIS_TYPE", typ, "want SINGLE, CLUSTER or SENTINEL")
 		return
 	case strings.Contains(addr, "://"):
 		e.fail("REDIS_URL", addr, "want HOST:PORT or a socket path, as envoyproxy/ratelimit (REDIS_SOCKET_TYPE, REDIS_TLS and REDIS_AUTH say the rest)")
 		return
+	case typ == "sentinel":
+		// As upstream: MASTER,SENTINEL:PORT,…; the sentinels asked
+		// without TLS or a password.
+		parts := strings.Split(addr, ",")
+		for _, a := range parts[1:] {
+			if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+				parts = nil
+				break
+			}
+		}
+		if len(parts) < 2 || strings.TrimSpace(parts[0]) == "" || strings.Contains(parts[0], ":") {
+			e.fail("REDIS_URL", addr, "want MASTER,HOST:PORT,… with REDIS_TYPE=SENTINEL (the master set's name, then the sentinels)")
+			return
+		}
+		if useTLS {
+			e.fail("REDIS_TLS", "true", "sluice asks the sentinels without TLS: REDIS_TLS=true with REDIS_TYPE=SENTINEL is not supported")
+			return
+		}
+		store = "redis-sentinel://" + userinfo + strings.Join(parts[1:], ",") + "/" + strings.TrimSpace(parts[0])
 	case socket == "unix":
 		if typ == "cluster" || useTLS {
 			e.fail("REDIS_SOCKET_TYPE", socket, "a Unix socket serves one Redis, without TLS: want tcp with REDIS_TYPE=CLUSTER or REDIS_TLS=true")
@@ -651,11 +666,29 @@ func (e *upstreamEnv) store() {
 		}
 		store = scheme + "://" + userinfo + addr
 	}
+	if useTLS {
+		// As upstream, the files are read only with REDIS_TLS.
+		q := url.Values{}
+		for _, p := range []struct{ name, param string }{{"REDIS_TLS_CACERT", "tls_ca"}, {"REDIS_TLS_CLIENT_CERT", "tls_cert"}, {"REDIS_TLS_CLIENT_KEY", "tls_key"}} {
+			if v, ok := e.get(p.name); ok {
+				q.Set(p.param, v)
+				from = append(from, p.name)
+			}
+		}
+		if q.Has("tls_cert") != q.Has("tls_key") {
+			e.fail("REDIS_TLS_CLIENT_CERT", e.getOr("REDIS_TLS_CLIENT_CERT", ""), "REDIS_TLS_CLIENT_CERT and REDIS_TLS_CLIENT_KEY go together")
+			return
+		}
+		if len(q) > 0 {
+			store += "?" + q.Encode()
+		}
+	} else {
+		e.note("read only with REDIS_TLS=true, as envoyproxy/ratelimit does", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT")
+	}
 	e.set("store", store, from...)
 	if password != "" {
 		e.set("store-password", password, "REDIS_AUTH")
 	}
-	e.note("read only with REDIS_TYPE=SENTINEL", "REDIS_SENTINEL_AUTH")
 }
 
 // urlUser escapes a user name for a URL's userinfo.
