@@ -47,6 +47,12 @@ type Options struct {
 	Concurrency int
 	// Adaptive configures the per-host AIMD controllers when Rate is zero.
 	Adaptive adaptive.Options
+	// AdaptiveConcurrency, when set, makes each host's cap on requests in
+	// flight adaptive instead of Concurrency: it is called once per host
+	// for its limiter (adaptive.NewGradient or adaptive.NewVegas), which
+	// follows the latency the host's answers take. A success is a latency
+	// sample; a 429, 503, 5xx or timeout is a drop.
+	AdaptiveConcurrency func() adaptive.Limiter
 	// Pause gives the pause after the n-th 429/503 in a row from a host
 	// (n from 1) when it is longer than the answer's Retry-After. Nil means
 	// backoff.Recommended (0.5–1 s, 1–2 s, …).
@@ -110,7 +116,8 @@ type Limiter struct {
 
 type host struct {
 	key  string
-	ctrl *adaptive.AIMD // nil with a fixed rate
+	ctrl *adaptive.AIMD   // nil with a fixed rate
+	conc adaptive.Limiter // nil with a fixed concurrency
 
 	gate chan struct{} // held by the one request waiting for the bucket
 
@@ -172,9 +179,10 @@ func New(o Options) *Limiter {
 	}
 	store := o.Store
 	if store == nil {
-		// No sweeper goroutine: the key bound is enough for a client, and
-		// the Limiter needs no Close.
-		store = memstore.New(memstore.Options{SweepInterval: -1, MaxKeys: 4 * o.MaxHosts})
+		// No sweeper and no cached clock, so no goroutine: the key bound
+		// is enough for a client, a client's rate does not need the cached
+		// clock, and the Limiter needs no Close.
+		store = memstore.New(memstore.Options{SweepInterval: -1, Resolution: -1, MaxKeys: 4 * o.MaxHosts})
 	}
 	return &Limiter{o: o, store: store, hosts: make(map[string]*host)}
 }
@@ -190,6 +198,9 @@ func (l *Limiter) host(key string, now time.Time) *host {
 		h = &host{key: key, wake: make(chan struct{}), gate: make(chan struct{}, 1)}
 		if l.o.Rate == 0 {
 			h.ctrl = adaptive.NewAIMD(l.o.Adaptive)
+		}
+		if l.o.AdaptiveConcurrency != nil {
+			h.conc = l.o.AdaptiveConcurrency()
 		}
 		l.hosts[key] = h
 	}
@@ -225,7 +236,8 @@ type Permit struct {
 	l     *Limiter
 	h     *host
 	start time.Time
-	seq   uint64 // the host's permits issued before this one
+	seq   uint64         // the host's permits issued before this one
+	tok   adaptive.Token // the adaptive concurrency limit's, if any
 	once  sync.Once
 }
 
@@ -246,16 +258,44 @@ func (l *Limiter) Acquire(ctx context.Context, host string) (*Permit, error) {
 		if err := h.waitPause(ctx); err != nil {
 			return nil, err
 		}
-		if err := h.acquireSlot(ctx, l.o.Concurrency); err != nil {
+		limit := l.o.Concurrency
+		if h.conc != nil {
+			limit = max(1, h.conc.Limit())
+		}
+		if err := h.acquireSlot(ctx, limit); err != nil {
 			return nil, err
+		}
+		var tok adaptive.Token
+		if h.conc != nil {
+			var ok bool
+			if tok, ok = h.conc.Acquire(); !ok {
+				// The limit fell since it was read: wait for the next
+				// release (someone holds a token, or Acquire would not
+				// refuse).
+				h.release()
+				h.mu.Lock()
+				wake := h.wake
+				h.mu.Unlock()
+				select {
+				case <-wake:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				continue
+			}
 		}
 		p, err := l.takeToken(ctx, h)
 		if p != nil || err != nil {
 			if err != nil {
+				tok.Ignore()
 				h.release()
+			}
+			if p != nil {
+				p.tok = tok
 			}
 			return p, err
 		}
+		tok.Ignore()
 		h.release() // a pause began: wait it out
 	}
 }
@@ -374,6 +414,18 @@ func (p *Permit) Done(f Feedback) {
 
 func (l *Limiter) done(p *Permit, f Feedback) {
 	h, now := p.h, time.Now()
+	switch {
+	case f.Signal == adaptive.Success:
+		if f.Latency > 0 {
+			p.tok.DoneRTT(f.Latency)
+		} else {
+			p.tok.Done()
+		}
+	case f.Signal.Congestion():
+		p.tok.Dropped()
+	default:
+		p.tok.Ignore()
+	}
 	if h.ctrl != nil {
 		if f.Latency <= 0 && f.Signal != adaptive.Neutral {
 			f.Latency = now.Sub(p.start)
@@ -657,13 +709,14 @@ func (l *Limiter) SetCeiling(host string, rate float64) {
 
 // HostState describes one host.
 type HostState struct {
-	Host      string
-	Rate      float64       // current rate, requests per second
-	Adaptive  bool          // the rate is found by AIMD
-	InFlight  int           // requests holding a slot
-	Pauses    int           // pauses so far
-	PausedFor time.Duration // time left in the current pause
-	Paced     bool          // Rate is set by the server: an announced budget's pace or a Crawl-delay
+	Host        string
+	Rate        float64       // current rate, requests per second
+	Adaptive    bool          // the rate is found by AIMD
+	InFlight    int           // requests holding a slot
+	MaxInFlight int           // the cap on InFlight: Concurrency, or the adaptive limit
+	Pauses      int           // pauses so far
+	PausedFor   time.Duration // time left in the current pause
+	Paced       bool          // Rate is set by the server: an announced budget's pace or a Crawl-delay
 }
 
 // Hosts returns the state of every host the Limiter knows, sorted by name.
@@ -683,6 +736,10 @@ func (l *Limiter) Hosts() []HostState {
 		}
 		h.mu.Lock()
 		s.InFlight, s.Pauses, s.PausedFor = h.inflight, h.pauses, max(0, h.pauseUntil.Sub(now))
+		s.MaxInFlight = l.o.Concurrency
+		if h.conc != nil {
+			s.MaxInFlight = h.conc.Limit()
+		}
 		if now.Before(h.budgetUntil) && !math.IsInf(h.budgetRate, 1) && (h.ctrl != nil || h.budgetRate < s.Rate) {
 			s.Rate, s.Paced = h.budgetRate, true
 		}

@@ -36,6 +36,10 @@ type Options struct {
 	Concurrency int
 	// Adaptive configures the per-host AIMD controllers when Rate is zero.
 	Adaptive adaptive.Options
+	// AdaptiveConcurrency, when set, replaces Concurrency with an
+	// adaptive limit per host (see hostlimit.Options.AdaptiveConcurrency):
+	// e.g. func() adaptive.Limiter { return adaptive.NewGradient(adaptive.GradientOptions{}) }.
+	AdaptiveConcurrency func() adaptive.Limiter
 	// Ramp is how long a host takes to come back to full concurrency after
 	// a pause. Zero means 5 s; negative disables it.
 	Ramp time.Duration
@@ -155,7 +159,7 @@ func New(o Options) *Transport {
 		t.base = http.DefaultTransport
 	}
 	t.limiter = hostlimit.New(hostlimit.Options{
-		Rate: o.Rate, Burst: o.Burst, Concurrency: o.Concurrency, Adaptive: o.Adaptive,
+		Rate: o.Rate, Burst: o.Burst, Concurrency: o.Concurrency, Adaptive: o.Adaptive, AdaptiveConcurrency: o.AdaptiveConcurrency,
 		Pause: o.Backoff, Ramp: o.Ramp, Store: o.Store, MaxHosts: o.MaxHosts, Logger: o.Logger, BudgetMode: o.BudgetMode,
 		OnPause: func(host string, d time.Duration) {
 			t.observe(Event{Kind: Pause, Host: host, Delay: d})
