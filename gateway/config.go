@@ -84,8 +84,8 @@ type Config struct {
 	// admin API on the admin listener; without it, $SLUICE_ADMIN_TOKEN;
 	// without either, the API is refused.
 	AdminTokenFile string
-	Identity        IdentityConfig
-	Routes          []Route
+	Identity       IdentityConfig
+	Routes         []Route
 	// InFlight (in_flight) is every route's per-caller in-flight cap, and
 	// Shedding (shedding) the load shedders and their priority classes;
 	// nil: none. See concurrency.go.

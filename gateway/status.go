@@ -33,6 +33,9 @@ type ops struct {
 	control *control.Control
 	api     *control.API
 	token   atomic.Pointer[string]
+	// resolver is the served config's, for the lookups of addresses
+	// (an IPv6 address is grouped by ipv6_prefix as a request's is).
+	resolver atomic.Pointer[identity.Resolver]
 	// ownLimit limits calls to /rate_limit per identity.
 	ownLimit *memstore.Store
 }
@@ -82,6 +85,7 @@ func (o *ops) configure(cfg *Config, mux *http.ServeMux, res cachedIdentity) err
 		}
 	}
 	o.token.Store(&tok)
+	o.resolver.Store(res.Resolver)
 	o.rec.SetRules(ruleInfos(cfg))
 	return nil
 }
@@ -150,11 +154,14 @@ func (o *ops) observer(next func(httplimit.Event)) func(httplimit.Event) {
 func (o *ops) adjuster(cfg *Config) func(*http.Request, *rules.Check) {
 	globalShadow := cfg.Shadow
 	return func(_ *http.Request, c *rules.Check) {
-		if c.Rule == nil || c.Rule.Quota != nil {
+		if c.Rule == nil {
 			return
 		}
-		shadow := c.Shadow
-		o.control.Adjust(c.Rule.Name, c.Request.Key, &c.Request.Limit, &shadow)
+		lim, shadow := c.Request.Limit, c.Shadow
+		o.control.Adjust(c.Rule.Name, c.Request.Key, &lim, &shadow)
+		if c.Rule.Quota == nil { // a calendar quota's window is not overridden
+			c.Request.Limit = lim
+		}
 		c.Shadow = shadow || globalShadow
 	}
 }
@@ -285,6 +292,13 @@ func (o *ops) syntheticChecks(ctx context.Context, s string) ([]rules.Check, err
 	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://localhost/", nil)
 	if id.IP.IsValid() {
 		r.RemoteAddr = netip.AddrPortFrom(id.IP, 1).String()
+		if res := o.resolver.Load(); res != nil {
+			// An anonymous request from that address, resolved as the
+			// gateway resolves one (ipv6_prefix included).
+			if rid, err := res.Resolve(r); err == nil {
+				id = rid
+			}
+		}
 	}
 	return o.checksFor(cfg, r, id)
 }

@@ -145,10 +145,14 @@ func ruleInfo(r *rules.Rule, shadow bool) status.RuleInfo {
 // adjust applies the admin API's override and percentage enforcement to a
 // limited check.
 func (o *ops) adjust(c *check) {
-	if c.rule == nil || c.rule.Quota != nil {
+	if c.rule == nil {
 		return
 	}
-	o.control.Load().Adjust(c.rule.Key, c.key, &c.limit, &c.shadow)
+	lim := c.limit
+	o.control.Load().Adjust(c.rule.Key, c.key, &lim, &c.shadow)
+	if c.rule.Quota == nil { // a calendar quota's window is not overridden
+		c.limit = lim
+	}
 }
 
 // record counts a decided check.
