@@ -564,6 +564,12 @@ func (s *Store) Close() error {
 // could not decide and Options.OnError is ReturnError (or the request is
 // invalid, or the store closed).
 func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return s.apply(ctx, req, true)
+}
+
+// apply is Apply; without fb, a failure is returned as an error instead of
+// going to Options.OnError (leased mode takes and returns slices with it).
+func (s *Store) apply(ctx context.Context, req ratelimit.Request, fb bool) (ratelimit.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -594,11 +600,11 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 		}
 	}
 	if s.link.isDown() {
-		return s.fallback(ctx, req, s.link.downError())
+		return s.failed(ctx, req, fb, s.link.downError())
 	}
 	cn := s.conn.Load()
 	if cn == nil { // cannot happen: the link is down until there is one
-		return s.fallback(ctx, req, fmt.Errorf("%w: not connected", ErrUnavailable))
+		return s.failed(ctx, req, fb, fmt.Errorf("%w: not connected", ErrUnavailable))
 	}
 
 	unsatisfiable := req.N > lim.Capacity(req.Algorithm) && !req.Refund
@@ -641,7 +647,7 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 		}
 	}
 	if c.err != nil {
-		return s.fallback(ctx, req, c.err)
+		return s.failed(ctx, req, fb, c.err)
 	}
 	d := c.d
 	c.key = ""
@@ -706,6 +712,15 @@ func (s *Store) failure(err error, n int) error {
 		return fmt.Errorf("%w: no reply within %v (batch of %d)", ErrUnavailable, s.opts.Timeout, n)
 	}
 	return fmt.Errorf("%w: %v (batch of %d)", ErrUnavailable, err, n)
+}
+
+// failed applies the failure policy to req after err when fb is set, and
+// returns err otherwise.
+func (s *Store) failed(ctx context.Context, req ratelimit.Request, fb bool, err error) (ratelimit.Decision, error) {
+	if !fb {
+		return ratelimit.Decision{}, err
+	}
+	return s.fallback(ctx, req, err)
 }
 
 // fallback applies the failure policy to req after err.

@@ -1,0 +1,360 @@
+package redisstore_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testharness/redistest"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// leasedOrExact sends the algorithms leased mode decides to a Leased and
+// the others to its Store, so that the conformance suite, which runs every
+// algorithm, can run on it.
+type leasedOrExact struct{ l *redisstore.Leased }
+
+func (s leasedOrExact) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if redisstore.Leasable(req.Algorithm) != nil {
+		return s.l.Store().Apply(ctx, req)
+	}
+	return s.l.Apply(ctx, req)
+}
+
+func newLeased(t testing.TB, s *redisstore.Store, o redisstore.LeaseOptions) *redisstore.Leased {
+	t.Helper()
+	l, err := redisstore.NewLeased(s, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TestLeaseConformance runs the conformance suite on leased mode with its
+// defaults: the suite's limits are small (their largest slice is below
+// MinSlice), so leased mode must decide them exactly, with every number
+// Store.Apply gives.
+func TestLeaseConformance(t *testing.T) {
+	both(t, func(t *testing.T, e env) {
+		ratelimittest.Run(t, func(t *testing.T, now func() time.Time) ratelimit.Store {
+			return leasedOrExact{newLeased(t, newStore(t, e, redisstore.Options{Now: now}), redisstore.LeaseOptions{})}
+		})
+	})
+}
+
+// TestLeaseConformanceHot runs the checks of the suite that hold for a
+// leased key on keys leased from their first events (every key hot, slices
+// up to the whole capacity): concurrent callers on one key with the clock
+// stopped get exactly the capacity (a slice is charged before it is spent,
+// and the rest comes back on Close), and the randomized invariants (never
+// more than the bound, Remaining in range, an honest RetryAfter).
+func TestLeaseConformanceHot(t *testing.T) {
+	hot := redisstore.LeaseOptions{Instances: 1, MaxShare: 1, MinSlice: 1}
+	both(t, func(t *testing.T, e env) {
+		t.Run("Contention", func(t *testing.T) {
+			clock := ratelimittest.NewClock(ratelimittest.T0)
+			s := newStore(t, e, redisstore.Options{Now: clock.Now})
+			lim := ratelimit.Limit{Rate: 100, Period: time.Hour, Burst: 100}
+			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.FixedWindow} {
+				t.Run(alg.String(), func(t *testing.T) {
+					l := newLeased(t, s, hot)
+					req := ratelimit.Request{Key: "hot" + alg.String(), Limit: lim, Algorithm: alg, N: 1}
+					if got := ratelimittest.Hammer(t, l, req, 16, 20); got != 100 {
+						t.Errorf("admitted %d of 320 concurrent requests on one key, want exactly the capacity 100", got)
+					}
+					if st := l.Stats(); st.Takes == 0 || st.Local == 0 {
+						t.Errorf("no slice taken or spent: %+v", st)
+					}
+					// Nothing is left in hand: the exact store sees the key
+					// exhausted.
+					l.Close()
+					d, err := s.Apply(context.Background(), ratelimit.Request{Key: "hot" + alg.String(), Limit: lim, Algorithm: alg})
+					if err != nil || d.Remaining != 0 {
+						t.Errorf("after Close: remaining %d, %v; want 0", d.Remaining, err)
+					}
+				})
+			}
+		})
+		t.Run("Invariants", func(t *testing.T) {
+			clock := ratelimittest.NewClock(ratelimittest.T0)
+			s := newStore(t, e, redisstore.Options{Now: clock.Now})
+			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.FixedWindow} {
+				for li, lim := range []ratelimit.Limit{{Rate: 50, Period: time.Second, Burst: 50}, {Rate: 100, Period: time.Minute, Burst: 30}} {
+					t.Run(fmt.Sprintf("%v/%d", alg, li), func(t *testing.T) {
+						l := newLeased(t, s, redisstore.LeaseOptions{Instances: 1, MaxShare: 1, MinSlice: 1, Now: clock.Now})
+						rng := rand.New(rand.NewPCG(uint64(li)+1, uint64(alg)+1))
+						ratelimittest.CheckInvariants(t, l, clock, fmt.Sprintf("inv%v%d", alg, li), alg, lim, rng, 400)
+					})
+				}
+			}
+		})
+	})
+}
+
+// TestLeaseRefuses checks that leased mode refuses the algorithms it does
+// not decide, with an error that says which it does.
+func TestLeaseRefuses(t *testing.T) {
+	e := standalone(t)
+	l := newLeased(t, newStore(t, e, redisstore.Options{}), redisstore.LeaseOptions{})
+	for _, alg := range []ratelimit.Algorithm{ratelimit.LeakyBucket, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
+		_, err := l.Apply(context.Background(), ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(10), Algorithm: alg, N: 1})
+		if !errors.Is(err, ratelimit.ErrInvalidRequest) || !strings.Contains(err.Error(), "leased mode") {
+			t.Errorf("%v: err %v, want ErrInvalidRequest naming leased mode", alg, err)
+		}
+	}
+	if _, err := redisstore.NewLeased(newStore(t, e, redisstore.Options{}), redisstore.LeaseOptions{MaxShare: 2}); err == nil {
+		t.Error("MaxShare 2 accepted")
+	}
+}
+
+// TestLeaseColdKeysExact checks that a key seen fewer than MinSlice times
+// in a TTL, and a key whose limit is too small to slice, go to Redis one
+// by one, and that a hot key takes slices.
+func TestLeaseColdKeysExact(t *testing.T) {
+	e := standalone(t)
+	s := newStore(t, e, redisstore.Options{})
+	l := newLeased(t, s, redisstore.LeaseOptions{TTL: time.Hour})
+	ctx := context.Background()
+	big := ratelimit.PerHour(100000) // largest slice 100; refills 28 a second
+	for i := range 7 {
+		if d, err := l.Apply(ctx, ratelimit.Request{Key: "cold", Limit: big, N: 1}); err != nil || !d.Allowed {
+			t.Fatalf("cold %d: %+v %v", i, d, err)
+		}
+	}
+	for range 50 {
+		if _, err := l.Apply(ctx, ratelimit.Request{Key: "small", Limit: ratelimit.PerSecond(1000), N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := l.Stats(); st.Exact != 57 || st.Takes != 0 || st.Local != 0 {
+		t.Fatalf("cold keys: %+v, want 57 exact decisions and no slice", st)
+	}
+	for range 100 {
+		if _, err := l.Apply(ctx, ratelimit.Request{Key: "cold", Limit: big, N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := l.Stats()
+	if st.Takes == 0 || st.Local < 80 {
+		t.Fatalf("hot key: %+v, want slices and most decisions local", st)
+	}
+	// Redis has been charged for what was spent and what is in hand.
+	d, err := s.Apply(ctx, ratelimit.Request{Key: "cold", Limit: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := big.Burst - d.Remaining; used < 107-10 || used > 107+100 {
+		t.Errorf("redis counted %d used, want 107 spent plus at most one slice of 100", used)
+	}
+	l.Close()
+	d, _ = s.Apply(ctx, ratelimit.Request{Key: "cold", Limit: big})
+	if used := big.Burst - d.Remaining; used > 107 {
+		t.Errorf("after Close redis counts %d used, want at most the 107 spent", used)
+	}
+}
+
+// The multi-process over-admission test: the parent starts a redis-server
+// and runs several copies of the test binary as children
+// (TestLeaseChild), each a leased store hammering one key.
+const (
+	childEnv      = "SLUICE_LEASE_CHILD"
+	leaseChildren = 4
+	childWorkers  = 8
+)
+
+// TestLeaseChild is one instance of TestLeaseOverAdmission; alone it
+// skips.
+func TestLeaseChild(t *testing.T) {
+	spec := os.Getenv(childEnv)
+	if spec == "" {
+		t.Skip("run by TestLeaseOverAdmission")
+	}
+	// addr alg rate periodNs burst durationNs prefix
+	f := strings.Fields(spec)
+	alg, err := ratelimit.ParseAlgorithm(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(s string) int64 { v, _ := strconv.ParseInt(s, 10, 64); return v }
+	lim := ratelimit.Limit{Rate: num(f[2]), Period: time.Duration(num(f[3])), Burst: num(f[4])}
+	dur := time.Duration(num(f[5]))
+	s, err := redisstore.Open(context.Background(), "redis://"+f[0], redisstore.Options{Prefix: f[6], Timeout: 2 * time.Second, RequireAtStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := redisstore.NewLeased(s, redisstore.LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var admitted, calls atomic.Int64
+	var mu sync.Mutex
+	perWindow := map[int64]int64{} // fixed window: the window's end, in periods
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range childWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < dur {
+				d, err := l.Apply(context.Background(), ratelimit.Request{Key: "hot", Limit: lim, Algorithm: alg, N: 1})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				calls.Add(1)
+				if d.Allowed {
+					admitted.Add(1)
+					if alg == ratelimit.FixedWindow {
+						end := time.Now().Add(d.ResetAfter).UnixNano()
+						w := (end + int64(lim.Period)/2) / int64(lim.Period)
+						mu.Lock()
+						perWindow[w]++
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	end := time.Now()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := l.Stats()
+	var ws []string
+	for w, n := range perWindow {
+		ws = append(ws, fmt.Sprintf("%d:%d", w, n))
+	}
+	fmt.Printf("LEASECHILD %d %d %d %d %d %d %d %d %s\n", admitted.Load(), calls.Load(), start.UnixNano(), end.UnixNano(),
+		st.Local, st.Exact, st.Takes, st.Returned, strings.Join(ws, ","))
+}
+
+// TestLeaseOverAdmission runs leaseChildren processes, each a leased store
+// with the default options and childWorkers goroutines hammering one key
+// of one real redis-server, and checks the stated bound: the events
+// admitted never exceed what exact mode admits in the same time plus
+// instances × the largest slice (1% of the capacity with the defaults);
+// for the fixed window, never more than Rate in a window.
+func TestLeaseOverAdmission(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("a child")
+	}
+	srv := redistest.Start(t)
+	cases := []struct {
+		alg ratelimit.Algorithm
+		lim ratelimit.Limit
+		dur time.Duration
+	}{
+		// A budget that refills slowly: the run spends it and lives on
+		// what comes back.
+		{ratelimit.GCRA, ratelimit.Limit{Rate: 20000, Period: time.Hour, Burst: 20000}, 2 * time.Second},
+		// Refills at 20k/s, more than exact mode decides on this machine
+		// for 4 processes, less than leased mode does.
+		{ratelimit.TokenBucket, ratelimit.Limit{Rate: 20000, Period: time.Second, Burst: 20000}, 3 * time.Second},
+		// Windows of a second: each is checked.
+		{ratelimit.FixedWindow, ratelimit.Limit{Rate: 20000, Period: time.Second}, 3 * time.Second},
+	}
+	for i, tc := range cases {
+		t.Run(tc.alg.String(), func(t *testing.T) {
+			lim := tc.lim.Normalize()
+			spec := fmt.Sprintf("%s %s %d %d %d %d oa%d:", srv.Addr, tc.alg, lim.Rate, int64(lim.Period), lim.Burst, int64(tc.dur), i)
+			type result struct {
+				admitted, calls, start, end, local, exact, takes, returned int64
+				windows                                                    map[int64]int64
+			}
+			results := make([]result, leaseChildren)
+			var wg sync.WaitGroup
+			for c := range leaseChildren {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseChild$", "-test.count=1", "-test.v")
+					cmd.Env = append(os.Environ(), childEnv+"="+spec)
+					out, err := cmd.CombinedOutput()
+					if err != nil {
+						t.Errorf("child %d: %v\n%s", c, err, out)
+						return
+					}
+					sc := bufio.NewScanner(strings.NewReader(string(out)))
+					for sc.Scan() {
+						f := strings.Fields(sc.Text())
+						if len(f) < 9 || f[0] != "LEASECHILD" {
+							continue
+						}
+						var r result
+						for j, p := range []*int64{&r.admitted, &r.calls, &r.start, &r.end, &r.local, &r.exact, &r.takes, &r.returned} {
+							*p, _ = strconv.ParseInt(f[j+1], 10, 64)
+						}
+						r.windows = map[int64]int64{}
+						if len(f) > 9 {
+							for _, kv := range strings.Split(f[9], ",") {
+								k, v, _ := strings.Cut(kv, ":")
+								w, _ := strconv.ParseInt(k, 10, 64)
+								n, _ := strconv.ParseInt(v, 10, 64)
+								r.windows[w] = n
+							}
+						}
+						results[c] = r
+						return
+					}
+					t.Errorf("child %d: no result line\n%s", c, out)
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			var total, calls, local, takes, returned int64
+			first, last := results[0].start, results[0].end
+			windows := map[int64]int64{}
+			for _, r := range results {
+				total += r.admitted
+				calls += r.calls
+				local += r.local
+				takes += r.takes
+				returned += r.returned
+				first, last = min(first, r.start), max(last, r.end)
+				for w, n := range r.windows {
+					windows[w] += n
+				}
+			}
+			slice := lim.Capacity(tc.alg) * int64(redisstore.DefaultLeaseMaxShare*1000) / (1000 * redisstore.DefaultLeaseInstances)
+			bound := leaseChildren * slice
+			t.Logf("%v %v: %d processes × %d goroutines, %d decisions in %v (%.0f/s), %d admitted, %d local, %d slices taken, %d events given back; largest slice %d, bound %d",
+				tc.alg, lim, leaseChildren, childWorkers, calls, time.Duration(last-first), float64(calls)/time.Duration(last-first).Seconds(), total, local, takes, returned, slice, bound)
+			if takes == 0 || local == 0 {
+				t.Errorf("the key was never leased (%d slices, %d local decisions): the test checks nothing", takes, local)
+			}
+			if tc.alg == ratelimit.FixedWindow {
+				for w, n := range windows {
+					t.Logf("window ending at %v: %d admitted (limit %d, over %d)", time.Unix(0, w*int64(lim.Period)).UTC().Format("15:04:05"), n, lim.Rate, n-lim.Rate)
+					if n > lim.Rate {
+						t.Errorf("window %d: %d admitted, more than the limit %d (the fixed window's bound is 0)", w, n, lim.Rate)
+					}
+				}
+				return
+			}
+			// What exact mode admits at most from first to last: a full
+			// bucket and its refill.
+			exact := lim.Burst + int64(float64(lim.Rate)*float64(last-first)/float64(lim.Period))
+			t.Logf("exact-mode bound %d, admitted %d: over-admission %d (%.3f%% of the burst; stated bound %d)", exact, total, total-exact, 100*float64(total-exact)/float64(lim.Burst), bound)
+			if total > exact+bound {
+				t.Errorf("admitted %d, more than the exact bound %d + %d instances × slice %d", total, exact, leaseChildren, slice)
+			}
+		})
+	}
+}
