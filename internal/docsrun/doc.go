@@ -19,6 +19,11 @@
 // their output, with two explicit normalisations: loopback ports
 // (127.0.0.1:8080, localhost:8080) become free ports, and "…" in the docs
 // matches any run of characters. A command ending with " &" is a server
-// left running for the block's later commands. TestDocs in this package
-// builds cmd/sluice and runs every block of the repository's docs.
+// left running for the block's later commands (and killed when the block
+// ends; a server shown without " &" never returns, and fails the check
+// after the timeout). TestDocs in this package builds cmd/sluice and runs
+// every block of the repository's docs, file by file and top to bottom, in
+// one temporary directory holding a copy of examples/ (so a block may use
+// the files an earlier block of the same run wrote; nothing is written
+// into the repository).
 package docsrun
