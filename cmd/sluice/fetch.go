@@ -116,6 +116,7 @@ type fetchConfig struct {
 	adapt, json, progress, domain bool
 	robots                        bool
 	budgetMode                    hostlimit.BudgetMode
+	adaptConc                     string
 	maxDelay, timeout             time.Duration
 	backoff                       backoff.Strategy
 	outDir                        string
@@ -148,6 +149,7 @@ func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 	fs.Var(fetchHeaders{c.header}, "header", "same as -H")
 	fs.StringVar(&c.userAgent, "A", fetchUserAgent(), "the User-Agent `string`")
 	fs.StringVar(&c.userAgent, "user-agent", fetchUserAgent(), "same as -A")
+	adaptConc := fs.String("adaptive-concurrency", "off", "make each host's cap on requests in flight adaptive, following the latency of its answers: off (--concurrency, fixed), gradient or vegas (at most --concurrency)")
 	budget := fs.String("budget", "pace", "what to do with the budget a server announces (RateLimit, X-RateLimit-*): pace (spread what remains until the reset) or spend (send it at once, then wait for the reset); neither sends more than remains")
 	fs.BoolVar(&c.robots, "robots", true, "obey robots.txt for the -A user agent (--robots=false to ignore it)")
 	fs.BoolVar(&c.domain, "by-domain", false, "limit per registrable domain (www.example.com and img.example.com together) instead of per host")
@@ -189,6 +191,12 @@ func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 	case c.timeout < 0:
 		return nil, fmt.Errorf("%w: --timeout %v is negative (0: none)", errUsage, c.timeout)
 	}
+	switch *adaptConc {
+	case "off", "gradient", "vegas":
+		c.adaptConc = *adaptConc
+	default:
+		return nil, fmt.Errorf("%w: --adaptive-concurrency %q: want off, gradient or vegas", errUsage, *adaptConc)
+	}
 	switch *budget {
 	case "pace":
 		c.budgetMode = hostlimit.BudgetPace
@@ -220,6 +228,13 @@ func (c *fetchConfig) clientOptions(st *fetchStats) httpclient.Options {
 		opts.Robots = &robots.Options{UserAgent: c.userAgent}
 	}
 	opts.BudgetMode = c.budgetMode
+	lo := adaptive.LimiterOptions{Initial: min(c.conc, 20), Max: c.conc}
+	switch c.adaptConc {
+	case "gradient":
+		opts.AdaptiveConcurrency = func() adaptive.Limiter { return adaptive.NewGradient(adaptive.GradientOptions{LimiterOptions: lo}) }
+	case "vegas":
+		opts.AdaptiveConcurrency = func() adaptive.Limiter { return adaptive.NewVegas(adaptive.VegasOptions{LimiterOptions: lo}) }
+	}
 	if c.rate > 0 {
 		if c.adapt {
 			opts.Adaptive = adaptive.Options{Initial: c.rate, NoSlowStart: true}

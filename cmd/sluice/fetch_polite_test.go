@@ -112,7 +112,7 @@ func TestFetchGitHubStyle(t *testing.T) {
 		urls = append(urls, fmt.Sprintf("%s/repos/%d", srv.URL, i))
 	}
 	for _, mode := range []string{"pace", "spend"} {
-		sum, stderr, err := fetchJSON(t, append([]string{"--budget", mode}, urls...)...)
+		sum, stderr, err := fetchJSON(t, append([]string{"--budget", mode, "--adaptive-concurrency", "gradient"}, urls...)...)
 		if err != nil || sum.Failed != 0 {
 			t.Fatalf("github-style, --budget %s: %+v, err %v, stderr %s; want 0 failed", mode, sum, err, stderr)
 		}
