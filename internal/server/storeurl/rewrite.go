@@ -106,14 +106,21 @@ func sentinelURL(body string, q url.Values) (string, error) {
 	hosts, path, _ := strings.Cut(body, "/")
 	var addrs []string
 	for _, h := range strings.Split(hosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			addrs = append(addrs, h)
+		if h = strings.TrimSpace(h); h == "" {
+			continue
 		}
+		if strings.ContainsFunc(h, func(r rune) bool { return r <= ' ' || r == '#' || r == '?' || r == '\\' || r == 0x7f }) {
+			return "", fmt.Errorf("sentinel address %q: want host:port", h)
+		}
+		addrs = append(addrs, h)
 	}
 	if len(addrs) == 0 {
 		return "", errors.New("no sentinel host")
 	}
 	master, db, _ := strings.Cut(path, "/")
+	if strings.ContainsFunc(db, func(r rune) bool { return r < '0' || r > '9' }) {
+		return "", fmt.Errorf("database %q: want a number", db)
+	}
 	if m := q.Get("master_set"); master == "" && m != "" {
 		master = m
 	}
@@ -128,5 +135,11 @@ func sentinelURL(body string, q url.Values) (string, error) {
 	if db != "" {
 		out += "/" + db
 	}
-	return out + "?" + q.Encode(), nil
+	out += "?" + q.Encode()
+	// What reads it (net/url, in rueidis) must see the same parts: a '#',
+	// '/' or '?' in the user info or a host would move them.
+	if u, err := url.Parse(out); err != nil || u.Host != addrs[0] || u.Query().Get("master_set") != master {
+		return "", errors.New("malformed: percent-encode special characters of the user and password")
+	}
+	return out, nil
 }

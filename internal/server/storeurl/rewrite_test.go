@@ -30,6 +30,9 @@ func TestRewriteSentinel(t *testing.T) {
 		"rediss://h:1?tls_cert=/x",                // a certificate without its key
 		"rediss://h:1?tls_ca=/does/not/exist.pem", // unreadable
 		"rediss://h:1?%zz",                        // bad query
+		"redis-sentinel://0#0/m",                  // a fragment in a host
+		"redis-sentinel://h:1/m/#",                // a database that is not a number
+		"redis-sentinel://#@0/0",                  // a fragment in the user info
 	} {
 		if got, _, err := rewrite(in); err == nil {
 			t.Errorf("rewrite(%q) = %q, no error", in, got)
