@@ -186,7 +186,7 @@ type logFlags struct {
 // addLogFlags adds --log-format and --log-level to fs.
 func addLogFlags(fs *flag.FlagSet) *logFlags {
 	l := &logFlags{fs: fs, format: "text", level: slog.LevelInfo}
-	fs.Var(logFormatValue{&l.format}, "log-format", "log lines as text (key=value) or json (one JSON object a line)")
+	fs.Var(logFormatValue{&l.format}, "log-format", "the `FORMAT` of log lines: text (key=value) or json (one JSON object a line)")
 	fs.Var(logLevelValue{&l.level}, "log-level", "the least `LEVEL` logged: debug, info, warn or error")
 	return l
 }
