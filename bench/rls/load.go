@@ -29,6 +29,12 @@ type Load struct {
 	// Client is the client the callers call through: ClientRaw (the
 	// default) or ClientGRPC.
 	Client string
+	// Rate, when positive, is the offered load in requests per second
+	// (open loop): request i is sent at start + i/Rate by the next free
+	// caller, as ghz --rps does; a caller that is late sends at once.
+	// Zero: closed loop, every caller sends as soon as it has its answer
+	// (saturation).
+	Rate float64
 }
 
 // The load generator's clients. Both send the same requests over the same
@@ -137,6 +143,7 @@ func Measure(ctx context.Context, name, addr string, l Load, cpu func() (server,
 		errs     atomic.Int64
 		over     atomic.Int64
 		firstErr atomic.Value
+		sent     atomic.Int64
 	)
 	var s0, r0 time.Duration
 	if cpu != nil {
@@ -153,6 +160,15 @@ func Measure(ctx context.Context, name, addr string, l Load, cpu func() (server,
 			n := i * 7919
 			for !stop.Load() {
 				n++
+				if l.Rate > 0 {
+					due := start.Add(time.Duration(float64(sent.Add(1)-1) * float64(time.Second) / l.Rate))
+					if d := time.Until(due); d > 0 {
+						time.Sleep(d)
+					}
+					if stop.Load() {
+						break
+					}
+				}
 				t0 := time.Now()
 				code, err := call(conn, n%pool)
 				lat = append(lat, time.Since(t0))

@@ -1,0 +1,208 @@
+// Command rls-sweep measures `sluice rls` and envoyproxy/ratelimit (built
+// from its Go module) on one redis-server at fixed offered rates (10%,
+// 25%, 50% and 100% of envoyproxy/ratelimit's capacity on this machine)
+// and at saturation, with two load tools: the project's client and ghz
+// (installed at a pinned version). For each point it reports requests a
+// second, p50 and p99, and CPU a request of each server and of
+// redis-server, from paired rounds. See docs/bench-rls.md.
+//
+//	cd bench && go run ./rls/cmd/rls-sweep            # about 12 minutes
+//	cd bench && go run ./rls/cmd/rls-sweep -short     # about 1 minute, after the builds
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/bench/internal/pin"
+	"github.com/sluicehq/sluice/bench/rls"
+	"github.com/sluicehq/sluice/internal/testharness/redistest"
+)
+
+func main() {
+	root := flag.String("root", "..", "the sluice module (built as the sluice binary)")
+	configDir := flag.String("config", "rls/config", "configuration directory given to both servers")
+	cacheDir := flag.String("cache", "", "where envoyproxy/ratelimit and ghz are built and kept; default $XDG_CACHE_HOME/sluice-bench (or ~/.cache/sluice-bench)")
+	callers := flag.Int("callers", 64, "concurrent callers (ghz -c)")
+	conns := flag.Int("conns", 8, "gRPC connections (ghz --connections)")
+	keys := flag.Int("keys", 10000, "distinct descriptor values in the load")
+	descs := flag.Int("descriptors", 1, "descriptors per request")
+	dur := flag.Duration("duration", 8*time.Second, "measurement time per server per point per round")
+	rounds := flag.Int("rounds", 3, "paired rounds per point")
+	percents := flag.String("rates", "10,25,50,100", "offered rates, percent of envoyproxy/ratelimit's capacity; saturation is measured after them")
+	capacity := flag.Float64("capacity", 0, "envoyproxy/ratelimit's capacity in req/s (100%); 0: measure it first (closed loop, the project's client, best of 2 runs of -duration)")
+	tools := flag.String("tools", "client,ghz", "load tools: client (the project's), ghz")
+	short := flag.Bool("short", false, "a quick run: 1 round of 1 s, rates 10 and 100%")
+	pinCPUs := flag.Bool("pin", true, "servers and redis-server on the last CPU (each server GOMAXPROCS 1), the load tools on the others")
+	flag.Parse()
+	if *short {
+		*rounds, *dur, *percents = 1, time.Second, "10,100"
+	}
+	ctx := context.Background()
+
+	if *cacheDir == "" {
+		d, err := os.UserCacheDir()
+		if err != nil {
+			log.Fatal(err)
+		}
+		*cacheDir = filepath.Join(d, "sluice-bench")
+	}
+	envoyDir := filepath.Join(*cacheDir, "envoy-ratelimit-"+rls.EnvoyVersion)
+	for _, d := range []string{envoyDir, *cacheDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			log.Fatal(err)
+		}
+	}
+	work, err := os.MkdirTemp("", "rls-sweep-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	cfgDir, err := filepath.Abs(*configDir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fractions, err := rls.ParseFractions(*percents)
+	if err != nil {
+		log.Fatal(err)
+	}
+	toolList := strings.Split(*tools, ",")
+
+	log.Printf("building envoyproxy/ratelimit %s and sluice…", rls.EnvoyVersion)
+	envoyBin, err := rls.BuildEnvoy(ctx, envoyDir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	sluiceBin, err := rls.BuildSluice(ctx, *root, work)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var ghzBin, protoset string
+	for _, t := range toolList {
+		if t == rls.ToolGHZ {
+			log.Printf("installing ghz %s (minutes the first time)…", rls.GHZVersion)
+			if ghzBin, err = rls.InstallGHZ(ctx, *cacheDir); err != nil {
+				log.Fatal(err)
+			}
+			b, err := rls.Protoset()
+			if err != nil {
+				log.Fatal(err)
+			}
+			protoset = filepath.Join(work, "rls.protoset")
+			if err := os.WriteFile(protoset, b, 0o644); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+
+	var layout pin.Layout
+	serverProcs := 0
+	if *pinCPUs {
+		cpus, err := pin.Current(0)
+		if err == nil {
+			layout, err = pin.Split(cpus, 1)
+		}
+		if err != nil {
+			log.Fatalf("%v (run with -pin=false to share the CPUs)", err)
+		}
+		serverProcs = len(layout.Others[0])
+		os.Setenv("GOMAXPROCS", strconv.Itoa(serverProcs))
+	}
+	redis, err := redistest.StartServer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer redis.Close()
+	redisPID, err := redisPID(redis.Addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	envoy, err := rls.StartEnvoy(ctx, envoyBin, cfgDir, filepath.Join(work, "envoy"), redis.Addr, rls.EnvoyOptions{GOMAXPROCS: serverProcs})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer envoy.Stop()
+	sluice, err := rls.StartSluice(ctx, sluiceBin, cfgDir, "redis://"+redis.Addr, "--store-timeout", "10s")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sluice.Stop()
+	where := "the load tools, the servers and redis-server share the CPUs"
+	var loadCPUs []int
+	if *pinCPUs {
+		for _, pid := range []int{redisPID, envoy.PID(), sluice.PID()} {
+			if err := pin.Process(pid, layout.Others[0]); err != nil {
+				log.Fatal(err)
+			}
+		}
+		if err := pin.Self(layout.Self); err != nil {
+			log.Fatal(err)
+		}
+		loadCPUs = layout.Self
+		where = fmt.Sprintf("servers and redis-server on CPU %s (GOMAXPROCS %d), the load tools on CPU %s", pin.Format(layout.Others[0]), serverProcs, pin.Format(layout.Self))
+	}
+	fmt.Printf("go %s, %d CPUs; redis-server at %s; envoyproxy/ratelimit %s; ghz %s; %s\n",
+		runtime.Version(), runtime.NumCPU(), redis.Addr, rls.EnvoyVersion, rls.GHZVersion, where)
+
+	load := rls.Load{Callers: *callers, Conns: *conns, Keys: *keys, Descriptors: *descs, Duration: *dur}
+	cpu := func(pid int) (time.Duration, time.Duration) {
+		s, _ := rls.CPUTime(pid)
+		r, _ := rls.CPUTime(redisPID)
+		return s, r
+	}
+	if *capacity == 0 {
+		for range 2 {
+			res, err := rls.Measure(ctx, envoy.Name, envoy.Addr, load, nil)
+			if err != nil {
+				log.Fatal(err)
+			}
+			*capacity = max(*capacity, res.PerSecond())
+		}
+		fmt.Printf("envoyproxy/ratelimit's capacity (closed loop, the project's client, %d callers over %d connections, best of 2 × %v): %.0f req/s\n",
+			load.Callers, load.Conns, load.Duration, *capacity)
+	}
+	fmt.Printf("%d callers over %d connections, %d keys, %d descriptor(s)/request, %v per server per point per round, %d paired rounds\n\n",
+		load.Callers, load.Conns, load.Keys, load.Descriptors, load.Duration, *rounds)
+	points, err := rls.Sweep(ctx, rls.SweepConfig{
+		Load: load, Capacity: *capacity, Fractions: fractions, Tools: toolList, Rounds: *rounds,
+		GHZ: ghzBin, Protoset: protoset, LoadCPUs: loadCPUs, CPU: cpu, Progress: os.Stdout,
+	}, []*rls.Proc{envoy, sluice})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println()
+	rls.SweepTable(os.Stdout, points, envoy.Name, []string{sluice.Name})
+}
+
+// redisPID asks the redis-server at addr for its process id (INFO server).
+func redisPID(addr string) (int, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return 0, err
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+}
