@@ -120,6 +120,7 @@ type rlsFlags struct {
 	metricLabels                                                rls.MetricLabels
 	headerNames                                                 rls.HeaderNames
 	log                                                         *logFlags
+	metricsListen                                               string
 	healthyWithConfig                                           bool
 	stats                                                       rlsStatsFlags
 	tr                                                          grpcTransportFlags
@@ -150,6 +151,7 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	fs.IntVar(&f.gcPercent, "gc-percent", rlsGCPercent, "the Go garbage collector's target `PERCENT` (as GOGC): the server's live heap is a few MB, so a larger target spends a few MB more on less collection CPU; 0 keeps the runtime's (GOGC, else 100)")
 	fs.IntVar(&f.maxConns, "max-connections", 1024, "most connections open at once on each of the gRPC and HTTP listeners; past it, new connections wait in the listen backlog until one closes (each gRPC connection may hold up to about 40 MiB: see docs/security.md)")
 	fs.StringVar(&f.debugListen, "debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "`ADDR`ess serving /metrics alone, besides --http-listen's (envoyproxy/ratelimit's PROMETHEUS_ADDR); empty (the default): none")
 	fs.IntVar(&f.maxDetailed, "max-detailed-series", rls.DefaultMaxDetailedSeries, "metric keys each detailed_metric or value_to_metric rule may get from request values; later values count under <key>.__overflow__ (negative: none)")
 	fs.Float64Var(&f.nearRatio, "near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
 	metricLabels := fs.String("metric-labels", "envoy", "labels of the per-rule metrics: envoy (domain, key1, key2, as envoyproxy/ratelimit's Prometheus mapping, so its dashboards work) or sluice (domain and the whole key)")
@@ -225,13 +227,13 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 }
 
 // rlsListeners are sluice rls's listeners; http and debug may be nil.
-type rlsListeners struct{ grpc, http, debug net.Listener }
+type rlsListeners struct{ grpc, http, debug, metrics net.Listener }
 
 func (f *rlsFlags) listen() (*rlsListeners, error) {
 	var l rlsListeners
 	var err error
 	closeAll := func() {
-		for _, ln := range []net.Listener{l.grpc, l.http, l.debug} {
+		for _, ln := range []net.Listener{l.grpc, l.http, l.debug, l.metrics} {
 			if ln != nil {
 				ln.Close()
 			}
@@ -254,6 +256,12 @@ func (f *rlsFlags) listen() (*rlsListeners, error) {
 			return nil, fmt.Errorf("rls: debug: %w", err)
 		}
 	}
+	if f.metricsListen != "" {
+		if l.metrics, err = net.Listen("tcp", f.metricsListen); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("rls: metrics: %w", err)
+		}
+	}
 	return &l, nil
 }
 
@@ -264,6 +272,9 @@ func (l *rlsListeners) attrs() []any {
 	}
 	if l.debug != nil {
 		attrs = append(attrs, "debug", l.debug.Addr().String())
+	}
+	if l.metrics != nil {
+		attrs = append(attrs, "metrics", l.metrics.Addr().String())
 	}
 	return attrs
 }
@@ -292,7 +303,8 @@ func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImp
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	ms := metricsServer(srv, l.metrics)
+	errc := make(chan error, 4)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -316,6 +328,9 @@ func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImp
 	if ds != nil {
 		serve("debug", func() error { return ds.Serve(l.debug) })
 	}
+	if ms != nil {
+		serve("metrics", func() error { return ms.Serve(l.metrics) })
+	}
 	var err error
 	select {
 	case <-ctx.Done():
@@ -330,6 +345,9 @@ func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImp
 	}
 	if ds != nil {
 		ds.Shutdown(sctx)
+	}
+	if ms != nil {
+		ms.Shutdown(sctx)
 	}
 	stopped := make(chan struct{})
 	go func() { g.GracefulStop(); close(stopped) }()

@@ -5,11 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/rls"
 )
 
 // sluice rls reads envoyproxy/ratelimit's environment (its
@@ -94,9 +97,9 @@ var upstreamVars = []upstreamVar{
 	{"EXTRA_TAGS", "", "same", []string{"statsd-tags"}, "with USE_STATSD=true: NAME:VALUE,…"},
 	{"STATS_FLUSH_INTERVAL", "10s", "same", []string{"statsd-flush-interval"}, "with USE_STATSD=true"},
 	{"DISABLE_STATS", "false", "no effect", nil, "true turns USE_STATSD off; /metrics stays on the HTTP listener"},
-	{"USE_PROMETHEUS", "false", "no effect", nil, "metrics are always on /metrics of the HTTP listener (PORT)"},
-	{"PROMETHEUS_ADDR", ":9090", "refused", nil, "refused unless on the HTTP listener's port (PORT): /metrics is served there"},
-	{"PROMETHEUS_PATH", "/metrics", "refused", nil, "refused unless /metrics"},
+	{"USE_PROMETHEUS", "false", "mapped", []string{"metrics-listen"}, "true serves /metrics on PROMETHEUS_ADDR too (--metrics-listen); /metrics is on the HTTP listener (PORT) either way"},
+	{"PROMETHEUS_ADDR", ":9090", "mapped", []string{"metrics-listen"}, "with USE_PROMETHEUS=true; on the HTTP listener's port it needs no listener of its own"},
+	{"PROMETHEUS_PATH", "/metrics", "refused", nil, "with USE_PROMETHEUS=true, refused unless /metrics"},
 	{"PROMETHEUS_MAPPER_YAML", "", "refused", nil, "refused when set: the default mapping's names and labels are built in (--metric-labels)"},
 	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "no effect", nil, "sluice exports no per-method response_time series"},
 	{"RUNTIME_ROOT", "/srv/runtime_data/current", "mapped", []string{"config-dir"}, "--config-dir is RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY"},
@@ -468,19 +471,22 @@ func (e *upstreamEnv) stats() {
 	if disabled {
 		e.note("no statsd is sent (USE_STATSD is off); /metrics stays on the HTTP listener", "DISABLE_STATS")
 	}
-	e.boolVar("USE_PROMETHEUS", false)
-	e.note("metrics are always on /metrics of the HTTP listener (PORT)", "USE_PROMETHEUS")
-	if v, ok := e.get("PROMETHEUS_ADDR"); ok {
-		// The HTTP listener's port serves /metrics: an address on that
-		// port asks for what is there; another is refused.
-		if _, port, err := net.SplitHostPort(v); err == nil && port == e.getOr("PORT", "8080") {
-			e.note("/metrics is served on the HTTP listener, on this port", "PROMETHEUS_ADDR")
+	if e.boolVar("USE_PROMETHEUS", false) {
+		// As upstream, a listener of its own (:9090 by default), unless
+		// it is the HTTP listener's port, whose /metrics is always there.
+		addr := e.getOr("PROMETHEUS_ADDR", ":9090")
+		if _, port, err := net.SplitHostPort(addr); err != nil {
+			e.fail("PROMETHEUS_ADDR", addr, "want HOST:PORT or :PORT")
+		} else if port == e.getOr("PORT", "8080") {
+			e.note("/metrics is served on the HTTP listener, on this port", "USE_PROMETHEUS", "PROMETHEUS_ADDR")
 		} else {
-			e.refuse("PROMETHEUS_ADDR", v, "sluice serves /metrics on the HTTP listener (HOST, PORT), not on a listener of its own: point the scrape there, or set PORT to this port")
+			e.set("metrics-listen", addr, "USE_PROMETHEUS", "PROMETHEUS_ADDR")
 		}
-	}
-	if v, ok := e.get("PROMETHEUS_PATH"); ok && v != "/metrics" {
-		e.refuse("PROMETHEUS_PATH", v, "metrics are served on /metrics")
+		if v, ok := e.get("PROMETHEUS_PATH"); ok && v != "/metrics" {
+			e.refuse("PROMETHEUS_PATH", v, "metrics are served on /metrics")
+		}
+	} else {
+		e.note("read only with USE_PROMETHEUS=true, as envoyproxy/ratelimit does; /metrics is on the HTTP listener (PORT) anyway", "USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH")
 	}
 	if v, ok := e.get("PROMETHEUS_MAPPER_YAML"); ok {
 		e.refuse("PROMETHEUS_MAPPER_YAML", v, "no statsd mapper: the default mapping's names and labels are built in (--metric-labels)")
@@ -723,4 +729,16 @@ func (e *upstreamEnv) modes() {
 	e.check("TRACING_SAMPLING_RATE", parseFloat)
 	e.note("read only with TRACING_ENABLED=true", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE",
 		"TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE")
+}
+
+// metricsServer serves GET /metrics of srv on ln, for --metrics-listen
+// (envoyproxy/ratelimit's PROMETHEUS_ADDR), or returns nil without ln.
+func metricsServer(srv *rls.Server, ln net.Listener) *http.Server {
+	if ln == nil {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", srv.Handler())
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: 75 * time.Second, MaxHeaderBytes: 16 << 10}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -31,9 +32,12 @@ func get(t *testing.T, url string) (int, string) {
 // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED) the server reports not serving
 // on /healthcheck, /readyz and the gRPC health service while its
 // configuration has no domain, and serving once a file with one arrives;
-// /rlconfig then lists its rules.
+// /rlconfig then lists its rules. USE_PROMETHEUS serves /metrics on
+// PROMETHEUS_ADDR too, and nothing else there.
 func TestRLSHealthyWithConfig(t *testing.T) {
 	t.Setenv("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true")
+	t.Setenv("USE_PROMETHEUS", "true")
+	t.Setenv("PROMETHEUS_ADDR", "127.0.0.1:0")
 	dir := t.TempDir()
 	grpcAddr, httpAddr, logs := startRLS(t, "--config-dir", dir, "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
 		"--debug-listen", "127.0.0.1:0", "--poll", "10ms")
@@ -42,6 +46,16 @@ func TestRLSHealthyWithConfig(t *testing.T) {
 		t.Fatalf("no debug address in the logs:\n%s", logs)
 	}
 	debugAddr := m[1]
+	mm := regexp.MustCompile(`sluice rls: listening.* metrics=(\S+)`).FindStringSubmatch(logs.String())
+	if mm == nil {
+		t.Fatalf("no metrics address (USE_PROMETHEUS, PROMETHEUS_ADDR) in the logs:\n%s", logs)
+	}
+	if code, body := get(t, "http://"+mm[1]+"/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines ") {
+		t.Errorf("GET /metrics on the metrics listener: %d, %.200q", code, body)
+	}
+	if code, _ := get(t, "http://"+mm[1]+"/json"); code != http.StatusNotFound && code != http.StatusMethodNotAllowed {
+		t.Errorf("the metrics listener serves /json: %d", code)
+	}
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
