@@ -136,7 +136,8 @@ type leaseEntry struct {
 	left      int64 // events of the slice not yet spent
 	expires   int64 // local ns: the slice may be spent before this
 	windowEnd int64 // FixedWindow: local ns at which the slice's window ends at the latest
-	remaining int64 // the key's Remaining in Redis when the slice was taken
+	remaining int64 // the key's Remaining in Redis at the last reply
+	seenAt    int64 // local ns: when that reply came (0: none yet)
 	resetAt   int64 // local ns: the key's ResetAfter in Redis when the slice was taken
 
 	obsStart, obsN int64 // events this instance saw since obsStart
@@ -251,7 +252,7 @@ func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	if e.lim != lim || e.alg != req.Algorithm {
 		l.giveBack(e, now)
 		e.lim, e.alg = lim, req.Algorithm
-		e.denyUntil, e.obsStart, e.obsN, e.perTTL = 0, now, 0, 0
+		e.denyUntil, e.obsStart, e.obsN, e.perTTL, e.seenAt = 0, now, 0, 0, 0
 	}
 	e.lastUse = now
 	// The observed rate: events seen in the last full TTL, or more if this
@@ -290,6 +291,28 @@ func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	defer e.mu.Unlock()
 	// Hot: give back what is left (too little, or expired), take a slice.
 	l.giveBack(e, now)
+	if req.Algorithm != ratelimit.FixedWindow && e.seenAt != 0 {
+		// A bucket at its limit: what Redis has now, as far as this
+		// instance knows (what it had at the last reply, plus the
+		// refill since; others may have taken some, or given some
+		// back). Take that much rather than ask for more and be
+		// denied; with less than MinSlice (or req.N), wait for a whole
+		// slice without asking.
+		t := int64(lim.Interval())
+		if have := min(e.remaining+(now-e.seenAt)/t, lim.Burst); have < want {
+			if have < max(l.opts.MinSlice, req.N) {
+				wait := (want-e.remaining)*t - (now - e.seenAt)
+				e.denyUntil, e.denyN = now+wait, 1
+				e.denied = ratelimit.Decision{Limit: lim, ResetAfter: time.Duration(max(0, e.resetAt-now))}
+				d := e.denied
+				d.RetryAfter = time.Duration(wait)
+				d.ResetAfter = max(d.ResetAfter, d.RetryAfter)
+				l.local.Add(1)
+				return d, nil
+			}
+			want = have
+		}
+	}
 	return l.take(ctx, e, req, lim, max(want, req.N), now)
 }
 
@@ -314,7 +337,7 @@ func (l *Leased) take(ctx context.Context, e *leaseEntry, req ratelimit.Request,
 				l.takes.Add(1)
 			}
 			e.left = k - req.N
-			e.remaining = d.Remaining
+			e.remaining, e.seenAt = d.Remaining, l.now()
 			e.resetAt = now + int64(d.ResetAfter)
 			e.expires = now + int64(l.opts.TTL)
 			if req.Algorithm == ratelimit.FixedWindow {
@@ -327,18 +350,29 @@ func (l *Leased) take(ctx context.Context, e *leaseEntry, req ratelimit.Request,
 			d.Remaining += e.left
 			return d, nil
 		}
-		if k > req.N && d.Remaining >= req.N {
-			// Fewer than k left, enough for req.N: take what is left.
+		if k > req.N && d.Remaining >= req.N && (req.Algorithm == ratelimit.FixedWindow || d.Remaining >= l.opts.MinSlice) {
+			// Fewer than k left, enough for req.N: take what is left (a
+			// fixed window's rest is lost when the window ends; a bucket's
+			// only when at least MinSlice, else it waits for more).
 			k = max(req.N, min(k-1, d.Remaining))
 			continue
 		}
-		// Fewer than req.N left: denied, until the slice would be
-		// admitted (a slice's worth of refill, at most MaxShare/Instances
-		// of the bucket's refill time; a fixed window's end). Requests
-		// costing more than what is left are denied locally until then.
+		// Too little left: denied, until the slice would be admitted (a
+		// slice's worth of refill, at most MaxShare/Instances of the
+		// bucket's refill time; a fixed window's end). What is left stays
+		// in Redis (for a bucket, it keeps refilling). Requests costing
+		// more than what is left are denied locally until then; while a
+		// bucket waits for a slice, all are.
 		e.left = 0
+		e.remaining, e.seenAt = d.Remaining, l.now()
 		if d.RetryAfter > 0 {
-			e.denyUntil, e.denyN, e.denied = now+int64(d.RetryAfter), d.Remaining+1, d
+			// Dated from after the reply: a retry before Redis's own
+			// clock says so would be denied again, a Redis call for
+			// nothing.
+			e.denyUntil, e.denyN, e.denied = e.seenAt+int64(d.RetryAfter), d.Remaining+1, d
+			if req.Algorithm != ratelimit.FixedWindow {
+				e.denyN = 1
+			}
 			e.resetAt = now + int64(d.ResetAfter)
 		}
 		d.Limit = lim
