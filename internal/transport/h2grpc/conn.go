@@ -12,6 +12,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -213,6 +214,7 @@ func (c *conn) handshake(tc *tls.Conn, deadline time.Time) bool {
 func (c *conn) startTimers() (stop func()) {
 	o := &c.srv.opts
 	var age, idle *time.Timer
+	var stopped atomic.Bool // the idle timer re-arms itself: not after stop
 	if o.MaxConnectionAge > 0 {
 		age = time.AfterFunc(jitter(o.MaxConnectionAge), func() {
 			c.drainWith("max_age")
@@ -231,7 +233,8 @@ func (c *conn) startTimers() (stop func()) {
 	}
 	if o.MaxConnectionIdle > 0 {
 		mark := uint64(0)
-		idle = time.AfterFunc(o.MaxConnectionIdle, func() {
+		// Armed once assigned: the callback reads idle.
+		idle = time.AfterFunc(time.Duration(1<<62), func() {
 			c.mu.Lock()
 			if c.closed || c.goingAway {
 				c.mu.Unlock()
@@ -244,10 +247,14 @@ func (c *conn) startTimers() (stop func()) {
 			}
 			mark = c.opened
 			c.mu.Unlock()
-			idle.Reset(o.MaxConnectionIdle)
+			if !stopped.Load() {
+				idle.Reset(o.MaxConnectionIdle)
+			}
 		})
+		idle.Reset(o.MaxConnectionIdle)
 	}
 	return func() {
+		stopped.Store(true)
 		if age != nil {
 			age.Stop()
 		}
