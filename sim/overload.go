@@ -187,6 +187,12 @@ type OverloadOptions struct {
 	Contenders  []OverloadContender   // nil means OverloadContenders()
 	Progress    func(done, total int) // called as contenders finish
 	SteadyAfter time.Duration         // the start of a phase left out of its p99; 0 means 2 s
+	// Mix is the requests' priority classes, drawn for each arrival from a
+	// stream of the seed's own (so the arrivals and latencies are the same
+	// whatever the mix); zero means DefaultClassMix. Contenders that are
+	// ClassAdmitters see the class; the rows of all show the success of
+	// each class.
+	Mix ClassMix
 }
 
 func (o OverloadOptions) withDefaults() (OverloadOptions, error) {
@@ -208,6 +214,10 @@ func (o OverloadOptions) withDefaults() (OverloadOptions, error) {
 	}
 	if o.Contenders == nil {
 		o.Contenders = OverloadContenders()
+	}
+	var err error
+	if o.Mix, err = o.Mix.withDefaults(); err != nil {
+		return o, err
 	}
 	switch {
 	case o.Phase < 0 || o.Bin < 0 || o.SteadyAfter < 0:
@@ -256,7 +266,9 @@ func overloadRun(o OverloadOptions, phases []OverloadPhase, c OverloadContender)
 	m := o.Model
 	s := New(o.Seed, 1)
 	noise := rand.New(rand.NewPCG(o.Seed, 2))
+	classes := rand.New(rand.NewPCG(o.Seed, 3))
 	run := NewOverloadRun(c.Name, phases, o.Bin)
+	run.SetClasses(o.Mix.Classes.Names())
 	end := phases[len(phases)-1].End
 	inflight := 0
 	capa := func() int {
@@ -267,6 +279,8 @@ func overloadRun(o OverloadOptions, phases []OverloadPhase, c OverloadContender)
 		return max(1, int(math.Round(float64(m.Capacity)*phases[i].Capacity)))
 	}
 	adm := c.New(s.Time, o.Seed, capa)
+	cadm, classed := adm.(ClassAdmitter)
+	run.classed = classed
 	var arrive func()
 	arrive = func() {
 		now := s.Now()
@@ -275,19 +289,26 @@ func overloadRun(o OverloadOptions, phases []OverloadPhase, c OverloadContender)
 			return
 		}
 		p := phases[i]
-		release, ok := adm.Admit()
-		run.Arrive(now, ok, inflight, capa())
+		cl := o.Mix.draw(classes)
+		var release func(bool)
+		var ok bool
+		if classed {
+			release, ok = cadm.AdmitClass(cl)
+		} else {
+			release, ok = adm.Admit()
+		}
+		run.ArriveClass(now, int(cl), ok, inflight, capa())
 		if ok {
 			inflight++
 			lat := m.Latency(inflight, p.Capacity, noise)
 			if lat <= m.Timeout {
 				s.After(lat, func() {
 					inflight--
-					run.Complete(s.Now(), lat, true)
+					run.CompleteClass(s.Now(), now, lat, true, int(cl))
 					release(true)
 				})
 			} else {
-				s.After(m.Timeout, func() { run.Complete(s.Now(), m.Timeout, false) })
+				s.After(m.Timeout, func() { run.CompleteClass(s.Now(), now, m.Timeout, false, int(cl)) })
 				s.After(lat, func() {
 					inflight--
 					release(false)
@@ -316,7 +337,14 @@ type OverloadRun struct {
 	bins   []binTally
 	// rejections holds how long refusals took, per phase, ns.
 	rejections [][]float64
+	// classes names the priority classes (nil: none recorded); cls counts
+	// arrivals and successes by the phase of the arrival and class.
+	classes []string
+	cls     [][]classTally
+	classed bool // the contender saw the classes
 }
+
+type classTally struct{ arrivals, good int }
 
 type phaseTally struct {
 	arrivals, rejected, falseRejected, good int
@@ -336,13 +364,32 @@ func NewOverloadRun(name string, phases []OverloadPhase, bin time.Duration) *Ove
 		bins: make([]binTally, int((end+bin-1)/bin)), rejections: make([][]float64, len(phases))}
 }
 
+// SetClasses names the priority classes of the requests (first shed
+// first), for ArriveClass and CompleteClass to count.
+func (r *OverloadRun) SetClasses(names []string) {
+	r.classes = names
+	r.cls = make([][]classTally, len(r.phases))
+	for i := range r.cls {
+		r.cls[i] = make([]classTally, len(names))
+	}
+}
+
 // Arrive records a request arriving at t, admitted or refused, when the
 // server had inflight requests in flight and a capacity of capacity (a
 // refusal under capacity is a false one).
 func (r *OverloadRun) Arrive(t time.Duration, admitted bool, inflight, capacity int) {
+	r.ArriveClass(t, -1, admitted, inflight, capacity)
+}
+
+// ArriveClass is Arrive for a request of class (an index into the names
+// given to SetClasses; outside them, no class).
+func (r *OverloadRun) ArriveClass(t time.Duration, class int, admitted bool, inflight, capacity int) {
 	i := phaseAt(r.phases, t)
 	if i < 0 {
 		return
+	}
+	if class >= 0 && class < len(r.classes) {
+		r.cls[i][class].arrivals++
 	}
 	r.ph[i].arrivals++
 	if !admitted {
@@ -357,6 +404,15 @@ func (r *OverloadRun) Arrive(t time.Duration, admitted bool, inflight, capacity 
 // false for a request that missed its deadline (latency is then the
 // deadline).
 func (r *OverloadRun) Complete(t, latency time.Duration, ok bool) {
+	r.CompleteClass(t, t-latency, latency, ok, -1)
+}
+
+// CompleteClass is Complete for a request of class that arrived at
+// arrived: its success counts in the phase it arrived in.
+func (r *OverloadRun) CompleteClass(t, arrived, latency time.Duration, ok bool, class int) {
+	if j := phaseAt(r.phases, arrived); ok && j >= 0 && class >= 0 && class < len(r.classes) {
+		r.cls[j][class].good++
+	}
 	if i := phaseAt(r.phases, t); i < 0 {
 		return
 	} else if ok {
@@ -390,11 +446,18 @@ type OverloadRow struct {
 	// unsettled.
 	SettleS         float64
 	FalseRejectRate float64 // refusals while the server was under capacity, over arrivals
-	// CriticalSuccess is for shedders that know priorities; NaN here.
+	// CriticalSuccess is, for a contender that sees the classes (a
+	// ClassAdmitter), the share of the requests of the last class (the
+	// critical one) arriving in the phase that succeeded (admitted and
+	// answered within the deadline); NaN for the others.
 	CriticalSuccess float64
-	Goodput         float64       // completed within the deadline, per second
-	P99             time.Duration // of admitted requests, past SteadyAfter
-	MeanLimit       float64       // NaN when the contender shows no limit
+	// ClassSuccess is the same share for every class, in the order of
+	// OverloadResult.Classes, for every contender (NaN: no arrivals of
+	// that class); nil when no classes were recorded.
+	ClassSuccess []float64
+	Goodput      float64       // completed within the deadline, per second
+	P99          time.Duration // of admitted requests, past SteadyAfter
+	MeanLimit    float64       // NaN when the contender shows no limit
 }
 
 // OverloadResult is the outcome of [Overload] (or of [OverloadSummary] on
@@ -407,6 +470,9 @@ type OverloadResult struct {
 	// Throughput is the server's full capacity, per second, drawn as a
 	// reference (0: not drawn).
 	Throughput float64
+	// Classes names the requests' priority classes, first shed first
+	// (nil: none recorded).
+	Classes []string
 }
 
 func percentile(v []float64, p float64) float64 {
@@ -437,7 +503,7 @@ func OverloadSummary(runs []*OverloadRun, bin, steadyAfter time.Duration) (*Over
 		}
 		return v
 	}
-	res := &OverloadResult{Runs: runs, Bin: bin}
+	res := &OverloadResult{Runs: runs, Bin: bin, Classes: oracle.classes}
 	for _, p := range oracle.phases {
 		if p.Name == "0.5x" {
 			res.NoLoadP99 = time.Duration(percentile(lats(oracle, p, p.Start), 0.99))
@@ -463,6 +529,18 @@ func OverloadSummary(runs []*OverloadRun, bin, steadyAfter time.Duration) (*Over
 			row.P99, row.P99Ratio = time.Duration(p99), p99/noLoad
 			if r.ph[i].arrivals > 0 {
 				row.FalseRejectRate = float64(r.ph[i].falseRejected) / float64(r.ph[i].arrivals)
+			}
+			if len(r.classes) > 0 && len(r.classes) == len(res.Classes) {
+				row.ClassSuccess = make([]float64, len(r.classes))
+				for k, ct := range r.cls[i] {
+					row.ClassSuccess[k] = math.NaN()
+					if ct.arrivals > 0 {
+						row.ClassSuccess[k] = float64(ct.good) / float64(ct.arrivals)
+					}
+				}
+				if r.classed {
+					row.CriticalSuccess = row.ClassSuccess[len(r.classes)-1]
+				}
 			}
 			first, last := int(p.Start/bin), min(int(p.End/bin), len(r.bins))
 			oracleGood := 0.0
@@ -516,13 +594,25 @@ func orNil(v float64) any {
 
 // Table returns one row per contender and phase, with the fields of issue
 // 17: limiter, phase, goodput_ratio, p99_ratio, settle_s,
-// false_reject_rate, critical_success.
+// false_reject_rate, critical_success; then, when the requests had
+// classes, success_<class> for each class, first shed first.
 func (r *OverloadResult) Table() Table {
 	t := Table{Columns: []Column{{"limiter", 0}, {"phase", 0}, {"goodput_ratio", 3}, {"p99_ratio", 2},
 		{"settle_s", 2}, {"false_reject_rate", 4}, {"critical_success", 4}}}
+	for _, c := range r.Classes {
+		t.Columns = append(t.Columns, Column{"success_" + c, 4})
+	}
 	for _, row := range r.Rows {
-		t.Rows = append(t.Rows, []any{row.Limiter, row.Phase, orNil(row.GoodputRatio), orNil(row.P99Ratio),
-			orNil(row.SettleS), row.FalseRejectRate, orNil(row.CriticalSuccess)})
+		cells := []any{row.Limiter, row.Phase, orNil(row.GoodputRatio), orNil(row.P99Ratio),
+			orNil(row.SettleS), row.FalseRejectRate, orNil(row.CriticalSuccess)}
+		for k := range r.Classes {
+			var v any
+			if k < len(row.ClassSuccess) {
+				v = orNil(row.ClassSuccess[k])
+			}
+			cells = append(cells, v)
+		}
+		t.Rows = append(t.Rows, cells)
 	}
 	return t
 }

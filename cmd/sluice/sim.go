@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -378,6 +379,13 @@ func simOverload(fs *flag.FlagSet) func(simCommon) (simResult, error) {
 	cpuWork := fs.Duration("cpu-work", 5*time.Millisecond, "with --cpu: CPU time per request")
 	cpuPhase := fs.Duration("cpu-phase", 2*time.Second, "with --cpu: length of each phase (real time)")
 	cpuLimiter := fs.String("cpu-limiter", "", "internal: be the --cpu server, behind this limiter (sluice-gradient, sluice-vegas, fixed:N, none)")
+	shedders := fs.Bool("shed", true, "also run the load shedders (sluice-shed-utilization, -fleet, -stack, -gradient) on requests with priority classes")
+	critical := fs.Float64("critical", sim.DefaultCritical, "share of critical requests; test, get and post split the rest evenly")
+	shedRamp := fs.Duration("shed-ramp", shed.DefaultRamp, "the utilization shedder's ramp (Stripe's: 120s)")
+	fleetCap := fs.Int("fleet-cap", 0, "the fleet shedder's in-flight cap (0: 1.5x --capacity)")
+	reserved := fs.Float64("reserved", 1.0/3, "share of the fleet cap reserved for critical requests (other classes are refused once the fleet's in-flight count reaches the rest)")
+	gradReserved := fs.Float64("gradient-reserved", 0.5, "share of sluice-shed-gradient's limit reserved for critical requests")
+	only := fs.String("only", "", "run only these contenders (comma-separated names; "+sim.OracleName+", the reference, always runs)")
 	return func(c simCommon) (simResult, error) {
 		if c.runs > 1 {
 			return nil, errors.New("overload runs each contender once on the same arrivals: --runs does not apply")
@@ -419,6 +427,26 @@ func simOverload(fs *flag.FlagSet) func(simCommon) (simResult, error) {
 		} else {
 			o := sim.OverloadOptions{Seed: c.seed, Warmup: *warmup, Phase: *phase, Bin: *bin,
 				Model: sim.IOModel{Capacity: *capacity, Base: *base, Noise: *noise, Timeout: *timeout}}
+			if o.Mix, err = sim.NewClassMix(*critical, shed.Classes{}); err != nil {
+				return nil, fmt.Errorf("--critical: %w", err)
+			}
+			if *shedders {
+				if *shedRamp <= 0 || *fleetCap < 0 || *fleetCap > 1_000_000 || !(*reserved > 0) || !(*gradReserved > 0) {
+					return nil, fmt.Errorf("--shed-ramp %v / --fleet-cap %d / --reserved %v / --gradient-reserved %v: want a positive ramp, a cap of 0 to 1000000, shares above 0",
+						*shedRamp, *fleetCap, *reserved, *gradReserved)
+				}
+				sc, err := sim.ShedContenders(sim.ShedOptions{Workers: *capacity, Mix: o.Mix, Ramp: *shedRamp,
+					FleetCap: *fleetCap, Reserved: *reserved, GradientReserved: *gradReserved})
+				if err != nil {
+					return nil, fmt.Errorf("--reserved / --gradient-reserved: %w", err)
+				}
+				o.Contenders = append(sim.OverloadContenders(), sc...)
+			}
+			if *only != "" {
+				if o.Contenders, err = onlyContenders(o.Contenders, *only); err != nil {
+					return nil, err
+				}
+			}
 			if *noise == 0 {
 				o.Model.Noise = -1
 			}
@@ -450,4 +478,32 @@ func simOverload(fs *flag.FlagSet) func(simCommon) (simResult, error) {
 		}
 		return res, nil
 	}
+}
+
+// onlyContenders keeps the contenders named in the comma-separated list,
+// and the oracle.
+func onlyContenders(all []sim.OverloadContender, list string) ([]sim.OverloadContender, error) {
+	if all == nil {
+		all = sim.OverloadContenders()
+	}
+	want := map[string]bool{sim.OracleName: true}
+	for _, n := range strings.Split(list, ",") {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []sim.OverloadContender
+	for _, c := range all {
+		if want[c.Name] {
+			out = append(out, c)
+			delete(want, c.Name)
+		}
+	}
+	delete(want, sim.OracleName)
+	for n := range want {
+		names := make([]string, len(all))
+		for i, c := range all {
+			names[i] = c.Name
+		}
+		return nil, fmt.Errorf("--only: no contender %q (have %s)", n, strings.Join(names, ", "))
+	}
+	return out, nil
 }

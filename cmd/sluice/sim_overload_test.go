@@ -26,7 +26,7 @@ func TestSimOverload(t *testing.T) {
 		if err != nil {
 			t.Fatalf("sim %v = %v\n%s", args, err, stderr)
 		}
-		if !strings.Contains(stderr, "4 of 4 contenders done") {
+		if !strings.Contains(stderr, "8 of 8 contenders done") {
 			t.Errorf("stderr %q: want progress", stderr)
 		}
 		b, _ := os.ReadFile(svg)
@@ -36,10 +36,16 @@ func TestSimOverload(t *testing.T) {
 	if outs[0] != outs[1] || svgs[0] != svgs[1] || csvs[0] != csvs[1] {
 		t.Error("the same seed printed different bytes")
 	}
-	want := []string{"limiter", "phase", "goodput_ratio", "p99_ratio", "settle_s", "false_reject_rate", "critical_success"}
+	want := []string{"limiter", "phase", "goodput_ratio", "p99_ratio", "settle_s", "false_reject_rate", "critical_success",
+		"success_test", "success_get", "success_post", "success_critical"}
 	keys := jsonKeys(t, outs[0])
-	if len(keys) != 20 {
-		t.Errorf("%d rows, want 20 (4 contenders x 5 phases)", len(keys))
+	if len(keys) != 40 {
+		t.Errorf("%d rows, want 40 (4 limiters and 4 shedders x 5 phases)", len(keys))
+	}
+	// The shedders' rows have a critical_success, the limiters' none.
+	if !strings.Contains(outs[0], `{"limiter": "sluice-shed-fleet", "phase": "2x"`) ||
+		strings.Count(outs[0], `"critical_success": null`) != 20 {
+		t.Errorf("want 20 rows with critical_success null, the shedders' 20 with a value:\n%s", outs[0])
 	}
 	for _, k := range keys {
 		if !slices.Equal(k, want) {
@@ -74,6 +80,13 @@ func TestSimOverloadUsage(t *testing.T) {
 		{"overload", "--runs", "3"},
 		{"overload", "--cpu-work", "0s"},
 		{"overload", "--cpu-limiter", "nosuch"},
+		{"overload", "--critical", "1.5"},
+		{"overload", "--reserved", "0"},
+		{"overload", "--reserved", "1"},
+		{"overload", "--gradient-reserved", "1"},
+		{"overload", "--shed-ramp", "0s"},
+		{"overload", "--fleet-cap", "-1"},
+		{"overload", "--only", "nosuch"},
 	} {
 		_, stderr, err := runSimArgs(t, args...)
 		if !errors.Is(err, errUsage) {

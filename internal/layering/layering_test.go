@@ -22,7 +22,7 @@ const module = "github.com/sluicehq/sluice"
 // but the standard library and each other (the core).
 var allowed = map[string][]string{
 	// The command: the only importer of the transport.
-	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry",
+	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
 		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl", "internal/server/tlsreload", "internal/server/control"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
@@ -64,7 +64,7 @@ var allowed = map[string][]string{
 	"ratelimit":               {},
 	"ratelimit/ratelimittest": {"ratelimit"},
 	// Simulations drive the real pure components.
-	"sim": {"adaptive", "backoff", "memstore", "ratelimit", "retry", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
+	"sim": {"adaptive", "backoff", "inflight", "memstore", "ratelimit", "retry", "shed", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
 	// What both servers share, below them.
 	"internal/server/admin":      {},
 	"internal/server/eventlog":   {},
