@@ -112,6 +112,15 @@ func TestRLSTLS(t *testing.T) {
 			if _, err := askOver(dialInsecure(t, addr), 1); err == nil {
 				t.Fatal("a cleartext client got an answer from the TLS listener")
 			}
+			// A TLS client that does not negotiate h2 gets nothing of HTTP/2.
+			if tc, err := tls.Dial("tcp", addr, x.clientCreds(nil)); err == nil {
+				tc.SetReadDeadline(time.Now().Add(10 * time.Second))
+				n, err := tc.Read(make([]byte, 64))
+				tc.Close()
+				if err == nil {
+					t.Fatalf("a client without ALPN h2 read %d bytes", n)
+				}
+			}
 			if cn := servedCN(t, addr, x.clientCreds(nil)); cn != "rls-1" {
 				t.Fatalf("served %q, want rls-1", cn)
 			}
