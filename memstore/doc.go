@@ -3,8 +3,11 @@
 // simulations with an injected clock.
 //
 // State is sharded by key hash and is tiny: a GCRA, token-bucket or
-// leaky-bucket key is one 16-byte slot (hash and theoretical arrival time)
-// of a flat table that requests for existing keys update without a lock;
+// leaky-bucket key is one 16-byte slot (its hash, whose top 8 bits tag the
+// emission interval the state was made under, and the theoretical arrival
+// time) of a flat table that requests for existing keys under the same
+// interval update without a lock (a limit change converts the state under
+// the lock);
 // a window key is three int64s and its limit in a map behind the shard's
 // mutex. Keys are held as 64-bit hashes under a secret drawn per store,
 // every mixing step of which depends on the secret, so no spelling of a
@@ -20,6 +23,11 @@
 // with ErrFull rather than lift someone's limit, and the caller's failure
 // policy applies. A flood of fresh identities cannot reset anyone's limit
 // or quota. Stats reports keys, evictions and refusals for metrics.
+//
+// The zero Options are the fast configuration: the clock is read from a
+// cached value that one goroutine per process stores every
+// DefaultResolution (1 ms), so decisions see time up to that much late and
+// never admit more than the limit (Options.Resolution).
 //
 // Snapshot and Restore carry state across a restart.
 package memstore

@@ -23,18 +23,24 @@ const MaxBytesPerKey = 200
 
 // Options configures a Store. The zero value is a good default.
 type Options struct {
-	// Now returns the current time. Nil means the real clock, read on every
-	// call (see Resolution): the wall time when New ran plus the monotonic
-	// time since, which costs one clock read instead of time.Now's two and
-	// does not jump when the system's wall clock is stepped. Set Now for
-	// tests and simulations.
+	// Now returns the current time. Nil means the real clock (see
+	// Resolution): a wall time read once plus the monotonic time since,
+	// which does not jump when the system's wall clock is stepped. Set Now
+	// for tests and simulations.
 	Now func() time.Time
-	// Resolution, when positive and Now is nil, replaces the per-call clock
-	// read (about 45 ns on a cloud VM) with a clock cached by a background
-	// goroutine every Resolution: about 1 ns a call. Decisions then see time
-	// up to Resolution (plus scheduling delay) late: refills come that much
-	// later and reported durations are that much longer. It never admits
-	// more than the limit allows. Zero reads the clock on every call.
+	// Resolution is how the real clock is read when Now is nil. Zero means
+	// DefaultResolution (1 ms): a clock cached in memory, stored every
+	// Resolution by one background goroutine that all the process's stores
+	// of that resolution share, costs about 1 ns a request instead of a
+	// clock read's 20–50 ns on a VM (a quarter to a third of a decision).
+	// Decisions then see time up to Resolution (plus the scheduling delay
+	// of that goroutine) late: refills come that much later and reported
+	// durations are that much longer. It never admits more than the limit
+	// allows: every decision sees the same lagging clock. Positive sets
+	// another period; negative reads the clock on every call, for callers
+	// that need refills to the nanosecond or no background ticking. A
+	// store made where the clock reads the year 2000 (a testing/synctest
+	// bubble's fake clock) reads it on every call.
 	Resolution time.Duration
 	// MaxKeys bounds the number of keys held (rounded down to a multiple of
 	// the number of shards, each of which holds its share). Zero means
@@ -59,9 +65,9 @@ type Options struct {
 	// Memory is at most MaxBytesPerKey (200) bytes of heap per key of
 	// MaxKeys, whatever the mix of algorithms over time, plus 16 to 32
 	// bytes per request a sliding window log holds: 200 MiB at the
-	// default. A bucket key (GCRA, token, leaky) takes about 56 bytes in a
-	// full store (a 24-byte slot of a flat table at most half full, and 4
-	// bytes of packed limit), a window key up to about 95 (a 40-byte entry
+	// default. A bucket key (GCRA, token, leaky) takes 25–50 bytes, about
+	// 42 at a million keys (a 16-byte slot of a flat table from 3/8 to 3/4
+	// full, and 4 bytes of packed limit), a window key up to about 95 (a 40-byte entry
 	// of a Go map, which grows by doubling), a sliding log about 135 with
 	// one entry. A shard's table and maps keep the room they once needed, so a
 	// store whose keys changed kind over time may hold each kind's peak at
@@ -84,13 +90,15 @@ type Store struct {
 	hash     keyHash
 	perShard int // most keys per shard; ≤ 0 unbounded
 
+	shift uint // shardOf: the shard is the hash's top bits, h>>shift
+
 	now       func() time.Time
 	monoStart time.Time    // when New ran, with its monotonic reading
 	wallStart int64        // monoStart, Unix ns
-	useCached bool         // Resolution > 0 and Now is nil
-	cached    atomic.Int64 // the cached clock, Unix ns
+	clk       *cachedClock // the cached clock, or nil (Resolution < 0, or Now set)
 
 	memos [memoSlots]atomic.Pointer[limitMemo]
+	tags  intervalTags
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -98,7 +106,7 @@ type Store struct {
 }
 
 // shard is one lock and the tables it guards, one per state shape, keyed by
-// the key's hash (keyHash): a GCRA key costs one 16-byte slot of a flat
+// the key's hash (keyHash): a bucket key costs one 16-byte slot of a flat
 // table (see tatTable), whose existing keys are updated without the lock;
 // the window shapes, less hot, live in maps behind the lock.
 //
@@ -125,6 +133,7 @@ type limitMemo struct {
 	limit ratelimit.Limit
 	alg   ratelimit.Algorithm
 	p     gcra.Params
+	tag   uint8 // p.T's interval tag (intervalTags)
 }
 
 // memoSlots is the size of the store's memo cache of the limits seen
@@ -186,8 +195,9 @@ func (sh *shard) len() int { return sh.tat.n + len(sh.win) + len(sh.logs) }
 var _ ratelimit.Store = (*Store)(nil)
 
 // New returns a Store. It starts a sweeper goroutine (unless
-// SweepInterval < 0) and a clock goroutine (when Resolution > 0); Close
-// stops them.
+// SweepInterval < 0) and uses the process's cached clock of its
+// Resolution (unless Resolution < 0 or Now is set), starting its goroutine
+// if no other store does; Close stops them.
 func New(opts Options) *Store {
 	n := 256
 	if opts.Shards > 0 {
@@ -203,9 +213,14 @@ func New(opts Options) *Store {
 			n >>= 1
 		}
 	}
+	shift := uint(64)
+	for m := n; m > 1; m >>= 1 {
+		shift--
+	}
 	s := &Store{
 		shards:    make([]shard, n),
 		mask:      uint64(n - 1),
+		shift:     shift,
 		hash:      newKeyHash(),
 		now:       opts.Now,
 		monoStart: time.Now(),
@@ -223,12 +238,14 @@ func New(opts Options) *Store {
 		sh.win = make(map[uint64]winEntry)
 		sh.logs = make(map[uint64]*logEntry)
 	}
-	if s.now == nil && opts.Resolution > 0 {
-		s.useCached = true
-		s.cached.Store(s.wallStart)
-		s.every(opts.Resolution, func(now time.Time) {
-			s.cached.Store(s.wallStart + int64(now.Sub(s.monoStart)))
-		})
+	// testing/synctest's bubbles start their fake clock at 2000-01-01: a
+	// store made in one reads that clock on every call, as its tests
+	// expect, and shares no goroutine with the real clock's stores.
+	if res := opts.Resolution; s.now == nil && res >= 0 && s.monoStart.Year() > 2000 {
+		if res == 0 {
+			res = DefaultResolution
+		}
+		s.clk = acquireClock(res)
 	}
 	sweep := opts.SweepInterval
 	if sweep == 0 {
@@ -246,12 +263,14 @@ func (s *Store) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
 		close(s.stop)
 		s.wg.Wait()
+		if s.clk != nil {
+			s.clk.release()
+		}
 	}
 	return nil
 }
 
-// every runs f on a ticker of period d until Close. It is one of the
-// store's background goroutines (the cached clock, the sweeper).
+// every runs f on a ticker of period d until Close: the sweeper.
 func (s *Store) every(d time.Duration, f func(now time.Time)) {
 	s.wg.Add(1)
 	go func() {
@@ -272,8 +291,8 @@ func (s *Store) every(d time.Duration, f func(now time.Time)) {
 // clock returns the store's time, Unix ns. The cached clock's read is
 // inlined into the hot path.
 func (s *Store) clock() int64 {
-	if s.useCached {
-		return s.cached.Load()
+	if c := s.clk; c != nil {
+		return c.now.Load()
 	}
 	return s.readClock()
 }
@@ -286,8 +305,10 @@ func (s *Store) readClock() int64 {
 }
 
 func (s *Store) shardOf(h uint64) *shard {
-	// The low bits pick the slot within a map; use the high ones here.
-	return &s.shards[(h>>40)&s.mask]
+	// The low bits pick the slot within a table; the top ones the shard,
+	// so that a shard's bucket keys share their top bits, which their
+	// slots replace with an interval tag (tatWord).
+	return &s.shards[h>>s.shift]
 }
 
 // Apply decides req and records what it consumed. It returns an error only
@@ -306,10 +327,10 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decis
 	}
 	var d ratelimit.Decision
 	if req.Refund {
-		s.refund(s.clock(), &req, &m.p, &d)
+		s.refund(s.clock(), &req, &m.p, m.tag, &d)
 		return d, nil
 	}
-	if !s.apply(s.clock(), &req, &m.p, &d) {
+	if !s.apply(s.clock(), &req, m, &d) {
 		return ratelimit.Decision{}, ErrFull
 	}
 	return d, nil
@@ -318,10 +339,10 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decis
 // refund gives back req.N events of req.Key (ratelimit.Request.Refund) at
 // now and sets d to a peek's decision after it. A key the store does not
 // hold is full already: nothing is added.
-func (s *Store) refund(now int64, req *ratelimit.Request, p *gcra.Params, d *ratelimit.Decision) {
+func (s *Store) refund(now int64, req *ratelimit.Request, p *gcra.Params, tag uint8, d *ratelimit.Decision) {
 	h := s.hash.sum(req.Key)
 	if !req.Algorithm.Windowed() {
-		s.refundTAT(h, now, req.N, p, d)
+		s.refundTAT(h, now, req.N, p, tag, d)
 		return
 	}
 	peek := *req
@@ -394,6 +415,9 @@ func (s *Store) memo(req *ratelimit.Request) (*limitMemo, error) {
 		return nil, err
 	}
 	m := &limitMemo{limit: l, alg: req.Algorithm, p: gcra.NewParams(l)}
+	if !req.Algorithm.Windowed() {
+		m.tag = s.tags.tag(m.p.T)
+	}
 	if free < 0 {
 		free = g + int(h>>32)%memoWays // a full group: replace one
 	}
@@ -409,7 +433,11 @@ func (s *Store) Bind(a ratelimit.Algorithm, limit ratelimit.Limit) (ratelimit.Bo
 	if err := (ratelimit.Request{Limit: limit, Algorithm: a, N: 1}).Validate(); err != nil {
 		return nil, err
 	}
-	return &bound{s: s, alg: a, limit: limit, p: gcra.NewParams(limit)}, nil
+	b := &bound{s: s, alg: a, limit: limit, p: gcra.NewParams(limit)}
+	if !a.Windowed() {
+		b.tag = s.tags.tag(b.p.T)
+	}
+	return b, nil
 }
 
 type bound struct {
@@ -417,6 +445,7 @@ type bound struct {
 	alg   ratelimit.Algorithm
 	limit ratelimit.Limit
 	p     gcra.Params
+	tag   uint8
 }
 
 func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Duration) (d ratelimit.Decision, err error) {
@@ -433,7 +462,7 @@ func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Durat
 		req := ratelimit.Request{Key: key, Limit: b.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}
 		ok = s.applyWindow(s.hash.sum(key), now, &req, &d)
 	} else {
-		ok = s.applyTAT(s.hash.sum(key), now, n, b.alg == ratelimit.LeakyBucket, maxDelay, &b.p, &d)
+		ok = s.applyTAT(s.hash.sum(key), now, n, b.alg == ratelimit.LeakyBucket, maxDelay, &b.p, b.tag, &d)
 	}
 	if !ok {
 		return ratelimit.Decision{}, ErrFull
@@ -441,33 +470,35 @@ func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Durat
 	return d, nil
 }
 
-// apply decides req, which is valid, at now; p holds req.Limit's GCRA
+// apply decides req, which is valid, at now; m holds req.Limit's GCRA
 // parameters. It reports false, deciding nothing, when req would add a key
 // that the full store refuses (see makeRoom).
-func (s *Store) apply(now int64, req *ratelimit.Request, p *gcra.Params, d *ratelimit.Decision) bool {
+func (s *Store) apply(now int64, req *ratelimit.Request, m *limitMemo, d *ratelimit.Decision) bool {
 	h := s.hash.sum(req.Key)
 	if req.Algorithm.Windowed() {
 		return s.applyWindow(h, now, req, d)
 	}
-	return s.applyTAT(h, now, req.N, req.Algorithm == ratelimit.LeakyBucket, req.MaxDelay, p, d)
+	return s.applyTAT(h, now, req.N, req.Algorithm == ratelimit.LeakyBucket, req.MaxDelay, &m.p, m.tag, d)
 }
 
 // applyTAT decides a request of cost n for GCRA, TokenBucket or
-// LeakyBucket (leaky) on the key hashed to h. An existing key is updated
-// without the lock (see tatTable) when its state was made under p's
-// emission interval; one made under another limit is converted under the
-// lock (convertTAT). It reports false when the key is new and the store
-// refuses it.
-func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Duration, p *gcra.Params, d *ratelimit.Decision) bool {
+// LeakyBucket (leaky) on the key hashed to h; p holds the limit's
+// parameters and tag the tag of its interval p.T. An existing key whose
+// state was made under p.T is updated without the lock (see tatTable):
+// its slot's word is tatWord(h, tag). One made under another interval is
+// converted under the lock (convertTAT). It reports false when the key is
+// new and the store refuses it.
+func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Duration, p *gcra.Params, tag uint8, d *ratelimit.Decision) bool {
 	sh := s.shardOf(h)
-	for {
-		e := sh.tat.lookup(h)
+	w := tatWord(h, tag)
+	for tag != tagOverflow {
+		e := sh.tat.lookup(w)
 		if e == nil {
 			break
 		}
 		old := e.tat.Load()
-		if old == frozen || e.t != p.T {
-			break // moving, or made under another limit; ask under the lock
+		if old == frozen {
+			break // moving; ask under the lock
 		}
 		tat := gcra.StepCost(old, now, n, leaky, maxDelay, p, d)
 		if tat == old || e.tat.CompareAndSwap(old, tat) {
@@ -478,18 +509,18 @@ func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Durat
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for {
-		e := sh.tat.lookup(h)
+		e, iv := sh.tat.lookupKey(h, &s.tags)
 		if e == nil {
 			if tat := gcra.StepCost(0, now, n, leaky, maxDelay, p, d); tat != 0 {
 				if !s.makeRoom(sh, h, now) {
 					return false
 				}
-				sh.tat.insert(h, tat, packTATLimit(p.Tau, p.Limit.Burst), p.T)
+				sh.tat.insert(w, tat, packTATLimit(p.Tau, p.Limit.Burst), p.T)
 			}
 			return true
 		}
-		if e.t != p.T && p.T != 0 {
-			s.convertTAT(sh, e, h, now, n, leaky, maxDelay, p, d)
+		if iv != p.T && p.T != 0 {
+			s.convertTAT(sh, e, now, n, leaky, maxDelay, p, w, d)
 			return true
 		}
 		// Under the lock a key's slot is not frozen, but lock-free
@@ -505,30 +536,29 @@ func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Durat
 // another emission interval than p's: on the state converted to p
 // (gcra.Convert: used events stay used). Whatever the decision (a denial
 // and a peek too, so that what they report holds), it stores the converted
-// state, stepped, in a new slot tagged with p's interval, and retires e:
-// an update in flight on e, made under the old interval, then fails its
-// CAS and decides again. Called with sh.mu held.
-func (s *Store) convertTAT(sh *shard, e *tatSlot, h uint64, now, n int64, leaky bool, maxDelay time.Duration, p *gcra.Params, d *ratelimit.Decision) {
-	s.moveTAT(sh, e, h, now, p, func(c int64) int64 { return gcra.StepCost(c, now, n, leaky, maxDelay, p, d) })
+// state, stepped, in a new slot under the word w (tagged with p's
+// interval), and retires e: an update in flight on e, made under the old
+// interval, then fails its CAS and decides again. Called with sh.mu held.
+func (s *Store) convertTAT(sh *shard, e *tatSlot, now, n int64, leaky bool, maxDelay time.Duration, p *gcra.Params, w uint64, d *ratelimit.Decision) {
+	s.moveTAT(sh, e, now, p, w, func(c int64) int64 { return gcra.StepCost(c, now, n, leaky, maxDelay, p, d) })
 }
 
 // moveTAT converts the state of e, made under another interval than p's,
-// applies f to it, stores the result in a new slot tagged with p's
-// interval and retires e. Called with sh.mu held.
-func (s *Store) moveTAT(sh *shard, e *tatSlot, h uint64, now int64, p *gcra.Params, f func(int64) int64) {
+// applies f to it, stores the result in a new slot under the word w and
+// retires e. Called with sh.mu held.
+func (s *Store) moveTAT(sh *shard, e *tatSlot, now int64, p *gcra.Params, w uint64, f func(int64) int64) {
+	from := sh.tat.intervalOf(e.h.Load(), &s.tags)
 	for {
 		v := e.tat.Load()
-		c := gcra.Convert(v, now, e.t, p)
+		c := gcra.Convert(v, now, from, p)
 		tat := f(c)
 		// Freeze e at the state converted: a lock-free update under the old
 		// interval that got in first makes this fail, and f runs again.
 		if !e.tat.CompareAndSwap(v, frozen) {
 			continue
 		}
-		e.h.Store(tomb)
-		sh.tat.n--
-		sh.tat.dead++
-		sh.tat.insert(h, tat, packTATLimit(p.Tau, p.Limit.Burst), p.T)
+		sh.tat.retire(e)
+		sh.tat.insert(w, tat, packTATLimit(p.Tau, p.Limit.Burst), p.T)
 		return
 	}
 }
@@ -536,11 +566,11 @@ func (s *Store) moveTAT(sh *shard, e *tatSlot, h uint64, now int64, p *gcra.Para
 // refundTAT gives back n events of the bucket key hashed to h
 // (gcra.Refund), converting its state first if it was made under another
 // limit, and sets d to a peek's decision after it.
-func (s *Store) refundTAT(h uint64, now, n int64, p *gcra.Params, d *ratelimit.Decision) {
+func (s *Store) refundTAT(h uint64, now, n int64, p *gcra.Params, tag uint8, d *ratelimit.Decision) {
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.tat.lookup(h)
+	e, iv := sh.tat.lookupKey(h, &s.tags)
 	refund := func(c int64) int64 {
 		tat := gcra.Refund(c, now, n, p)
 		gcra.StepCost(tat, now, 0, false, 0, p, d)
@@ -549,8 +579,8 @@ func (s *Store) refundTAT(h uint64, now, n int64, p *gcra.Params, d *ratelimit.D
 	switch {
 	case e == nil:
 		refund(0) // absent: full already
-	case e.t != p.T && p.T != 0:
-		s.moveTAT(sh, e, h, now, p, refund)
+	case iv != p.T && p.T != 0:
+		s.moveTAT(sh, e, now, p, tatWord(h, tag), refund)
 	default:
 		for {
 			old := e.tat.Load() // lock-free updates race with this one

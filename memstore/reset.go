@@ -17,7 +17,7 @@ func (s *Store) Reset(_ context.Context, key string) error {
 	h := s.hash.sum(key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
-	if e := sh.tat.lookup(h); e != nil {
+	if e, _ := sh.tat.lookupKey(h, &s.tags); e != nil {
 		sh.tat.remove(e)
 	}
 	delete(sh.win, h)

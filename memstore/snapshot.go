@@ -64,11 +64,14 @@ func (s *Store) Snapshot(w io.Writer) error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.tat.all(0, func(e *tatSlot, k uint64, lim tatLimit) bool {
+		sh.tat.all(0, func(e *tatSlot, w uint64, lim tatLimit) bool {
 			if v := e.tat.Load(); v > now {
+				// The key's hash: the word's low bits, the shard's top
+				// ones (all 64 in a store of 256 shards or more).
+				k := w&lowMask | uint64(i)<<s.shift
 				snap.TAT[k] = v
 				snap.TATLimit[k] = uint32(lim)
-				snap.TATInterval[k] = e.t
+				snap.TATInterval[k] = sh.tat.intervalOf(w, &s.tags)
 			}
 			return true
 		})
@@ -129,13 +132,14 @@ func (s *Store) Restore(r io.Reader) error {
 	for k, v := range snap.TAT {
 		if v > now {
 			lim := tatLimit(snap.TATLimit[k])
-			k = nonzero(k) // as sum maps it
+			iv := snap.TATInterval[k] // 0 from version 4: unknown
+			k = nonzero(k)            // as sum maps it
 			sh := s.shardOf(k)
 			sh.mu.Lock()
-			if e := sh.tat.lookup(k); e != nil {
+			if e, _ := sh.tat.lookupKey(k, &s.tags); e != nil {
 				e.tat.Store(max(e.tat.Load(), v)) // the store is not serving yet
 			} else if s.makeRoom(sh, k, now) {
-				sh.tat.insert(k, v, lim, snap.TATInterval[k]) // 0 from version 4: unknown
+				sh.tat.insert(tatWord(k, s.tags.tag(iv)), v, lim, iv)
 			}
 			sh.mu.Unlock()
 		}

@@ -35,11 +35,17 @@ import (
 //     lock, where it finds the key's new home (or its absence). No update
 //     is lost and none lands on another key.
 //
-// A slot is 24 bytes (the hash, the state, and the emission interval the
-// state was made under), plus 4 of packed limit in a parallel array that
-// only the lock's holders touch, so an idle key costs 37–75 bytes of table
-// (56 in a full store of 2^12 keys a shard). Hash values 0 (empty) and 1 (tombstone) are
-// reserved; keyHash.sum never returns them.
+// A slot is 16 bytes, four to a cache line: the key's word (its hash with
+// the tag of the emission interval its state was made under in the top 8
+// bits, see tatWord) and the state; plus 4 of packed limit in a parallel
+// array that only the lock's holders touch, so an idle key costs 25–50
+// bytes of table (about 40 in a store of a million keys). Words 0 (empty)
+// and 1 (tombstone) are reserved; tatWord never returns them.
+//
+// The lock-free path looks a key up by its whole word, so it finds only a
+// state made under its own interval; the lock's holders look it up by its
+// hash alone (lookupKey), whatever its tag, to convert a state made under
+// another interval.
 type tatTable struct {
 	cur  atomic.Pointer[tatArray]
 	n    int // keys held; guarded by the shard's mu
@@ -49,6 +55,9 @@ type tatTable struct {
 type tatArray struct {
 	mask  uint64
 	slots []tatSlot // len a power of two
+	// ovf holds the interval of each key tagged tagOverflow, by word.
+	// Guarded by the lock; nil until needed.
+	ovf map[uint64]int64
 	// lims holds, for each slot, the packed limit (tatLimit) its key was
 	// inserted with: what eviction needs to tell a denial from a bucket
 	// nearly full. It is written and read only under the lock, so the
@@ -57,16 +66,12 @@ type tatArray struct {
 }
 
 type tatSlot struct {
-	h   atomic.Uint64 // key hash, or empty, or tomb
-	tat atomic.Int64  // state, or frozen
-	// t is the emission interval (ns) the state was made under, so that a
-	// request under another limit converts the state (gcra.Convert); 0 is
-	// unknown (a key restored from a snapshot of version 4). It is written
-	// before h publishes the slot and never changed: a key whose limit
-	// changes moves to a new slot (see Store.convertTAT), so the lock-free
-	// path reads it without an atomic and no update made under one
-	// interval lands on a state tagged with another.
-	t int64
+	// h is the key's word (tatWord), or empty, or tomb. A word is never
+	// changed but to tomb: a key whose state must be converted to another
+	// interval moves to a new slot (see Store.moveTAT), so no update made
+	// under one interval lands on a state tagged with another.
+	h   atomic.Uint64
+	tat atomic.Int64 // state, or frozen
 }
 
 const (
@@ -93,18 +98,41 @@ func (a *tatArray) find(h uint64) *tatSlot {
 	}
 }
 
-// lookup returns h's slot in the current array, or nil. Safe without the
-// lock.
-func (t *tatTable) lookup(h uint64) *tatSlot {
+// lookup returns the slot of the word w in the current array, or nil.
+// Safe without the lock.
+func (t *tatTable) lookup(w uint64) *tatSlot {
 	if a := t.cur.Load(); a != nil {
-		return a.find(h)
+		return a.find(w)
 	}
 	return nil
 }
 
-// insert adds h, which must be absent, with state tat made under the
-// emission interval iv and limit lim. Called with the lock held.
-func (t *tatTable) insert(h uint64, tat int64, lim tatLimit, iv int64) {
+// lookupKey returns the slot of the key hashed to h, whatever its tag, and
+// the interval its state was made under (ivs numbers the tags), or nil.
+// Called with the lock held.
+func (t *tatTable) lookupKey(h uint64, ivs *intervalTags) (*tatSlot, int64) {
+	a := t.cur.Load()
+	if a == nil {
+		return nil, 0
+	}
+	for i := h & a.mask; ; i = (i + 1) & a.mask {
+		switch w := a.slots[i].h.Load(); {
+		case w == empty:
+			return nil, 0
+		case w != tomb && w&lowMask == h&lowMask:
+			if tag := wordTag(w); tag != tagOverflow {
+				return &a.slots[i], ivs.interval(tag)
+			}
+			return &a.slots[i], a.ovf[w]
+		}
+	}
+}
+
+// insert adds the word w, whose key must be absent, with state tat made
+// under the emission interval iv (the interval of w's tag) and limit lim.
+// Called with the lock held.
+func (t *tatTable) insert(w uint64, tat int64, lim tatLimit, iv int64) {
+	h := w
 	a := t.cur.Load()
 	if a == nil || (t.n+t.dead+1)*4 > len(a.slots)*3 {
 		a = t.rebuild(t.n + 1)
@@ -113,9 +141,14 @@ func (t *tatTable) insert(h uint64, tat int64, lim tatLimit, iv int64) {
 		if e := &a.slots[i]; e.h.Load() == empty {
 			// State first: a reader that sees the key sees its state.
 			e.tat.Store(tat)
-			e.t = iv
 			a.lims[i] = lim
-			e.h.Store(h)
+			if wordTag(w) == tagOverflow {
+				if a.ovf == nil {
+					a.ovf = make(map[uint64]int64)
+				}
+				a.ovf[w] = iv
+			}
+			e.h.Store(w)
 			break
 		}
 	}
@@ -136,6 +169,14 @@ func freeze(e *tatSlot) int64 {
 // lock held.
 func (t *tatTable) remove(e *tatSlot) {
 	freeze(e)
+	t.retire(e)
+}
+
+// retire marks the frozen slot e a tombstone. Called with the lock held.
+func (t *tatTable) retire(e *tatSlot) {
+	if w := e.h.Load(); wordTag(w) == tagOverflow {
+		delete(t.cur.Load().ovf, w)
+	}
 	e.h.Store(tomb)
 	t.n--
 	t.dead++
@@ -157,10 +198,15 @@ func (t *tatTable) rebuild(want int) *tatArray {
 				continue
 			}
 			v := freeze(e)
+			if wordTag(h) == tagOverflow {
+				if next.ovf == nil {
+					next.ovf = make(map[uint64]int64)
+				}
+				next.ovf[h] = old.ovf[h]
+			}
 			for j := h & next.mask; ; j = (j + 1) & next.mask {
 				if f := &next.slots[j]; f.h.Load() == empty {
 					f.tat.Store(v)
-					f.t = e.t
 					next.lims[j] = old.lims[i]
 					f.h.Store(h)
 					break
@@ -194,9 +240,7 @@ func (t *tatTable) removeWhere(drop func(tat int64) bool) {
 			// Delete only the state drop saw: a concurrent update may
 			// have just spent from this key.
 			if e.tat.CompareAndSwap(v, frozen) {
-				e.h.Store(tomb)
-				t.n--
-				t.dead++
+				t.retire(e)
 				break
 			}
 		}
@@ -226,4 +270,13 @@ func (t *tatTable) all(from uint64, f func(e *tatSlot, h uint64, lim tatLimit) b
 			return
 		}
 	}
+}
+
+// intervalOf returns the interval the state of the slot holding word w was
+// made under. Called with the lock held.
+func (t *tatTable) intervalOf(w uint64, ivs *intervalTags) int64 {
+	if tag := wordTag(w); tag != tagOverflow {
+		return ivs.interval(tag)
+	}
+	return t.cur.Load().ovf[w]
 }

@@ -13,25 +13,32 @@ import (
 // after every step. Hashes are drawn from a small range so that probe
 // sequences collide, run into each other and wrap around the end of the
 // table, and deleted keys come back (into new slots: tombstones are never
-// reused).
+// reused). Keys are tagged with two numbered intervals and the overflow
+// tag, whose intervals the table keeps itself.
 func TestTableMatchesMap(t *testing.T) {
+	var tags intervalTags
+	tag10, tag20 := tags.tag(10), tags.tag(20)
 	for seed := range uint64(40) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		var tab tatTable
 		ref := map[uint64]int64{}
 		span := 4 + rng.Uint64N(200)
 		for step := range 3000 {
-			h := 2 + rng.Uint64N(span)
+			k := 2 + rng.Uint64N(span)
 			if rng.IntN(2) == 0 {
-				h += ^uint64(0) - span - 2 // high hashes: home slots near the end too
+				k += lowMask - span - 2 // high hashes: home slots near the end too
 			}
+			h := tatWord(k, [...]uint8{tag10, tag20, tagOverflow}[k%3])
 			switch op := rng.IntN(10); {
 			case op < 5: // insert or update
 				v := rng.Int64N(1000)
 				if e := tab.lookup(h); e != nil {
 					e.tat.Store(v)
 				} else {
-					tab.insert(h, v, limOf(h), int64(h%7))
+					tab.insert(h, v, limOf(h), ivOf(h, &tags))
+				}
+				if e, iv := tab.lookupKey(k, &tags); e == nil || e.h.Load() != h || iv != ivOf(h, &tags) {
+					t.Fatalf("seed %d step %d: lookupKey(%#x) = %v, %d", seed, step, k, e, iv)
 				}
 				ref[h] = v
 			case op < 8: // delete one
@@ -48,12 +55,11 @@ func TestTableMatchesMap(t *testing.T) {
 					}
 				}
 			default: // look up something absent
-				_, want := ref[h^1<<62]
-				if e := tab.lookup(h ^ 1<<62); (e != nil) != want {
-					t.Fatalf("seed %d step %d: lookup of absent key", seed, step)
+				if e := tab.lookup(tatWord(k, 3)); e != nil {
+					t.Fatalf("seed %d step %d: lookup under another tag found %#x", seed, step, e.h.Load())
 				}
 			}
-			checkTable(t, &tab, ref)
+			checkTable(t, &tab, &tags, ref)
 			if t.Failed() {
 				t.Fatalf("seed %d step %d", seed, step)
 			}
@@ -65,7 +71,16 @@ func TestTableMatchesMap(t *testing.T) {
 // sees whether each key's limit moved with it through rebuilds.
 func limOf(h uint64) tatLimit { return tatLimit(h*0x9e3779b97f4a7c15>>32) | 1 }
 
-func checkTable(t *testing.T, tab *tatTable, ref map[uint64]int64) {
+// ivOf is the interval TestTableMatchesMap inserts the word w with: its
+// tag's, or for the overflow tag one of its own, kept by the table.
+func ivOf(w uint64, tags *intervalTags) int64 {
+	if tag := wordTag(w); tag != tagOverflow {
+		return tags.interval(tag)
+	}
+	return 100 + int64(w%7)
+}
+
+func checkTable(t *testing.T, tab *tatTable, tags *intervalTags, ref map[uint64]int64) {
 	t.Helper()
 	if tab.n != len(ref) {
 		t.Errorf("table holds %d entries, map %d", tab.n, len(ref))
@@ -88,11 +103,18 @@ func checkTable(t *testing.T, tab *tatTable, ref map[uint64]int64) {
 		if lim != limOf(h) {
 			t.Errorf("key %#x: limit %#x, inserted with %#x", h, lim, limOf(h))
 		}
-		if e.t != int64(h%7) {
-			t.Errorf("key %#x: interval %d, inserted with %d", h, e.t, h%7)
+		if iv := tab.intervalOf(h, tags); iv != ivOf(h, tags) {
+			t.Errorf("key %#x: interval %d, inserted with %d", h, iv, ivOf(h, tags))
 		}
 		return true
 	})
+	if a := tab.cur.Load(); a != nil {
+		for w := range a.ovf {
+			if _, ok := ref[w]; !ok {
+				t.Errorf("overflow interval kept for %#x, which the table does not hold", w)
+			}
+		}
+	}
 	if seen != len(ref) {
 		t.Errorf("all visited %d entries, want %d", seen, len(ref))
 	}
@@ -103,7 +125,7 @@ func checkTable(t *testing.T, tab *tatTable, ref map[uint64]int64) {
 func TestTableShrinks(t *testing.T) {
 	var tab tatTable
 	for h := uint64(1); h <= 10000; h++ {
-		tab.insert(h*0x9e3779b97f4a7c15, int64(h), 1, 1)
+		tab.insert(tatWord(h*0x9e3779b97f4a7c15, 1), int64(h), 1, 1)
 	}
 	big := len(tab.cur.Load().slots)
 	tab.removeWhere(func(v int64) bool { return v > 100 })
@@ -131,7 +153,7 @@ func TestTableNoLostUpdates(t *testing.T) {
 		added   atomic.Int64 // increments that succeeded
 		stop    atomic.Bool
 	)
-	hash := func(k int) uint64 { return uint64(k)*0x9e3779b97f4a7c15 | 2 }
+	hash := func(k int) uint64 { return tatWord(uint64(k)*0x9e3779b97f4a7c15, 1) }
 	mu.Lock()
 	for k := range keys {
 		tab.insert(hash(k), 0, 1, 1)

@@ -67,21 +67,19 @@ type Contender struct {
 func Contenders() []Contender {
 	return []Contender{
 		{
+			Name: "sluice-gcra-default", Sluice: true,
+			Algorithm: "GCRA through ratelimit.Limiter, memstore.Options{} (the clock cached every 1 ms, memstore.DefaultResolution)",
+			New:       func(int) Limiter { return newSluice(0) },
+		},
+		{
 			Name: "sluice-gcra-clock-per-call", Sluice: true,
-			Algorithm: "GCRA through ratelimit.Limiter, time.Now on every call (default Options)",
-			New:       func(keys int) Limiter { return newSluice(0, keys) },
+			Algorithm: "GCRA through ratelimit.Limiter, the clock read on every call (Options.Resolution: -1, the opt-out)",
+			New:       func(int) Limiter { return newSluice(-1) },
 		},
 		{
-			Name: "sluice-gcra-clock-cached-1ms", Sluice: true,
-			Algorithm: "GCRA through ratelimit.Limiter, clock cached every 1 ms (Options.Resolution)",
-			New:       func(keys int) Limiter { return newSluice(time.Millisecond, keys) },
-		},
-		{
-			Name: "sluice-gcra-store-apply-clock-cached-1ms", Sluice: true,
-			Algorithm: "GCRA through Store.Apply (the request names its limit), clock cached every 1 ms",
-			New: func(keys int) Limiter {
-				return &sluiceApply{memstore.New(memstore.Options{Resolution: time.Millisecond, MaxKeys: 2*keys + 1024}), context.Background()}
-			},
+			Name: "sluice-gcra-store-apply-default", Sluice: true,
+			Algorithm: "GCRA through Store.Apply (the request names its limit: the gateway's path), memstore.Options{}",
+			New:       func(int) Limiter { return newSluiceApply(ratelimit.GCRA) },
 		},
 		{
 			Name:      "x-time-rate-map-mutex",
@@ -117,6 +115,22 @@ func Contenders() []Contender {
 	}
 }
 
+// Algorithms lists sluice's other algorithms through Store.Apply with the
+// default Options, for the heap per key of every algorithm and their
+// speed beside GCRA's. They are sluice's own, never peers; corepair leaves
+// them out unless asked (-algorithms).
+func Algorithms() []Contender {
+	var cs []Contender
+	for _, a := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
+		cs = append(cs, Contender{
+			Name: "sluice-" + a.String() + "-store-apply-default", Sluice: true,
+			Algorithm: a.String() + " through Store.Apply, memstore.Options{}",
+			New:       func(int) Limiter { return newSluiceApply(a) },
+		})
+	}
+	return cs
+}
+
 // sluice
 
 // sluiceLimiter is what a user who applies one limit writes: a
@@ -128,10 +142,13 @@ type sluiceLimiter struct {
 	ctx context.Context
 }
 
-func newSluice(res time.Duration, keys int) Limiter {
-	// MaxKeys leaves room for every key (the default, 2^20, is a hair above
-	// the million-key case and is per shard, so a full shard would evict).
-	s := memstore.New(memstore.Options{Resolution: res, MaxKeys: 2*keys + 1024})
+// newSluice is memstore with its default Options but the clock's
+// resolution (0: the default; -1: the clock read on every call). The
+// default MaxKeys, 2^20, bounds each of 256 shards to 4096 keys: at a
+// million keys a few of the fullest shards evict a handful of idle keys,
+// as a deployed store would.
+func newSluice(res time.Duration) Limiter {
+	s := memstore.New(memstore.Options{Resolution: res})
 	l, err := ratelimit.NewLimiter(s, ratelimit.GCRA, sluiceLimit)
 	if err != nil {
 		panic(err)
@@ -150,11 +167,16 @@ func (l *sluiceLimiter) Allow(key string) bool {
 // many limits (the gateway's rules) does.
 type sluiceApply struct {
 	s   *memstore.Store
+	alg ratelimit.Algorithm
 	ctx context.Context
 }
 
+func newSluiceApply(a ratelimit.Algorithm) Limiter {
+	return &sluiceApply{memstore.New(memstore.Options{}), a, context.Background()}
+}
+
 func (l *sluiceApply) Allow(key string) bool {
-	d, err := l.s.Apply(l.ctx, ratelimit.Request{Key: key, Limit: sluiceLimit, N: 1})
+	d, err := l.s.Apply(l.ctx, ratelimit.Request{Key: key, Limit: sluiceLimit, Algorithm: l.alg, N: 1})
 	return err == nil && d.Allowed
 }
 

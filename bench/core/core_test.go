@@ -45,12 +45,12 @@ func prepared(b *testing.B, c Contender, keys []string) Limiter {
 func BenchmarkCore(b *testing.B) {
 	keys := keyNames(numKeys)
 	b.Run("one-key", func(b *testing.B) {
-		for _, c := range all() {
+		for _, c := range withAlgorithms() {
 			b.Run(c.Name, func(b *testing.B) { benchSerial(b, prepared(b, c, keys[:1]), keys[:1]) })
 		}
 	})
 	b.Run("100k-serial", func(b *testing.B) {
-		for _, c := range all() {
+		for _, c := range withAlgorithms() {
 			if c.OneKey {
 				continue
 			}
@@ -58,7 +58,7 @@ func BenchmarkCore(b *testing.B) {
 		}
 	})
 	b.Run("100k-parallel", func(b *testing.B) {
-		for _, c := range all() {
+		for _, c := range withAlgorithms() {
 			if c.OneKey {
 				continue
 			}
@@ -121,7 +121,7 @@ func benchParallel(b *testing.B, l Limiter, keys []string) {
 // runtime.ReadMemStats after a GC before and after. ns/op is the time to
 // create the million keys.
 func BenchmarkHeapPerKey(b *testing.B) {
-	for _, c := range all() {
+	for _, c := range withAlgorithms() {
 		if c.OneKey {
 			continue
 		}
@@ -191,3 +191,8 @@ func BenchmarkTimeNow(b *testing.B) {
 
 // all is the contenders and then the design studies.
 func all() []Contender { return append(Contenders(), Studies()...) }
+
+// withAlgorithms is all and sluice's other algorithms (Algorithms), which
+// the benchmarks measure and TestContendersAgree leaves to memstore's own
+// tests (a fixed window admits twice its limit across a window's edge).
+func withAlgorithms() []Contender { return append(all(), Algorithms()...) }
