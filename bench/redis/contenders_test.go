@@ -50,6 +50,8 @@ func TestContenders(t *testing.T) {
 		{"gcra.lua via go-redis", GoRedisScript(rdb, src, "gr:"), false},
 		{"gcra.lua via rueidis", RueidisScript(rc, src, "ru:"), false},
 		{"envoy fixed window", EnvoyFixedWindow(rdb, "ev:"), true},
+		{"INCRBY+PEXPIRE via rueidis", FixedWindowPipe(rc, "fp:"), true},
+		{"minimal window script", FixedWindowScript(rc, "fs:"), true},
 		{"sluice gcra", Sluice(store, ratelimit.GCRA, "sg:"), false},
 		{"sluice fixed window", Sluice(store, ratelimit.FixedWindow, "sf:"), true},
 	} {

@@ -195,7 +195,7 @@ func ParseFractions(s string) ([]float64, error) {
 			continue
 		}
 		v, err := strconv.ParseFloat(f, 64)
-		if err != nil || v <= 0 || v > 1000 {
+		if err != nil || !(v > 0 && v <= 1000) {
 			return nil, fmt.Errorf("rls: bad percentage %q in %q", f, s)
 		}
 		out = append(out, v/100)

@@ -95,6 +95,8 @@ func main() {
 		{"gcra.lua via go-redis", redis.GoRedisScript(rdb, src, "gr:")},
 		{"gcra.lua via rueidis", redis.RueidisScript(rc, src, "ru:")},
 		{"envoy fixed window (pipe)", redis.EnvoyFixedWindow(rdb, "ev:")},
+		{"INCRBY+PEXPIRE via rueidis", redis.FixedWindowPipe(rc, "fp:")},
+		{"minimal window script via rueidis", redis.FixedWindowScript(rc, "fs:")},
 	}
 	contenders = append(contenders, sluiceContenders(ctx, *addr)...)
 
