@@ -143,6 +143,7 @@ type leaseEntry struct {
 	obsStart, obsN int64 // events this instance saw since obsStart
 	perTTL         int64 // events seen in the last full TTL
 
+	promised  bool  // a bucket denied until a slice refills: the next take takes what there is
 	denyUntil int64 // local ns: requests costing at least denyN are denied until then
 	denyN     int64
 	denied    ratelimit.Decision
@@ -252,7 +253,7 @@ func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	if e.lim != lim || e.alg != req.Algorithm {
 		l.giveBack(e, now)
 		e.lim, e.alg = lim, req.Algorithm
-		e.denyUntil, e.obsStart, e.obsN, e.perTTL, e.seenAt = 0, now, 0, 0, 0
+		e.denyUntil, e.obsStart, e.obsN, e.perTTL, e.seenAt, e.promised = 0, now, 0, 0, 0, false
 	}
 	e.lastUse = now
 	// The observed rate: events seen in the last full TTL, or more if this
@@ -295,13 +296,19 @@ func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.De
 		// A bucket at its limit: what Redis has now, as far as this
 		// instance knows (what it had at the last reply, plus the
 		// refill since; others may have taken some, or given some
-		// back). Take that much rather than ask for more and be
-		// denied; with less than MinSlice (or req.N), wait for a whole
-		// slice without asking.
+		// back). Less than a whole slice: wait for it without asking
+		// when it refills within a TTL (nothing is lost: the bucket
+		// keeps refilling), or when there is less than MinSlice (or
+		// req.N); else take what there is rather than ask for more and
+		// be denied.
 		t := int64(lim.Interval())
+		want = max(want, req.N)
 		if have := min(e.remaining+(now-e.seenAt)/t, lim.Burst); have < want {
-			if have < max(l.opts.MinSlice, req.N) {
-				wait := (want-e.remaining)*t - (now - e.seenAt)
+			wait := (want-e.remaining)*t - (now - e.seenAt)
+			if !e.promised && (have < max(l.opts.MinSlice, req.N) || wait <= int64(l.opts.TTL)) {
+				// Once: the retry after RetryAfter takes what there is,
+				// whatever the slice has grown to meanwhile.
+				e.promised = true
 				e.denyUntil, e.denyN = now+wait, 1
 				e.denied = ratelimit.Decision{Limit: lim, ResetAfter: time.Duration(max(0, e.resetAt-now))}
 				d := e.denied
@@ -310,8 +317,9 @@ func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.De
 				l.local.Add(1)
 				return d, nil
 			}
-			want = have
+			want = max(have, req.N)
 		}
+		e.promised = false
 	}
 	return l.take(ctx, e, req, lim, max(want, req.N), now)
 }
