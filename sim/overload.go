@@ -661,12 +661,15 @@ func (r *OverloadResult) Figure() Figure {
 				p99 = append(p99, v/1e6)
 			}
 		}
-		if run.Name != "none" {
-			plots[0].Series = append(plots[0].Series, Series{Name: run.Name, X: x, Y: lim, Step: true})
+		// The shedders, dashed, in the colours the palette gives the
+		// limiters before them (it has 7).
+		dashed := run.classed
+		if slices.ContainsFunc(lim, func(v float64) bool { return v >= 0 }) { // none, the utilization shedder: no limit
+			plots[0].Series = append(plots[0].Series, Series{Name: run.Name, X: x, Y: lim, Step: true, Dashed: dashed})
 		}
-		plots[1].Series = append(plots[1].Series, Series{Name: run.Name, X: x, Y: inf})
-		plots[2].Series = append(plots[2].Series, Series{Name: run.Name, X: px, Y: p99})
-		plots[3].Series = append(plots[3].Series, Series{Name: run.Name, X: x, Y: good})
+		plots[1].Series = append(plots[1].Series, Series{Name: run.Name, X: x, Y: inf, Dashed: dashed})
+		plots[2].Series = append(plots[2].Series, Series{Name: run.Name, X: px, Y: p99, Dashed: dashed})
+		plots[3].Series = append(plots[3].Series, Series{Name: run.Name, X: x, Y: good, Dashed: dashed})
 	}
 	if len(r.Runs) > 0 && r.Throughput > 0 {
 		var x, y []float64

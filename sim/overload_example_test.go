@@ -29,3 +29,36 @@ func ExampleOverload() {
 	// oracle-fixed     goodput 1.00 of the oracle's, p99 0.99x no-load
 	// none             goodput 0.02 of the oracle's, p99 38.67x no-load
 }
+
+// The shedders on requests of four classes, 30% of them critical, at 2x
+// of a server of 20 workers: the fleet shedder (a cap of 30 in flight, a
+// third of it for critical requests) serves every critical request and
+// sheds the others; the utilization shedder alone, with Stripe's 120 s
+// ramp, has barely begun to shed after 2 s and loses critical requests as
+// it loses the others.
+func ExampleShedContenders() {
+	sc, err := sim.ShedContenders(sim.ShedOptions{Workers: 20})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := sim.Overload(sim.OverloadOptions{Seed: 1, Model: sim.IOModel{Capacity: 20},
+		Warmup: time.Second, Phase: 2 * time.Second,
+		Contenders: append(sim.OverloadContenders()[2:3], sc...)}) // the oracle, then the shedders
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("classes:", res.Classes)
+	for _, r := range res.Rows {
+		if r.Phase == "2x" && r.Limiter != sim.OracleName {
+			fmt.Printf("%-23s critical %.4f, success by class %.2f\n", r.Limiter, r.CriticalSuccess, r.ClassSuccess)
+		}
+	}
+	// Output:
+	// classes: [test get post critical]
+	// sluice-shed-utilization critical 0.4877, success by class [0.47 0.51 0.48 0.49]
+	// sluice-shed-fleet       critical 1.0000, success by class [0.24 0.26 0.28 1.00]
+	// sluice-shed-stack       critical 1.0000, success by class [0.24 0.26 0.28 1.00]
+	// sluice-shed-gradient    critical 1.0000, success by class [0.27 0.27 0.27 1.00]
+}

@@ -49,6 +49,7 @@ func TestOverloadShedTargets(t *testing.T) {
 	rows := rowsByName(res)
 	for _, name := range []string{"sluice-shed-fleet", "sluice-shed-stack", "sluice-shed-gradient"} {
 		r := rows[name+"/2x"]
+		t.Logf("%s at 2x: critical success %.6f, by class %.4f, goodput ratio %.3f", name, r.CriticalSuccess, r.ClassSuccess, r.GoodputRatio)
 		if r.CriticalSuccess < 0.999 {
 			t.Errorf("%s at 2x: critical success %.4f, want at least 0.999", name, r.CriticalSuccess)
 		}
