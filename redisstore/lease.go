@@ -45,6 +45,11 @@ type LeaseOptions struct {
 	// past it, new keys are decided exactly until idle keys are dropped.
 	// Default 65536.
 	MaxKeys int
+	// ExactOthers sends requests under the algorithms leased mode does
+	// not decide (LeakyBucket, SlidingWindowCounter, SlidingWindowLog) to
+	// the Store, decided exactly, instead of refusing them: for servers
+	// whose rules mix algorithms on one store.
+	ExactOthers bool
 	// Now replaces the local clock (the store's Options.Now when nil, else
 	// time.Now). Slices expire on it.
 	Now func() time.Time
@@ -77,7 +82,8 @@ type LeaseStats struct {
 // SlidingWindowCounter and SlidingWindowLog (the estimate and the log
 // depend on when each event happened, which a slice taken ahead of time
 // does not record) are refused with an error wrapping
-// ratelimit.ErrInvalidRequest. Peeks (N 0) and refunds go to Redis.
+// ratelimit.ErrInvalidRequest (or, with LeaseOptions.ExactOthers, decided
+// exactly by the Store). Peeks (N 0) and refunds go to Redis.
 //
 // # Bound on over-admission
 //
@@ -225,6 +231,10 @@ func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.De
 		return ratelimit.Decision{}, err
 	}
 	if err := Leasable(req.Algorithm); err != nil {
+		if l.opts.ExactOthers {
+			l.exact.Add(1)
+			return l.s.Apply(ctx, req)
+		}
 		return ratelimit.Decision{}, err
 	}
 	if l.closed.Load() {

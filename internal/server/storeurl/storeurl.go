@@ -33,6 +33,9 @@ type Store struct {
 	// Memory is the memory store, or nil; Redis the Redis store, or nil.
 	Memory *memstore.Store
 	Redis  *redisstore.Store
+	// Leased is the Redis store's leased mode (URL parameter lease), or
+	// nil; when set, it is the Store that decides.
+	Leased *redisstore.Leased
 	url    string
 }
 
@@ -50,6 +53,10 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 	}
 	ro := opts.Redis
 	safe := Redact(raw)
+	raw, lease, err := takeLease(raw)
+	if err != nil {
+		return nil, fmt.Errorf("store %w", err)
+	}
 	dial, tc, err := rewrite(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store %w", err)
@@ -87,13 +94,34 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 		log.Error("store: redis is unavailable at start; serving with the failure policy and reconnecting in the background",
 			"store", safe, "on_store_error", ro.OnError.String(), "err", h.LastError)
 	}
-	return &Store{Store: r, Redis: r, url: safe}, nil
+	st := &Store{Store: r, Redis: r, url: safe}
+	if lease != nil {
+		l, err := redisstore.NewLeased(r, *lease)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("store %s: %w", safe, err)
+		}
+		st.Store, st.Leased = l, l
+		ttl, n := lease.TTL, lease.Instances
+		if ttl == 0 {
+			ttl = redisstore.DefaultLeaseTTL
+		}
+		if n == 0 {
+			n = redisstore.DefaultLeaseInstances
+		}
+		log.Info("store: leased mode for hot keys (gcra, token_bucket, fixed_window; other algorithms exact)",
+			"store", safe, "slice_ttl", ttl.String(), "instances", n)
+	}
+	return st, nil
 }
 
 // Close closes the store.
 func (s *Store) Close() error {
 	if s.Memory != nil {
 		return s.Memory.Close()
+	}
+	if s.Leased != nil {
+		s.Leased.Close() // gives back the unspent slices, through Redis
 	}
 	return s.Redis.Close()
 }
