@@ -314,18 +314,21 @@ func (s *Store) shardOf(h uint64) *shard {
 // Apply decides req and records what it consumed. It returns an error only
 // for an invalid request, a closed store, or a new key refused by a full
 // store (ErrFull).
-func (s *Store) Apply(_ context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (s *Store) Apply(_ context.Context, req ratelimit.Request) (d ratelimit.Decision, err error) {
+	// d is the result itself, filled through a pointer: a local Decision
+	// copied out at the return stalls on store forwarding (the copy's wide
+	// loads read the narrow stores that just filled it), a fifth of the
+	// call's cost.
 	if s.closed.Load() {
-		return ratelimit.Decision{}, ratelimit.ErrClosed
+		return d, ratelimit.ErrClosed
 	}
 	if req.N < 0 || req.MaxDelay < 0 {
-		return ratelimit.Decision{}, req.Validate()
+		return d, req.Validate()
 	}
 	m, err := s.memo(&req)
 	if err != nil {
-		return ratelimit.Decision{}, err
+		return d, err
 	}
-	var d ratelimit.Decision
 	if req.Refund {
 		s.refund(s.clock(), &req, &m.p, m.tag, &d)
 		return d, nil

@@ -184,7 +184,7 @@ func report(w io.Writer, kname string, names []string, wall, cpu [][]float64, ro
 		fmt.Fprintf(w, "\nFastest peer (the smallest paired ratio): %s. Paired: sluice per-call clock %.2f×, default (cached clock) %.2f× as fast",
 			names[fastest], median(ratios(wall[fastest], wall[per])), median(ratios(wall[fastest], wall[cached])))
 		for i, n := range names {
-			if strings.HasPrefix(n, "study-") {
+			if strings.HasPrefix(n, "study-") || (strings.HasPrefix(n, "sluice-") && i != per && i != cached) {
 				fmt.Fprintf(w, "; %s %.2f×", n, median(ratios(wall[fastest], wall[i])))
 			}
 		}
