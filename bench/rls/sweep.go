@@ -36,6 +36,10 @@ type SweepConfig struct {
 	CPU func(pid int) (server, redis time.Duration)
 	// Progress, when not nil, gets a line per measurement.
 	Progress io.Writer
+	// Around, when not nil, is called as each measurement starts (a CPU
+	// profile, say); the function it returns, when not nil, is called
+	// when the measurement ends.
+	Around func(pt SweepPoint, round int, p *Proc) (end func())
 }
 
 // SweepPoint is one load level measured with one tool: every server's
@@ -68,6 +72,10 @@ func Sweep(ctx context.Context, cfg SweepConfig, servers []*Proc) ([]SweepPoint,
 					if cfg.CPU != nil {
 						cpu = func() (time.Duration, time.Duration) { return cfg.CPU(pid) }
 					}
+					var end func()
+					if cfg.Around != nil {
+						end = cfg.Around(pt, r, p)
+					}
 					var res Result
 					var err error
 					switch tool {
@@ -77,6 +85,9 @@ func Sweep(ctx context.Context, cfg SweepConfig, servers []*Proc) ([]SweepPoint,
 						res, err = GHZ(ctx, cfg.GHZ, cfg.Protoset, p.Name, p.Addr, l, cpu, cfg.LoadCPUs)
 					default:
 						err = fmt.Errorf("rls: unknown sweep tool %q", tool)
+					}
+					if end != nil {
+						end()
 					}
 					if err != nil {
 						return points, fmt.Errorf("%s at %s, %s: %w", p.Name, pt.Level(), tool, err)

@@ -128,9 +128,11 @@ func TestSweep(t *testing.T) {
 	const rate = 200
 	load := rls.Load{Callers: 4, Conns: 2, Keys: 100, Descriptors: 1, Duration: 500 * time.Millisecond}
 	var progress strings.Builder
+	started, ended := 0, 0
 	points, err := rls.Sweep(ctx, rls.SweepConfig{
 		Load: load, Capacity: rate, Fractions: []float64{1}, Tools: tools, Rounds: 2,
 		GHZ: ghz, Protoset: protoset, Progress: &progress,
+		Around: func(rls.SweepPoint, int, *rls.Proc) func() { started++; return func() { ended++ } },
 		CPU: func(pid int) (time.Duration, time.Duration) { s, _ := rls.CPUTime(pid); return s, 0 },
 	}, []*rls.Proc{mem, red})
 	if err != nil {
@@ -162,6 +164,9 @@ func TestSweep(t *testing.T) {
 		if pr := p.Paired(mem.Name, red.Name); len(pr) != 2 {
 			t.Errorf("%s %s: %d paired rounds, want 2", p.Level(), p.Tool, len(pr))
 		}
+	}
+	if want := 2 * len(tools) * 2 * 2; started != want || ended != want {
+		t.Errorf("Around: %d started, %d ended, want %d of each", started, ended, want)
 	}
 	var table strings.Builder
 	rls.SweepTable(&table, points, mem.Name, []string{red.Name})

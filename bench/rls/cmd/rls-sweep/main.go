@@ -15,8 +15,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -43,6 +45,7 @@ func main() {
 	capacity := flag.Float64("capacity", 0, "envoyproxy/ratelimit's capacity in req/s (100%); 0: measure it first (closed loop, the project's client, best of 2 runs of -duration)")
 	tools := flag.String("tools", "client,ghz", "load tools: client (the project's), ghz")
 	short := flag.Bool("short", false, "a quick run: 1 round of 1 s, rates 10 and 100%")
+	pprofDir := flag.String("pprof", "", "write CPU profiles of sluice rls (from --debug-listen) at each load level to `DIR` (the project's client, first round)")
 	pinCPUs := flag.Bool("pin", true, "servers and redis-server on the last CPU (each server GOMAXPROCS 1), the load tools on the others")
 	flag.Parse()
 	if *short {
@@ -132,7 +135,20 @@ func main() {
 		log.Fatal(err)
 	}
 	defer envoy.Stop()
-	sluice, err := rls.StartSluice(ctx, sluiceBin, cfgDir, "redis://"+redis.Addr, "--store-timeout", "10s")
+	sluiceArgs := []string{"--store-timeout", "10s"}
+	var debugAddr string
+	if *pprofDir != "" {
+		port, err := rls.FreePort()
+		if err != nil {
+			log.Fatal(err)
+		}
+		debugAddr = "127.0.0.1:" + strconv.Itoa(port)
+		sluiceArgs = append(sluiceArgs, "--debug-listen", debugAddr)
+		if err := os.MkdirAll(*pprofDir, 0o755); err != nil {
+			log.Fatal(err)
+		}
+	}
+	sluice, err := rls.StartSluice(ctx, sluiceBin, cfgDir, "redis://"+redis.Addr, sluiceArgs...)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -176,12 +192,87 @@ func main() {
 	points, err := rls.Sweep(ctx, rls.SweepConfig{
 		Load: load, Capacity: *capacity, Fractions: fractions, Tools: toolList, Rounds: *rounds,
 		GHZ: ghzBin, Protoset: protoset, LoadCPUs: loadCPUs, CPU: cpu, Progress: os.Stdout,
+		Around: func(pt rls.SweepPoint, round int, p *rls.Proc) func() {
+			if debugAddr == "" || p != sluice || round != 0 || pt.Tool != rls.ToolClient {
+				return nil
+			}
+			name := "saturation"
+			if pt.Rate > 0 {
+				name = fmt.Sprintf("%.0fpct", pt.Percent)
+			}
+			return profile(debugAddr, max(1, int(load.Duration.Seconds())-1), filepath.Join(*pprofDir, "sluice-"+name+".pprof"))
+		},
 	}, []*rls.Proc{envoy, sluice})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println()
 	rls.SweepTable(os.Stdout, points, envoy.Name, []string{sluice.Name})
+	// What each command cost redis-server in the whole sweep, without its
+	// network and wake-ups: envoyproxy/ratelimit sends INCRBY and EXPIRE
+	// (its keys), sluice rls EVALSHA (its scripts; TIME, MGET and SET
+	// inside them are counted too).
+	if stats, err := redisInfo(redis.Addr, "commandstats"); err == nil {
+		fmt.Println()
+		fmt.Println("redis-server INFO commandstats after the sweep:")
+		for _, l := range strings.Split(stats, "\n") {
+			if strings.HasPrefix(l, "cmdstat_") {
+				fmt.Println("  " + strings.TrimSpace(l))
+			}
+		}
+	}
+}
+
+// redisInfo returns INFO section of the redis-server at addr.
+func redisInfo(addr, section string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("INFO " + section + "\r\n")); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if err != nil || n < 0 || n > 1<<20 {
+		return "", fmt.Errorf("INFO: unexpected reply %q", head)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// profile fetches a CPU profile of secs seconds from the debug listener at
+// addr into file, in the background; the function it returns waits for it.
+func profile(addr string, secs int, file string) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
+		if err != nil {
+			log.Printf("profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(file)
+		if err != nil {
+			log.Printf("profile: %v", err)
+			return
+		}
+		defer f.Close()
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			log.Printf("profile: %v", err)
+		}
+	}()
+	return func() { <-done }
 }
 
 // redisPID asks the redis-server at addr for its process id (INFO server).
