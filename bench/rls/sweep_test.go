@@ -133,7 +133,7 @@ func TestSweep(t *testing.T) {
 		Load: load, Capacity: rate, Fractions: []float64{1}, Tools: tools, Rounds: 2,
 		GHZ: ghz, Protoset: protoset, Progress: &progress,
 		Around: func(rls.SweepPoint, int, *rls.Proc) func() { started++; return func() { ended++ } },
-		CPU: func(pid int) (time.Duration, time.Duration) { s, _ := rls.CPUTime(pid); return s, 0 },
+		CPU:    func(pid int) (time.Duration, time.Duration) { s, _ := rls.CPUTime(pid); return s, 0 },
 	}, []*rls.Proc{mem, red})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
