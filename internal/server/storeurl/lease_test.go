@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
@@ -90,6 +92,22 @@ func TestLeaseOpen(t *testing.T) {
 	}
 	if s := st.Leased.Stats(); s.Takes == 0 || s.Local == 0 || s.Exact < 8 {
 		t.Errorf("stats %+v: want slices, local decisions and exact ones", s)
+	}
+	reg := prometheus.NewRegistry()
+	if err := st.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]float64{}
+	for _, mf := range mfs {
+		m := mf.GetMetric()[0]
+		seen[mf.GetName()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	if seen["sluice_redis_lease_local_total"] == 0 || seen["sluice_redis_lease_slices_total"] == 0 || seen["sluice_store_lease_keys"] != 1 {
+		t.Errorf("lease metrics %v", seen)
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)

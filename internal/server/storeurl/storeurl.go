@@ -150,6 +150,8 @@ func (s *Store) Ready() (bool, string) {
 //	sluice_redis_failures_total              failed Redis calls, connection attempts and probes
 //	sluice_redis_reconnects_total            times Redis came back
 //	sluice_redis_script_calls_total, sluice_redis_requests_total   the mean batch is their ratio
+//	sluice_redis_lease_local_total, _exact_total, _slices_total, _returned_total   leased mode's decisions (URL parameter lease)
+//	sluice_store_lease_keys                   the keys leased mode tracks
 func (s *Store) Register(reg prometheus.Registerer) error {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "store", Name: name, Help: help}, f)
@@ -178,6 +180,15 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 			counter("redis", "reconnects_total", "Times Redis came back after being lost.", func() float64 { return float64(r.Health().Reconnects) }),
 			counter("redis", "script_calls_total", "Script calls sent to Redis (each decides a batch of requests).", func() float64 { return float64(r.Stats().ScriptCalls) }),
 			counter("redis", "requests_total", "Requests decided by Redis, in all script calls.", func() float64 { return float64(r.Stats().Requests) }),
+		)
+	}
+	if l := s.Leased; l != nil {
+		cs = append(cs,
+			counter("redis", "lease_local_total", "Decisions leased mode made in process, from a slice in hand or a remembered denial.", func() float64 { return float64(l.Stats().Local) }),
+			counter("redis", "lease_exact_total", "Decisions leased mode sent to Redis one by one (cold keys, small limits, other algorithms).", func() float64 { return float64(l.Stats().Exact) }),
+			counter("redis", "lease_slices_total", "Slices of a hot key's budget taken from Redis.", func() float64 { return float64(l.Stats().Takes) }),
+			counter("redis", "lease_returned_total", "Events of slices given back to Redis unspent.", func() float64 { return float64(l.Stats().Returned) }),
+			gauge("lease_keys", "Keys leased mode tracks (bounded by its MaxKeys).", func() float64 { return float64(l.Stats().Keys) }),
 		)
 	}
 	for _, c := range cs {
