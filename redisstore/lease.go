@@ -269,10 +269,10 @@ func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	// The observed rate: events seen in the last full TTL, or more if this
 	// TTL has seen more already.
 	if now-e.obsStart >= int64(l.opts.TTL) {
-		e.perTTL = e.obsN * int64(l.opts.TTL) / max(1, now-e.obsStart)
+		e.perTTL = int64(float64(e.obsN) * float64(l.opts.TTL) / float64(max(1, now-e.obsStart)))
 		e.obsStart, e.obsN = now, 0
 	}
-	e.obsN += req.N
+	e.obsN = min(e.obsN+req.N, ratelimit.MaxRate) // N ≤ MaxRate: no overflow
 
 	if e.left >= req.N && now < e.expires {
 		e.left -= req.N
