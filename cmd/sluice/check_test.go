@@ -219,7 +219,7 @@ func TestCheckRefusesWhatServeRefuses(t *testing.T) {
 		{"many.yaml", "listen: 127.0.0.1:99999\nstore: nope\n" + checkGW + "identity:\n  api_keys_file: nosuch.txt\n",
 			[]string{
 				`1: listen: "127.0.0.1:99999": port 99999 is out of range (0 to 65535)`,
-				`2: store: want memory or a redis://, rediss://, redis-cluster:// or unix:// URL, got "nope"`,
+				`2: store: want memory or a redis://, rediss://, redis-cluster://, rediss-cluster://, redis-sentinel:// or unix:// URL, got "nope"`,
 				`7: identity.api_keys_file: open ` + filepath.Join(dir, "nosuch.txt") + `: no such file or directory`,
 			}},
 	} {
