@@ -358,3 +358,54 @@ func TestLeaseOverAdmission(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseBoundReached drives the worst case of the bound on a virtual
+// clock: four instances take slices of a full bucket and hold them while
+// the bucket refills; then, at one instant, they spend their slices and the
+// refilled bucket. Exact mode admits the capacity C at that instant;
+// leased mode admits C plus the slices held, and never more than C + n·s.
+func TestLeaseBoundReached(t *testing.T) {
+	e := standalone(t)
+	clock := ratelimittest.NewClock(ratelimittest.T0)
+	s := newStore(t, e, redisstore.Options{Now: clock.Now})
+	lim := ratelimit.Limit{Rate: 1000, Period: time.Hour, Burst: 1000} // C = 1000, one event every 3.6 s
+	const n = 4
+	o := redisstore.LeaseOptions{TTL: 3 * time.Hour, Instances: n, MaxShare: 0.04, MinSlice: 1, Now: clock.Now}
+	var ls [n]*redisstore.Leased
+	for i := range ls {
+		ls[i] = newLeased(t, s, o)
+	}
+	slice := ls[0].MaxSlice(ratelimit.GCRA, lim) // 10
+	ctx := context.Background()
+	req := ratelimit.Request{Key: "worst", Limit: lim, N: 1}
+	for _, l := range ls {
+		for range 21 {
+			if d, err := l.Apply(ctx, req); err != nil || !d.Allowed {
+				t.Fatalf("%+v %v", d, err)
+			}
+		}
+	}
+	d, err := s.Apply(ctx, ratelimit.Request{Key: "worst", Limit: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := lim.Burst - d.Remaining - n*21
+	if held <= 0 || held > n*slice {
+		t.Fatalf("the instances hold %d events, want some and at most %d", held, n*slice)
+	}
+	clock.Set(ratelimittest.T0.Add(2 * time.Hour)) // the bucket is full again; the slices live on
+	var admitted int64
+	for range 3 {
+		for _, l := range ls {
+			admitted += ratelimittest.Hammer(t, l, req, 1, 600)
+		}
+	}
+	over := admitted - lim.Burst
+	t.Logf("held %d; admitted %d at one instant against exact mode's %d: over-admission %d, bound n·s = %d", held, admitted, lim.Burst, over, n*slice)
+	if over > n*slice {
+		t.Errorf("over-admission %d above the bound %d", over, n*slice)
+	}
+	if over <= 0 {
+		t.Errorf("over-admission %d: the held slices (%d) were not spent", over, held)
+	}
+}
