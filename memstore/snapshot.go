@@ -57,6 +57,12 @@ type snapLog struct {
 // (calendar quotas, long windows). Keys are written as they are held: as
 // hashes, with the secret that made them, so a snapshot must be guarded
 // like the store's memory.
+//
+// A bucket key's hash is held as 56 bits and its shard (tatWord): whole in
+// a store of 256 shards or more. A store of fewer shards (fewer than 4096
+// keys, or Options.Shards) writes the bits it does not hold as zeros, so
+// its bucket keys are found again by a store of as many shards or fewer
+// (the same Options find them all) and lost, as if new, by one of more.
 func (s *Store) Snapshot(w io.Writer) error {
 	now := s.clock()
 	snap := snapshot{Version: snapshotVersion, K0: s.hash.k0, K1: s.hash.k1,

@@ -62,3 +62,42 @@ func TestManyIntervals(t *testing.T) {
 		t.Errorf("restored store holds %d keys, want %d", r.Len(), keys)
 	}
 }
+
+// TestSnapshotSmallStore checks that a store of few shards, whose bucket
+// slots hold fewer than 64 bits of a key's hash, finds its keys again when
+// restored into a store of the same Options, and into one of a single
+// shard.
+func TestSnapshotSmallStore(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	opts := Options{Now: func() time.Time { return now }, SweepInterval: -1, MaxKeys: 200}
+	s := New(opts)
+	defer s.Close()
+	if len(s.shards) >= 256 {
+		t.Fatalf("%d shards; the test wants fewer than 256", len(s.shards))
+	}
+	ctx := context.Background()
+	lim := ratelimit.Limit{Rate: 1, Period: time.Hour, Burst: 1}
+	for i := range 100 {
+		if d, err := s.Apply(ctx, ratelimit.Request{Key: fmt.Sprint("k", i), Limit: lim, N: 1}); err != nil || !d.Allowed {
+			t.Fatalf("key %d: %+v, %v", i, d, err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := s.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	one := opts
+	one.Shards, one.MaxKeys = 1, 0
+	for _, o := range []Options{opts, one} {
+		r := New(o)
+		if err := r.Restore(bytes.NewReader(buf.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			if d, err := r.Apply(ctx, ratelimit.Request{Key: fmt.Sprint("k", i), Limit: lim, N: 1}); err != nil || d.Allowed {
+				t.Fatalf("%d shards, key %d after the restore: %+v, %v; want the spent bucket's denial", len(r.shards), i, d, err)
+			}
+		}
+		r.Close()
+	}
+}
