@@ -200,7 +200,7 @@ func TestLeaseChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var admitted, calls atomic.Int64
+	var admitted, calls, ambiguous atomic.Int64
 	var mu sync.Mutex
 	perWindow := map[int64]int64{} // fixed window: the window's end, in periods
 	start := time.Now()
@@ -210,6 +210,7 @@ func TestLeaseChild(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for time.Since(start) < dur {
+				before := time.Now()
 				d, err := l.Apply(context.Background(), ratelimit.Request{Key: "hot", Limit: lim, Algorithm: alg, N: 1})
 				if err != nil {
 					t.Error(err)
@@ -219,7 +220,18 @@ func TestLeaseChild(t *testing.T) {
 				if d.Allowed {
 					admitted.Add(1)
 					if alg == ratelimit.FixedWindow {
-						end := time.Now().Add(d.ResetAfter).UnixNano()
+						// The window's end is the decision's time plus
+						// ResetAfter; the decision was made between
+						// before and after. A call that took more than a
+						// quarter window is left out (a miscount could
+						// only hide events, never add some).
+						after := time.Now()
+						took := after.Sub(before)
+						if took > lim.Period/4 {
+							ambiguous.Add(1)
+							continue
+						}
+						end := before.Add(took / 2).Add(d.ResetAfter).UnixNano()
 						w := (end + int64(lim.Period)/2) / int64(lim.Period)
 						mu.Lock()
 						perWindow[w]++
@@ -235,7 +247,10 @@ func TestLeaseChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := l.Stats()
-	var ws []string
+	ws := []string{}
+	if n := ambiguous.Load(); n > 0 {
+		t.Logf("%d admitted events left out of the per-window count (slow calls)", n)
+	}
 	for w, n := range perWindow {
 		ws = append(ws, fmt.Sprintf("%d:%d", w, n))
 	}
