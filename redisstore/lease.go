@@ -16,7 +16,7 @@ const (
 	DefaultLeaseInstances = 10
 	DefaultLeaseMaxShare  = 0.01
 	DefaultLeaseMinSlice  = 8
-	DefaultLeaseMaxKeys   = 1 << 16
+	DefaultLeaseMaxKeys   = 1 << 14
 )
 
 // LeaseOptions configures leased mode (NewLeased). The zero value is a
@@ -41,9 +41,11 @@ type LeaseOptions struct {
 	// below MinSlice (a small limit), or when this instance saw fewer than
 	// MinSlice events of it in the last TTL (a cold key). Default 8.
 	MinSlice int64
-	// MaxKeys bounds the keys whose rate and slice an instance tracks;
-	// past it, new keys are decided exactly until idle keys are dropped.
-	// Default 65536.
+	// MaxKeys bounds the keys whose rate and slice an instance tracks
+	// (about 500 bytes each, measured, besides the key; only keys whose
+	// limit is large enough to slice are tracked); past it, new keys are
+	// decided exactly until keys idle for 10 TTLs are dropped. Default
+	// 16384.
 	MaxKeys int
 	// ExactOthers sends requests under the algorithms leased mode does
 	// not decide (LeakyBucket, SlidingWindowCounter, SlidingWindowLog) to
