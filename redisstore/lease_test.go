@@ -424,3 +424,47 @@ func TestLeaseBoundReached(t *testing.T) {
 		t.Errorf("over-admission %d: the held slices (%d) were not spent", over, held)
 	}
 }
+
+// TestLeaseRedisDown: with Redis gone, a leased store spends what it holds
+// and answers the rest with the failure policy, without errors; slices it
+// cannot give back are lost (under-admission), never spent twice.
+func TestLeaseRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := redisstore.Open(context.Background(), "redis://"+srv.Addr, redisstore.Options{OnError: redisstore.Deny, Timeout: time.Second, RequireAtStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := newLeased(t, s, redisstore.LeaseOptions{TTL: time.Hour})
+	ctx := context.Background()
+	req := ratelimit.Request{Key: "hot", Limit: ratelimit.PerHour(1000000), N: 1} // largest slice 1000
+	for range 100 {
+		if d, err := l.Apply(ctx, req); err != nil || !d.Allowed {
+			t.Fatalf("%+v %v", d, err)
+		}
+	}
+	st := l.Stats()
+	if st.Takes == 0 {
+		t.Fatalf("no slice: %+v", st)
+	}
+	srv.Kill()
+	var admitted, denied int
+	for range 5000 {
+		d, err := l.Apply(ctx, req)
+		if err != nil {
+			t.Fatalf("with Redis down: %v, want the failure policy's decision", err)
+		}
+		if d.Allowed {
+			admitted++
+		} else {
+			denied++
+		}
+	}
+	// What was in hand is spent; then the policy (deny) answers.
+	if admitted == 0 || denied == 0 || int64(admitted) > l.MaxSlice(ratelimit.GCRA, req.Limit) {
+		t.Errorf("admitted %d and denied %d with Redis down; want the slice in hand (at most %d) spent, then denials", admitted, denied, l.MaxSlice(ratelimit.GCRA, req.Limit))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
