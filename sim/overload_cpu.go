@@ -282,6 +282,37 @@ func startCPUServer(ctx context.Context, o CPUOptions, limiter string) (*cpuProc
 	return p, nil
 }
 
+// control sends a control request (a capacity change). A server without a
+// limit may be too swamped to answer at once, so it is tried a few times
+// on a fresh connection, each with a generous deadline.
+func (p *cpuProc) control(ctx context.Context, path string) error {
+	var err error
+	for range 4 {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		req, rerr := http.NewRequestWithContext(actx, http.MethodGet, p.url+path, nil)
+		if rerr != nil {
+			cancel()
+			return rerr
+		}
+		req.Close = true
+		var resp *http.Response
+		resp, err = http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			cancel()
+			if resp.StatusCode/100 != 2 {
+				return fmt.Errorf("sim: cpu server: %s: %s", path, resp.Status)
+			}
+			return nil
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("sim: cpu server: %s: %w", path, err)
+}
+
 func (p *cpuProc) stop() {
 	p.stdin.Close()
 	done := make(chan struct{})
@@ -364,11 +395,9 @@ func cpuRun(ctx context.Context, o CPUOptions, name, limiter string, phases []Ov
 		ph := phases[i]
 		if ph.Capacity != capNow {
 			capNow = ph.Capacity
-			resp, err := p.client.Get(p.url + "/capacity?factor=" + strconv.FormatFloat(1/capNow, 'g', -1, 64))
-			if err != nil {
+			if err := p.control(ctx, "/capacity?factor="+strconv.FormatFloat(1/capNow, 'g', -1, 64)); err != nil {
 				return nil, err
 			}
-			resp.Body.Close()
 		}
 		time.Sleep(time.Until(start.Add(at)))
 		wg.Go(func() {
