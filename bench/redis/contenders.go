@@ -72,9 +72,11 @@ func gcraArgs() []string {
 	lim := BenchLimit.Normalize()
 	t := int64(lim.Interval())
 	// ARGV: min expiry (ms, unused), "0" (the server's clock), one
-	// (inc, lim) pair: cost 1 adds t to the TAT, admitted while the
-	// backlog is at most τ − t.
-	return []string{"1", "0", "1", strconv.FormatInt(t, 10), strconv.FormatInt(lim.Burst*t-t, 10)}
+	// (inc, lim, T, τ) spec: cost 1 adds t to the TAT, admitted while the
+	// backlog is at most τ − t; T and τ say the limit the state is kept
+	// under.
+	tau := lim.Burst * t
+	return []string{"1", "0", "1", strconv.FormatInt(t, 10), strconv.FormatInt(tau-t, 10), strconv.FormatInt(t, 10), strconv.FormatInt(tau, 10)}
 }
 
 // allowedReply reads the script's reply for one request: the backlog,
