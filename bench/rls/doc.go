@@ -16,6 +16,14 @@
 // small machine it leaves the CPU to the servers it measures; grpc-go's
 // client is an option. Both servers always get the same one. See docs/bench-rls.md for figures and the command.
 //
+// Sweep measures the servers at fixed offered rates (Load.Rate: open
+// loop, request i sent at start + i/Rate) and at saturation, with the
+// project's client and with ghz (GHZ, installed by InstallGHZ at
+// GHZVersion, given the protoset Protoset builds from go-control-plane's
+// descriptors), in paired rounds; SweepTable writes the comparison. The
+// command rls-sweep runs it against envoyproxy/ratelimit's capacity on
+// the machine.
+//
 // envoyproxy/ratelimit is built from its Go module (BuildEnvoy runs go
 // install at EnvoyVersion), sluice from this tree (BuildSluice).
 package rls

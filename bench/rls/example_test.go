@@ -18,3 +18,14 @@ func ExampleStream() {
 	// 2 descriptor(s), hits_addend 0, first: user=u1-run
 	// 2 descriptor(s), hits_addend 3, first: user=u5-run
 }
+
+// The sweep's rates are percentages of the reference server's capacity.
+func ExampleParseFractions() {
+	fs, err := rls.ParseFractions("10,25,50,100")
+	fmt.Println(fs, err)
+	_, err = rls.ParseFractions("10,fast")
+	fmt.Println(err)
+	// Output:
+	// [0.1 0.25 0.5 1] <nil>
+	// rls: bad percentage "fast" in "10,fast"
+}
