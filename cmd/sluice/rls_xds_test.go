@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,5 +130,68 @@ func TestRLSXDSUsage(t *testing.T) {
 		if _, err := parseRLSFlags(args, discard{}); err == nil {
 			t.Errorf("%q: no usage error", args)
 		}
+	}
+}
+
+// TestRLSUpstreamEnvXDS: the done-when of issue 23, with nothing but
+// envoyproxy/ratelimit's environment, as Envoy Gateway sets it: rules from
+// an xDS management server over TLS, gRPC served over mTLS, and a
+// go-control-plane client's answers following the pushed configs.
+func TestRLSUpstreamEnvXDS(t *testing.T) {
+	x := newRLSTLS(t)
+	xdsServer := x.ca.Server("envoy-gateway").TLS()
+	cache, xdsAddr := startXDS(t, credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{xdsServer}}))
+	caFile, err := x.ca.WriteCA(x.dir, "xds-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushRLS(t, cache, "sluice-env", "v1", 2)
+	for k, v := range map[string]string{
+		"HOST": "127.0.0.1", "PORT": "0", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0",
+		"LOG_LEVEL":           "info",
+		"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": x.cert, "GRPC_SERVER_TLS_KEY": x.key,
+		"GRPC_CLIENT_TLS_CACERT":            x.clientCA,
+		"CONFIG_TYPE":                       "GRPC_XDS_SOTW",
+		"CONFIG_GRPC_XDS_SERVER_URL":        xdsAddr,
+		"CONFIG_GRPC_XDS_NODE_ID":           "sluice-env",
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS":    "true",
+		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT": caFile,
+	} {
+		t.Setenv(k, v)
+	}
+	addr, _, logs := startRLS(t) // no flags at all
+	envoy := x.ca.Client("envoy", nil, "spiffe://cluster.local/ns/envoy-gateway-system/sa/envoy")
+	conn := dialTLS(t, addr, x.clientCreds(&envoy))
+	waitLimit := func(want uint32) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute) // a bound, not a timing assertion
+		for {
+			_, limit, err := askEG(conn)
+			if err == nil && limit == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("limit %d (%v), want %d within a minute\n%s", limit, err, want, logs)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitLimit(2)
+	if code, _, err := askEG(conn); err != nil || code != pb.RateLimitResponse_OK {
+		t.Fatalf("second hit: %v, %v", code, err)
+	}
+	if code, _, err := askEG(conn); err != nil || code != pb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("third hit: %v, %v; want OVER_LIMIT", code, err)
+	}
+	pushRLS(t, cache, "sluice-env", "v2", 100)
+	waitLimit(100)
+	// mTLS from GRPC_CLIENT_TLS_CACERT: a client without a certificate
+	// gets nothing.
+	bare := dialTLS(t, addr, x.clientCreds(nil))
+	if _, _, err := askEG(bare); err == nil {
+		t.Error("a client without a certificate was answered")
+	}
+	if !strings.Contains(logs.String(), "grpc_tls=mtls") || !strings.Contains(logs.String(), "config_type=xds") {
+		t.Errorf("logs do not show mTLS and xDS:\n%s", logs)
 	}
 }
