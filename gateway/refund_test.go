@@ -69,7 +69,14 @@ func TestRefundOnUpstream5xx(t *testing.T) {
 				t.Parallel()
 				cfg := strings.NewReplacer("UPSTREAM", up.URL, "ALGORITHM", alg).Replace(refundConfig)
 				if store != "" {
-					cfg += "store: " + store + "\n"
+					// A generous bound on each Redis call: under a loaded
+					// CI machine, the default 100 ms could fail a call and
+					// let the failure policy answer without headers.
+					sep := "?"
+					if strings.Contains(store, "?") {
+						sep = "&"
+					}
+					cfg += "store: " + store + sep + "timeout=5s\n"
 					// Each subtest its own keys on the shared servers.
 					cfg = strings.Replace(cfg, "domain: t", "domain: t-"+alg, 1)
 				}
@@ -121,7 +128,14 @@ func TestReloadKeepsUsedRequests(t *testing.T) {
 				t.Parallel()
 				cfg := strings.NewReplacer("UPSTREAM", "builtin:echo", "ALGORITHM", alg, "unit: hour, requests_per_unit: 5}", "unit: minute, requests_per_unit: 5}").Replace(refundConfig)
 				if store != "" {
-					cfg += "store: " + store + "\n"
+					// A generous bound on each Redis call: under a loaded
+					// CI machine, the default 100 ms could fail a call and
+					// let the failure policy answer without headers.
+					sep := "?"
+					if strings.Contains(store, "?") {
+						sep = "&"
+					}
+					cfg += "store: " + store + sep + "timeout=5s\n"
 					cfg = strings.Replace(cfg, "domain: t", "domain: reload-"+alg, 1)
 				}
 				s := start(t, "", cfg)

@@ -57,6 +57,13 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %w", err)
 	}
+	raw, timeout, err := takeTimeout(raw)
+	if err != nil {
+		return nil, fmt.Errorf("store %w", err)
+	}
+	if timeout > 0 {
+		ro.Timeout = timeout
+	}
 	dial, tc, err := rewrite(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store %w", err)

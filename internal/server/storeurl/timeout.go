@@ -1,0 +1,46 @@
+package storeurl
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// ParamTimeout is the Redis store URL parameter that bounds each call:
+// redis://host:6379?timeout=250ms (redisstore.Options.Timeout; default
+// redisstore.DefaultTimeout). A caller's own Options.Redis.Timeout (sluice
+// rls's --store-timeout) is overridden by it.
+const ParamTimeout = "timeout"
+
+// takeTimeout removes the timeout parameter from raw and returns it, zero
+// when absent.
+func takeTimeout(raw string) (string, time.Duration, error) {
+	head, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return raw, 0, nil
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return "", 0, fmt.Errorf("URL %s: query: %v", redisstore.RedactURL(raw), err)
+	}
+	if !q.Has(ParamTimeout) {
+		return raw, 0, nil
+	}
+	if len(q[ParamTimeout]) > 1 {
+		return "", 0, fmt.Errorf("URL %s: %s may be given once", redisstore.RedactURL(raw), ParamTimeout)
+	}
+	v := q.Get(ParamTimeout)
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Millisecond || d > time.Minute {
+		return "", 0, fmt.Errorf("URL %s: %s=%q: want a duration from 1ms to 1m", redisstore.RedactURL(raw), ParamTimeout, v)
+	}
+	q.Del(ParamTimeout)
+	out := head
+	if e := q.Encode(); e != "" {
+		out += "?" + e
+	}
+	return out, d, nil
+}
