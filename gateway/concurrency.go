@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/inflight/redisinflight"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
+	"github.com/sluicehq/sluice/internal/server/storeurl"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -732,7 +733,7 @@ func (l *lazyRedis) get() (*redisinflight.Store, error) {
 		return nil, fmt.Errorf("%w: not connected", redisinflight.ErrUnavailable)
 	}
 	l.last = time.Now()
-	co, err := redisClientOption(l.url)
+	co, err := storeurl.ClientOption(l.url)
 	if err != nil {
 		return nil, err
 	}
@@ -794,45 +795,4 @@ func (l *lazyRedis) Close() error {
 	l.client.Close()
 	l.st = nil
 	return err
-}
-
-// redisClientOption parses a store URL (redis://, rediss://, unix://, or
-// redis-cluster:// with a host list) into a client option, as the rate
-// limit store reads it.
-func redisClientOption(raw string) (rueidis.ClientOption, error) {
-	scheme, rest, _ := strings.Cut(raw, "://")
-	switch scheme {
-	case "redis", "rediss", "unix":
-		co, err := rueidis.ParseURL(raw)
-		if err != nil {
-			return co, fmt.Errorf("gateway: store URL %q: %v", RedactURL(raw), err)
-		}
-		return co, nil
-	case "redis-cluster", "rediss-cluster":
-	default:
-		return rueidis.ClientOption{}, fmt.Errorf("gateway: store URL %q: not a Redis URL", RedactURL(raw))
-	}
-	userinfo := ""
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		userinfo, rest = rest[:at+1], rest[at+1:]
-	}
-	hosts, tail := rest, ""
-	if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		hosts, tail = rest[:i], rest[i:]
-	}
-	var addrs []string
-	for _, h := range strings.Split(hosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			addrs = append(addrs, h)
-		}
-	}
-	if len(addrs) == 0 {
-		return rueidis.ClientOption{}, fmt.Errorf("gateway: store URL %q: no host", RedactURL(raw))
-	}
-	co, err := rueidis.ParseURL(strings.TrimSuffix(scheme, "-cluster") + "://" + userinfo + addrs[0] + tail)
-	if err != nil {
-		return co, fmt.Errorf("gateway: store URL %q: %v", RedactURL(raw), err)
-	}
-	co.InitAddress, co.SelectDB, co.ShuffleInit = addrs, 0, true
-	return co, nil
 }

@@ -472,6 +472,12 @@ func refused(err error) bool {
 		strings.Contains(msg, "AUTH"))
 }
 
+// ParseURL reads a store URL (redis://, rediss://, unix://, or
+// redis-cluster:// and rediss-cluster:// with a host list) into the client
+// option Open would use, for callers that open their own client on the
+// same Redis (the in-flight leases, say).
+func ParseURL(raw string) (rueidis.ClientOption, error) { return parseURL(raw) }
+
 func parseURL(raw string) (rueidis.ClientOption, error) {
 	scheme, rest, _ := strings.Cut(raw, "://")
 	switch scheme {

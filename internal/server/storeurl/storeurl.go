@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
@@ -37,6 +38,32 @@ type Store struct {
 	// nil; when set, it is the Store that decides.
 	Leased *redisstore.Leased
 	url    string
+}
+
+// ClientOption reads a Redis store URL as Open reads it (its lease and
+// timeout parameters set aside, a Sentinel URL rewritten, the TLS files of
+// its query loaded) into a client option, for a caller that opens its own
+// client on the same Redis.
+func ClientOption(raw string) (rueidis.ClientOption, error) {
+	raw, _, err := takeLease(raw)
+	if err != nil {
+		return rueidis.ClientOption{}, fmt.Errorf("store %w", err)
+	}
+	if raw, _, err = takeTimeout(raw); err != nil {
+		return rueidis.ClientOption{}, fmt.Errorf("store %w", err)
+	}
+	dial, tc, err := rewrite(raw)
+	if err != nil {
+		return rueidis.ClientOption{}, fmt.Errorf("store %w", err)
+	}
+	co, err := redisstore.ParseURL(dial)
+	if err != nil {
+		return co, err
+	}
+	if tc != nil {
+		co.TLSConfig = tc
+	}
+	return co, nil
 }
 
 // Open opens the store raw names ("" is memory). A Redis store opens even
