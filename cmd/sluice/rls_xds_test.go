@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -89,20 +90,7 @@ func TestRLSXDS(t *testing.T) {
 	envoy := x.ca.Client("envoy", nil, "spiffe://cluster.local/ns/envoy-gateway-system/sa/envoy")
 	conn := dialTLS(t, addr, x.clientCreds(&envoy))
 
-	waitLimit := func(want uint32) {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute) // a bound, not a timing assertion
-		for {
-			_, limit, err := askEG(conn)
-			if err == nil && limit == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("limit %d (%v), want %d within a minute\n%s", limit, err, want, logs)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	waitLimit := func(want uint32) { t.Helper(); waitEGLimit(t, conn, want, logs) }
 	waitLimit(2) // one hit used
 	if code, _, err := askEG(conn); err != nil || code != pb.RateLimitResponse_OK {
 		t.Fatalf("second hit: %v, %v", code, err)
@@ -162,20 +150,7 @@ func TestRLSUpstreamEnvXDS(t *testing.T) {
 	addr, _, logs := startRLS(t) // no flags at all
 	envoy := x.ca.Client("envoy", nil, "spiffe://cluster.local/ns/envoy-gateway-system/sa/envoy")
 	conn := dialTLS(t, addr, x.clientCreds(&envoy))
-	waitLimit := func(want uint32) {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute) // a bound, not a timing assertion
-		for {
-			_, limit, err := askEG(conn)
-			if err == nil && limit == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("limit %d (%v), want %d within a minute\n%s", limit, err, want, logs)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	waitLimit := func(want uint32) { t.Helper(); waitEGLimit(t, conn, want, logs) }
 	waitLimit(2)
 	if code, _, err := askEG(conn); err != nil || code != pb.RateLimitResponse_OK {
 		t.Fatalf("second hit: %v, %v", code, err)
@@ -193,5 +168,22 @@ func TestRLSUpstreamEnvXDS(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "grpc_tls=mtls") || !strings.Contains(logs.String(), "config_type=xds") {
 		t.Errorf("logs do not show mTLS and xDS:\n%s", logs)
+	}
+}
+
+// waitEGLimit asks until the answer's limit is want, for at most a minute
+// (a bound, not a timing assertion): pushed configs apply asynchronously.
+func waitEGLimit(t *testing.T, conn *grpc.ClientConn, want uint32, logs fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, limit, err := askEG(conn)
+		if err == nil && limit == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("limit %d (%v), want %d within a minute\n%s", limit, err, want, logs)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
