@@ -392,6 +392,10 @@ func (l *Leased) take(ctx context.Context, e *leaseEntry, req ratelimit.Request,
 			e.denyUntil, e.denyN, e.denied = e.seenAt+int64(d.RetryAfter), d.Remaining+1, d
 			if req.Algorithm != ratelimit.FixedWindow {
 				e.denyN = 1
+				// The RetryAfter is a promise, as the wait's in Apply:
+				// the retry after it takes what there is, not a larger
+				// slice than req.N that would deny it again.
+				e.promised = true
 			}
 			e.resetAt = now + int64(d.ResetAfter)
 		}
