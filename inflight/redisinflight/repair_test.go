@@ -48,8 +48,9 @@ func TestLostCounter(t *testing.T) {
 		// The recounted counter expires with the set.
 		pz, _ := e.client.Do(ctx, e.client.B().Pttl().Key(z).Build()).AsInt64()
 		pw, _ := e.client.Do(ctx, e.client.B().Pttl().Key(w).Build()).AsInt64()
-		if pz <= 0 || pw <= 0 || pw > pz {
-			t.Errorf("PTTL set %d ms, counter %d ms; want both positive, the counter's at most the set's", pz, pw)
+		// Two PTTL reads, each rounded to the millisecond: allow a few.
+		if pz <= 0 || pw <= 0 || pw > pz+5 {
+			t.Errorf("PTTL set %d ms, counter %d ms; want both positive, the counter's at most the set's (±5 ms)", pz, pw)
 		}
 	})
 }
