@@ -370,8 +370,11 @@ type Cluster struct {
 	dir   string
 }
 
-// StartCluster starts a cluster of masters nodes (at least 3) for tb and
-// stops it when tb ends.
+// StartCluster starts a cluster of masters nodes (at least 1) for tb and
+// stops it when tb ends. Three or more are joined by redis-cli --cluster
+// create; one or two (which redis-cli refuses) get their slots with
+// CLUSTER ADDSLOTSRANGE, split as redis-cli would, and meet by CLUSTER
+// MEET.
 func StartCluster(tb testing.TB, masters int) *Cluster {
 	tb.Helper()
 	Require(tb)
@@ -402,8 +405,8 @@ func StartClusterProcess(masters int) (*Cluster, error) {
 }
 
 func startCluster(dir string, masters int) (*Cluster, error) {
-	if masters < 3 {
-		return nil, fmt.Errorf("redistest: a cluster needs at least 3 masters, not %d", masters)
+	if masters < 1 {
+		return nil, fmt.Errorf("redistest: a cluster needs at least 1 master, not %d", masters)
 	}
 	c := &Cluster{}
 	for i := 0; i < masters; i++ {
@@ -414,23 +417,66 @@ func startCluster(dir string, masters int) (*Cluster, error) {
 		}
 		c.Nodes = append(c.Nodes, s)
 	}
-	_, cli, err := Binaries()
+	var err error
+	if masters < 3 {
+		err = c.assignSlots()
+	} else {
+		err = c.create()
+	}
 	if err != nil {
 		c.Close()
 		return nil, err
-	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.Command(cli, args...).CombinedOutput()
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %v: %s", err, bytes.TrimSpace(out))
 	}
 	if err := c.WaitOK(StartTimeout); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// create joins the nodes with redis-cli --cluster create (3 or more).
+func (c *Cluster) create() error {
+	_, cli, err := Binaries()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	out, err := exec.Command(cli, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("redistest: redis-cli --cluster create: %v: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// assignSlots gives each node an equal range of the 16384 slots (the
+// first ones one more when they do not divide evenly), a distinct config
+// epoch, and makes the nodes meet: what redis-cli --cluster create does,
+// for the one or two masters it refuses.
+func (c *Cluster) assignSlots() error {
+	n := len(c.Nodes)
+	lo := 0
+	for i, s := range c.Nodes {
+		hi := lo + 16384/n - 1
+		if i < 16384%n {
+			hi++
+		}
+		for _, cmd := range [][]string{
+			{"CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)},
+			{"CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i + 1)},
+		} {
+			if _, err := s.Do(cmd...); err != nil {
+				return fmt.Errorf("redistest: %s on %s: %w", strings.Join(cmd, " "), s.Addr, err)
+			}
+		}
+		lo = hi + 1
+	}
+	for _, s := range c.Nodes[1:] {
+		if _, err := c.Nodes[0].Do("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(s.Port)); err != nil {
+			return fmt.Errorf("redistest: CLUSTER MEET %s: %w", s.Addr, err)
+		}
+	}
+	return nil
 }
 
 // Addrs returns the nodes' host:port addresses.

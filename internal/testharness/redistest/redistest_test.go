@@ -105,3 +105,34 @@ func TestValkey(t *testing.T) {
 		t.Fatalf("PING after restart = %v, %v", got, err)
 	}
 }
+
+// TestSmallCluster: clusters of one and two masters, which redis-cli
+// --cluster create refuses, come up with every slot assigned, and a key is
+// served by its owner only.
+func TestSmallCluster(t *testing.T) {
+	for _, masters := range []int{1, 2} {
+		c := redistest.StartCluster(t, masters)
+		if len(c.Nodes) != masters {
+			t.Fatalf("got %d nodes, want %d", len(c.Nodes), masters)
+		}
+		owners := map[string]bool{}
+		for _, k := range []string{"{a}", "{b}", "{c}", "{d}", "{e}", "{f}", "{g}"} {
+			n, err := c.NodeFor(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			owners[n.Addr] = true
+			if _, err := n.Do("SET", k, "1"); err != nil {
+				t.Fatalf("%d masters: SET %s on its owner %s: %v", masters, k, n.Addr, err)
+			}
+			for _, other := range c.Nodes {
+				if _, err := other.Do("SET", k, "1"); other != n && err == nil {
+					t.Fatalf("%d masters: SET %s on %s (not its owner): got no error", masters, k, other.Addr)
+				}
+			}
+		}
+		if len(owners) != masters {
+			t.Fatalf("%d masters: 7 hash tags served by %v", masters, owners)
+		}
+	}
+}
