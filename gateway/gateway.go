@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/rules"
 )
 
 // Options configures a Gateway. The zero value is a good default.
@@ -164,6 +165,35 @@ func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 		}
 	}
 	return nil
+}
+
+// bindRules binds cfg's rules to the store once for every route and
+// request (rules.Set.Bind), rules with lease: true to the Redis store's
+// leased view. An error refuses the config (a reload keeps the last good
+// one). On the memory store lease: true changes nothing, with a warning.
+func (g *Gateway) bindRules(cfg *Config) (*rules.Set, error) {
+	if cfg.Rules == nil {
+		return nil, nil
+	}
+	var opts rules.BindOptions
+	if lr := cfg.Rules.LeasedRules(); len(lr) > 0 {
+		l, err := g.st.LeasedView()
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		if l != nil {
+			opts.Leased = l
+		} else {
+			for _, r := range lr {
+				g.log.Warn("gateway: lease: true has no effect on the memory store: the rule is decided exactly, in process", "rule", r.Key, "at", fmt.Sprintf("%s:%d", r.File, r.Line))
+			}
+		}
+	}
+	set, err := cfg.Rules.Bind(g.store, opts)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return set, nil
 }
 
 // RedactURL hides a store URL's password, for logs (redisstore.RedactURL).
@@ -327,6 +357,10 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		}
 	}
 	observe := g.ops.observer(g.metrics.observer(names, g.events))
+	set, err := g.bindRules(cfg)
+	if err != nil {
+		return nil, err
+	}
 	layers, err := g.concurrencyFor(cfg, res) // in_flight, shedding, adaptive (concurrency.go)
 	if err != nil {
 		return nil, err
@@ -357,8 +391,8 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
 		}
-		if cfg.Rules != nil {
-			mw.Rules = cfg.Rules // never a typed nil in the interface
+		if set != nil {
+			mw.Rules = set // never a typed nil in the interface
 		}
 		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, next), resolver: resolver, headers: ih,
 			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log}

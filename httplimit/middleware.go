@@ -65,6 +65,9 @@ type Middleware struct {
 	// Store decides and keeps the state.
 	Store ratelimit.Store
 	// Rules resolves descriptors to store requests (rules.Set.Resolve).
+	// A Set bound to a store (rules.Set.Bind) decides its rules with that
+	// store's bindings (a lease: true rule with its leased view); Handler
+	// binds a Set that is not bound to Store.
 	Rules *rules.Set
 	// Domain is the rules domain the descriptors are matched in.
 	Domain string
@@ -153,6 +156,16 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	}
 	if h.m.Logger == nil {
 		h.m.Logger = slog.New(slog.DiscardHandler)
+	}
+	if m.Rules.Store() == nil {
+		// Bind each rule once here rather than derive its limit on every
+		// request. A Set already bound (the gateway binds its own, with
+		// the leased view) is taken as it is.
+		if b, err := m.Rules.Bind(m.Store, rules.BindOptions{}); err != nil {
+			h.m.Logger.Error("httplimit: rules not bound to the store; each request derives its limit", "err", err)
+		} else {
+			h.m.Rules = b
+		}
 	}
 	return h
 }
@@ -350,7 +363,7 @@ func (h *handler) denialFirst(ctx context.Context, as []applied, cost int64) {
 		}
 		p := as[i].Request
 		p.N = 0
-		d, err := h.m.Store.Apply(ctx, p)
+		d, err := as[i].Decide(ctx, h.m.Store, p)
 		if err != nil {
 			return // the charge observes it
 		}
@@ -371,7 +384,7 @@ func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed 
 	for i := range as {
 		a := &as[i]
 		t0 := time.Now()
-		d, err := m.Store.Apply(ctx, a.Request)
+		d, err := a.Decide(ctx, m.Store, a.Request)
 		lat := time.Since(t0)
 		if err != nil {
 			h.observe(Event{Rule: a.Rule, Policy: a.policy, Outcome: StoreError, Key: a.Request.Key, Err: err, Latency: lat})

@@ -59,7 +59,7 @@ func (h *handler) refund(ctx context.Context, as []applied) {
 		req := a.Request
 		req.Refund = true
 		t0 := time.Now()
-		d, err := h.m.Store.Apply(ctx, req)
+		d, err := a.Decide(ctx, h.m.Store, req)
 		ev := Event{Rule: a.Rule, Policy: a.policy, Outcome: Refunded, Key: req.Key, Decision: d, Latency: time.Since(t0)}
 		if err != nil {
 			ev.Outcome, ev.Decision, ev.Err = StoreError, ratelimit.Decision{}, err

@@ -15,19 +15,22 @@ const DefaultPollInterval = watch.DefaultInterval
 
 // Load reads every YAML file of dir (as rules.LoadDir) and swaps the
 // configuration in. A bad directory (one that cannot be read, or a file in
-// it that cannot be read, parsed or validated) is an error, logged once
+// it that cannot be read, parsed or validated, or rules the store refuses
+// to bind) is an error, logged once
 // with every problem and counted once in config_load_error, and the
 // previous configuration stays.
 func (s *Server) Load(dir string) error {
 	fp, _ := watch.Fingerprint(dir) // before reading: a later edit is seen by Watch
 	s.loaded.Store(&loaded{dir: dir, fp: fp})
 	set, err := rules.LoadDir(dir)
+	if err == nil {
+		err = s.swap(set) // bound to the store, or refused with the previous config kept
+	}
 	if err != nil {
 		s.m.configLoadError.Inc()
 		s.log.Error("rls: config refused; keeping the previous one", slog.String("dir", dir), slog.Any("error", err))
 		return err
 	}
-	s.SetRules(set)
 	s.m.configLoadSuccess.Inc()
 	s.log.Info("rls: config loaded", slog.String("dir", dir), slog.Any("domains", set.Domains()))
 	return nil

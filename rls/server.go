@@ -189,6 +189,12 @@ type Options struct {
 	// window nobody has hit yet, and calendar quota periods. Nil means
 	// time.Now.
 	Now func() time.Time
+	// Leased is the store that rules with lease: true decide with: a
+	// leased view of the Redis store (redisstore.Leased) over the same
+	// Redis as the store. Nil (the memory store): those rules are decided
+	// by the store, exactly, and each configuration that has some logs a
+	// warning.
+	Leased ratelimit.Store
 }
 
 // Server answers ShouldRateLimit. Create it with New; it is safe for
@@ -197,7 +203,8 @@ type Server struct {
 	pb.UnimplementedRateLimitServiceServer
 
 	store     ratelimit.Store
-	set       atomic.Pointer[rules.Set]
+	leased    ratelimit.Store           // Options.Leased
+	set       atomic.Pointer[rules.Set] // bound to store (bind)
 	log       *slog.Logger
 	reg       *prometheus.Registry
 	m         *metrics
@@ -233,6 +240,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 	}
 	s := &Server{
 		store:       store,
+		leased:      opts.Leased,
 		log:         opts.Logger,
 		reg:         opts.Registry,
 		headers:     opts.Headers,
@@ -292,6 +300,9 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 	if set == nil {
 		set, _ = rules.NewSet()
 	}
+	if set, err = s.bind(set); err != nil {
+		return nil, fmt.Errorf("rls: %w", err)
+	}
 	s.set.Store(set)
 	s.ops = newOps(s)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -336,13 +347,52 @@ func (s *Server) Shutdown() { s.health.Shutdown() }
 func (s *Server) Rules() *rules.Set { return s.set.Load() }
 
 // SetRules swaps the configuration. Requests in flight finish with the old
-// one.
+// one. The rules are bound to the store first (rules.Set.Bind); a
+// configuration the store refuses is a config error, logged and counted in
+// config_load_error, and the previous configuration stays.
 func (s *Server) SetRules(set *rules.Set) {
+	if err := s.swap(set); err != nil {
+		s.m.configLoadError.Inc()
+		s.log.Error("rls: config refused by the store; keeping the previous one", slog.Any("error", err))
+	}
+}
+
+// swap binds set to the store and swaps it in; on error nothing changes.
+func (s *Server) swap(set *rules.Set) error {
 	if set == nil {
 		set, _ = rules.NewSet()
 	}
-	s.set.Store(set)
-	s.configHealth(set)
+	b, err := s.bind(set)
+	if err != nil {
+		return err
+	}
+	s.set.Store(b)
+	s.configHealth(b)
+	return nil
+}
+
+// bind prepares set's rules on the store once, for every request to come
+// (rules.Set.Bind): each rule's own algorithm and limit, and, for a fixed
+// window, the one applyEnvoyWindow charges. Rules with lease: true go to
+// the leased view, when there is one; without one they are exact, with a
+// warning.
+func (s *Server) bind(set *rules.Set) (*rules.Set, error) {
+	if s.leased == nil {
+		for _, r := range set.LeasedRules() {
+			s.log.Warn("rls: lease: true has no effect without a Redis store: the rule is decided exactly (the memory store decides every rule in process already)",
+				slog.String("rule", r.Key), slog.String("at", fmt.Sprintf("%s:%d", r.File, r.Line)))
+		}
+	}
+	return set.Bind(s.store, rules.BindOptions{Leased: s.leased, Variant: envoyWindowVariant})
+}
+
+// envoyWindowVariant is the limit applyEnvoyWindow charges for a fixed
+// window rule: one event more than the rule's.
+func envoyWindowVariant(r *rules.Rule) (ratelimit.Algorithm, ratelimit.Limit, bool) {
+	if r.Algorithm != ratelimit.FixedWindow || r.Quota != nil || r.Unlimited {
+		return 0, ratelimit.Limit{}, false
+	}
+	return ratelimit.FixedWindow, ratelimit.Limit{Rate: r.Limit.Rate + 1, Period: r.Limit.Period}, true
 }
 
 // Registry returns the registry holding the server's metrics.
@@ -360,8 +410,9 @@ const (
 // check is one descriptor's resolution and outcome.
 type check struct {
 	kind      kind
-	key       string      // storage key
-	rule      *rules.Rule // nil for an override
+	key       string       // storage key
+	rc        *rules.Check // what the check resolved to: its Decide charges the store
+	rule      *rules.Rule  // nil for an override
 	limit     ratelimit.Limit
 	alg       ratelimit.Algorithm
 	unit      pb.RateLimitResponse_RateLimit_Unit // an override's unit, as sent
@@ -438,7 +489,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 	limited := 0
 	for i := range resolved {
 		r, c := &resolved[i], &checks[i]
-		c.kind, c.rule, c.shadow, c.quotaEnd = r.Kind, r.Rule, r.Shadow, r.QuotaEnd
+		c.kind, c.rc, c.rule, c.shadow, c.quotaEnd = r.Kind, r, r.Rule, r.Shadow, r.QuotaEnd
 		c.key, c.limit, c.alg, c.hits = r.Request.Key, r.Request.Limit, r.Request.Algorithm, r.Request.N
 		if c.kind != kindLimited {
 			continue
@@ -585,7 +636,7 @@ func (s *Server) applyStore(ctx context.Context, c *check) error {
 	if c.alg == ratelimit.FixedWindow && c.quotaEnd.IsZero() {
 		return s.applyEnvoyWindow(ctx, c, key)
 	}
-	d, err := s.store.Apply(ctx, ratelimit.Request{Key: key, Limit: c.limit, Algorithm: c.alg, N: c.hits})
+	d, err := c.rc.Decide(ctx, s.store, ratelimit.Request{Key: key, Limit: c.limit, Algorithm: c.alg, N: c.hits})
 	if err != nil {
 		return err
 	}
@@ -663,7 +714,7 @@ func (s *Server) applyParallel(ctx context.Context, checks []check) error {
 // that one, for a request costing more than what is left.
 func (s *Server) applyEnvoyWindow(ctx context.Context, c *check, key string) error {
 	lim := ratelimit.Limit{Rate: c.limit.Rate + 1, Period: c.limit.Period}
-	d, err := s.store.Apply(ctx, ratelimit.Request{Key: key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: c.hits})
+	d, err := c.rc.Decide(ctx, s.store, ratelimit.Request{Key: key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: c.hits})
 	if err != nil {
 		return err
 	}
@@ -671,7 +722,7 @@ func (s *Server) applyEnvoyWindow(ctx context.Context, c *check, key string) err
 	count := lim.Rate - min(lim.Rate, max(0, d.Remaining)) // after, when admitted; before, when denied
 	if !d.Allowed {
 		if d.Remaining > 0 {
-			if _, err := s.store.Apply(ctx, ratelimit.Request{Key: key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: d.Remaining}); err != nil {
+			if _, err := c.rc.Decide(ctx, s.store, ratelimit.Request{Key: key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: d.Remaining}); err != nil {
 				return err
 			}
 		}
@@ -714,7 +765,7 @@ func (s *Server) spareWithinLimit(ctx context.Context, checks []check) error {
 			continue
 		}
 		lim := ratelimit.Limit{Rate: c.limit.Rate + 1, Period: c.limit.Period}
-		d, err := s.store.Apply(ctx, ratelimit.Request{Key: c.key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: 0})
+		d, err := c.rc.Decide(ctx, s.store, ratelimit.Request{Key: c.key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: 0})
 		if err != nil {
 			return err
 		}

@@ -328,6 +328,7 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		r.path = st
 		d.rule = r
 		if p.cfg != nil {
+			r.seq = len(p.cfg.rules)
 			p.cfg.rules = append(p.cfg.rules, r)
 		}
 	}
@@ -382,6 +383,11 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	}
 	r.Algorithm = f.alg
 	r.Limit = ratelimit.Limit{Rate: f.rpu, Period: period, Burst: f.burst}
+	if f.lease && !Leasable(f.alg) {
+		p.Addf(f.leaseNode.Line, yamlnode.Join(path, "lease"), "leased mode decides gcra, token_bucket and fixed_window, not %v (its decisions depend on the order of events that only the shared store knows)", f.alg)
+		return nil
+	}
+	r.Lease = f.lease
 	if err := r.Limit.Validate(); err != nil {
 		p.Addf(n.Line, path, "%s", strings.TrimPrefix(err.Error(), "ratelimit: "))
 		return nil
@@ -397,6 +403,8 @@ type rateLimitFields struct {
 	unit, name       string
 	rpu, burst, mult int64
 	unlimited        bool
+	lease            bool
+	leaseNode        *yaml.Node
 	alg              ratelimit.Algorithm
 	window           time.Duration
 	replaces         []string
@@ -439,6 +447,7 @@ func (p *parser) rateLimitFields(n *yaml.Node, path string) *rateLimitFields {
 			f.alg = a
 		},
 		"burst": func(k, v *yaml.Node) { f.burstNode, f.burst = v, integer(v, "burst", 1, math.MaxInt64) },
+		"lease": func(k, v *yaml.Node) { f.leaseNode, f.lease = v, p.boolean(v, at("lease")) },
 		"window": func(k, v *yaml.Node) {
 			f.windowNode = v
 			d, ok := p.Duration(v, at("window"))
@@ -489,7 +498,7 @@ func (p *parser) checkUnlimited(f *rateLimitFields, path string) {
 	for _, g := range []struct {
 		n    *yaml.Node
 		name string
-	}{{f.algNode, "algorithm"}, {f.burstNode, "burst"}, {f.windowNode, "window"}} {
+	}{{f.algNode, "algorithm"}, {f.burstNode, "burst"}, {f.windowNode, "window"}, {f.leaseNode, "lease"}} {
 		if g.n != nil {
 			p.Addf(g.n.Line, yamlnode.Join(path, g.name), "%s has no meaning when unlimited", g.name)
 		}

@@ -85,6 +85,8 @@ type Check struct {
 	// QuotaEnd is, for a calendar quota, the end of the current period:
 	// the quota resets then, whatever the store's window says.
 	QuotaEnd time.Time
+
+	b *binding // the rule's, when the Set is bound (Set.Bind); see Decide
 }
 
 // Enforced reports whether the check can deny the request: it is Limited
@@ -151,6 +153,9 @@ func (s *Set) Resolve(dst []Check, in Input) ([]Check, error) {
 			continue
 		}
 		c.Rule = r
+		if r.seq < len(cfg.binds) {
+			c.b = &cfg.binds[r.seq]
+		}
 		anyReplaces = anyReplaces || len(r.Replaces) > 0
 		if r.Unlimited {
 			c.Kind = Unlimited

@@ -71,11 +71,18 @@ type Rule struct {
 	Metadata map[string]any
 	// Quota is non-nil for a calendar quota rule.
 	Quota *Quota
+	// Lease asks for leased decisions (rate_limit.lease: true): through a
+	// Set bound with BindOptions.Leased, the rule's requests go to that
+	// store (a leased view of Redis, redisstore.Leased), which decides a
+	// hot key locally from slices of its budget; other rules stay exact.
+	// Only gcra, token_bucket and fixed_window rules may have it.
+	Lease bool
 	// File and Line tell where the rule was defined (the descriptor's key).
 	File string
 	Line int
 
 	explicitName bool
+	seq          int    // the rule's index in its Config's rules (Set.Bind)
 	path         []step // one per level, root first
 	keyPrefix    string // the store key up to the entries (AppendKey), for a rate limit
 }
@@ -241,6 +248,7 @@ type Config struct {
 	root    *level
 	rules   []*Rule
 	domLine int
+	binds   []binding // one per rule, in a Set bound to a store (Set.Bind); else nil
 }
 
 func (c *Config) domainLine() int { return c.domLine }
@@ -254,6 +262,7 @@ func (c *Config) Rules() []*Rule { return c.rules }
 type Set struct {
 	configs map[string]*Config
 	domains []string
+	store   ratelimit.Store // the store the Set is bound to (Bind), or nil
 }
 
 // NewSet returns a Set of cfgs. Two configs with the same domain are an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -38,6 +39,34 @@ type Store struct {
 	// nil; when set, it is the Store that decides.
 	Leased *redisstore.Leased
 	url    string
+
+	viewMu sync.Mutex
+	view   *redisstore.Leased // LeasedView's, when the URL has no lease
+}
+
+// LeasedView returns a leased view of the Redis store, for the rules that
+// ask for one (lease: true in a rules file) while the others stay exact:
+// the store's own leased mode when its URL turned it on, else one made on
+// first use with redisstore's default lease options (100 ms slices,
+// over-admission at most 1% of a key's capacity with up to 10 instances),
+// closed with the store. It is nil, with no error, for the memory store.
+func (s *Store) LeasedView() (*redisstore.Leased, error) {
+	if s.Redis == nil {
+		return nil, nil
+	}
+	if s.Leased != nil {
+		return s.Leased, nil
+	}
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	if s.view == nil {
+		l, err := redisstore.NewLeased(s.Redis, redisstore.LeaseOptions{ExactOthers: true})
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", s.url, err)
+		}
+		s.view = l
+	}
+	return s.view, nil
 }
 
 // ClientOption reads a Redis store URL as Open reads it (its lease and
@@ -157,6 +186,11 @@ func (s *Store) Close() error {
 	if s.Leased != nil {
 		s.Leased.Close() // gives back the unspent slices, through Redis
 	}
+	s.viewMu.Lock()
+	if s.view != nil {
+		s.view.Close()
+	}
+	s.viewMu.Unlock()
 	return s.Redis.Close()
 }
 
