@@ -1,382 +1,662 @@
-// Command gateway measures the cost of sluice's gateway limits: the same
-// gateway (builtin:echo upstream, memory store) with limits on and with
-// limits off (the kill switch, disabled: true), side by side in one run.
+// Command gateway measures sluice serve against what users would run
+// instead, side by side in one run, in front of one real upstream process
+// (an nginx answering 200 with a small body):
 //
-// Each variant is a `sluice serve` process (built from this checkout), so
-// that the CPU time each gateway spends per request can be read from
-// /proc, apart from the load generator's. Rounds alternate (off, on, on,
-// off, …) so that both variants see the same machine state; each round is
-// a closed loop of -c keep-alive clients, each connecting from its own
-// loopback address (127.0.0.2 and up), so limits on means one token
-// bucket per client IP, as anonymous traffic. The limits admit every
-// request: the figure is the overhead of identifying the caller, deciding
-// and setting the headers, not of answering 429s (which are cheaper).
+//   - nginx: nginx as a proxy with limit_req (a zone keyed by client IP, a
+//     rate that admits everything, keep-alive connections to the upstream);
+//   - goproxy: a bare Go httputil.ReverseProxy (cmd/goproxy) with a Transport
+//     that keeps an idle upstream connection for every client and a pool of
+//     body copy buffers (goproxy-plain, not in the default set: without the
+//     pool, as most code using ReverseProxy is);
+//   - sluice-off: sluice serve with limits off (the kill switch);
+//   - sluice-on: sluice serve with a per-IP token bucket, memory store;
+//   - sluice-redis: the same on a Redis store (a redis-server the harness
+//     starts).
 //
-// Two figures are reported. Throughput (requests per second of the closed
-// loop) is what the target is stated in, but on a machine shared with
-// other work it is noisy, so each pair of rounds gives a ratio and the
-// median is reported. CPU per request of the gateway process is steadier:
-// when the gateway is CPU-bound, its throughput is the inverse, so
-// cpu(off)/cpu(on) is the share of throughput limits keep.
+// Each is a process of its own, and so is the load generator (cmd/gwload:
+// keep-alive clients, each connecting from its own loopback address, so a
+// per-IP limit sees one identity per client; its latency and the CPU time
+// of the proxy, the upstream and redis-server over exactly the measured
+// window). Rounds are paired: every round measures every contender, in an
+// order rotated by one each round, so no contender always follows
+// another. When wrk is on PATH the same rounds are measured with it too.
 //
-//	cd bench && go run ./gateway -c 32 -d 1s -rounds 30
+//	cd bench && go run ./gateway                                  # all five, 10 rounds of 2 s, 32 clients
+//	cd bench && go run ./gateway -contenders goproxy,sluice-on    # the figure the gateway's work is judged by
+//	cd bench && go run ./gateway -rates 10,25,50,100              # fixed offered rates for the Redis path
+//
+// With -rates, the run is a sweep instead: open loops at fixed offered
+// rates (percentages of the bare Go proxy's capacity, measured first in a
+// closed loop unless -capacity says it) and saturation, reporting each
+// contender's CPU per request, redis-server's CPU per decision and
+// latency (from each request's scheduled time) at each load.
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"os/signal"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/bench/gateway/loadgen"
+	"github.com/sluicehq/sluice/internal/testharness/redistest"
 )
 
-// config is the gateway under test; %s is "true" for limits off.
-const config = `
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstream: builtin:echo
-disabled: %s
-routes:
-  - path: /
-    rate_limits:
-      - actions: [{identity: {}}]
-rules:
-  domain: bench
-  descriptors:
-    - key: remote_address
-      rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
-    - key: user
-      rate_limit: {name: per-user, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
-`
+// Kinds of contender.
+const (
+	kindNginx       = "nginx"
+	kindGoProxy     = "goproxy"
+	kindGoPlain     = "goproxy-plain"
+	kindSluiceOff   = "sluice-off"
+	kindSluiceOn    = "sluice-on"
+	kindSluiceRedis = "sluice-redis"
+)
+
+var kinds = []string{kindNginx, kindGoProxy, kindSluiceOff, kindSluiceOn, kindSluiceRedis, kindGoPlain}
+
+// defaultKinds are the contenders of a run without -contenders.
+var defaultKinds = kinds[:5]
+
+// Tools.
+const (
+	toolGo  = "gwload"
+	toolWrk = "wrk"
+)
+
+// options are a run's settings.
+type options struct {
+	contenders []string // kinds; a kind named twice is an A/A pair ("sluice-on", "sluice-on#2")
+	clients    int      // closed loop clients (and wrk connections)
+	openConns  int      // open loop clients
+	dur        time.Duration
+	warmup     time.Duration
+	rounds     int
+	tools      []string
+	rates      []float64 // percentages; empty: the side-by-side run
+	capacity   float64   // req/s that is 100%; 0: measure goproxy
+	idle       int       // idle upstream connections of the proxies
+	path       string
+	progress   io.Writer
+}
 
 func main() {
-	conc := flag.Int("c", 32, "concurrent clients")
-	dur := flag.Duration("d", time.Second, "duration of one round")
-	rounds := flag.Int("rounds", 30, "rounds per variant (they alternate)")
-	inProcess := flag.Bool("inprocess", false, "serve both gateways in this process (no CPU figures)")
-	aa := flag.Bool("aa", false, "A/A run: limits off against limits off, to see the noise floor")
+	o := options{progress: os.Stderr}
+	contenders := flag.String("contenders", strings.Join(defaultKinds, ","), "what to measure, in order: "+strings.Join(kinds, ", ")+" (a kind named twice: an A/A pair)")
+	flag.IntVar(&o.clients, "c", 32, "closed loop: concurrent keep-alive clients (wrk: connections)")
+	flag.IntVar(&o.openConns, "oc", 64, "open loop (-rates): keep-alive clients the offered requests are spread over")
+	flag.DurationVar(&o.dur, "d", 2*time.Second, "measured window of one round")
+	flag.DurationVar(&o.warmup, "warmup", 300*time.Millisecond, "load before each window, not counted")
+	flag.IntVar(&o.rounds, "rounds", 10, "rounds (each measures every contender)")
+	wrk := flag.String("wrk", "auto", "also measure with wrk: auto (when on PATH), yes, no")
+	rates := flag.String("rates", "", "sweep: offered rates as percentages of the bare Go proxy's capacity, e.g. 10,25,50,100 (saturation is added)")
+	flag.Float64Var(&o.capacity, "capacity", 0, "sweep: req/s taken as 100% (0: measure goproxy in a closed loop first)")
+	flag.IntVar(&o.idle, "idle", 256, "idle connections each proxy keeps to the upstream")
+	flag.StringVar(&o.path, "path", "/hello", "request path")
 	flag.Parse()
-	variants := [2]bool{true, false}
-	if *aa {
-		variants[1] = true
+	o.contenders = strings.Split(*contenders, ",")
+	o.tools = []string{toolGo}
+	switch *wrk {
+	case "yes":
+		o.tools = append(o.tools, toolWrk)
+	case "auto":
+		if _, err := exec.LookPath("wrk"); err == nil && *rates == "" {
+			o.tools = append(o.tools, toolWrk)
+		}
+	case "no":
+	default:
+		fail(fmt.Errorf("-wrk: want auto, yes or no, got %q", *wrk))
 	}
-	var servers [2]server
-	var err error
-	if *inProcess {
-		servers, err = startInProcess(context.Background(), variants)
+	if *rates != "" {
+		for _, s := range strings.Split(*rates, ",") {
+			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil || f <= 0 {
+				fail(fmt.Errorf("-rates: bad percentage %q", s))
+			}
+			o.rates = append(o.rates, f)
+		}
+		if !flagSet("contenders") {
+			o.contenders = []string{kindGoProxy, kindSluiceOn, kindSluiceRedis}
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	fmt.Printf("load average at start: %s\n", loadAvg())
+	env, err := setup(ctx, o)
+	if err != nil {
+		fail(err)
+	}
+	defer env.close()
+	if len(o.rates) == 0 {
+		res, err := compare(ctx, env, o)
+		if err != nil {
+			env.close()
+			fail(err)
+		}
+		fmt.Printf("\n%d clients, %d rounds of %v per contender (after %v of warm-up each), %d CPUs, %s\n",
+			o.clients, o.rounds, o.dur, o.warmup, runtime.NumCPU(), runtime.Version())
+		for _, tool := range o.tools {
+			fmt.Printf("\n#### %s\n\n", toolTitle(tool, o))
+			fmt.Print(res.table(tool))
+			fmt.Print(res.ratios(tool))
+		}
 	} else {
-		servers, err = startProcesses(context.Background(), variants)
+		pts, err := sweep(ctx, env, o)
+		if err != nil {
+			env.close()
+			fail(err)
+		}
+		fmt.Printf("\nopen loop over %d clients at fixed offered rates, saturation: closed loop of %d clients; %d rounds of %v, %d CPUs, %s\n\n",
+			o.openConns, o.clients, o.rounds, o.dur, runtime.NumCPU(), runtime.Version())
+		fmt.Print(sweepTable(pts, env.names()))
 	}
+	fmt.Printf("\nload average at end: %s\n", loadAvg())
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench/gateway:", err)
+	os.Exit(1)
+}
+
+func toolTitle(tool string, o options) string {
+	if tool == toolWrk {
+		return fmt.Sprintf("wrk -t 2 -c %d -d %v --latency (one source address; CPU read around the run)", o.clients, o.dur)
+	}
+	return fmt.Sprintf("gwload (cmd/gwload: %d clients, one loopback address each)", o.clients)
+}
+
+// loadAvg returns /proc/loadavg's three averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench/gateway:", err)
-		os.Exit(1)
+		return "unknown"
 	}
-	res := run(servers, *conc, *dur, *rounds)
-	if *aa {
-		res.On.Name = "limits off (again)"
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
 	}
-	for _, s := range servers {
-		s.stop()
-	}
-	fmt.Printf("sluice gateway, builtin:echo upstream, memory store; %d clients, %d rounds of %v per variant, %d CPUs, %s\n\n",
-		*conc, *rounds, *dur, runtime.NumCPU(), runtime.Version())
-	fmt.Print(res.Table())
+	return strings.Join(f[:3], " ")
 }
 
-// server is one gateway under test.
-type server struct {
-	url  string
-	cpu  func() (time.Duration, bool) // the process's CPU time so far
-	stop func()
+// contender is one proxy under test.
+type contender struct {
+	name, kind string
+	p          *proc
 }
 
-func startInProcess(ctx context.Context, disabled [2]bool) ([2]server, error) {
-	var out [2]server
-	for i, disabled := range disabled {
-		cfg, err := gateway.Parse("bench.yaml", fmt.Appendf(nil, config, fmt.Sprint(disabled)))
+// env is everything a run started.
+type env struct {
+	dir        string
+	bins       binaries
+	upstream   *proc
+	redis      *redistest.Server
+	contenders []*contender
+}
+
+func (e *env) names() []string {
+	var out []string
+	for _, c := range e.contenders {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+func (e *env) close() {
+	for _, c := range e.contenders {
+		c.p.stop()
+	}
+	e.contenders = nil
+	e.upstream.stop()
+	e.upstream = nil
+	if e.redis != nil {
+		e.redis.Close()
+		e.redis = nil
+	}
+	if e.dir != "" {
+		os.RemoveAll(e.dir)
+		e.dir = ""
+	}
+}
+
+// setup builds the programs and starts the upstream, redis-server when a
+// contender needs it, and every contender.
+func setup(ctx context.Context, o options) (_ *env, err error) {
+	e := &env{}
+	defer func() {
 		if err != nil {
-			return out, err
+			e.close()
 		}
-		g, err := gateway.New(ctx, cfg, gateway.Options{})
-		if err != nil {
-			return out, err
+	}()
+	seen := map[string]int{}
+	for _, k := range o.contenders {
+		if !slices.Contains(kinds, k) {
+			return nil, fmt.Errorf("-contenders: unknown %q (want %s)", k, strings.Join(kinds, ", "))
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			g.Close()
-			return out, err
+		seen[k]++
+		name := k
+		if seen[k] > 1 {
+			name = fmt.Sprintf("%s#%d", k, seen[k])
 		}
-		sctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- g.Serve(sctx, ln, nil) }()
-		out[i] = server{
-			url:  "http://" + ln.Addr().String() + "/hello",
-			cpu:  func() (time.Duration, bool) { return 0, false },
-			stop: func() { cancel(); <-done; g.Close() },
+		e.contenders = append(e.contenders, &contender{name: name, kind: k})
+	}
+	if len(e.contenders) == 0 {
+		return nil, errors.New("no contenders")
+	}
+	if e.dir, err = os.MkdirTemp("", "bench-gateway-"); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(o.progress, "building sluice, goproxy, gwload …")
+	if e.bins, err = build(ctx, e.dir); err != nil {
+		return nil, err
+	}
+	if e.upstream, err = startUpstream(e.dir); err != nil {
+		return nil, err
+	}
+	if seen[kindSluiceRedis] > 0 {
+		if e.redis, err = redistest.StartServer(); err != nil {
+			return nil, fmt.Errorf("redis-server: %w", err)
 		}
 	}
-	return out, nil
+	upHost := strings.TrimPrefix(e.upstream.url, "http://")
+	for _, c := range e.contenders {
+		switch c.kind {
+		case kindNginx:
+			c.p, err = startNginxProxy(e.dir, c.name, upHost, o.idle)
+		case kindGoProxy:
+			c.p, err = startGoProxy(e.bins.goproxy, c.name, e.upstream.url, o.idle, true)
+		case kindGoPlain:
+			c.p, err = startGoProxy(e.bins.goproxy, c.name, e.upstream.url, o.idle, false)
+		case kindSluiceOff:
+			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, true, "memory")
+		case kindSluiceOn:
+			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, false, "memory")
+		case kindSluiceRedis:
+			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, false, e.redis.URL())
+		}
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(o.progress, "%-14s pid %-7d %s\n", c.name, c.p.pid(), c.p.url)
+	}
+	fmt.Fprintf(o.progress, "%-14s pid %-7d %s\n", "upstream", e.upstream.pid(), e.upstream.url)
+	if e.redis != nil {
+		fmt.Fprintf(o.progress, "%-14s pid %-7d %s\n", "redis-server", e.redis.Pid(), e.redis.URL())
+	}
+	return e, nil
 }
 
-// startProcesses builds sluice from the checkout above bench/ and starts
-// one `sluice serve` per variant.
-func startProcesses(ctx context.Context, disabled [2]bool) ([2]server, error) {
-	var out [2]server
-	dir, err := os.MkdirTemp("", "bench-gateway-")
+// measure runs one measurement of c with tool; rate 0 is a closed loop.
+func measure(ctx context.Context, e *env, o options, c *contender, tool string, rate float64) (loadgen.Result, error) {
+	pids := map[string]int{"proxy": c.p.pid(), "upstream": e.upstream.pid()}
+	if e.redis != nil && c.kind == kindSluiceRedis {
+		pids["redis"] = e.redis.Pid()
+	}
+	url := c.p.url + o.path
+	if tool == toolWrk {
+		return runWrk(ctx, url, o, pids)
+	}
+	conns := o.clients
+	if rate > 0 {
+		conns = o.openConns
+	}
+	args := []string{"-url", url, "-c", fmt.Sprint(conns), "-d", o.dur.String(), "-warmup", o.warmup.String(),
+		"-rate", strconv.FormatFloat(rate, 'f', -1, 64)}
+	for n, pid := range pids {
+		args = append(args, "-pid", fmt.Sprintf("%s=%d", n, pid))
+	}
+	cmd := exec.CommandContext(ctx, e.bins.gwload, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return loadgen.Result{}, fmt.Errorf("gwload against %s: %v: %s", c.name, err, stderr.String())
+	}
+	var r loadgen.Result
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		return r, fmt.Errorf("gwload against %s: %v: %q", c.name, err, stdout.String())
+	}
+	return r, nil
+}
+
+var (
+	wrkRPS     = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
+	wrkTotal   = regexp.MustCompile(`(?m)^\s*(\d+) requests in ([0-9.]+\w+),`)
+	wrkPct     = regexp.MustCompile(`(?m)^\s+(50|90|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
+	wrkErrors  = regexp.MustCompile(`(?m)^\s+Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
+	wrkNon2xx  = regexp.MustCompile(`(?m)^\s+Non-2xx or 3xx responses: (\d+)`)
+	wrkDurUnit = map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}
+)
+
+// runWrk measures url with wrk, reading the processes' CPU around the run
+// (so the figure includes wrk's connection set-up: no warm-up).
+func runWrk(ctx context.Context, url string, o options, pids map[string]int) (loadgen.Result, error) {
+	secs := max(1, int(o.dur.Round(time.Second)/time.Second))
+	cpu0 := map[string]time.Duration{}
+	for n, pid := range pids {
+		cpu0[n], _ = loadgen.ProcCPU(pid)
+	}
+	cmd := exec.CommandContext(ctx, "wrk", "-t", "2", "-c", fmt.Sprint(o.clients), "-d", fmt.Sprintf("%ds", secs), "--latency", url)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return out, err
+		return loadgen.Result{}, fmt.Errorf("wrk: %v: %s", err, out)
 	}
-	bin := filepath.Join(dir, "sluice")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/sluice")
-	build.Dir = ".."
-	if b, err := build.CombinedOutput(); err != nil {
-		return out, fmt.Errorf("build sluice (run from bench/): %v\n%s", err, b)
+	r := loadgen.Result{CPU: map[string]time.Duration{}}
+	for n, pid := range pids {
+		if t, err := loadgen.ProcCPU(pid); err == nil {
+			r.CPU[n] = t - cpu0[n]
+		}
 	}
-	re := regexp.MustCompile(`msg="sluice serve: listening" addr=(\S+)`)
-	for i, disabled := range disabled {
-		file := filepath.Join(dir, fmt.Sprintf("gw%d.yaml", i))
-		if err := os.WriteFile(file, fmt.Appendf(nil, config, fmt.Sprint(disabled)), 0o644); err != nil {
-			return out, err
+	if err := parseWrk(out, &r); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// parseWrk reads wrk --latency's report into r: requests, elapsed time,
+// p50/p90/p99, and socket errors and non-2xx answers as errors.
+func parseWrk(out []byte, r *loadgen.Result) error {
+	m := wrkTotal.FindSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("wrk: no request count in %q", out)
+	}
+	r.Requests, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	if d, err := time.ParseDuration(string(m[2])); err == nil {
+		r.Elapsed = d
+	}
+	if m := wrkRPS.FindSubmatch(out); m != nil && r.Elapsed == 0 {
+		rps, _ := strconv.ParseFloat(string(m[1]), 64)
+		r.Elapsed = time.Duration(float64(r.Requests) / rps * float64(time.Second))
+	}
+	for _, m := range wrkPct.FindAllSubmatch(out, -1) {
+		v, _ := strconv.ParseFloat(string(m[2]), 64)
+		d := time.Duration(v * float64(wrkDurUnit[string(m[3])]))
+		switch string(m[1]) {
+		case "50":
+			r.P50 = d
+		case "90":
+			r.P90 = d
+		case "99":
+			r.P99 = d
 		}
-		cmd := exec.Command(bin, "serve", "--config", file)
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			return out, err
+	}
+	if m := wrkErrors.FindSubmatch(out); m != nil {
+		for _, s := range m[1:] {
+			n, _ := strconv.ParseInt(string(s), 10, 64)
+			r.Errors += n
 		}
-		if err := cmd.Start(); err != nil {
-			return out, err
-		}
-		sc := bufio.NewScanner(stderr)
-		addr := ""
-		for addr == "" && sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr = m[1]
+	}
+	if m := wrkNon2xx.FindSubmatch(out); m != nil {
+		n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		r.Errors += n
+	}
+	return nil
+}
+
+// rotated returns cs rotated left by k: round k's order.
+func rotated[T any](cs []T, k int) []T {
+	if len(cs) == 0 {
+		return nil
+	}
+	k %= len(cs)
+	return append(slices.Clone(cs[k:]), cs[:k]...)
+}
+
+// results holds every round of every contender with every tool.
+type results struct {
+	names  []string
+	rounds map[string]map[string][]loadgen.Result // tool → contender → rounds
+}
+
+// compare runs the side-by-side rounds.
+func compare(ctx context.Context, e *env, o options) (*results, error) {
+	res := &results{names: e.names(), rounds: map[string]map[string][]loadgen.Result{}}
+	for _, tool := range o.tools {
+		res.rounds[tool] = map[string][]loadgen.Result{}
+	}
+	for r := range o.rounds {
+		for _, tool := range o.tools {
+			for _, c := range rotated(e.contenders, r) {
+				m, err := measure(ctx, e, o, c, tool, 0)
+				if err != nil {
+					return nil, err
+				}
+				fmt.Fprintf(o.progress, "round %2d %-6s %-13s %s\n", r+1, tool, c.name, m)
+				if m.FirstErr != "" {
+					fmt.Fprintf(o.progress, "    first error: %s\n", m.FirstErr)
+				}
+				res.rounds[tool][c.name] = append(res.rounds[tool][c.name], m)
 			}
 		}
-		if addr == "" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return out, errors.New("sluice serve did not start")
+	}
+	return res, nil
+}
+
+// summary is a contender's figures over its rounds.
+type summary struct {
+	rps                  float64 // totals: requests over time
+	medianRPS            float64
+	p50, p99             time.Duration // medians of the rounds'
+	proxy, upstream, rds float64       // CPU µs per request, totals
+	errors, denied       int64
+	unsent               int64
+	headers              bool
+}
+
+func summarize(rs []loadgen.Result) summary {
+	var s summary
+	var n int64
+	var el time.Duration
+	cpu := map[string]time.Duration{}
+	var rps, p50, p99 []float64
+	for _, r := range rs {
+		n += r.Requests
+		el += r.Elapsed
+		for k, v := range r.CPU {
+			cpu[k] += v
 		}
-		go io.Copy(io.Discard, stderr)
-		pid := cmd.Process.Pid
-		out[i] = server{
-			url: "http://" + addr + "/hello",
-			cpu: func() (time.Duration, bool) { return procCPU(pid) },
-			stop: func() {
-				cmd.Process.Signal(os.Interrupt)
-				cmd.Wait()
-				os.RemoveAll(dir)
-			},
+		rps = append(rps, r.PerSecond())
+		p50 = append(p50, float64(r.P50))
+		p99 = append(p99, float64(r.P99))
+		s.errors += r.Errors
+		s.denied += r.Denied
+		s.unsent += r.Unsent
+		s.headers = s.headers || r.Headers
+	}
+	if el > 0 {
+		s.rps = float64(n) / el.Seconds()
+	}
+	s.medianRPS = median(rps)
+	s.p50 = time.Duration(median(p50))
+	s.p99 = time.Duration(median(p99))
+	per := func(k string) float64 {
+		if n == 0 {
+			return 0
 		}
+		return cpu[k].Seconds() * 1e6 / float64(n)
 	}
-	return out, nil
+	s.proxy, s.upstream, s.rds = per("proxy"), per("upstream"), per("redis")
+	return s
 }
 
-// procCPU reads utime+stime of pid from /proc (Linux), in clock ticks of
-// 10 ms.
-func procCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	// Fields after the command name, which is in parentheses.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0, false
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(u+s) * 10 * time.Millisecond, true
-}
-
-// Variant is the outcome of one variant over all its rounds.
-type Variant struct {
-	Name     string
-	Requests int64
-	Errors   int64
-	Denied   int64
-	Elapsed  time.Duration
-	CPU      time.Duration // the gateway process's CPU time; 0 when unknown
-	Lat      []time.Duration
-	Headers  bool // responses carried RateLimit headers
-}
-
-func (v *Variant) add(w Variant) {
-	v.Requests += w.Requests
-	v.Errors += w.Errors
-	v.Denied += w.Denied
-	v.Elapsed += w.Elapsed
-	v.CPU += w.CPU
-	v.Lat = append(v.Lat, w.Lat...)
-	v.Headers = v.Headers || w.Headers
-}
-
-// RPS is requests per second.
-func (v Variant) RPS() float64 { return float64(v.Requests) / v.Elapsed.Seconds() }
-
-// CPUPerRequest is the gateway's CPU time per request.
-func (v Variant) CPUPerRequest() time.Duration {
-	if v.Requests == 0 {
+func median(x []float64) float64 {
+	if len(x) == 0 {
 		return 0
 	}
-	return v.CPU / time.Duration(v.Requests)
-}
-
-func (v Variant) pct(p float64) time.Duration {
-	if len(v.Lat) == 0 {
-		return 0
-	}
-	s := slices.Clone(v.Lat)
+	s := slices.Clone(x)
 	slices.Sort(s)
-	return s[int(p*float64(len(s)-1))]
-}
-
-// Result is limits off and limits on.
-type Result struct {
-	Off, On Variant
-	Ratios  []float64 // on/off throughput of each pair of rounds
-}
-
-// MedianRatio is the median of the per-pair throughput ratios.
-func (r Result) MedianRatio() float64 {
-	if len(r.Ratios) == 0 {
-		return 0
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
 	}
-	s := slices.Clone(r.Ratios)
-	slices.Sort(s)
-	return s[len(s)/2]
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// Table formats r as Markdown.
-func (r Result) Table() string {
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", d.Seconds()*1e3) }
+
+func us(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f µs", v)
+}
+
+// table formats tool's results as Markdown.
+func (r *results) table(tool string) string {
 	var b strings.Builder
-	b.WriteString("| variant | requests/s | p50 | p99 | gateway CPU per request | errors | 429s |\n|---|---:|---:|---:|---:|---:|---:|\n")
-	for _, v := range []Variant{r.Off, r.On} {
-		cpu := "n/a"
-		if v.CPU > 0 {
-			cpu = fmt.Sprintf("%.1f µs", float64(v.CPUPerRequest())/1e3)
-		}
-		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %s | %d | %d |\n", v.Name, v.RPS(),
-			v.pct(0.5).Round(time.Microsecond), v.pct(0.99).Round(time.Microsecond), cpu, v.Errors, v.Denied)
-	}
-	fmt.Fprintf(&b, "\nThroughput, limits on / limits off: %.1f%% of the totals; median of %d paired rounds %.1f%%.\n",
-		100*r.On.RPS()/r.Off.RPS(), len(r.Ratios), 100*r.MedianRatio())
-	if r.On.CPU > 0 && r.Off.CPU > 0 {
-		fmt.Fprintf(&b, "Gateway CPU per request, limits off / limits on: **%.1f%%** (the throughput a CPU-bound gateway keeps with limits on).\n",
-			100*float64(r.Off.CPUPerRequest())/float64(r.On.CPUPerRequest()))
+	b.WriteString("| contender | req/s (totals) | req/s (median round) | p50 | p99 | proxy CPU/req | upstream CPU/req | redis CPU/decision | errors | 429s |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, n := range r.names {
+		s := summarize(r.rounds[tool][n])
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %s | %s | %s | %s | %s | %d | %d |\n",
+			n, s.rps, s.medianRPS, ms(s.p50), ms(s.p99), us(s.proxy), us(s.upstream), us(s.rds), s.errors, s.denied)
 	}
 	return b.String()
 }
 
-func run(servers [2]server, conc int, dur time.Duration, rounds int) Result {
-	off, on := servers[0], servers[1]
-	r := Result{Off: Variant{Name: "limits off"}, On: Variant{Name: "limits on (per-IP token bucket)"}}
-	clients := clientsFor(conc)
-	defer func() {
-		for _, c := range clients {
-			c.Transport.(*http.Transport).CloseIdleConnections()
+// paired returns, round by round, a's req/s over b's, sorted.
+func (r *results) paired(tool, a, b string) []float64 {
+	x, y := r.rounds[tool][a], r.rounds[tool][b]
+	var out []float64
+	for i := range min(len(x), len(y)) {
+		if y[i].PerSecond() > 0 {
+			out = append(out, x[i].PerSecond()/y[i].PerSecond())
 		}
-	}()
-	// A short warm-up round each, not counted.
-	load(clients, off, dur/5)
-	load(clients, on, dur/5)
-	for i := range rounds {
-		var a, b Variant
-		// Alternate which variant goes first, so neither always follows
-		// the other.
-		if i%2 == 0 {
-			a = load(clients, off, dur)
-			b = load(clients, on, dur)
-		} else {
-			b = load(clients, on, dur)
-			a = load(clients, off, dur)
-		}
-		r.Ratios = append(r.Ratios, b.RPS()/a.RPS())
-		r.Off.add(a)
-		r.On.add(b)
 	}
-	return r
+	slices.Sort(out)
+	return out
 }
 
-// clientsFor returns n clients, each connecting from its own loopback
-// address.
-func clientsFor(n int) []*http.Client {
-	clients := make([]*http.Client, n)
-	for i := range clients {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, byte(i/200), byte(2+i%200))}}
-		clients[i] = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 1}, Timeout: 10 * time.Second}
-	}
-	return clients
-}
-
-// load runs a closed loop of one request at a time per client for d.
-func load(clients []*http.Client, s server, d time.Duration) Variant {
-	var n, errs, denied atomic.Int64
-	var headers atomic.Bool
-	var mu sync.Mutex
-	var lat []time.Duration
-	cpu0, cpuOK := s.cpu()
-	deadline := time.Now().Add(d)
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for _, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for i := 0; time.Now().Before(deadline); i++ {
-				st := time.Now()
-				res, err := c.Get(s.url)
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				switch res.StatusCode {
-				case 200:
-				case 429:
-					denied.Add(1)
-				default:
-					errs.Add(1)
-				}
-				if res.Header.Get("RateLimit") != "" {
-					headers.Store(true)
-				}
-				n.Add(1)
-				if i%16 == 0 {
-					mine = append(mine, time.Since(st))
-				}
+// ratios says each contender's throughput and CPU against the bare Go
+// proxy and nginx.
+func (r *results) ratios(tool string) string {
+	var b strings.Builder
+	b.WriteString("\n| ratio | req/s (totals) | req/s (paired rounds: median, range) | CPU/req: reference / this |\n|---|---:|---:|---:|\n")
+	for _, ref := range []string{kindGoProxy, kindNginx} {
+		if !slices.Contains(r.names, ref) {
+			continue
+		}
+		rs := summarize(r.rounds[tool][ref])
+		for _, n := range r.names {
+			if n == ref || strings.HasPrefix(n, kindGoProxy) && ref == kindNginx {
+				continue
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
+			if ref == kindNginx && !strings.HasPrefix(n, "sluice") {
+				continue
+			}
+			s := summarize(r.rounds[tool][n])
+			p := r.paired(tool, n, ref)
+			pr := "–"
+			if len(p) > 0 {
+				pr = fmt.Sprintf("%.1f%% (%.1f–%.1f%%)", 100*median(p), 100*p[0], 100*p[len(p)-1])
+			}
+			cpu := "–"
+			if s.proxy > 0 {
+				cpu = fmt.Sprintf("%.1f%%", 100*rs.proxy/s.proxy)
+			}
+			fmt.Fprintf(&b, "| %s / %s | **%.1f%%** | %s | %s |\n", n, ref, 100*s.rps/rs.rps, pr, cpu)
+		}
 	}
-	wg.Wait()
-	v := Variant{Elapsed: time.Since(t0), Requests: n.Load(), Errors: errs.Load(), Denied: denied.Load(), Lat: lat, Headers: headers.Load()}
-	if cpu1, ok := s.cpu(); ok && cpuOK {
-		v.CPU = cpu1 - cpu0
+	if slices.Contains(r.names, kindSluiceOn) && slices.Contains(r.names, kindSluiceOff) {
+		s, off := summarize(r.rounds[tool][kindSluiceOn]), summarize(r.rounds[tool][kindSluiceOff])
+		p := r.paired(tool, kindSluiceOn, kindSluiceOff)
+		pr := "–"
+		if len(p) > 0 {
+			pr = fmt.Sprintf("%.1f%% (%.1f–%.1f%%)", 100*median(p), 100*p[0], 100*p[len(p)-1])
+		}
+		fmt.Fprintf(&b, "| sluice-on / sluice-off | **%.1f%%** | %s | %.1f%% |\n", 100*s.rps/off.rps, pr, 100*off.proxy/max(s.proxy, 1e-9))
 	}
-	return v
+	return b.String()
+}
+
+// point is one load level of a sweep.
+type point struct {
+	percent float64 // 0: saturation
+	rate    float64
+	rounds  map[string][]loadgen.Result
+}
+
+// sweep measures every contender at saturation (closed loop), then at
+// each offered rate.
+func sweep(ctx context.Context, e *env, o options) ([]point, error) {
+	run := func(pt *point) error {
+		pt.rounds = map[string][]loadgen.Result{}
+		for r := range o.rounds {
+			for _, c := range rotated(e.contenders, r) {
+				m, err := measure(ctx, e, o, c, toolGo, pt.rate)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(o.progress, "%-18s round %2d %-13s %s\n", pt.level(), r+1, c.name, m)
+				if m.FirstErr != "" {
+					fmt.Fprintf(o.progress, "    first error: %s\n", m.FirstErr)
+				}
+				pt.rounds[c.name] = append(pt.rounds[c.name], m)
+			}
+		}
+		return nil
+	}
+	sat := point{}
+	if err := run(&sat); err != nil {
+		return nil, err
+	}
+	capacity := o.capacity
+	if capacity == 0 {
+		ref := kindGoProxy
+		if _, ok := sat.rounds[ref]; !ok {
+			ref = e.contenders[0].name
+		}
+		capacity = summarize(sat.rounds[ref]).medianRPS
+		fmt.Fprintf(o.progress, "capacity (100%%): %s at saturation, %.0f req/s\n", ref, capacity)
+	}
+	var pts []point
+	for _, pc := range o.rates {
+		pt := point{percent: pc, rate: capacity * pc / 100}
+		if err := run(&pt); err != nil {
+			return nil, err
+		}
+		pts = append(pts, pt)
+	}
+	return append(pts, sat), nil
+}
+
+func (p point) level() string {
+	if p.rate == 0 {
+		return "saturation"
+	}
+	return fmt.Sprintf("%.0f%% (%.0f/s)", p.percent, p.rate)
+}
+
+// sweepTable formats a sweep as Markdown.
+func sweepTable(pts []point, names []string) string {
+	var b strings.Builder
+	b.WriteString("| load | contender | req/s | p50 | p99 | proxy CPU/req | redis CPU/decision | upstream CPU/req | errors | unsent |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range pts {
+		for i, n := range names {
+			s := summarize(p.rounds[n])
+			lvl := ""
+			if i == 0 {
+				lvl = p.level()
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %d | %d |\n",
+				lvl, n, s.rps, ms(s.p50), ms(s.p99), us(s.proxy), us(s.rds), us(s.upstream), s.errors, s.unsent)
+		}
+	}
+	b.WriteString("\nreq/s, CPU and errors: totals over the rounds; p50, p99: medians of the rounds' (open loop: from each request's scheduled time).\n")
+	return b.String()
 }
