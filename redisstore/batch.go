@@ -18,6 +18,7 @@ import (
 // the watchdog finishes only with errors, whose calls are not recycled).
 type call struct {
 	key       string
+	mkey      string // the fixed-window marker's key (window shape)
 	spec      spec
 	bucket    bucketCall
 	n         int64
@@ -78,6 +79,7 @@ type batcher struct {
 	queued  int // calls in pending
 
 	scriptCalls, requests atomic.Uint64 // for Stats
+	commands              atomic.Uint64 // plain-command transactions (fast.go), for Stats
 	minFill               int           // the fewest calls a batch sent while another is in flight takes: max/4
 	timeoutErr            error         // what a call past its deadline gets
 	closed                bool
@@ -124,6 +126,15 @@ func (b *batcher) submit(g group, c *call) bool {
 		b.cond.Broadcast()
 	}
 	return true
+}
+
+// idle reports whether no call is queued: one submitted now would go out
+// alone (or wait only for a flight's return).
+func (b *batcher) idle() bool {
+	b.mu.Lock()
+	q := b.queued
+	b.mu.Unlock()
+	return q == 0
 }
 
 // ready reports whether a worker may take a batch: one is queued, and no
@@ -295,12 +306,17 @@ func (s *Store) exec(g group, calls []*call, sc *scratch, deadline time.Time) (d
 	keys := sc.keys[:0]
 	for _, c := range calls {
 		keys = append(keys, c.key)
+		if g.shape == shapeWindow {
+			keys = append(keys, c.mkey)
+		}
 	}
 	sc.keys = keys
 	s.scriptArgs(g.shape, calls, sc)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	sent := time.Now()
 	reply, err := s.scripts[g.shape].Exec(ctx, s.conn.Load().client, keys, sc.args).ToArray()
+	got := time.Now()
 	clear(sc.keys) // let the keys go with their calls
 	if err != nil {
 		return nil, s.failure(err, len(calls))
@@ -311,7 +327,11 @@ func (s *Store) exec(g group, calls []*call, sc *scratch, deadline time.Time) (d
 	case shapeBucket:
 		reply, err = decodeBucket(reply, calls, ds)
 	case shapeWindow:
-		reply, err = decodeWindow(reply, calls, ds, s.opts.Now != nil)
+		var now int64
+		reply, now, err = decodeWindow(reply, calls, ds, s.opts.Now != nil, &s.hints)
+		if err == nil && s.opts.Now == nil {
+			s.clock.sample(now, sent, got)
+		}
 	default:
 		for i, c := range calls {
 			if ds[i], reply, err = decodeNext(reply, c.lim); err != nil {

@@ -26,9 +26,15 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 	if cn == nil || s.link.isDown() {
 		return fmt.Errorf("%w: reset %q: not connected", ErrUnavailable, key)
 	}
-	keys := make([]string, 0, numShapes)
+	keys := make([]string, 0, numShapes+2)
 	for sh := range numShapes {
 		keys = append(keys, s.key(sh, key))
+	}
+	// A fixed window's integer count: the marker names its key.
+	mkey := s.markerKey(key)
+	keys = append(keys, mkey)
+	if m, err := cn.client.Do(ctx, cn.client.B().Get().Key(mkey).Build()).ToString(); err == nil {
+		keys = append(keys, mkey+":"+m)
 	}
 	// The keys share a hash slot (the key is their hash tag).
 	if err := cn.client.Do(ctx, cn.client.B().Del().Key(keys...).Build()).Error(); err != nil {

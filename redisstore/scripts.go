@@ -81,6 +81,16 @@ var scriptSources = func() (out [numShapes]string) {
 	return out
 }()
 
+// undoSource is undo.lua: it takes back a fixed window's plain-command
+// increment (fast.go).
+var undoSource = func() string {
+	b, err := luaFS.ReadFile("lua/undo.lua")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
 func newScripts() (out [numShapes]*rueidis.Lua) {
 	for i, src := range scriptSources {
 		out[i] = rueidis.NewLuaScript(src)
@@ -194,7 +204,10 @@ func decodeBucket(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decisi
 // on, from which the Go step derives the decision (the script has already
 // applied it: the two must agree on admission). It returns what is left of
 // the reply.
-func decodeWindow(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decision, perNow bool) ([]rueidis.RedisMessage, error) {
+//
+// It also notes in h the window each fixed-window charge it admitted
+// names now (window.lua names it when it writes the count as an integer).
+func decodeWindow(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decision, perNow bool, h *hints) ([]rueidis.RedisMessage, int64, error) {
 	var err error
 	next := func() int64 {
 		if err != nil {
@@ -238,7 +251,7 @@ func decodeWindow(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decisi
 			st.Start = windowStart(now, int64(c.lim.Period))
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		st.Curr = v
 		req := ratelimit.Request{Limit: c.lim, N: c.n}
@@ -248,10 +261,13 @@ func decodeWindow(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decisi
 			_, ds[i] = window.Fixed(st, now, req)
 		}
 		if ds[i].Allowed != admitted {
-			return nil, fmt.Errorf("%w: the script and the Go step disagree on admitting n %d to the counts %+v at %d", ErrScript, c.n, st, now)
+			return nil, 0, fmt.Errorf("%w: the script and the Go step disagree on admitting n %d to the counts %+v at %d", ErrScript, c.n, st, now)
+		}
+		if p := int64(c.lim.Period); !c.spec.flag && admitted && c.n > 0 && p%int64(time.Millisecond) == 0 {
+			h.put(c.key, hint{period: p / int64(time.Millisecond), start: st.Start / int64(time.Millisecond)})
 		}
 	}
-	return r, nil
+	return r, now, nil
 }
 
 // windowStart returns the start of the window of length w holding now, as

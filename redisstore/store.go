@@ -153,6 +153,13 @@ type Options struct {
 	// Local configures the memstore of the Local policy (its Now is set to
 	// this Options' Now).
 	Local memstore.Options
+	// ScriptOnly sends every request to the scripts. By default a fixed
+	// window's charge that would go out alone (nothing queued) is sent as
+	// plain commands (INCRBY in a MULTI with TIME and a GET of the
+	// window's marker), which costs redis-server about a third of a
+	// script call: see fast.go and docs/redis.md. Set it to measure the
+	// difference, or for a server that refuses MULTI.
+	ScriptOnly bool
 	// TLSConfig, when set, is the TLS configuration of Open's rediss:// and
 	// rediss-cluster:// connections (a private CA's roots, client
 	// certificates). Nil means the system's roots.
@@ -167,21 +174,24 @@ const MinTTLWithNow = 10 * time.Minute
 // Store is a ratelimit.Store keeping limiter state in Redis (standalone or
 // Cluster). It is safe for concurrent use. Close releases it.
 type Store struct {
-	conn    atomic.Pointer[conn]           // nil until the first connection
-	dial    func() (rueidis.Client, error) // Open's; nil for New
-	own     bool
-	opts    Options
-	minTTL  int64 // ms
-	scripts [numShapes]*rueidis.Lua
-	batch   *batcher
-	link    *link
-	deny    *denyCache
-	local   *memstore.Store
-	closed  atomic.Bool
-	calls   sync.Pool       // of *call
-	life    context.Context // canceled by Close: stops the prober and its probe
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
+	conn       atomic.Pointer[conn]           // nil until the first connection
+	dial       func() (rueidis.Client, error) // Open's; nil for New
+	own        bool
+	opts       Options
+	minTTL     int64 // ms
+	scripts    [numShapes]*rueidis.Lua
+	undoScript *rueidis.Lua
+	hints      hints
+	clock      redisClock
+	batch      *batcher
+	link       *link
+	deny       *denyCache
+	local      *memstore.Store
+	closed     atomic.Bool
+	calls      sync.Pool       // of *call
+	life       context.Context // canceled by Close: stops the prober and its probe
+	stop       context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // conn is a Store's client. A Store that Open made without Redis has none
@@ -232,11 +242,12 @@ func (s *Store) preload(ctx context.Context) error {
 	err := fmt.Errorf("%w: the client knows no node", ErrUnavailable)
 	answered := false
 	for addr, node := range cn.client.Nodes() {
-		cmds := make(rueidis.Commands, 0, 1+len(scriptSources))
+		cmds := make(rueidis.Commands, 0, 2+len(scriptSources))
 		cmds = append(cmds, node.B().Ping().Build())
 		for _, src := range scriptSources {
 			cmds = append(cmds, node.B().ScriptLoad().Script(src).Build())
 		}
+		cmds = append(cmds, node.B().ScriptLoad().Script(undoSource).Build())
 		// Only the PING decides: a server whose ACL forbids SCRIPT LOAD
 		// still runs the scripts, by EVAL after a NOSCRIPT.
 		if perr := node.DoMulti(ctx, cmds...)[0].Error(); perr != nil {
@@ -345,11 +356,12 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 		opts.DenyCacheSize = DefaultDenyCacheSize
 	}
 	s := &Store{
-		own:     own,
-		opts:    opts,
-		minTTL:  1,
-		scripts: newScripts(),
-		link:    newLink(opts.BreakerThreshold, opts.BreakerCooldown, opts.BreakerMaxCooldown, opts.OnHealth),
+		own:        own,
+		opts:       opts,
+		minTTL:     1,
+		scripts:    newScripts(),
+		undoScript: rueidis.NewLuaScript(undoSource),
+		link:       newLink(opts.BreakerThreshold, opts.BreakerCooldown, opts.BreakerMaxCooldown, opts.OnHealth),
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
 	if opts.Now != nil {
@@ -621,6 +633,9 @@ func (s *Store) apply(ctx context.Context, req ratelimit.Request, fb bool) (rate
 	sh := shapeOf(req.Algorithm)
 	c := s.calls.Get().(*call)
 	c.key, c.n, c.lim = s.key(sh, req.Key), sent.N, lim
+	if sh == shapeWindow {
+		c.mkey = s.markerKey(req.Key)
+	}
 	c.spec, c.bucket = specOf(sh, sent)
 	if req.Refund {
 		// The scripts take a refund as a negative cost and answer it as a
@@ -639,6 +654,19 @@ func (s *Store) apply(ctx context.Context, req ratelimit.Request, fb bool) (rate
 	if cn.cluster {
 		g.slot = slot(c.key)
 	}
+	if !s.opts.ScriptOnly && !unsatisfiable && fastEligible(req, lim) && s.batch.idle() {
+		d, ok, err := s.fast(ctx, cn, c, useNow)
+		if err != nil {
+			s.finish(nil, nil, err)
+			return s.failed(ctx, req, fb, err)
+		}
+		if ok {
+			s.link.ok()
+			c.key, c.mkey = "", ""
+			s.calls.Put(c)
+			return s.decided(req, d, now), nil
+		}
+	}
 	if !s.batch.submit(g, c) {
 		return ratelimit.Decision{}, ratelimit.ErrClosed
 	}
@@ -656,15 +684,20 @@ func (s *Store) apply(ctx context.Context, req ratelimit.Request, fb bool) (rate
 		return s.failed(ctx, req, fb, c.err)
 	}
 	d := c.d
-	c.key = ""
+	c.key, c.mkey = "", ""
 	s.calls.Put(c)
 	if unsatisfiable {
 		d.Allowed, d.Unsatisfiable = false, true
 	}
+	return s.decided(req, d, now), nil
+}
+
+// decided remembers d in the denial cache when it should.
+func (s *Store) decided(req ratelimit.Request, d ratelimit.Decision, now time.Time) ratelimit.Decision {
 	if s.deny != nil && !d.Allowed && d.RetryAfter > 0 && (req.Algorithm != ratelimit.LeakyBucket || req.MaxDelay == 0) {
 		s.deny.put(req, d, s.cacheClock(now))
 	}
-	return d, nil
+	return d
 }
 
 func (s *Store) cacheClock(now time.Time) int64 {
@@ -688,11 +721,15 @@ type Stats struct {
 	// costs on both sides (docs/bench-redis.md). Requests decided without
 	// Redis (the denial cache, a failure policy) are not counted.
 	ScriptCalls, Requests uint64
+	// Commands is the number of fixed-window charges sent as plain
+	// commands (one transaction each; see Options.ScriptOnly), those that
+	// fell back to the script included.
+	Commands uint64
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	return Stats{ScriptCalls: s.batch.scriptCalls.Load(), Requests: s.batch.requests.Load()}
+	return Stats{ScriptCalls: s.batch.scriptCalls.Load(), Requests: s.batch.requests.Load(), Commands: s.batch.commands.Load()}
 }
 
 // Key returns the Redis key holding key's state under algorithm a, for

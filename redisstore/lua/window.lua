@@ -127,7 +127,18 @@ for j = 1, np do
 end
 local sp = specs[1]
 
+-- written: what this batch wrote (false: deleted), for keys that come
+-- again.
+local written = {}
 local fetched = call('MGET', _G.unpack(KEYS))
+-- fget returns the integer count at key k (0 when absent), as this batch
+-- left it.
+local function fget(k)
+  local x = written[k]
+  if x == nil then x = call('GET', k) end
+  if not x then return 0 end
+  return tonumber(x)
+end
 local now_s, now_ns = 0, 0
 local out, k = {}, 0
 if not per_now then
@@ -137,11 +148,10 @@ if not per_now then
   k = 2
 end
 
--- written: the states this batch wrote, for keys that come again;
 -- exat: the EXAT arguments formatted so far.
-local written, exat = {}, {}
-for i = 1, #KEYS do
-  local key = KEYS[i]
+local exat = {}
+for i = 1, #KEYS / 2 do
+  local key, mkey = KEYS[2 * i - 1], KEYS[2 * i]
   if np > 1 then
     sp = specs[tonumber(ARGV[o])]
     o = o + 1
@@ -164,9 +174,31 @@ for i = 1, #KEYS do
   end
 
   local v = written[key]
-  if v == nil then v = fetched[i] end
+  if v == nil then v = fetched[2 * i - 1] end
+  local mv = written[mkey]
+  if mv == nil then mv = fetched[2 * i] end
+  -- A fixed window of whole milliseconds keeps its count as an integer
+  -- (l2), so that a lone request can go as plain commands.
+  local l2 = not sliding and fmod(w_ns, 1000000) == 0
   local st_s, st_ns, prev, curr, exp, pw_s, pw_ns = 0, 0, 0, 0, 0, w_s, w_ns
-  if v then
+  local have, fold = false, nil
+  if mv then
+    -- The integer form: the marker names the window ("period:start", in
+    -- ms) and the count's key (marker key .. ":" .. marker).
+    local colon = string.find(mv, ':', 1, true)
+    local pms, sms = tonumber(string.sub(mv, 1, colon - 1)), tonumber(string.sub(mv, colon + 1))
+    fold = mkey .. ':' .. mv
+    local cnt = fget(fold)
+    if cnt > 0 then
+      have, exp = true, -1
+      st_s = floor(sms / 1000)
+      st_ns = (sms - st_s * 1000) * 1000000
+      pw_s = floor(pms / 1000)
+      pw_ns = (pms - pw_s * 1000) * 1000000
+      curr = cnt
+    end
+  elseif v then
+    have = true
     if #v >= 48 then
       st_s, st_ns, prev, curr, exp, pw_s, pw_ns = unpack('<i8i4i8i8i8i8i4', v)
     else
@@ -176,7 +208,7 @@ for i = 1, #KEYS do
 
   -- Counted in windows of another period: window.Rescale.
   local rescaled = false
-  if v and (pw_s ~= w_s or pw_ns ~= w_ns) then
+  if have and (pw_s ~= w_s or pw_ns ~= w_ns) then
     rescaled, exp = true, -1
     -- Roll in the old windows first.
     local os_s, os_ns = start(now_s, now_ns, pw_s, pw_ns, pnum(pw_s, pw_ns), less(9007199, 254740992, pw_s, pw_ns))
@@ -274,7 +306,52 @@ for i = 1, #KEYS do
       -- Nothing counted: the same as an absent key.
       call('DEL', key)
       written[key] = false
+      if mv then
+        call('DEL', mkey, fold)
+        written[mkey], written[fold] = false, false
+      end
+    elseif l2 then
+      -- The integer form. Its key may hold increments of plain-command
+      -- requests that found another window named and are being undone
+      -- (undo.lua): they are kept, so that the undo takes them back.
+      local sms = s_s * 1000 + s_ns / 1000000
+      local mval = format('%d:%d', w_s * 1000 + w_ns / 1000000, sms)
+      local fkey = mkey .. ':' .. mval
+      local cnt = c + add
+      if mval ~= mv then
+        cnt = cnt + fget(fkey)
+        if mv then
+          call('DEL', fold)
+          written[fold] = false
+        end
+        if v then
+          call('DEL', key)
+          written[key] = false
+        end
+      end
+      written[fkey] = cnt
+      if per_now then
+        local x_s, x_ns = padd(s_s, s_ns, w_s, w_ns)
+        local d_s, d_ns = psub(x_s, x_ns, e_s, e_ns)
+        local ms = d_s * 1000 + floor(d_ns / 1000000)
+        if fmod(d_ns, 1000000) > 0 then ms = ms + 1 end
+        if ms < min_ttl then ms = min_ttl end
+        local px = format('%d', ms)
+        call('SET', fkey, format('%d', cnt), 'PX', px)
+        if mval ~= mv then call('SET', mkey, mval, 'PX', px) end
+      else
+        -- Expired from the window's last millisecond on: Redis keeps a key
+        -- until its clock passes the expiry.
+        local at = format('%d', sms + w_s * 1000 + w_ns / 1000000 - 1)
+        call('SET', fkey, format('%d', cnt), 'PXAT', at)
+        if mval ~= mv then call('SET', mkey, mval, 'PXAT', at) end
+      end
+      if mval ~= mv then written[mkey] = mval end
     else
+      if mv then
+        call('DEL', mkey, fold)
+        written[mkey], written[fold] = false, false
+      end
       -- The key's state decays at the end of the window (fixed), or of
       -- the next (sliding): then it is the same as an absent key.
       local x_s, x_ns = padd(s_s, s_ns, w_s, w_ns)

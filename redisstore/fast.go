@@ -1,0 +1,220 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// The fixed window's plain-command path (issue 22: a lone decision must not
+// cost Redis more than envoyproxy/ratelimit's INCRBY + EXPIRE).
+//
+// A fixed window whose period is a whole number of milliseconds keeps its
+// count as an integer, in a key named after its window: marker key
+// Prefix+"m{"+key+"}" holds "period:start" (milliseconds) and names the
+// count's key, marker key + ":" + marker. Only window.lua names a window
+// (writes a marker); both keys expire together at the window's end. A
+// charge that would go out alone is sent as one transaction of plain
+// commands instead of a script call:
+//
+//	MULTI · TIME · GET marker · INCRBY count n · PEXPIREAT count end-1 NX · EXEC
+//
+// (without TIME when Options.Now is set; PEXPIRE then). Its answer stands
+// when the marker names the window the request's time falls in: the count
+// after the increment is then the script's state plus n, and the Go step
+// (window.Fixed) decides from it exactly as from window.lua's reply. A
+// denied charge takes its n back (undo.lua, awaited). When the marker names
+// another window (the window rolled, the limit's period changed, a sliding
+// counter or an old value holds the key) the increment went to a key that
+// is not the state: undo.lua takes it back and the request goes to the
+// script. Until an undo lands, the count it concerns is n too high: other
+// requests may be denied that would have been admitted (transient
+// under-admission, never over-admission).
+//
+// The store tries the path only when it expects it to hold: it remembers
+// (hints) the window each key's marker named when last seen, and with
+// Redis's clock it estimates that clock from the TIME replies and stays
+// off the path within the estimate's uncertainty (plus a millisecond) of a
+// window's edge.
+
+// fastEligible reports whether req may go as plain commands: a fixed
+// window's charge of a whole-millisecond period.
+func fastEligible(req ratelimit.Request, lim ratelimit.Limit) bool {
+	return req.Algorithm == ratelimit.FixedWindow && lim.Period%time.Millisecond == 0 && req.N > 0 && !req.Refund
+}
+
+// markerKey returns the Redis key of req.Key's fixed-window marker.
+func (s *Store) markerKey(key string) string {
+	return s.opts.Prefix + "m{" + key + "}"
+}
+
+// hint is the window a key's marker named when last seen.
+type hint struct{ period, start int64 } // ms
+
+// hints remembers, per Redis key, the window its marker named. Bounded:
+// cleared when it passes maxHints.
+type hints struct {
+	mu sync.Mutex
+	m  map[string]hint
+}
+
+const maxHints = 1 << 16
+
+func (h *hints) get(k string) (hint, bool) {
+	h.mu.Lock()
+	v, ok := h.m[k]
+	h.mu.Unlock()
+	return v, ok
+}
+
+func (h *hints) put(k string, v hint) {
+	h.mu.Lock()
+	if h.m == nil || len(h.m) >= maxHints {
+		h.m = make(map[string]hint)
+	}
+	h.m[k] = v
+	h.mu.Unlock()
+}
+
+func (h *hints) drop(k string) {
+	h.mu.Lock()
+	delete(h.m, k)
+	h.mu.Unlock()
+}
+
+// redisClock estimates Redis's clock from this process's: offset is the
+// last TIME reply minus the local time halfway between sending and
+// receiving it, unc half that round trip.
+type redisClock struct {
+	offset, unc atomic.Int64
+	known       atomic.Bool
+}
+
+func (c *redisClock) sample(server int64, sent, got time.Time) {
+	half := got.Sub(sent) / 2
+	c.offset.Store(server - sent.Add(half).UnixNano())
+	c.unc.Store(int64(half))
+	c.known.Store(true)
+}
+
+// now returns the estimate of Redis's time and its uncertainty.
+func (c *redisClock) now() (int64, int64, bool) {
+	if !c.known.Load() {
+		return 0, 0, false
+	}
+	return time.Now().UnixNano() + c.offset.Load(), c.unc.Load(), true
+}
+
+// fast tries to decide c (a lone, fastEligible charge) with plain commands.
+// ok is false when the script must decide it (nothing was left counted).
+func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d ratelimit.Decision, ok bool, err error) {
+	w := int64(c.lim.Period)
+	var now int64
+	if useNow {
+		now = c.sec*int64(time.Second) + c.nsec
+	} else {
+		est, unc, known := s.clock.now()
+		if !known {
+			return d, false, nil
+		}
+		start := windowStart(est, w)
+		guard := unc + int64(time.Millisecond)
+		if est-start < guard || start+w-est <= guard {
+			return d, false, nil
+		}
+		now = est
+	}
+	start := windowStart(now, w)
+	h := hint{period: w / int64(time.Millisecond), start: start / int64(time.Millisecond)}
+	if got, found := s.hints.get(c.key); !found || got != h {
+		return d, false, nil
+	}
+	mval := strconv.FormatInt(h.period, 10) + ":" + strconv.FormatInt(h.start, 10)
+	fkey := c.mkey + ":" + mval
+	b := cn.client.B()
+	cmds := make(rueidis.Commands, 0, 6)
+	cmds = append(cmds, b.Multi().Build())
+	if !useNow {
+		cmds = append(cmds, b.Time().Build())
+	}
+	cmds = append(cmds, b.Get().Key(c.mkey).Build(), b.Incrby().Key(fkey).Increment(c.n).Build())
+	if useNow {
+		cmds = append(cmds, b.Pexpire().Key(fkey).Milliseconds(s.minTTL).Nx().Build())
+	} else {
+		cmds = append(cmds, b.Pexpireat().Key(fkey).MillisecondsTimestamp(h.start+h.period-1).Nx().Build())
+	}
+	cmds = append(cmds, b.Exec().Build())
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	sent := time.Now()
+	res := cn.client.DoMulti(ctx, cmds...)
+	got := time.Now()
+	s.batch.commands.Add(1)
+	replies, err := res[len(res)-1].ToArray()
+	if err != nil {
+		for _, r := range res {
+			if e := r.Error(); e != nil {
+				err = e
+				break
+			}
+		}
+		return d, false, s.failure(err, 1)
+	}
+	i := 0
+	if !useNow {
+		if len(replies) != 4 {
+			return d, false, fmt.Errorf("%w: a transaction of 4 commands answered %d replies", ErrScript, len(replies))
+		}
+		t, err := replies[0].AsIntSlice()
+		if err != nil || len(t) != 2 {
+			return d, false, fmt.Errorf("%w: malformed TIME reply: %v", ErrScript, err)
+		}
+		now = t[0]*int64(time.Second) + t[1]*int64(time.Microsecond)
+		s.clock.sample(now, sent, got)
+		i = 1
+	} else if len(replies) != 3 {
+		return d, false, fmt.Errorf("%w: a transaction of 3 commands answered %d replies", ErrScript, len(replies))
+	}
+	marker, merr := replies[i].ToString()
+	count, err := replies[i+1].AsInt64()
+	if err != nil {
+		return d, false, fmt.Errorf("%w: malformed INCRBY reply: %v", ErrScript, err)
+	}
+	if merr != nil || marker != mval || windowStart(now, w) != start {
+		// Counted in a key that is not the state: take it back, and let
+		// the script decide.
+		s.hints.drop(c.key)
+		if err := s.undo(ctx, cn, fkey, c.n); err != nil {
+			return d, false, err
+		}
+		return d, false, nil
+	}
+	st := window.State{Start: start, Curr: count - c.n}
+	_, d = window.Fixed(st, now, ratelimit.Request{Limit: c.lim, N: c.n})
+	if d.Allowed != (count <= c.lim.Rate) {
+		return d, false, fmt.Errorf("%w: the count %d and the Go step disagree on admitting n %d", ErrScript, count, c.n)
+	}
+	if !d.Allowed {
+		// A denial consumes nothing.
+		if err := s.undo(ctx, cn, fkey, c.n); err != nil {
+			return d, false, err
+		}
+	}
+	return d, true, nil
+}
+
+// undo runs undo.lua: n back from the count at fkey.
+func (s *Store) undo(ctx context.Context, cn *conn, fkey string, n int64) error {
+	if err := s.undoScript.Exec(ctx, cn.client, []string{fkey}, []string{strconv.FormatInt(n, 10)}).Error(); err != nil {
+		return s.failure(err, 1)
+	}
+	return nil
+}
