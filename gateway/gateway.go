@@ -452,7 +452,8 @@ func (g *Gateway) proxy(target *url.URL, trusted []netip.Prefix, ih *identityHea
 			pr.SetXForwarded()
 			ih.forward(pr)
 		},
-		Transport: tr,
+		Transport:  tr,
+		BufferPool: proxyBuffers{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			status := http.StatusBadGateway
 			if errors.Is(err, context.DeadlineExceeded) {
