@@ -16,6 +16,7 @@
 //	  algorithm: token_bucket  # any ratelimit.Algorithm text form
 //	  burst: 20                # bucket algorithms only
 //	  window: 10s              # instead of unit: requests_per_unit per window
+//	  lease: true              # gcra, token_bucket, fixed_window: leased decisions (Set.Bind)
 //	quota:                     # instead of rate_limit: a calendar quota (UTC)
 //	  period: day              # or month
 //	  limit: 10000
@@ -29,4 +30,11 @@
 // [Config.Match] and [Set.Match] map a descriptor (a list of [Entry]) to at
 // most one [Rule] and do not allocate. Configs and Sets are immutable and
 // safe for concurrent use; to change rules, parse again and swap.
+//
+// A front door binds its Set to its store with [Set.Bind], at load and on
+// every reload: each rule's algorithm and limit are prepared once on the
+// store (a [ratelimit.Binder]) instead of on every request, and a rule
+// with lease: true is sent to a leased view of the Redis store
+// ([BindOptions].Leased). [Check.Decide] charges a resolved check through
+// its rule's binding.
 package rules
