@@ -123,32 +123,60 @@ func benchParallel(b *testing.B, s *memstore.Store, alg ratelimit.Algorithm, key
 	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admits/op")
 }
 
-// BenchmarkHeapPerKey reports the heap a store holds per idle GCRA key at a
-// million keys ("user:0" … "user:999999", one request each, the key strings
-// owned by the store), measured with runtime.ReadMemStats after a GC before
-// and after. ns/op is the time to fill the store.
+// BenchmarkHeapPerKey reports the heap a store holds per idle key at a
+// million keys ("user:0" … "user:999999", the key strings owned by the
+// store), for every algorithm, measured with runtime.ReadMemStats after a
+// GC before and after. Each key takes one request, so a sliding log holds
+// one entry; the entries=k cases give each log key k requests at distinct
+// instants (a clock that moves a microsecond a call), what a log that
+// holds more than one entry costs. ns/op is the time to fill the store.
+//
+//	go test -run '^$' -bench HeapPerKey -benchtime 1x ./memstore
 func BenchmarkHeapPerKey(b *testing.B) {
 	const n = 1_000_000
-	ctx := context.Background()
-	lim := ratelimit.PerMinute(10) // keys stay undecayed for the whole run
-	var perKey float64
-	var held int
-	for b.Loop() {
-		before := heapInUse()
-		s := memstore.New(memstore.Options{SweepInterval: -1, MaxKeys: 2 * n})
-		for i := range n {
-			s.Apply(ctx, ratelimit.Request{Key: "user:" + strconv.Itoa(i), Limit: lim, N: 1})
-		}
-		after := heapInUse()
-		held = s.Len()
-		perKey = float64(after-before) / float64(held)
-		runtime.KeepAlive(s)
-		s.Close()
+	type heapCase struct {
+		name    string
+		alg     ratelimit.Algorithm
+		entries int
 	}
-	if held != n {
-		b.Errorf("store holds %d keys, want %d", held, n)
+	var cases []heapCase
+	for _, alg := range ratelimit.Algorithms() {
+		cases = append(cases, heapCase{alg.String(), alg, 1})
 	}
-	b.ReportMetric(perKey, "B/key")
+	cases = append(cases, heapCase{"sliding_window_log/entries=2", ratelimit.SlidingWindowLog, 2},
+		heapCase{"sliding_window_log/entries=10", ratelimit.SlidingWindowLog, 10})
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			lim := ratelimit.PerMinute(10) // keys stay undecayed for the whole run
+			opts := memstore.Options{SweepInterval: -1, MaxKeys: 2 * n}
+			if c.entries > 1 {
+				t := time.Now()
+				opts.Now = func() time.Time { t = t.Add(time.Microsecond); return t }
+			}
+			var perKey float64
+			var held int
+			for b.Loop() {
+				before := heapInUse()
+				s := memstore.New(opts)
+				for i := range n {
+					req := ratelimit.Request{Key: "user:" + strconv.Itoa(i), Limit: lim, Algorithm: c.alg, N: 1}
+					for range c.entries {
+						s.Apply(ctx, req)
+					}
+				}
+				after := heapInUse()
+				held = s.Len()
+				perKey = float64(after-before) / float64(held)
+				runtime.KeepAlive(s)
+				s.Close()
+			}
+			if held != n {
+				b.Errorf("store holds %d keys, want %d", held, n)
+			}
+			b.ReportMetric(perKey, "B/key")
+		})
+	}
 }
 
 func heapInUse() uint64 {

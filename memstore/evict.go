@@ -5,6 +5,9 @@ import (
 	"math"
 	"math/bits"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
+	"github.com/sluicehq/sluice/internal/algorithm/window"
 )
 
 // ErrFull is returned by Apply (and a bound limiter's Take) for a request
@@ -174,14 +177,14 @@ func tatCost(tat, now int64, lim tatLimit) cost {
 	return classify(frac, left, frac > 1-1/burst, tau*(1+1.0/1024))
 }
 
-// winCost is what forgetting a window key costs at now.
-func winCost(e *winEntry, now int64) cost {
-	exp := e.expiry()
+// winCost is what forgetting a window key costs at now: its state st,
+// limit lim and period w (ns).
+func winCost(st window.State, lim winLimit, w, now int64) cost {
+	exp := st.Expiry(lim.sliding(), time.Duration(w))
 	if exp <= now {
 		return cost{}
 	}
 	left := span(exp, now)
-	st, lim, w := e.state(), e.limit(), e.period
 	rate, used := lim.rate(), float64(st.Curr)
 	if lim.sliding() {
 		prev, curr, elapsed := st.Prev, st.Curr, int64(0)
@@ -197,22 +200,23 @@ func winCost(e *winEntry, now int64) cost {
 	return classify(used/rate, left, used+1 > rate, float64(w))
 }
 
-// logCost is what forgetting a sliding-log key costs at now. Its count is
-// the one at its last request, less the entries that have left the window
-// since (up to a few dozen looked at): an upper bound.
-func logCost(e *logEntry, now int64) cost {
-	if e.exp <= now {
+// logCost is what forgetting a sliding-log key costs at now: its entries,
+// oldest first, its count used at its last request, its limit lim and
+// period (ns). Its count is used less the entries that have left the
+// window since (up to a few dozen looked at): an upper bound.
+func logCost(entries []slidinglog.Entry, used int64, lim winLimit, period, now int64) cost {
+	exp := slidinglog.Expiry(entries, time.Duration(period))
+	if exp <= now {
 		return cost{}
 	}
-	used := e.used
-	for i, x := range e.log.Entries() {
-		if i == 64 || x.At >= now || span(now, x.At) < e.period {
+	for i, x := range entries {
+		if i == 64 || x.At >= now || span(now, x.At) < period {
 			break
 		}
 		used -= x.N
 	}
-	rate := float64(e.rate)
-	return classify(float64(used)/rate, span(e.exp, now), float64(used)+1 > rate, float64(e.period))
+	rate := lim.rate()
+	return classify(float64(used)/rate, span(exp, now), float64(used)+1 > rate, float64(period))
 }
 
 // span returns a − b for a ≥ b, or math.MaxInt64 when that does not fit.
@@ -239,9 +243,7 @@ const (
 // fresh identities is one of theirs. If every key it looked at is
 // valuable (a denial or a used long-period quota) it looks further, and if
 // still nothing is cheap it drops nothing and reports false: the new key
-// is refused. The bucket sample starts at a slot chosen by h, so successive
-// evictions look at different keys; the maps' iteration starts at random.
-// Called with sh.mu held.
+// is refused. Called with sh.mu held.
 func (s *Store) makeRoom(sh *shard, h uint64, now int64) bool {
 	if s.perShard <= 0 || sh.len() < s.perShard {
 		return true
@@ -256,19 +258,20 @@ func (s *Store) makeRoom(sh *shard, h uint64, now int64) bool {
 		found    bool
 		kind     int
 		slot     *tatSlot
-		key      uint64
+		idx      int  // the window or log key's slot
 		finished bool // a decayed key was found
 	)
-	consider := func(c cost, k int, e *tatSlot, hk uint64) {
+	consider := func(c cost, k int, e *tatSlot, i int) {
 		if !found || c.less(best) {
-			best, found, kind, slot, key = c, true, k, e, hk
+			best, found, kind, slot, idx = c, true, k, e, i
 			finished = c.class == costFree
 		}
 	}
 	// Each kind's share of the sample is its share of the keys (at least
 	// one key of a kind held), so the sample costs the same whatever the
 	// mix; a kind's scan goes on to evictScan keys while the best so far
-	// is valuable.
+	// is valuable. Each kind's scan starts at a slot chosen by h, so
+	// successive evictions look at different keys.
 	total := sh.len()
 	quota := func(n int) int { return (evictSample*n + total - 1) / total }
 	enough := func(seen, quota int) bool {
@@ -276,27 +279,29 @@ func (s *Store) makeRoom(sh *shard, h uint64, now int64) bool {
 	}
 	seen, q := 0, quota(sh.tat.n)
 	sh.tat.all(h>>20, func(e *tatSlot, k uint64, lim tatLimit) bool {
-		consider(tatCost(e.tat.Load(), now, lim), kindTAT, e, k)
+		consider(tatCost(e.tat.Load(), now, lim), kindTAT, e, 0)
 		seen++
 		return !enough(seen, q)
 	})
 	if !finished {
-		seen, q = 0, quota(len(sh.win))
-		for k, e := range sh.win {
-			consider(winCost(&e, now), kindWin, nil, k)
-			if seen++; enough(seen, q) {
-				break
-			}
-		}
+		seen, q = 0, quota(sh.win.len())
+		t := &sh.win
+		t.all(h>>24, func(i int) bool {
+			consider(winCost(t.window(i), t.limit(i), t.period(i, &s.periods), now), kindWin, nil, i)
+			seen++
+			return !enough(seen, q)
+		})
 	}
 	if !finished {
-		seen, q = 0, quota(len(sh.logs))
-		for k, e := range sh.logs {
-			consider(logCost(e, now), kindLog, nil, k)
-			if seen++; enough(seen, q) {
-				break
-			}
-		}
+		seen, q = 0, quota(sh.logs.len())
+		t := &sh.logs
+		t.all(h>>28, func(i int) bool {
+			var buf [1]slidinglog.Entry
+			entries, used := t.logEntries(i, &buf)
+			consider(logCost(entries, used, t.limit(i), t.period(i, &s.periods), now), kindLog, nil, i)
+			seen++
+			return !enough(seen, q)
+		})
 	}
 	if !found || best.class == costValuable {
 		sh.refusals++
@@ -309,9 +314,9 @@ func (s *Store) makeRoom(sh *shard, h uint64, now int64) bool {
 	case kindTAT:
 		sh.tat.remove(slot)
 	case kindWin:
-		delete(sh.win, key)
+		sh.win.remove(idx)
 	case kindLog:
-		delete(sh.logs, key)
+		sh.logs.remove(idx)
 	}
 	return true
 }

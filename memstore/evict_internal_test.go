@@ -25,22 +25,122 @@ func TestF16RoundsDown(t *testing.T) {
 	}
 }
 
-// TestWinEntryPacking checks that a window entry gives back the state and
-// limit it was made of, for counts up to MaxRate and every limit.
-func TestWinEntryPacking(t *testing.T) {
+// TestWinSlotPacking checks that a window slot gives back the state and
+// limit it was given, for counts up to MaxRate and every limit: in the
+// slot when the counts fit, spilled when they do not, and back in the slot
+// when they fit again.
+func TestWinSlotPacking(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))
-	for i := range 10000 {
-		st := window.State{Start: int64(rng.Uint64()), Prev: rng.Int64N(1<<53 + 1), Curr: rng.Int64N(1<<53 + 1)}
-		if i == 0 {
+	var tb winTable
+	const h = 0x1234_5678_9abc_def0
+	i := tb.insert(h, 1, int64(time.Minute))
+	spills := 0
+	for n := range 20000 {
+		// Counts of every size, most of them small.
+		count := func() int64 { return rng.Int64N(1 << (1 + rng.IntN(53))) }
+		st := window.State{Start: int64(rng.Uint64()), Prev: count(), Curr: count()}
+		switch n {
+		case 0:
 			st.Prev, st.Curr = 1<<53, 1<<53
+		case 1:
+			st.Prev, st.Curr = 1<<prevBits-1, 1<<curBits-1 // all ones: spilled
+		case 2:
+			st.Prev, st.Curr = 1<<prevBits-2, 1<<curBits-1 // the largest that fit
 		}
-		l := packWinLimit(1+rng.Int64N(1<<53), rng.IntN(2) == 0)
-		period := 1 + rng.Int64N(1<<60)
-		e := newWinEntry(st, period, l)
-		if e.state() != st || e.limit() != l || e.period != period || !l.valid() {
-			t.Fatalf("newWinEntry(%+v, %d, %#x) gives back %+v, %d, %#x", st, period, l, e.state(), e.period, e.limit())
+		sliding := rng.IntN(2) == 0
+		if !sliding && rng.IntN(4) > 0 {
+			st.Prev = 0 // what a fixed window holds
+		}
+		l := packWinLimit(1+rng.Int64N(1<<53), sliding)
+		tb.setWindow(i, st, l)
+		if got := tb.window(i); got != st || tb.limit(i) != l || !l.valid() {
+			t.Fatalf("setWindow(%+v, %#x) gives back %+v, %#x", st, l, got, tb.limit(i))
+		}
+		big := tb.a.slots[i].b&cntMask == spilled
+		if big {
+			spills++
+		}
+		if len(tb.a.big) != map[bool]int{false: 0, true: 1}[big] {
+			t.Fatalf("%d spilled states for %+v, spilled %v", len(tb.a.big), st, big)
+		}
+		if n == 2 && big {
+			t.Fatalf("%+v (sliding) spilled; it fits", st)
 		}
 	}
+	if spills == 0 || spills == 20000 {
+		t.Errorf("%d of 20000 states spilled: the test does not cover both", spills)
+	}
+	tb.remove(i)
+	if tb.len() != 0 || len(tb.a.big) != 0 || tb.find(h) >= 0 {
+		t.Errorf("after remove: %d keys, %d spilled", tb.len(), len(tb.a.big))
+	}
+}
+
+// TestWinTableMatchesMap drives a window table and a map with the same
+// random inserts, removals (which move the keys after them back) and
+// sweeps, with hashes that share low bits so that probe runs collide and
+// wrap around the array's end, and checks they hold the same keys and
+// states.
+func TestWinTableMatchesMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	var tb winTable
+	ref := map[uint64]window.State{}
+	// A few hundred hashes whose low bits take a dozen values, and the
+	// array's last slots among them.
+	hashes := make([]uint64, 300)
+	for i := range hashes {
+		hashes[i] = rng.Uint64()&lowMask&^0xf | uint64(rng.IntN(12)) | 0xf
+		if i%3 == 0 {
+			hashes[i] = hashes[i]&^0xf | uint64(rng.IntN(16))
+		}
+	}
+	check := func(step int) {
+		t.Helper()
+		if tb.len() != len(ref) {
+			t.Fatalf("step %d: %d keys, want %d", step, tb.len(), len(ref))
+		}
+		for h, st := range ref {
+			i := tb.find(h)
+			if i < 0 || tb.window(i) != st {
+				t.Fatalf("step %d: key %#x at %d, want %+v", step, h, i, st)
+			}
+		}
+		n := 0
+		tb.all(0, func(int) bool { n++; return true })
+		if n != len(ref) {
+			t.Fatalf("step %d: all visits %d keys, want %d", step, n, len(ref))
+		}
+	}
+	for step := range 20000 {
+		h := hashes[rng.IntN(len(hashes))]
+		i := tb.find(h)
+		switch op := rng.IntN(10); {
+		case op < 6:
+			st := window.State{Start: int64(step), Curr: 1 + rng.Int64N(1<<(1+rng.IntN(40)))}
+			if i < 0 {
+				i = tb.insert(h, 1, int64(time.Minute))
+			}
+			tb.setWindow(i, st, packWinLimit(10, false))
+			ref[h] = st
+		case op < 9:
+			if i >= 0 {
+				tb.remove(i)
+				delete(ref, h)
+			}
+		default:
+			// A sweep of the keys whose Curr is odd.
+			tb.removeWhere(func(i int) bool { return tb.window(i).Curr%2 == 1 })
+			for k, st := range ref {
+				if st.Curr%2 == 1 {
+					delete(ref, k)
+				}
+			}
+		}
+		if step%97 == 0 || step < 200 {
+			check(step)
+		}
+	}
+	check(-1)
 }
 
 // TestCostClasses pins what each kind of key costs to forget.
@@ -50,15 +150,14 @@ func TestCostClasses(t *testing.T) {
 	// A GCRA limit of 10 a minute (τ = 1 min, T = 6 s) and 10 an hour.
 	perMin, perHour := packTATLimit(min, 10), packTATLimit(hour, 10)
 	win := func(start, prev, curr, period, rate int64, sliding bool) cost {
-		e := newWinEntry(window.State{Start: start, Prev: prev, Curr: curr}, period, packWinLimit(rate, sliding))
-		return winCost(&e, now)
+		return winCost(window.State{Start: start, Prev: prev, Curr: curr}, packWinLimit(rate, sliding), period, now)
 	}
 	logOf := func(used int64, at ...int64) cost {
 		var entries []slidinglog.Entry
 		for _, a := range at {
 			entries = append(entries, slidinglog.Entry{At: a, N: 1})
 		}
-		return logCost(&logEntry{log: slidinglog.NewLog(entries), exp: at[len(at)-1] + min, rate: 3, period: min, used: used}, now)
+		return logCost(entries, used, packWinLimit(3, false), min, now)
 	}
 	for _, tc := range []struct {
 		name  string

@@ -67,9 +67,12 @@ type Options struct {
 	// bytes per request a sliding window log holds: 200 MiB at the
 	// default. A bucket key (GCRA, token, leaky) takes 25–50 bytes, about
 	// 42 at a million keys (a 16-byte slot of a flat table from 3/8 to 3/4
-	// full, and 4 bytes of packed limit), a window key up to about 95 (a 40-byte entry
-	// of a Go map, which grows by doubling), a sliding log about 135 with
-	// one entry. A shard's table and maps keep the room they once needed, so a
+	// full, and 4 bytes of packed limit); a window key or a sliding log of
+	// one entry 32–64 bytes, about 50 at a million keys (a 24-byte slot of
+	// another such table). A sliding log of more than one entry, or a
+	// sliding counter past 2^23 events a window, spills its state into a
+	// map beside the table (a log about 120 bytes more, and its entries).
+	// A shard's tables keep the room they once needed, so a
 	// store whose keys changed kind over time may hold each kind's peak at
 	// once; MaxBytesPerKey covers that.
 	MaxKeys int
@@ -97,8 +100,9 @@ type Store struct {
 	wallStart int64        // monoStart, Unix ns
 	clk       *cachedClock // the cached clock, or nil (Resolution < 0, or Now set)
 
-	memos [memoSlots]atomic.Pointer[limitMemo]
-	tags  intervalTags
+	memos   [memoSlots]atomic.Pointer[limitMemo]
+	tags    intervalTags // the bucket keys' emission intervals
+	periods intervalTags // the window and log keys' periods
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -108,16 +112,17 @@ type Store struct {
 // shard is one lock and the tables it guards, one per state shape, keyed by
 // the key's hash (keyHash): a bucket key costs one 16-byte slot of a flat
 // table (see tatTable), whose existing keys are updated without the lock;
-// the window shapes, less hot, live in maps behind the lock.
+// a window or sliding-log key one 24-byte slot of a flat table used under
+// the lock (see winTable).
 //
 // A shard fills whole cache lines, so that shards never share one: the
 // lock-free path only reads the shard (the table's pointer), and a line
 // that is only read stays cached on every core.
 type shard struct {
 	mu   sync.Mutex
-	tat  tatTable             // GCRA, TokenBucket, LeakyBucket
-	win  map[uint64]winEntry  // FixedWindow, SlidingWindowCounter
-	logs map[uint64]*logEntry // SlidingWindowLog
+	tat  tatTable // GCRA, TokenBucket, LeakyBucket
+	win  winTable // FixedWindow, SlidingWindowCounter
+	logs winTable // SlidingWindowLog
 
 	evictions, refusals uint64 // Stats; guarded by mu
 }
@@ -133,7 +138,7 @@ type limitMemo struct {
 	limit ratelimit.Limit
 	alg   ratelimit.Algorithm
 	p     gcra.Params
-	tag   uint8 // p.T's interval tag (intervalTags)
+	tag   uint8 // p.T's interval tag (intervalTags), or the Period's for the windowed algorithms
 }
 
 // memoSlots is the size of the store's memo cache of the limits seen
@@ -146,51 +151,7 @@ const (
 	memoWays  = 4
 )
 
-// winEntry is a window key's state and the limit it was last applied with,
-// which eviction needs to tell what forgetting the key would cost, in 32
-// bytes (a larger map entry costs the window algorithms 10–20% a request
-// on existing keys). The state's counts never exceed MaxRate, 2^53, so the
-// ten bits above bit 53 of Prev and Curr are free: they carry the packed
-// limit (winLimit), Curr the low ten bits and Prev the other seven. Read
-// the state with state(), never st directly.
-type winEntry struct {
-	st     window.State
-	period int64 // the limit's Period, ns
-}
-
-const (
-	countBits = 54
-	countMask = 1<<countBits - 1
-)
-
-func newWinEntry(st window.State, period int64, l winLimit) winEntry {
-	st.Prev = int64(uint64(st.Prev)&countMask | uint64(l>>10)<<countBits)
-	st.Curr = int64(uint64(st.Curr)&countMask | uint64(l&1023)<<countBits)
-	return winEntry{st: st, period: period}
-}
-
-func (e *winEntry) state() window.State {
-	return window.State{Start: e.st.Start, Prev: e.st.Prev & countMask, Curr: e.st.Curr & countMask}
-}
-
-func (e *winEntry) limit() winLimit {
-	return winLimit(uint64(e.st.Prev)>>countBits<<10 | uint64(e.st.Curr)>>countBits)
-}
-
-// expiry returns the time (Unix ns) from which the state holds nothing.
-func (e *winEntry) expiry() int64 {
-	return e.state().Expiry(e.limit().sliding(), time.Duration(e.period))
-}
-
-type logEntry struct {
-	log    slidinglog.Log
-	exp    int64 // Unix ns from which the log holds nothing
-	rate   int64 // the limit's Rate
-	period int64 // the limit's Period, ns
-	used   int64 // the log's count at its last request
-}
-
-func (sh *shard) len() int { return sh.tat.n + len(sh.win) + len(sh.logs) }
+func (sh *shard) len() int { return sh.tat.n + sh.win.len() + sh.logs.len() }
 
 var _ ratelimit.Store = (*Store)(nil)
 
@@ -232,11 +193,6 @@ func New(opts Options) *Store {
 		s.perShard = max(1, DefaultMaxKeys/n)
 	case opts.MaxKeys > 0:
 		s.perShard = opts.MaxKeys / n
-	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.win = make(map[uint64]winEntry)
-		sh.logs = make(map[uint64]*logEntry)
 	}
 	// testing/synctest's bubbles start their fake clock at 2000-01-01: a
 	// store made in one reads that clock on every call, as its tests
@@ -330,7 +286,7 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (d ratelimit.Dec
 		return d, err
 	}
 	if req.Refund {
-		s.refund(s.clock(), &req, &m.p, m.tag, &d)
+		s.refund(s.clock(), &req, m, &d)
 		return d, nil
 	}
 	if !s.apply(s.clock(), &req, m, &d) {
@@ -340,12 +296,12 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (d ratelimit.Dec
 }
 
 // refund gives back req.N events of req.Key (ratelimit.Request.Refund) at
-// now and sets d to a peek's decision after it. A key the store does not
-// hold is full already: nothing is added.
-func (s *Store) refund(now int64, req *ratelimit.Request, p *gcra.Params, tag uint8, d *ratelimit.Decision) {
+// now and sets d to a peek's decision after it; m holds req's limit. A key
+// the store does not hold is full already: nothing is added.
+func (s *Store) refund(now int64, req *ratelimit.Request, m *limitMemo, d *ratelimit.Decision) {
 	h := s.hash.sum(req.Key)
 	if !req.Algorithm.Windowed() {
-		s.refundTAT(h, now, req.N, p, tag, d)
+		s.refundTAT(h, now, req.N, &m.p, m.tag, d)
 		return
 	}
 	peek := *req
@@ -355,28 +311,40 @@ func (s *Store) refund(now int64, req *ratelimit.Request, p *gcra.Params, tag ui
 	defer sh.mu.Unlock()
 	w := int64(req.Limit.Period)
 	if req.Algorithm == ratelimit.SlidingWindowLog {
-		e, ok := sh.logs[h]
-		if !ok {
+		t := &sh.logs
+		i := t.find(h)
+		if i < 0 {
 			var l slidinglog.Log
 			*d = l.Step(now, peek)
 			return
 		}
-		e.log.Refund(now, req.Limit.Period, req.N)
-		*d = e.log.Step(now, peek)
-		e.exp = e.log.Expiry(req.Limit.Period)
-		e.rate, e.period = req.Limit.Rate, w
-		e.used = req.Limit.Rate - d.Remaining
-		if len(e.log.Entries()) == 0 {
-			delete(sh.logs, h)
+		le, l := t.spilledLog(i), (*slidinglog.Log)(nil)
+		if le != nil {
+			l = &le.log
+		} else {
+			inline := t.inlineLog(i)
+			l = &inline
 		}
+		l.Refund(now, req.Limit.Period, req.N)
+		*d = l.Step(now, peek)
+		if len(l.Entries()) == 0 {
+			t.remove(i)
+			return
+		}
+		s.retag(t, i, m.tag, w)
+		t.setLog(i, l.Entries(), req.Limit.Rate-d.Remaining, packWinLimit(req.Limit.Rate, false), le)
 		return
 	}
 	sliding := req.Algorithm == ratelimit.SlidingWindowCounter
-	e, ok := sh.win[h]
-	st := e.state()
-	rescaled := ok && e.period != w
-	if rescaled {
-		st = window.Rescale(st, now, e.period, w, sliding)
+	t := &sh.win
+	i := t.find(h)
+	var st window.State
+	rescaled := false
+	if i >= 0 {
+		st = t.window(i)
+		if from := t.period(i, &s.periods); from != w {
+			st, rescaled = window.Rescale(st, now, from, w, sliding), true
+		}
 	}
 	st, took := window.Refund(st, now, w, req.N, sliding)
 	if sliding {
@@ -385,12 +353,21 @@ func (s *Store) refund(now int64, req *ratelimit.Request, p *gcra.Params, tag ui
 		_, *d = window.Fixed(st, now, peek)
 	}
 	switch {
-	case !ok || (!took && !rescaled):
+	case i < 0 || (!took && !rescaled):
 		// Nothing given back: the state stays as it is.
 	case st == (window.State{}):
-		delete(sh.win, h)
+		t.remove(i)
 	default:
-		sh.win[h] = newWinEntry(st, w, packWinLimit(req.Limit.Rate, sliding))
+		s.retag(t, i, m.tag, w)
+		t.setWindow(i, st, packWinLimit(req.Limit.Rate, sliding))
+	}
+}
+
+// retag gives the key in slot i of t the period w, tagged tag, if it has
+// another.
+func (s *Store) retag(t *winTable, i int, tag uint8, w int64) {
+	if wt := wordTag(t.a.slots[i].w); wt != tag || (tag == tagOverflow && t.a.ovf[t.a.slots[i].w&lowMask] != w) {
+		t.retag(i, tag, w)
 	}
 }
 
@@ -420,6 +397,8 @@ func (s *Store) memo(req *ratelimit.Request) (*limitMemo, error) {
 	m := &limitMemo{limit: l, alg: req.Algorithm, p: gcra.NewParams(l)}
 	if !req.Algorithm.Windowed() {
 		m.tag = s.tags.tag(m.p.T)
+	} else {
+		m.tag = s.periods.tag(int64(l.Period))
 	}
 	if free < 0 {
 		free = g + int(h>>32)%memoWays // a full group: replace one
@@ -439,6 +418,8 @@ func (s *Store) Bind(a ratelimit.Algorithm, limit ratelimit.Limit) (ratelimit.Bo
 	b := &bound{s: s, alg: a, limit: limit, p: gcra.NewParams(limit)}
 	if !a.Windowed() {
 		b.tag = s.tags.tag(b.p.T)
+	} else {
+		b.tag = s.periods.tag(int64(limit.Period))
 	}
 	return b, nil
 }
@@ -448,7 +429,7 @@ type bound struct {
 	alg   ratelimit.Algorithm
 	limit ratelimit.Limit
 	p     gcra.Params
-	tag   uint8
+	tag   uint8 // as limitMemo's
 }
 
 func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Duration) (d ratelimit.Decision, err error) {
@@ -463,7 +444,7 @@ func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Durat
 	var ok bool
 	if b.alg.Windowed() {
 		req := ratelimit.Request{Key: key, Limit: b.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}
-		ok = s.applyWindow(s.hash.sum(key), now, &req, &d)
+		ok = s.applyWindow(s.hash.sum(key), now, &req, b.tag, &d)
 	} else {
 		ok = s.applyTAT(s.hash.sum(key), now, n, b.alg == ratelimit.LeakyBucket, maxDelay, &b.p, b.tag, &d)
 	}
@@ -479,7 +460,7 @@ func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Durat
 func (s *Store) apply(now int64, req *ratelimit.Request, m *limitMemo, d *ratelimit.Decision) bool {
 	h := s.hash.sum(req.Key)
 	if req.Algorithm.Windowed() {
-		return s.applyWindow(h, now, req, d)
+		return s.applyWindow(h, now, req, m.tag, d)
 	}
 	return s.applyTAT(h, now, req.N, req.Algorithm == ratelimit.LeakyBucket, req.MaxDelay, &m.p, m.tag, d)
 }
@@ -594,43 +575,32 @@ func (s *Store) refundTAT(h uint64, now, n int64, p *gcra.Params, tag uint8, d *
 	}
 }
 
-// applyWindow decides a window algorithm's req on the key hashed to h. It
-// reports false when the key is new and the store refuses it.
-func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, d *ratelimit.Decision) bool {
+// applyWindow decides a window algorithm's req on the key hashed to h;
+// tag is the tag of req's Period (Store.periods). It reports false when
+// the key is new and the store refuses it.
+func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, tag uint8, d *ratelimit.Decision) bool {
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if req.Algorithm == ratelimit.SlidingWindowLog {
-		e, ok := sh.logs[h]
-		if !ok {
-			// Decide on an empty log, and keep it only if there is room.
-			var l slidinglog.Log
-			if *d = l.Step(now, *req); !d.Allowed || req.N == 0 {
-				return true
-			}
-			if !s.makeRoom(sh, h, now) {
-				*d = ratelimit.Decision{}
-				return false
-			}
-			e = &logEntry{log: l}
-			sh.logs[h] = e
-		} else {
-			*d = e.log.Step(now, *req)
-		}
-		e.exp = e.log.Expiry(req.Limit.Period)
-		e.rate, e.period = req.Limit.Rate, int64(req.Limit.Period)
-		e.used = req.Limit.Rate - d.Remaining
-		return true
+		return s.applyLog(sh, h, now, req, tag, d)
 	}
 	sliding := req.Algorithm == ratelimit.SlidingWindowCounter
-	e, ok := sh.win[h]
-	old := e.state()
+	t := &sh.win
+	i := t.find(h)
+	w := int64(req.Limit.Period)
+	var old window.State
 	rescaled := false
-	if w := int64(req.Limit.Period); ok && e.period != w && req.Limit.Rate > 0 {
-		// Counted under another period: the used events carry over
-		// (window.Rescale), stored whatever the decision, so that what it
-		// reports holds.
-		old, rescaled = window.Rescale(old, now, e.period, w, sliding), true
+	if i >= 0 {
+		old = t.window(i)
+		if req.Limit.Rate > 0 && (wordTag(t.a.slots[i].w) != tag || tag == tagOverflow) {
+			if from := t.period(i, &s.periods); from != w {
+				// Counted under another period: the used events carry
+				// over (window.Rescale), stored whatever the decision, so
+				// that what it reports holds.
+				old, rescaled = window.Rescale(old, now, from, w, sliding), true
+			}
+		}
 	}
 	var st window.State
 	if sliding {
@@ -638,15 +608,70 @@ func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, d *rate
 	} else {
 		st, *d = window.Fixed(old, now, *req)
 	}
-	if rescaled && st == (window.State{}) {
-		delete(sh.win, h)
-	} else if st != old || rescaled {
-		if !ok && !s.makeRoom(sh, h, now) {
+	switch {
+	case rescaled && st == (window.State{}):
+		t.remove(i)
+	case i < 0 && st != old:
+		if !s.makeRoom(sh, h, now) {
 			*d = ratelimit.Decision{}
 			return false
 		}
-		sh.win[h] = newWinEntry(st, int64(req.Limit.Period), packWinLimit(req.Limit.Rate, sliding))
+		i = t.insert(h, tag, w)
+		t.setWindow(i, st, packWinLimit(req.Limit.Rate, sliding))
+	case st != old || rescaled:
+		if rescaled {
+			t.retag(i, tag, w)
+		}
+		t.setWindow(i, st, packWinLimit(req.Limit.Rate, sliding))
 	}
+	return true
+}
+
+// applyLog decides a sliding window log's req on the key hashed to h, in
+// sh, whose lock is held; tag is the tag of req's Period. A log of one
+// entry lives in its slot, decided on a copy on the stack; a longer one is
+// spilled (see winTable). It reports false when the key is new and the
+// store refuses it.
+func (s *Store) applyLog(sh *shard, h uint64, now int64, req *ratelimit.Request, tag uint8, d *ratelimit.Decision) bool {
+	t := &sh.logs
+	i := t.find(h)
+	var (
+		l  slidinglog.Log
+		le *logEntry
+	)
+	switch {
+	case i < 0:
+		// Decide on an empty log, and keep it only if there is room.
+		l = t.inlineLog(-1)
+		if *d = l.Step(now, *req); !d.Allowed || req.N == 0 {
+			return true
+		}
+		if !s.makeRoom(sh, h, now) {
+			*d = ratelimit.Decision{}
+			return false
+		}
+		i = t.insert(h, tag, int64(req.Limit.Period))
+	default:
+		if le = t.spilledLog(i); le != nil {
+			*d = le.log.Step(now, *req)
+			break
+		}
+		l = t.inlineLog(i)
+		*d = l.Step(now, *req)
+	}
+	var entries []slidinglog.Entry
+	if le != nil {
+		entries = le.log.Entries()
+	} else {
+		entries = l.Entries()
+	}
+	if len(entries) == 0 {
+		// Everything left the window: the same as an absent key.
+		t.remove(i)
+		return true
+	}
+	s.retag(t, i, tag, int64(req.Limit.Period))
+	t.setLog(i, entries, req.Limit.Rate-d.Remaining, packWinLimit(req.Limit.Rate, false), le)
 	return true
 }
 
@@ -659,18 +684,24 @@ func (s *Store) Sweep() {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		sh.tat.removeWhere(func(tat int64) bool { return tat <= now })
-		for k, e := range sh.win {
-			if e.expiry() <= now {
-				delete(sh.win, k)
-			}
-		}
-		for k, e := range sh.logs {
-			if e.exp <= now {
-				delete(sh.logs, k)
-			}
-		}
+		sh.win.removeWhere(func(i int) bool { return s.winExpiry(&sh.win, i) <= now })
+		sh.logs.removeWhere(func(i int) bool { return s.logExpiry(&sh.logs, i) <= now })
 		sh.mu.Unlock()
 	}
+}
+
+// winExpiry returns the time (Unix ns) from which the window in slot i of
+// t holds nothing.
+func (s *Store) winExpiry(t *winTable, i int) int64 {
+	return t.window(i).Expiry(t.limit(i).sliding(), time.Duration(t.period(i, &s.periods)))
+}
+
+// logExpiry returns the time (Unix ns) from which the log in slot i of t
+// holds nothing.
+func (s *Store) logExpiry(t *winTable, i int) int64 {
+	var buf [1]slidinglog.Entry
+	entries, _ := t.logEntries(i, &buf)
+	return slidinglog.Expiry(entries, time.Duration(t.period(i, &s.periods)))
 }
 
 // Len returns the number of keys held.

@@ -20,8 +20,12 @@ func (s *Store) Reset(_ context.Context, key string) error {
 	if e, _ := sh.tat.lookupKey(h, &s.tags); e != nil {
 		sh.tat.remove(e)
 	}
-	delete(sh.win, h)
-	delete(sh.logs, h)
+	if i := sh.win.find(h); i >= 0 {
+		sh.win.remove(i)
+	}
+	if i := sh.logs.find(h); i >= 0 {
+		sh.logs.remove(i)
+	}
 	sh.mu.Unlock()
 	return nil
 }

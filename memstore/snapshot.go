@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
 	"github.com/sluicehq/sluice/internal/algorithm/window"
@@ -81,16 +82,24 @@ func (s *Store) Snapshot(w io.Writer) error {
 			}
 			return true
 		})
-		for k, v := range sh.win {
-			if v.expiry() > now {
-				snap.Win[k] = snapWin{v.state(), v.period, uint32(v.limit())}
+		shardBits := uint64(i) << s.shift
+		sh.win.all(0, func(j int) bool {
+			if w := sh.win.period(j, &s.periods); s.winExpiry(&sh.win, j) > now {
+				k := sh.win.a.slots[j].w&lowMask | shardBits
+				snap.Win[k] = snapWin{sh.win.window(j), w, uint32(sh.win.limit(j))}
 			}
-		}
-		for k, v := range sh.logs {
-			if v.exp > now {
-				snap.Logs[k] = snapLog{append([]slidinglog.Entry(nil), v.log.Entries()...), v.exp, v.rate, v.period, v.used}
+			return true
+		})
+		sh.logs.all(0, func(j int) bool {
+			var buf [1]slidinglog.Entry
+			entries, used := sh.logs.logEntries(j, &buf)
+			w := sh.logs.period(j, &s.periods)
+			if exp := slidinglog.Expiry(entries, time.Duration(w)); exp > now {
+				k := sh.logs.a.slots[j].w&lowMask | shardBits
+				snap.Logs[k] = snapLog{append([]slidinglog.Entry(nil), entries...), exp, int64(sh.logs.limit(j).rate()), w, used}
 			}
-		}
+			return true
+		})
 		sh.mu.Unlock()
 	}
 	if err := gob.NewEncoder(w).Encode(&snap); err != nil {
@@ -151,24 +160,33 @@ func (s *Store) Restore(r io.Reader) error {
 		}
 	}
 	for k, v := range snap.Win {
-		e := newWinEntry(v.State, v.Period, winLimit(v.Limit))
-		if e.expiry() > now {
+		lim := winLimit(v.Limit)
+		if v.State.Expiry(lim.sliding(), time.Duration(v.Period)) > now {
 			k = nonzero(k)
 			sh := s.shardOf(k)
 			sh.mu.Lock()
-			if _, ok := sh.win[k]; ok || s.makeRoom(sh, k, now) {
-				sh.win[k] = e
+			i := sh.win.find(k)
+			if i < 0 && s.makeRoom(sh, k, now) {
+				i = sh.win.insert(k, s.periods.tag(v.Period), v.Period)
+			}
+			if i >= 0 {
+				sh.win.setWindow(i, v.State, lim)
 			}
 			sh.mu.Unlock()
 		}
 	}
 	for k, v := range snap.Logs {
-		if v.Exp > now {
+		if slidinglog.Expiry(v.Log, time.Duration(v.Period)) > now {
 			k = nonzero(k)
 			sh := s.shardOf(k)
 			sh.mu.Lock()
-			if _, ok := sh.logs[k]; ok || s.makeRoom(sh, k, now) {
-				sh.logs[k] = &logEntry{log: slidinglog.NewLog(v.Log), exp: v.Exp, rate: v.Rate, period: v.Period, used: v.Used}
+			i := sh.logs.find(k)
+			if i >= 0 {
+				sh.logs.remove(i) // the same hash twice: the last one read
+			}
+			if s.makeRoom(sh, k, now) {
+				i = sh.logs.insert(k, s.periods.tag(v.Period), v.Period)
+				sh.logs.setLog(i, v.Log, v.Used, packWinLimit(v.Rate, false), nil)
 			}
 			sh.mu.Unlock()
 		}
