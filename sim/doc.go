@@ -28,6 +28,9 @@
 //	Overload     adaptive.Gradient and adaptive.Vegas on an I/O-bound service
 //	             at 0.5x, 2x, 5x of capacity, then capacity halved and
 //	             restored, against an oracle fixed limit and no limit
+//	Regions      seed 003's two regions: a Redis per region (up to 2x the
+//	             limit) against a home region per key (exact, a cross-region
+//	             round trip for the other region's requests)
 //
 // OverloadCPU is the one part that is not a simulation: it drives a real
 // CPU-bound HTTP server (ServeCPU) in a process of its own over loopback,

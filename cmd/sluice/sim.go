@@ -44,6 +44,7 @@ var simScenarios = []simScenario{
 	{"buckets", "one bursty trace through token bucket, leaky queue, fixed and sliding windows", simBuckets},
 	{"windows", "sliding window counter vs the exact log: wrong decisions and the gap", simWindows},
 	{"overload", "adaptive concurrency at 0.5x, 2x, 5x of capacity, halved, restored (--cpu: a real server)", simOverload},
+	{"regions", "two regions: a Redis per region (up to 2x) vs a home region per key (exact, cross-region latency)", simRegions},
 }
 
 func simUsage(w io.Writer) {
