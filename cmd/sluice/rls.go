@@ -253,7 +253,8 @@ func (f *rlsFlags) listen() (*rlsListeners, error) {
 	if l.grpc, err = net.Listen("tcp", f.grpcListen); err != nil {
 		return nil, fmt.Errorf("rls: grpc: %w", err)
 	}
-	l.grpc = netutil.LimitListener(l.grpc, f.maxConns)
+	// h2grpc's keeps the sockets of TCP connections within its reach.
+	l.grpc = h2grpc.LimitListener(l.grpc, f.maxConns)
 	if f.httpListen != "" {
 		if l.http, err = net.Listen("tcp", f.httpListen); err != nil {
 			closeAll()

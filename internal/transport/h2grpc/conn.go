@@ -55,6 +55,7 @@ func protocolError(reason string) connError { return connError{http2.ErrCodeProt
 type conn struct {
 	srv  *Server
 	nc   net.Conn
+	rw   io.ReadWriter // nc, or its socket without the scheduler's bookkeeping (newRawIO)
 	br   *bufio.Reader
 	kick chan struct{} // wakes the writer goroutine
 	done chan struct{} // closed when the connection has ended
@@ -102,10 +103,12 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
+	rw := newRawIO(nc)
 	c := &conn{
 		srv:          s,
 		nc:           nc,
-		br:           bufio.NewReaderSize(nc, 32<<10),
+		rw:           rw,
+		br:           bufio.NewReaderSize(rw, 32<<10),
 		kick:         make(chan struct{}, 1),
 		done:         make(chan struct{}),
 		payload:      make([]byte, maxFrameSize),
@@ -441,7 +444,7 @@ func (c *conn) flush() {
 		c.wbuf, c.spare = c.spare[:0], nil
 		c.writing = len(b)
 		c.mu.Unlock()
-		_, err := c.nc.Write(b)
+		_, err := c.rw.Write(b)
 		c.mu.Lock()
 		c.writing = 0
 		c.cond.Broadcast() // handlers may wait for room in the queue

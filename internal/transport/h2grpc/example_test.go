@@ -38,3 +38,28 @@ func Example() {
 	fmt.Println(resp.GetStatus())
 	// Output: SERVING
 }
+
+// LimitListener bounds the connections a server holds at once, and keeps
+// the sockets of TCP connections within the server's reach.
+func ExampleLimitListener() {
+	srv := h2grpc.NewServer(h2grpc.Options{})
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve(h2grpc.LimitListener(inner, 1024))
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient(inner.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(resp.GetStatus())
+	// Output: SERVING
+}
