@@ -88,6 +88,7 @@ type options struct {
 	capacity   float64   // req/s that is 100%; 0: measure goproxy
 	idle       int       // idle upstream connections of the proxies
 	path       string
+	sluice     string // a sluice binary to use instead of building the checkout's
 	progress   io.Writer
 }
 
@@ -104,6 +105,7 @@ func main() {
 	flag.Float64Var(&o.capacity, "capacity", 0, "sweep: req/s taken as 100% (0: measure goproxy in a closed loop first)")
 	flag.IntVar(&o.idle, "idle", 256, "idle connections each proxy keeps to the upstream")
 	flag.StringVar(&o.path, "path", "/hello", "request path")
+	flag.StringVar(&o.sluice, "sluice", "", "a sluice binary to measure (default: build ./cmd/sluice of this checkout, uncommitted changes included)")
 	flag.Parse()
 	o.contenders = strings.Split(*contenders, ",")
 	o.tools = []string{toolGo}
@@ -263,8 +265,11 @@ func setup(ctx context.Context, o options) (_ *env, err error) {
 		return nil, err
 	}
 	fmt.Fprintln(o.progress, "building sluice, goproxy, gwload …")
-	if e.bins, err = build(ctx, e.dir); err != nil {
+	if e.bins, err = build(ctx, e.dir, o.sluice == ""); err != nil {
 		return nil, err
+	}
+	if o.sluice != "" {
+		e.bins.sluice = o.sluice
 	}
 	if e.upstream, err = startUpstream(e.dir); err != nil {
 		return nil, err

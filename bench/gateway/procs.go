@@ -139,9 +139,9 @@ type binaries struct {
 	sluice, goproxy, gwload string
 }
 
-// build builds sluice from the checkout and the harness's two programs
-// into dir.
-func build(ctx context.Context, dir string) (binaries, error) {
+// build builds sluice from the checkout (unless withSluice is false) and
+// the harness's two programs into dir.
+func build(ctx context.Context, dir string, withSluice bool) (binaries, error) {
 	bench, root, err := dirs()
 	if err != nil {
 		return binaries{}, err
@@ -156,6 +156,9 @@ func build(ctx context.Context, dir string) (binaries, error) {
 		{bench, b.goproxy, "./gateway/cmd/goproxy"},
 		{bench, b.gwload, "./gateway/cmd/gwload"},
 	} {
+		if s.out == b.sluice && !withSluice {
+			continue
+		}
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", s.out, s.pkg)
 		cmd.Dir = s.dir
 		if out, err := cmd.CombinedOutput(); err != nil {
