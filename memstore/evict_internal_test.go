@@ -39,17 +39,26 @@ func TestWinSlotPacking(t *testing.T) {
 		// Counts of every size, most of them small.
 		count := func() int64 { return rng.Int64N(1 << (1 + rng.IntN(53))) }
 		st := window.State{Start: int64(rng.Uint64()), Prev: count(), Curr: count()}
+		sliding := rng.IntN(2) == 0
+		if !sliding && rng.IntN(4) > 0 {
+			st.Prev = 0 // what a fixed window holds
+		}
+		// The edges: the largest counts that fit, and one more.
 		switch n {
 		case 0:
 			st.Prev, st.Curr = 1<<53, 1<<53
 		case 1:
-			st.Prev, st.Curr = 1<<prevBits-1, 1<<curBits-1 // all ones: spilled
+			st.Prev, st.Curr, sliding = 1<<prevBits-1, 1<<curBits-1, true // all ones: spilled
 		case 2:
-			st.Prev, st.Curr = 1<<prevBits-2, 1<<curBits-1 // the largest that fit
-		}
-		sliding := rng.IntN(2) == 0
-		if !sliding && rng.IntN(4) > 0 {
-			st.Prev = 0 // what a fixed window holds
+			st.Prev, st.Curr, sliding = 1<<prevBits-2, 1<<curBits-1, true // the largest that fit
+		case 3:
+			st.Prev, st.Curr, sliding = 1<<prevBits, 1, true
+		case 4:
+			st.Prev, st.Curr, sliding = 1, 1<<curBits, true
+		case 5:
+			st.Prev, st.Curr, sliding = 0, spilled-1, false // the largest that fits
+		case 6:
+			st.Prev, st.Curr, sliding = 0, spilled, false
 		}
 		l := packWinLimit(1+rng.Int64N(1<<53), sliding)
 		tb.setWindow(i, st, l)
@@ -63,8 +72,8 @@ func TestWinSlotPacking(t *testing.T) {
 		if len(tb.a.big) != map[bool]int{false: 0, true: 1}[big] {
 			t.Fatalf("%d spilled states for %+v, spilled %v", len(tb.a.big), st, big)
 		}
-		if n == 2 && big {
-			t.Fatalf("%+v (sliding) spilled; it fits", st)
+		if (n == 2 || n == 5) && big {
+			t.Fatalf("%+v (sliding %v) spilled; it fits", st, sliding)
 		}
 	}
 	if spills == 0 || spills == 20000 {
