@@ -88,7 +88,7 @@ var upstreamVars = []upstreamVar{
 	{"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", "no effect", nil, "sluice redials with its own backoff"},
 	{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", "no effect", nil, "sluice redials with its own backoff"},
 	{"XDS_CLIENT_BACKOFF_JITTER", "true", "no effect", nil, "sluice redials with its own backoff"},
-	{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", "no effect", nil, "sluice's client takes gRPC's default limit (4 MiB)"},
+	{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", "same", []string{"xds-max-msg-size"}, "with CONFIG_TYPE=GRPC_XDS_SOTW; unset, 4 MiB (gRPC's default, as upstream)"},
 	{"USE_DOG_STATSD", "false", "refused", nil, "refused when true: no DogStatsD sink"},
 	{"USE_DOG_STATSD_MOGRIFIERS", "", "refused", nil, "refused when set: no DogStatsD sink"},
 	{"USE_STATSD", "true", "mapped", []string{"statsd"}, "true sends upstream's stats over TCP, as its sink, to --statsd tcp://STATSD_HOST:STATSD_PORT; unset, sluice sends none (upstream's default is on)"},
@@ -423,11 +423,12 @@ func (e *upstreamEnv) xds() {
 	e.check("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", parseDuration)
 	e.check("XDS_CLIENT_BACKOFF_MAX_INTERVAL", parseDuration)
 	e.check("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", parseFloat)
-	e.check("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", parseInt)
+	if v, ok := e.get("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"); ok {
+		e.set("xds-max-msg-size", v, "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES")
+	}
 	e.boolVar("XDS_CLIENT_BACKOFF_JITTER", true)
 	e.note("sluice redials the management server with its own backoff", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
 		"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "XDS_CLIENT_BACKOFF_JITTER")
-	e.note("sluice's xDS client takes gRPC's default message limit (4 MiB)", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES")
 	e.note("sluice starts at once, with no rules until the first snapshot (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED keeps it not ready until then)",
 		"FORCE_START_WITHOUT_INITIAL_CONFIG")
 }

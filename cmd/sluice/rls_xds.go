@@ -20,6 +20,7 @@ import (
 type rlsXDSFlags struct {
 	configType, server, nodeID string
 	cert, key, ca              string
+	maxMsgSize                 int
 	client                     *xds.Client
 }
 
@@ -27,6 +28,7 @@ func (x *rlsXDSFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&x.configType, "config-type", "file", "where the rules come from: file (--config-dir, reloaded on change) or xds (an xDS management server, --xds-server; envoyproxy/ratelimit's CONFIG_TYPE=GRPC_XDS_SOTW)")
 	fs.StringVar(&x.server, "xds-server", "", "with --config-type xds, the management server's gRPC `ADDR`ess (CONFIG_GRPC_XDS_SERVER_URL)")
 	fs.StringVar(&x.nodeID, "xds-node-id", xds.DefaultNodeID, "with --config-type xds, the node `ID` the management server keeps this instance's snapshot under (CONFIG_GRPC_XDS_NODE_ID)")
+	fs.IntVar(&x.maxMsgSize, "xds-max-msg-size", xds.DefaultMaxMsgSize, "with --config-type xds, the most `BYTES` one response from the management server may hold; a larger one is refused and the rules in use stay (XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES)")
 	fs.StringVar(&x.cert, "xds-tls-cert", "", "PEM client certificate `FILE` presented to the management server (CONFIG_GRPC_XDS_CLIENT_TLS_CERT); with --xds-tls-key")
 	fs.StringVar(&x.key, "xds-tls-key", "", "PEM private key `FILE` of --xds-tls-cert (CONFIG_GRPC_XDS_CLIENT_TLS_KEY)")
 	fs.StringVar(&x.ca, "xds-tls-ca", "", "PEM CA bundle `FILE` the management server's certificate must chain to (CONFIG_GRPC_XDS_SERVER_TLS_CACERT); any --xds-tls-* flag connects with TLS")
@@ -54,6 +56,9 @@ func (x *rlsXDSFlags) check(configDir string) error {
 		}
 		if configDir != "" {
 			return fmt.Errorf("%w: --config-dir and --config-type xds exclude each other", errUsage)
+		}
+		if x.maxMsgSize <= 0 {
+			return fmt.Errorf("%w: --xds-max-msg-size %d: want a positive number of bytes", errUsage, x.maxMsgSize)
 		}
 		if (x.cert == "") != (x.key == "") {
 			return fmt.Errorf("%w: --xds-tls-cert and --xds-tls-key go together", errUsage)
@@ -87,7 +92,7 @@ func (f *rlsFlags) startRules(srv *rls.Server, log *slog.Logger) error {
 		}
 		return nil
 	}
-	o := xds.Options{Server: x.server, NodeID: x.nodeID, Logger: log}
+	o := xds.Options{Server: x.server, NodeID: x.nodeID, Logger: log, MaxMsgSize: x.maxMsgSize}
 	if x.cert != "" || x.ca != "" {
 		cfg, err := x.tlsConfig()
 		if err != nil {

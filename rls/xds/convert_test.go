@@ -108,3 +108,22 @@ func FuzzBuild(f *testing.F) {
 		}
 	})
 }
+
+// TestConvertValuesExact: keys and values reach the rules exactly,
+// whatever YAML would make of them unquoted.
+func TestConvertValuesExact(t *testing.T) {
+	values := []string{"yes", "off", "~", "null", "0x10", "1e3", "#x", "a: b", "- x", "[x]", "{x}", "line\nbreak",
+		"tab\there", "\u2028", `"quoted"`, `back\slash`, "<&>", "ünïcödé", " padded ", "*alias", "&anchor", "!tag", "%x", "@x", "`x`"}
+	for _, v := range values {
+		rc := &rlsconf.RateLimitConfig{Name: "v", Domain: "d", Descriptors: []*rlsconf.RateLimitDescriptor{{
+			Key: "k " + v, Value: v, RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_SECOND, RequestsPerUnit: 1}}}}
+		cfg, err := xds.Convert(rc)
+		if err != nil {
+			t.Errorf("value %q: %v", v, err)
+			continue
+		}
+		if cfg.Match([]rules.Entry{{Key: "k " + v, Value: v}}) == nil {
+			t.Errorf("value %q: the rule does not match it", v)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package xds
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,12 +19,12 @@ import (
 	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.yaml.in/yaml/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -38,7 +40,7 @@ const (
 	DefaultNodeID     = "default" // envoyproxy/ratelimit's CONFIG_GRPC_XDS_NODE_ID
 	DefaultRetryMin   = time.Second
 	DefaultRetryMax   = 60 * time.Second // XDS_CLIENT_BACKOFF_MAX_INTERVAL
-	DefaultMaxMsgSize = 16 << 20
+	DefaultMaxMsgSize = 4 << 20
 )
 
 // Target is what receives the rule sets: *rls.Server.
@@ -61,7 +63,9 @@ type Options struct {
 	// attempts (doubling, with jitter). Defaults DefaultRetryMin and
 	// DefaultRetryMax.
 	RetryMin, RetryMax time.Duration
-	// MaxMsgSize bounds a response from the server. Default 16 MiB.
+	// MaxMsgSize bounds a response from the server. Default 4 MiB, gRPC's
+	// default and so envoyproxy/ratelimit's: a response is decoded into
+	// rules with a transient cost of about 70 times its size.
 	MaxMsgSize int
 	// Logger receives connections, accepted and refused configs.
 	// Default: none.
@@ -182,6 +186,17 @@ func (c *Client) Run(ctx context.Context) error {
 		c.connected.Store(false)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if status.Code(err) == codes.ResourceExhausted {
+			// A response past MaxMsgSize cannot be read, so it cannot be
+			// NACKed: the stream ends. It is refused all the same, and
+			// counted and reported as such; the rules in use stay.
+			c.nacks.Inc()
+			c.mu.Lock()
+			c.lastErr = fmt.Sprintf("a response larger than the client's limit of %d bytes: %v", c.o.MaxMsgSize, status.Convert(err).Message())
+			kept := c.version
+			c.mu.Unlock()
+			c.log.Error("xds: config refused: larger than the message limit; keeping the previous one", "max_bytes", c.o.MaxMsgSize, "kept_version", kept, "error", err)
 		}
 		if time.Since(start) > c.o.RetryMax {
 			delay = c.o.RetryMin // it had been up a while
@@ -310,40 +325,50 @@ func Build(resources []*anypb.Any) (*rules.Set, []string, error) {
 }
 
 // Convert turns one RateLimitConfig into a rules.Config, through the YAML
-// envoyproxy/ratelimit's loader reads from the same proto. Problems name
-// the file "xds:NAME" and the path in that YAML.
+// envoyproxy/ratelimit's loader reads from the same proto, so that a rule
+// means the same from either source. Problems name the file "xds:NAME" and
+// the line in that YAML.
+//
+// The YAML is written as indented JSON (which is YAML, one field a line):
+// encoding/json writes it in a small fraction of the time and memory of a
+// YAML emitter, which took 2.5 s and 190 MB for a 0.8 MB response of 7000
+// descriptors, and its quoted strings read back exactly, whatever they
+// hold ("yes", "#", newlines).
 func Convert(rc *rlsconf.RateLimitConfig) (*rules.Config, error) {
-	data, err := yaml.Marshal(yamlConfig{Domain: rc.GetDomain(), Descriptors: descriptors(rc.GetDescriptors())})
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", " ")
+	if err := enc.Encode(yamlConfig{Domain: rc.GetDomain(), Descriptors: descriptors(rc.GetDescriptors())}); err != nil {
 		return nil, err
 	}
-	return rules.Parse("xds:"+rc.GetName(), data)
+	return rules.Parse("xds:"+rc.GetName(), buf.Bytes())
 }
 
 type yamlConfig struct {
-	Domain      string           `yaml:"domain"`
-	Descriptors []yamlDescriptor `yaml:"descriptors,omitempty"`
+	Domain      string           `json:"domain"`
+	Descriptors []yamlDescriptor `json:"descriptors,omitempty"`
 }
 
 type yamlDescriptor struct {
-	Key            string           `yaml:"key"`
-	Value          string           `yaml:"value,omitempty"`
-	RateLimit      *yamlRateLimit   `yaml:"rate_limit,omitempty"`
-	Descriptors    []yamlDescriptor `yaml:"descriptors,omitempty"`
-	ShadowMode     bool             `yaml:"shadow_mode,omitempty"`
-	DetailedMetric bool             `yaml:"detailed_metric,omitempty"`
+	Key            string           `json:"key"`
+	Value          string           `json:"value,omitempty"`
+	RateLimit      *yamlRateLimit   `json:"rate_limit,omitempty"`
+	Descriptors    []yamlDescriptor `json:"descriptors,omitempty"`
+	ShadowMode     bool             `json:"shadow_mode,omitempty"`
+	DetailedMetric bool             `json:"detailed_metric,omitempty"`
 }
 
 type yamlRateLimit struct {
-	Unit            string        `yaml:"unit,omitempty"`
-	RequestsPerUnit *uint32       `yaml:"requests_per_unit,omitempty"`
-	Unlimited       bool          `yaml:"unlimited,omitempty"`
-	Name            string        `yaml:"name,omitempty"`
-	Replaces        []yamlReplace `yaml:"replaces,omitempty"`
+	Unit            string        `json:"unit,omitempty"`
+	RequestsPerUnit *uint32       `json:"requests_per_unit,omitempty"`
+	Unlimited       bool          `json:"unlimited,omitempty"`
+	Name            string        `json:"name,omitempty"`
+	Replaces        []yamlReplace `json:"replaces,omitempty"`
 }
 
 type yamlReplace struct {
-	Name string `yaml:"name"`
+	Name string `json:"name"`
 }
 
 func descriptors(ds []*rlsconf.RateLimitDescriptor) []yamlDescriptor {

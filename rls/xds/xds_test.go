@@ -17,6 +17,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -269,5 +270,71 @@ func TestReconnect(t *testing.T) {
 	waitFor(t, "version b", func() bool { return client.Status().Version == "b" })
 	if _, limit := ask(t, rl, "edge", "k1"); limit != 9 {
 		t.Fatalf("after reconnecting: limit %d, want 9", limit)
+	}
+}
+
+// bigConfig is a RateLimitConfig of n descriptors with values of about
+// 100 bytes each: about n×130 bytes on the wire.
+func bigConfig(name, domain string, n int) *rlsconf.RateLimitConfig {
+	rc := &rlsconf.RateLimitConfig{Name: name, Domain: domain}
+	for i := range n {
+		rc.Descriptors = append(rc.Descriptors, &rlsconf.RateLimitDescriptor{
+			Key: "api_key", Value: fmt.Sprintf("%08d-%s", i, strings.Repeat("v", 90)),
+			RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_MINUTE, RequestsPerUnit: 5},
+		})
+	}
+	return rc
+}
+
+// TestOversizedResponse: a response past MaxMsgSize cannot be read, so it
+// cannot be NACKed; the client counts it refused, says why in Status, keeps
+// the rules in use, and takes the next response that fits.
+func TestOversizedResponse(t *testing.T) {
+	cp := startControlPlane(t)
+	srv, rl := rlsOver(t)
+	client, err := xds.New(srv, xds.Options{Server: cp.addr, NodeID: "n", MaxMsgSize: 64 << 10,
+		RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := client.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- client.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	cp.push(t, "n", "1", limitConfig("edge", "edge", "k1", 2))
+	waitFor(t, "version 1", func() bool { return client.Status().Version == "1" })
+	cp.push(t, "n", "2", bigConfig("edge", "edge", 2000)) // ~260 KiB
+	waitFor(t, "the oversized response refused", func() bool { return client.Status().LastError != "" })
+	st := client.Status()
+	if st.Version != "1" || !strings.Contains(st.LastError, "larger than the client's limit of 65536 bytes") {
+		t.Fatalf("after an oversized push: version %q, error %q; want 1 kept and the limit named", st.Version, st.LastError)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() == "sluice_xds_updates_refused_total" {
+			refused = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if refused < 1 {
+		t.Fatalf("sluice_xds_updates_refused_total %v, want at least 1", refused)
+	}
+	for i, want := range []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT} {
+		if code, limit := ask(t, rl, "edge", "k1"); code != want || limit != 2 {
+			t.Fatalf("kept v1, request %d: %v (limit %d), want %v (2)", i, code, limit, want)
+		}
+	}
+	cp.push(t, "n", "3", bigConfig("edge", "edge", 100)) // ~13 KiB
+	waitFor(t, "version 3", func() bool { return client.Status().Version == "3" })
+	if st := client.Status(); st.LastError != "" {
+		t.Fatalf("after a good push, LastError %q", st.LastError)
 	}
 }
