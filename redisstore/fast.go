@@ -20,15 +20,17 @@ import (
 // A fixed window whose period is a whole number of milliseconds keeps its
 // count as an integer, in a key named after its window: marker key
 // Prefix+"m{"+key+"}" holds "period:start" (milliseconds) and names the
-// count's key, marker key + ":" + marker. Only window.lua names a window
-// (writes a marker); both keys expire together at the window's end. A
-// charge that would go out alone is sent as one transaction of plain
-// commands instead of a script call:
+// count's key, marker key + ":" + marker; both keys expire together at the
+// window's last millisecond. A charge that would go out alone (nothing
+// queued) is sent as one transaction of plain commands instead of a script
+// call:
 //
-//	MULTI · TIME · GET marker · INCRBY count n · PEXPIREAT count end-1 NX · EXEC
+//	MULTI · TIME · SET marker window NX GET PXAT end-1 · EXISTS binary state ·
+//	INCRBY count n · PEXPIREAT count end-1 NX · EXEC
 //
-// (without TIME when Options.Now is set; PEXPIRE then). Its answer stands
-// when the marker names the window the request's time falls in: the count
+// (without TIME when Options.Now is set; PX and PEXPIRE of MinTTLWithNow
+// then). Its answer stands when the marker named the window the request's
+// time falls in, or none (and no binary state holds the key): the count
 // after the increment is then the script's state plus n, and the Go step
 // (window.Fixed) decides from it exactly as from window.lua's reply. A
 // denied charge takes its n back (undo.lua, awaited). When the marker names
@@ -39,11 +41,18 @@ import (
 // requests may be denied that would have been admitted (transient
 // under-admission, never over-admission).
 //
-// The store tries the path only when it expects it to hold: it remembers
-// (hints) the window each key's marker named when last seen, and with
-// Redis's clock it estimates that clock from the TIME replies and stays
-// off the path within the estimate's uncertainty (plus a millisecond) of a
-// window's edge.
+// A charge that finds no marker names the window itself (SET NX), so that
+// the first charge of a window, the usual case for a key that is not hot,
+// costs no script either; if its answer does not stand, undo.lua removes
+// that marker when it names no state (a binary state holds the key, or the
+// window has not begun on Redis's clock).
+//
+// The store tries the path only when it expects it to hold: after a charge
+// that did not stand, the key's charges in that window go to the script
+// until one is admitted there (hints); and with Redis's clock it estimates
+// that clock from the TIME replies and stays off the path within the
+// estimate's uncertainty (half the last round trip, plus a millisecond) of
+// a window's edge.
 
 // fastEligible reports whether req may go as plain commands: a fixed
 // window's charge of a whole-millisecond period.
@@ -56,11 +65,14 @@ func (s *Store) markerKey(key string) string {
 	return s.opts.Prefix + "m{" + key + "}"
 }
 
-// hint is the window a key's marker named when last seen.
-type hint struct{ period, start int64 } // ms
+// hint is a window (ms) in which a key's plain-command charge did not
+// stand.
+type hint struct{ period, start int64 }
 
-// hints remembers, per Redis key, the window its marker named. Bounded:
-// cleared when it passes maxHints.
+// hints remembers, per Redis key, the window in which its last
+// plain-command charge did not stand, so that the key's next charges in
+// that window go to the script at once, until a script call admits one
+// (and names the window). Bounded: cleared when it passes maxHints.
 type hints struct {
 	mu sync.Mutex
 	m  map[string]hint
@@ -134,18 +146,20 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 	}
 	start := windowStart(now, w)
 	h := hint{period: w / int64(time.Millisecond), start: start / int64(time.Millisecond)}
-	if got, found := s.hints.get(c.key); !found || got != h {
-		return d, false, nil
+	if got, found := s.hints.get(c.key); found && got == h {
+		return d, false, nil // this window's last charge did not stand
 	}
 	mval := strconv.FormatInt(h.period, 10) + ":" + strconv.FormatInt(h.start, 10)
 	fkey := c.mkey + ":" + mval
 	b := cn.client.B()
-	cmds := make(rueidis.Commands, 0, 6)
+	cmds := make(rueidis.Commands, 0, 7)
 	cmds = append(cmds, b.Multi().Build())
-	if !useNow {
-		cmds = append(cmds, b.Time().Build())
+	if useNow {
+		cmds = append(cmds, b.Set().Key(c.mkey).Value(mval).Nx().Get().PxMilliseconds(s.minTTL).Build())
+	} else {
+		cmds = append(cmds, b.Time().Build(), b.Set().Key(c.mkey).Value(mval).Nx().Get().Pxat(time.UnixMilli(h.start+h.period-1)).Build())
 	}
-	cmds = append(cmds, b.Get().Key(c.mkey).Build(), b.Incrby().Key(fkey).Increment(c.n).Build())
+	cmds = append(cmds, b.Exists().Key(c.key).Build(), b.Incrby().Key(fkey).Increment(c.n).Build())
 	if useNow {
 		cmds = append(cmds, b.Pexpire().Key(fkey).Milliseconds(s.minTTL).Nx().Build())
 	} else {
@@ -170,8 +184,8 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 	}
 	i := 0
 	if !useNow {
-		if len(replies) != 4 {
-			return d, false, fmt.Errorf("%w: a transaction of 4 commands answered %d replies", ErrScript, len(replies))
+		if len(replies) != 5 {
+			return d, false, fmt.Errorf("%w: a transaction of 5 commands answered %d replies", ErrScript, len(replies))
 		}
 		t, err := replies[0].AsIntSlice()
 		if err != nil || len(t) != 2 {
@@ -180,19 +194,29 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 		now = t[0]*int64(time.Second) + t[1]*int64(time.Microsecond)
 		s.clock.sample(now, sent, got)
 		i = 1
-	} else if len(replies) != 3 {
-		return d, false, fmt.Errorf("%w: a transaction of 3 commands answered %d replies", ErrScript, len(replies))
+	} else if len(replies) != 4 {
+		return d, false, fmt.Errorf("%w: a transaction of 4 commands answered %d replies", ErrScript, len(replies))
 	}
+	// The marker before: none (this charge named the window), or one.
+	set := replies[i].IsNil()
 	marker, merr := replies[i].ToString()
-	count, err := replies[i+1].AsInt64()
-	if err != nil {
-		return d, false, fmt.Errorf("%w: malformed INCRBY reply: %v", ErrScript, err)
+	binary, err1 := replies[i+1].AsInt64()
+	count, err2 := replies[i+2].AsInt64()
+	if (merr != nil && !set) || err1 != nil || err2 != nil {
+		return d, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
 	}
-	if merr != nil || marker != mval || windowStart(now, w) != start {
+	if (!set && marker != mval) || binary != 0 || windowStart(now, w) != start {
 		// Counted in a key that is not the state: take it back, and let
-		// the script decide.
-		s.hints.drop(c.key)
-		if err := s.undo(ctx, cn, fkey, c.n); err != nil {
+		// the script decide (and name the window).
+		s.hints.put(c.key, h)
+		clear, at := "", ""
+		if set {
+			clear = mval
+			if !useNow {
+				at = strconv.FormatInt(h.start, 10)
+			}
+		}
+		if err := s.undo(ctx, cn, c, fkey, clear, at); err != nil {
 			return d, false, err
 		}
 		return d, false, nil
@@ -204,16 +228,17 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 	}
 	if !d.Allowed {
 		// A denial consumes nothing.
-		if err := s.undo(ctx, cn, fkey, c.n); err != nil {
+		if err := s.undo(ctx, cn, c, fkey, "", ""); err != nil {
 			return d, false, err
 		}
 	}
 	return d, true, nil
 }
 
-// undo runs undo.lua: n back from the count at fkey.
-func (s *Store) undo(ctx context.Context, cn *conn, fkey string, n int64) error {
-	if err := s.undoScript.Exec(ctx, cn.client, []string{fkey}, []string{strconv.FormatInt(n, 10)}).Error(); err != nil {
+// undo runs undo.lua: c's n back from the count at fkey, or, when clear is
+// the marker c set and it names no state, the marker and the count gone.
+func (s *Store) undo(ctx context.Context, cn *conn, c *call, fkey, clear, at string) error {
+	if err := s.undoScript.Exec(ctx, cn.client, []string{fkey, c.mkey, c.key}, []string{strconv.FormatInt(c.n, 10), clear, at}).Error(); err != nil {
 		return s.failure(err, 1)
 	}
 	return nil

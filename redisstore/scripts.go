@@ -205,8 +205,9 @@ func decodeBucket(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decisi
 // applied it: the two must agree on admission). It returns what is left of
 // the reply.
 //
-// It also notes in h the window each fixed-window charge it admitted
-// names now (window.lua names it when it writes the count as an integer).
+// It also forgets, in h, the windows whose plain-command charges did not
+// stand, for the fixed-window charges it admitted: window.lua has named
+// their windows.
 func decodeWindow(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decision, perNow bool, h *hints) ([]rueidis.RedisMessage, int64, error) {
 	var err error
 	next := func() int64 {
@@ -264,7 +265,7 @@ func decodeWindow(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decisi
 			return nil, 0, fmt.Errorf("%w: the script and the Go step disagree on admitting n %d to the counts %+v at %d", ErrScript, c.n, st, now)
 		}
 		if p := int64(c.lim.Period); !c.spec.flag && admitted && c.n > 0 && p%int64(time.Millisecond) == 0 {
-			h.put(c.key, hint{period: p / int64(time.Millisecond), start: st.Start / int64(time.Millisecond)})
+			h.drop(c.key) // the script named the window: plain commands may go again
 		}
 	}
 	return r, now, nil

@@ -351,7 +351,8 @@ func TestServerClockExpiry(t *testing.T) {
 // many times, and when limits of other periods share the key.
 func TestServerClockWindowExpiry(t *testing.T) {
 	both(t, func(t *testing.T, e env) {
-		s := newStore(t, e, redisstore.Options{})
+		p := prefix()
+		s := newStore(t, e, redisstore.Options{Prefix: p})
 		ctx := context.Background()
 		fixed := ratelimit.Limit{Rate: 1000, Period: 700 * time.Millisecond}
 		sliding := ratelimit.Limit{Rate: 1000, Period: 1300 * time.Millisecond}
@@ -375,8 +376,16 @@ func TestServerClockWindowExpiry(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			mkey := p + "m{" + key + "}"
 			check := func(when string, last ratelimit.Request) {
 				t.Helper()
+				if last.Algorithm == ratelimit.FixedWindow {
+					// A whole-millisecond fixed window: an integer count named
+					// by the marker "period:start" (ms), both expiring at the
+					// window's last millisecond.
+					checkIntegerWindow(t, node, rkey, mkey, last.Limit.Period, tc.name+" "+when)
+					return
+				}
 				v, err := node.Do("GET", rkey)
 				if err != nil {
 					t.Fatal(err)
@@ -469,4 +478,56 @@ func TestStats(t *testing.T) {
 		t.Fatalf("after 200 more at once: %+v, want 210 requests in 11 to 210 calls", got)
 	}
 	t.Logf("200 concurrent requests went in %d script calls", got.ScriptCalls-10)
+}
+
+// checkIntegerWindow checks a fixed window's integer form on node: the
+// marker names a window of period p holding the server's time, and it and
+// the count expire at that window's last millisecond; the binary state is
+// gone.
+func checkIntegerWindow(t *testing.T, node *redistest.Server, rkey, mkey string, p time.Duration, what string) {
+	t.Helper()
+	m, err := node.Do("GET", mkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, ok := m.(string)
+	if !ok {
+		t.Fatalf("%s: marker %q", what, m)
+	}
+	var period, start int64
+	if _, err := fmt.Sscanf(ms, "%d:%d", &period, &start); err != nil || period != p.Milliseconds() || start%period != 0 {
+		t.Fatalf("%s: marker %q, want %d:<a multiple of it>", what, ms, p.Milliseconds())
+	}
+	for _, k := range []string{mkey, mkey + ":" + ms} {
+		at, err := node.Do("PEXPIRETIME", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at == int64(-2) && serverMillis(t, node) >= start+period-1 {
+			return // the window ended since the request: both keys are gone
+		}
+		if at != start+period-1 {
+			t.Fatalf("%s: %s expires at %v ms, want %d", what, k, at, start+period-1)
+		}
+	}
+	if v, err := node.Do("EXISTS", rkey); err != nil || v != int64(0) {
+		t.Fatalf("%s: the binary state %s exists (%v, %v)", what, rkey, v, err)
+	}
+}
+
+// serverMillis returns node's clock in Unix milliseconds.
+func serverMillis(t *testing.T, node *redistest.Server) int64 {
+	t.Helper()
+	v, err := node.Do("TIME")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		t.Fatalf("TIME replied %v", v)
+	}
+	var sec, usec int64
+	fmt.Sscan(fmt.Sprint(a[0]), &sec)
+	fmt.Sscan(fmt.Sprint(a[1]), &usec)
+	return sec*1000 + usec/1000
 }

@@ -181,13 +181,17 @@ for i = 1, #KEYS / 2 do
   -- (l2), so that a lone request can go as plain commands.
   local l2 = not sliding and fmod(w_ns, 1000000) == 0
   local st_s, st_ns, prev, curr, exp, pw_s, pw_ns = 0, 0, 0, 0, 0, w_s, w_ns
-  local have, fold = false, nil
-  if mv then
+  -- cur: the marker when it holds the state. A marker beside a binary
+  -- state was set by a plain-command charge that its undo is taking back
+  -- (fast.go): the binary state holds.
+  local have, fold, cur = false, nil, nil
+  if mv then fold = mkey .. ':' .. mv end
+  if mv and not v then
     -- The integer form: the marker names the window ("period:start", in
     -- ms) and the count's key (marker key .. ":" .. marker).
+    cur = mv
     local colon = string.find(mv, ':', 1, true)
     local pms, sms = tonumber(string.sub(mv, 1, colon - 1)), tonumber(string.sub(mv, colon + 1))
-    fold = mkey .. ':' .. mv
     local cnt = fget(fold)
     if cnt > 0 then
       have, exp = true, -1
@@ -318,9 +322,9 @@ for i = 1, #KEYS / 2 do
       local mval = format('%d:%d', w_s * 1000 + w_ns / 1000000, sms)
       local fkey = mkey .. ':' .. mval
       local cnt = c + add
-      if mval ~= mv then
+      if mval ~= cur then
         cnt = cnt + fget(fkey)
-        if mv then
+        if mv and fold ~= fkey then
           call('DEL', fold)
           written[fold] = false
         end
@@ -338,15 +342,15 @@ for i = 1, #KEYS / 2 do
         if ms < min_ttl then ms = min_ttl end
         local px = format('%d', ms)
         call('SET', fkey, format('%d', cnt), 'PX', px)
-        if mval ~= mv then call('SET', mkey, mval, 'PX', px) end
+        if mval ~= cur then call('SET', mkey, mval, 'PX', px) end
       else
         -- Expired from the window's last millisecond on: Redis keeps a key
         -- until its clock passes the expiry.
         local at = format('%d', sms + w_s * 1000 + w_ns / 1000000 - 1)
         call('SET', fkey, format('%d', cnt), 'PXAT', at)
-        if mval ~= mv then call('SET', mkey, mval, 'PXAT', at) end
+        if mval ~= cur then call('SET', mkey, mval, 'PXAT', at) end
       end
-      if mval ~= mv then written[mkey] = mval end
+      written[mkey] = mval
     else
       if mv then
         call('DEL', mkey, fold)
