@@ -283,9 +283,12 @@ func TestParseStatCPU(t *testing.T) {
 }
 
 func TestParseCommandUsec(t *testing.T) {
-	info := "# Commandstats\r\ncmdstat_evalsha:calls=3,usec=42,usec_per_call=14.00,rejected_calls=0,failed_calls=0\r\ncmdstat_ping:calls=1,usec=1,usec_per_call=1.00\r\nother:usec=100\r\n"
-	if d := parseCommandUsec(info); d != 43*time.Microsecond {
-		t.Fatalf("parseCommandUsec = %v; want 43µs", d)
+	// The script's own SET and TIME are inside EVALSHA's time, and the
+	// PING is not a script: only EVALSHA, EVAL_RO and EXEC count.
+	info := "# Commandstats\r\ncmdstat_evalsha:calls=3,usec=42,usec_per_call=14.00,rejected_calls=0,failed_calls=0\r\ncmdstat_set:calls=3,usec=9\r\n" +
+		"cmdstat_time:calls=3,usec=2\r\ncmdstat_ping:calls=1,usec=1,usec_per_call=1.00\r\ncmdstat_eval_ro:calls=1,usec=5\r\ncmdstat_exec:calls=1,usec=-3,usec=7\r\nother:usec=100\r\n"
+	if d := parseCommandUsec(info); d != 54*time.Microsecond {
+		t.Fatalf("parseCommandUsec = %v; want 54µs", d)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +59,7 @@ Flags:
 	pipeline := flag.Int("pipeline", 0, "redisstore Options.Pipeline (0: the default)")
 	pinCPUs := flag.Bool("pin", true, "bind every redis-server to the last CPU and this process to the others (needs 2 CPUs)")
 	spreadKeys := flag.Int("spread-keys", 1000000, "keys of each key set in the slot-spread table (0: skip it)")
+	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile (the callers, the store, the client library) to the file")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		flag.Usage()
@@ -90,6 +92,16 @@ Flags:
 		log.Fatal(err)
 	}
 
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx := context.Background()
 	fmt.Fprintf(os.Stderr, "starting %v (0: standalone)\n", primaries)
 	targets, err := redis.StartScaleTargets(primaries)
