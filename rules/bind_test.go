@@ -270,6 +270,14 @@ func BenchmarkResolveDecide(b *testing.B) {
 				}
 				ctx := context.Background()
 				b.ReportAllocs()
+				if c0, ok := cpuTime(); ok {
+					defer func() {
+						if c1, ok := cpuTime(); ok {
+							b.ReportMetric(float64(c1-c0)/float64(b.N), "cpu-ns/op")
+						}
+					}()
+				}
+				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					cs := make([]rules.Check, 0, 4)
 					i := rand.IntN(len(ins))

@@ -178,6 +178,20 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 	return st, nil
 }
 
+// leaseStats are the counters of the store's leased mode or view, zero
+// without either.
+func (s *Store) leaseStats() redisstore.LeaseStats {
+	if s.Leased != nil {
+		return s.Leased.Stats()
+	}
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	if s.view != nil {
+		return s.view.Stats()
+	}
+	return redisstore.LeaseStats{}
+}
+
 // Close closes the store.
 func (s *Store) Close() error {
 	if s.Memory != nil {
@@ -218,7 +232,7 @@ func (s *Store) Ready() (bool, string) {
 //	sluice_redis_failures_total              failed Redis calls, connection attempts and probes
 //	sluice_redis_reconnects_total            times Redis came back
 //	sluice_redis_script_calls_total, sluice_redis_requests_total   the mean batch is their ratio
-//	sluice_redis_lease_local_total, _exact_total, _slices_total, _returned_total   leased mode's decisions (URL parameter lease)
+//	sluice_redis_lease_local_total, _exact_total, _slices_total, _returned_total   leased mode's decisions (URL parameter lease, or rules with lease: true)
 //	sluice_store_lease_keys                   the keys leased mode tracks
 func (s *Store) Register(reg prometheus.Registerer) error {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
@@ -250,13 +264,15 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 			counter("redis", "requests_total", "Requests decided by Redis, in all script calls.", func() float64 { return float64(r.Stats().Requests) }),
 		)
 	}
-	if l := s.Leased; l != nil {
+	if s.Redis != nil {
+		// Leased mode's, whether the URL turned it on for every rule or
+		// LeasedView made it for the rules with lease: true (zero until then).
 		cs = append(cs,
-			counter("redis", "lease_local_total", "Decisions leased mode made in process, from a slice in hand or a remembered denial.", func() float64 { return float64(l.Stats().Local) }),
-			counter("redis", "lease_exact_total", "Decisions leased mode sent to Redis one by one (cold keys, small limits, other algorithms).", func() float64 { return float64(l.Stats().Exact) }),
-			counter("redis", "lease_slices_total", "Slices of a hot key's budget taken from Redis.", func() float64 { return float64(l.Stats().Takes) }),
-			counter("redis", "lease_returned_total", "Events of slices given back to Redis unspent.", func() float64 { return float64(l.Stats().Returned) }),
-			gauge("lease_keys", "Keys leased mode tracks (bounded by its MaxKeys).", func() float64 { return float64(l.Stats().Keys) }),
+			counter("redis", "lease_local_total", "Decisions leased mode made in process, from a slice in hand or a remembered denial.", func() float64 { return float64(s.leaseStats().Local) }),
+			counter("redis", "lease_exact_total", "Decisions leased mode sent to Redis one by one (cold keys, small limits, other algorithms).", func() float64 { return float64(s.leaseStats().Exact) }),
+			counter("redis", "lease_slices_total", "Slices of a hot key's budget taken from Redis.", func() float64 { return float64(s.leaseStats().Takes) }),
+			counter("redis", "lease_returned_total", "Events of slices given back to Redis unspent.", func() float64 { return float64(s.leaseStats().Returned) }),
+			gauge("lease_keys", "Keys leased mode tracks (bounded by its MaxKeys).", func() float64 { return float64(s.leaseStats().Keys) }),
 		)
 	}
 	for _, c := range cs {
