@@ -7,9 +7,11 @@
 // emission interval the state was made under, and the theoretical arrival
 // time) of a flat table that requests for existing keys under the same
 // interval update without a lock (a limit change converts the state under
-// the lock);
-// a window key is three int64s and its limit in a map behind the shard's
-// mutex. Keys are held as 64-bit hashes under a secret drawn per store,
+// the lock); a fixed-window or sliding-counter key, or a sliding log of
+// one entry, is one 24-byte slot of another flat table, behind the shard's
+// mutex (its hash tagged with its period, the window's start or the
+// entry's time, and its counts packed with its limit; counts too large for
+// the slot and longer logs spill into a map). Keys are held as 64-bit hashes under a secret drawn per store,
 // every mixing step of which depends on the secret, so no spelling of a
 // key can make it share another's state but chance (about 1 in 2^64/n²
 // for n keys).

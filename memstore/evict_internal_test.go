@@ -209,3 +209,35 @@ func TestCostClasses(t *testing.T) {
 		}
 	}
 }
+
+// TestSpilledLogsReused checks that the spilled logs' slice does not grow
+// with keys that come and go: a removed log's index is reused, and a
+// rebuild renumbers what is left.
+func TestSpilledLogsReused(t *testing.T) {
+	var tb winTable
+	two := []slidinglog.Entry{{At: 1, N: 1}, {At: 2, N: 1}}
+	for h := uint64(2); h < 1002; h++ {
+		i := tb.insert(h, 1, int64(time.Minute))
+		tb.setLog(i, two, 2, packWinLimit(10, false), nil)
+		if h%2 == 1 {
+			tb.remove(tb.find(h - 1))
+			tb.remove(tb.find(h))
+		}
+	}
+	if n := len(tb.a.logs); n > 2 {
+		t.Errorf("%d spilled logs held for at most 2 keys", n)
+	}
+	for h := uint64(2000); h < 2100; h++ {
+		tb.setLog(tb.insert(h, 1, int64(time.Minute)), two, 2, packWinLimit(10, false), nil)
+	}
+	tb.removeWhere(func(i int) bool { return tb.a.slots[i].w&lowMask >= 2050 })
+	tb.rebuild(tb.len())
+	if n := len(tb.a.logs); n != 50 || len(tb.a.free) != 0 {
+		t.Errorf("after a rebuild: %d spilled logs (%d free) for 50 keys", n, len(tb.a.free))
+	}
+	for h := uint64(2000); h < 2050; h++ {
+		if le := tb.spilledLog(tb.find(h)); le == nil || len(le.log.Entries()) != 2 {
+			t.Fatalf("key %d lost its log after the rebuild", h)
+		}
+	}
+}

@@ -48,7 +48,7 @@ type snapWin struct {
 type snapLog struct {
 	Log    []slidinglog.Entry
 	Exp    int64
-	Rate   int64 // since version 4, with Period and Used
+	Rate   int64 // since version 4, with Period and Used; held as 11 significant bits, rounded down (winLimit)
 	Period int64
 	Used   int64
 }
@@ -59,11 +59,11 @@ type snapLog struct {
 // hashes, with the secret that made them, so a snapshot must be guarded
 // like the store's memory.
 //
-// A bucket key's hash is held as 56 bits and its shard (tatWord): whole in
-// a store of 256 shards or more. A store of fewer shards (fewer than 4096
+// A key's hash is held as 56 bits and its shard (tatWord): whole in a
+// store of 256 shards or more. A store of fewer shards (fewer than 4096
 // keys, or Options.Shards) writes the bits it does not hold as zeros, so
-// its bucket keys are found again by a store of as many shards or fewer
-// (the same Options find them all) and lost, as if new, by one of more.
+// its keys are found again by a store of as many shards or fewer (the
+// same Options find them all) and lost, as if new, by one of more.
 func (s *Store) Snapshot(w io.Writer) error {
 	now := s.clock()
 	snap := snapshot{Version: snapshotVersion, K0: s.hash.k0, K1: s.hash.k1,

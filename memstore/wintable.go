@@ -31,8 +31,8 @@ import (
 //     its Curr (24 bits); the cost of a log's one entry. A count that does
 //     not fit (a sliding counter past 2^23 events a window, a log of more
 //     than one entry) is spilled: the 47 bits are all ones and the state is
-//     in the array's big map (windows) or logs map (logs), by the hash's
-//     low bits. Spilled state costs what the maps did before: a window
+//     in the array's big map (windows), by the hash's low bits, or its
+//     logs (logs), at the index in a. Spilled state costs what the maps did before: a window
 //     about 80 bytes more, a log its entries (16 bytes each) and about
 //     120 bytes more.
 type winTable struct{ a *winArray }
@@ -44,11 +44,13 @@ type winArray struct {
 	// ovf holds the period of each key tagged tagOverflow, by the hash's
 	// low bits (w&lowMask); nil until needed.
 	ovf map[uint64]int64
-	// big holds the windows whose counts do not fit a slot, and logs the
-	// logs of more than one entry (or one entry too costly to fit), by the
-	// hash's low bits; nil until needed.
+	// big holds the windows whose counts do not fit a slot, by the hash's
+	// low bits; nil until needed. logs holds the logs of more than one
+	// entry (or of one too costly to fit), each at the index its slot's a
+	// holds; free lists the indexes of logs that are nil.
 	big  map[uint64]window.State
-	logs map[uint64]*logEntry
+	logs []*logEntry
+	free []int64
 	// scratch holds a log of the logs table while a step decides on it
 	// (inlineLog): on the heap already, so the step's append does not move
 	// a buffer of the caller's stack there.
@@ -61,10 +63,13 @@ type winSlot struct {
 	b uint64
 }
 
-// logEntry is a spilled sliding window log.
+// logEntry is a spilled sliding window log. A log spills when a step adds
+// its second entry, so its first array is part of the entry: one
+// allocation.
 type logEntry struct {
-	log  slidinglog.Log
-	used int64 // the log's count at its last request
+	log   slidinglog.Log
+	used  int64 // the log's count at its last request
+	first [2]slidinglog.Entry
 }
 
 const (
@@ -159,8 +164,12 @@ func (t *winTable) remove(i int) {
 	a := t.a
 	k := a.slots[i].w & lowMask
 	if a.slots[i].b&cntMask == spilled {
-		delete(a.big, k)
-		delete(a.logs, k)
+		if a.big != nil {
+			delete(a.big, k)
+		} else if x := a.slots[i].a; x >= 0 && x < int64(len(a.logs)) {
+			a.logs[x] = nil
+			a.free = append(a.free, x)
+		}
 	}
 	if wordTag(a.slots[i].w) == tagOverflow {
 		delete(a.ovf, k)
@@ -192,10 +201,15 @@ func (t *winTable) rebuild(want int) *winArray {
 	}
 	next := &winArray{mask: uint64(size - 1), slots: make([]winSlot, size)}
 	if old := t.a; old != nil {
-		next.n, next.ovf, next.big, next.logs = old.n, old.ovf, old.big, old.logs
+		next.n, next.ovf, next.big = old.n, old.ovf, old.big
 		for _, e := range old.slots {
 			if e.w == empty {
 				continue
+			}
+			if old.logs != nil && e.b&cntMask == spilled {
+				// The spilled logs, renumbered without the free ones.
+				next.logs = append(next.logs, old.logs[e.a])
+				e.a = int64(len(next.logs) - 1)
 			}
 			for j := e.w & next.mask; ; j = (j + 1) & next.mask {
 				if next.slots[j].w == empty {
@@ -293,7 +307,7 @@ func (t *winTable) setWindow(i int, st window.State, lim winLimit) {
 // spilledLog returns the log of slot i if it is spilled, else nil.
 func (t *winTable) spilledLog(i int) *logEntry {
 	if e := &t.a.slots[i]; e.b&cntMask == spilled {
-		return t.a.logs[e.w&lowMask]
+		return t.a.logs[e.a]
 	}
 	return nil
 }
@@ -338,19 +352,25 @@ func (t *winTable) inlineEntry(i int) slidinglog.Entry {
 func (t *winTable) setLog(i int, entries []slidinglog.Entry, used int64, lim winLimit, le *logEntry) {
 	a := t.a
 	e := &a.slots[i]
-	k := e.w & lowMask
 	if le == nil && len(entries) == 1 && uint64(entries[0].N) < spilled {
 		e.a, e.b = entries[0].At, uint64(lim)<<cntBits|uint64(entries[0].N)
 		return
 	}
 	if le == nil {
-		// A copy: entries may be on the caller's stack.
-		le = &logEntry{log: slidinglog.NewLog(append([]slidinglog.Entry(nil), entries...))}
-		if a.logs == nil {
-			a.logs = make(map[uint64]*logEntry)
+		// A copy: entries may be the array's scratch.
+		le = new(logEntry)
+		if len(entries) <= len(le.first) {
+			le.log = slidinglog.NewLog(le.first[:copy(le.first[:], entries)])
+		} else {
+			le.log = slidinglog.NewLog(append([]slidinglog.Entry(nil), entries...))
 		}
-		a.logs[k] = le
+		if n := len(a.free); n > 0 {
+			e.a, a.free = a.free[n-1], a.free[:n-1]
+			a.logs[e.a] = le
+		} else {
+			e.a, a.logs = int64(len(a.logs)), append(a.logs, le)
+		}
 	}
 	le.used = used
-	e.a, e.b = 0, uint64(lim)<<cntBits|spilled
+	e.b = uint64(lim)<<cntBits | spilled
 }
