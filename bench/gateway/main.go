@@ -40,9 +40,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -89,6 +91,7 @@ type options struct {
 	idle       int       // idle upstream connections of the proxies
 	path       string
 	sluice     string // a sluice binary to use instead of building the checkout's
+	profile    string // a directory for CPU profiles of the sluice contenders
 	progress   io.Writer
 }
 
@@ -105,6 +108,7 @@ func main() {
 	flag.Float64Var(&o.capacity, "capacity", 0, "sweep: req/s taken as 100% (0: measure goproxy in a closed loop first)")
 	flag.IntVar(&o.idle, "idle", 256, "idle connections each proxy keeps to the upstream")
 	flag.StringVar(&o.path, "path", "/hello", "request path")
+	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of each sluice contender's first gwload round to `DIR`/NAME.pprof (go tool pprof)")
 	flag.StringVar(&o.sluice, "sluice", "", "a sluice binary to measure (default: build ./cmd/sluice of this checkout, uncommitted changes included)")
 	flag.Parse()
 	o.contenders = strings.Split(*contenders, ",")
@@ -289,11 +293,11 @@ func setup(ctx context.Context, o options) (_ *env, err error) {
 		case kindGoPlain:
 			c.p, err = startGoProxy(e.bins.goproxy, c.name, e.upstream.url, o.idle, false)
 		case kindSluiceOff:
-			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, true, "memory")
+			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, true, "memory", o.profile != "")
 		case kindSluiceOn:
-			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, false, "memory")
+			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, false, "memory", o.profile != "")
 		case kindSluiceRedis:
-			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, false, e.redis.URL())
+			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, false, e.redis.URL(), o.profile != "")
 		}
 		if err != nil {
 			return nil, err
@@ -437,7 +441,17 @@ func compare(ctx context.Context, e *env, o options) (*results, error) {
 	for r := range o.rounds {
 		for _, tool := range o.tools {
 			for _, c := range rotated(e.contenders, r) {
+				var prof chan error
+				if o.profile != "" && r == 0 && tool == toolGo && c.p.admin != "" {
+					prof = make(chan error, 1)
+					go func() { prof <- profile(ctx, c, o) }()
+				}
 				m, err := measure(ctx, e, o, c, tool, 0)
+				if prof != nil {
+					if perr := <-prof; perr != nil && err == nil {
+						err = perr
+					}
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -450,6 +464,38 @@ func compare(ctx context.Context, e *env, o options) (*results, error) {
 		}
 	}
 	return res, nil
+}
+
+// profile writes a CPU profile of c over a measurement (warm-up and
+// window, in whole seconds) to o.profile/NAME.pprof.
+func profile(ctx context.Context, c *contender, o options) error {
+	secs := max(1, int((o.warmup + o.dur).Seconds()))
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", c.p.admin, secs)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", c.name, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: %s", c.name, res.Status)
+	}
+	if err := os.MkdirAll(o.profile, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(o.profile, c.name+".pprof"))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profile %s: %w", c.name, err)
+	}
+	fmt.Fprintf(o.progress, "profile of %s: %s\n", c.name, f.Name())
+	return f.Close()
 }
 
 // summary is a contender's figures over its rounds.

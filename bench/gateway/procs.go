@@ -20,11 +20,12 @@ import (
 
 // proc is a server process the harness started.
 type proc struct {
-	name string
-	url  string // where to send the load (proxies), or the base URL (upstream)
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
+	name  string
+	url   string // where to send the load (proxies), or the base URL (upstream)
+	admin string // sluice serve's admin listener
+	cmd   *exec.Cmd
+	out   *syncBuffer
+	done  chan struct{}
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
@@ -287,6 +288,7 @@ admin_listen: 127.0.0.1:0
 upstream: %s
 disabled: %t
 store: %s
+pprof: %t
 routes:
   - path: /
     rate_limits:
@@ -301,18 +303,20 @@ rules:
 `
 
 // startSluice runs sluice serve: limits off (disabled) or on, on store
-// ("memory" or a redis:// URL).
-func startSluice(bin, dir, name, upstreamURL string, disabled bool, store string) (*proc, error) {
+// ("memory" or a redis:// URL), with /debug/pprof/ on its admin listener
+// when pprof is true.
+func startSluice(bin, dir, name, upstreamURL string, disabled bool, store string, pprof bool) (*proc, error) {
 	file := filepath.Join(dir, name+".yaml")
-	if err := os.WriteFile(file, fmt.Appendf(nil, sluiceConfig, upstreamURL, disabled, store), 0o644); err != nil {
+	if err := os.WriteFile(file, fmt.Appendf(nil, sluiceConfig, upstreamURL, disabled, store, pprof), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "serve", "--config", file)
-	return startPrinting(name, cmd, regexp.MustCompile(`msg="sluice serve: listening" addr=(\S+)`), false)
+	return startPrinting(name, cmd, regexp.MustCompile(`msg="sluice serve: listening" addr=(\S+) admin=(\S+)`), false)
 }
 
 // startPrinting starts a server that says its address in a line of its
-// standard output (stdout) or standard error, matched by re.
+// standard output (stdout) or standard error, matched by re: its first
+// group is the address, a second one the admin listener's.
 func startPrinting(name string, cmd *exec.Cmd, re *regexp.Regexp, stdout bool) (*proc, error) {
 	var pipe io.ReadCloser
 	var err error
@@ -328,7 +332,7 @@ func startPrinting(name string, cmd *exec.Cmd, re *regexp.Regexp, stdout bool) (
 	if err != nil {
 		return nil, err
 	}
-	found := make(chan string, 1)
+	found := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(pipe)
 		sent := false
@@ -336,7 +340,7 @@ func startPrinting(name string, cmd *exec.Cmd, re *regexp.Regexp, stdout bool) (
 			line := sc.Text()
 			if !sent {
 				if m := re.FindStringSubmatch(line); m != nil {
-					found <- m[1]
+					found <- m
 					sent = true
 					continue
 				}
@@ -348,12 +352,15 @@ func startPrinting(name string, cmd *exec.Cmd, re *regexp.Regexp, stdout bool) (
 		}
 	}()
 	select {
-	case addr, ok := <-found:
+	case m, ok := <-found:
 		if !ok {
 			<-p.done
 			return nil, fmt.Errorf("%s exited before listening: %s", name, p.out.String())
 		}
-		p.url = "http://" + addr
+		p.url = "http://" + m[1]
+		if len(m) > 2 {
+			p.admin = m[2]
+		}
 		return p, nil
 	case <-time.After(30 * time.Second):
 		p.stop()

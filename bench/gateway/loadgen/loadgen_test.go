@@ -38,7 +38,7 @@ func TestClosedLoop(t *testing.T) {
 	defer srv.Close()
 	const clients = 5
 	r, err := Run(t.Context(), Config{URL: srv.URL, Clients: clients, Duration: 150 * time.Millisecond,
-		Warmup: 20 * time.Millisecond, PIDs: map[string]int{"server": os.Getpid()}})
+		PIDs: map[string]int{"server": os.Getpid()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +53,27 @@ func TestClosedLoop(t *testing.T) {
 	}
 	if r.CPU["server"] <= 0 || r.CPU["loadgen"] <= 0 {
 		t.Errorf("CPU %v: want the server's and the load generator's", r.CPU)
+	}
+}
+
+// TestWarmup: the warm-up's requests are sent but not counted.
+func TestWarmup(t *testing.T) {
+	var mu sync.Mutex
+	var n int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	r, err := Run(t.Context(), Config{URL: srv.URL, Clients: 2, Duration: 50 * time.Millisecond, Warmup: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if r.Requests == 0 || r.Requests >= n {
+		t.Errorf("counted %d of the %d the server saw; want some, not all", r.Requests, n)
 	}
 }
 
