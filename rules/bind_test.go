@@ -293,3 +293,59 @@ func BenchmarkResolveDecide(b *testing.B) {
 		}
 	}
 }
+
+// applyOnly is a store with its Binder hidden: a Set bound to it decides
+// every request with Apply, as before Bind.
+type applyOnly struct{ ratelimit.Store }
+
+// BenchmarkResolveDecidePaired compares the two paths in one goroutine,
+// alternating blocks of 256 decisions through an unbound path (Apply) and
+// a bound one, and reports the fastest block of each per decision and
+// their ratio. On a machine shared with other work, wall and CPU time per
+// operation vary more between runs than the difference; the fastest of
+// many alternating blocks is what each path costs when nothing else
+// intervenes.
+func BenchmarkResolveDecidePaired(b *testing.B) {
+	set := bindSet(b, bindYAML)
+	for _, alg := range []string{"gcra", "window"} {
+		b.Run(alg, func(b *testing.B) {
+			store := memstore.New(memstore.Options{})
+			defer store.Close()
+			bound, err := set.Bind(store, rules.BindOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			applied, err := set.Bind(applyOnly{store}, rules.BindOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ins := make([]rules.Input, 1000)
+			for i := range ins {
+				ins[i] = rules.Input{Domain: "d", Descriptors: []rules.Descriptor{{Entries: []rules.Entry{{Key: alg, Value: "u" + string(rune('a'+i%26)) + string(rune('a'+i/26))}}, Hits: 1}}}
+			}
+			ctx := context.Background()
+			cs := make([]rules.Check, 0, 4)
+			i := 0
+			block := func(s *rules.Set) time.Duration {
+				t0 := time.Now()
+				for range 256 {
+					i = (i + 1) % len(ins)
+					cs, _ = s.Resolve(cs[:0], ins[i])
+					if _, err := cs[0].Decide(ctx, store, cs[0].Request); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return time.Since(t0)
+			}
+			minA, minB := time.Duration(1<<62), time.Duration(1<<62)
+			b.ReportAllocs()
+			for b.Loop() {
+				minA = min(minA, block(applied))
+				minB = min(minB, block(bound))
+			}
+			b.ReportMetric(float64(minA)/256, "apply-ns/op")
+			b.ReportMetric(float64(minB)/256, "bound-ns/op")
+			b.ReportMetric(float64(minB)/float64(minA), "bound/apply")
+		})
+	}
+}
