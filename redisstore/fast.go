@@ -44,8 +44,12 @@ import (
 // A charge that finds no marker names the window itself (SET NX), so that
 // the first charge of a window, the usual case for a key that is not hot,
 // costs no script either; if its answer does not stand, undo.lua removes
-// that marker when it names no state (a binary state holds the key, or the
-// window has not begun on Redis's clock).
+// that marker when its window has not begun on Redis's clock. A script
+// call writes the integer form for keys that have a marker, and the binary
+// form (one write) for the others, so that batches of keys that plain
+// commands do not use cost what they did; a charge that finds the binary
+// form leaves its marker, and the script call that decides it next moves
+// the key to the integer form.
 //
 // The store tries the path only when it expects it to hold: after a charge
 // that did not stand, the key's charges in that window go to the script
@@ -238,7 +242,7 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 // undo runs undo.lua: c's n back from the count at fkey, or, when clear is
 // the marker c set and it names no state, the marker and the count gone.
 func (s *Store) undo(ctx context.Context, cn *conn, c *call, fkey, clear, at string) error {
-	if err := s.undoScript.Exec(ctx, cn.client, []string{fkey, c.mkey, c.key}, []string{strconv.FormatInt(c.n, 10), clear, at}).Error(); err != nil {
+	if err := s.undoScript.Exec(ctx, cn.client, []string{fkey, c.mkey}, []string{strconv.FormatInt(c.n, 10), clear, at}).Error(); err != nil {
 		return s.failure(err, 1)
 	}
 	return nil

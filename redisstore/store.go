@@ -247,13 +247,20 @@ func (s *Store) preload(ctx context.Context) error {
 		for _, src := range scriptSources {
 			cmds = append(cmds, node.B().ScriptLoad().Script(src).Build())
 		}
-		cmds = append(cmds, node.B().ScriptLoad().Script(undoSource).Build())
+		cmds = append(cmds, node.B().ScriptLoad().Script(undoSource).Build(), node.B().Time().Build())
 		// Only the PING decides: a server whose ACL forbids SCRIPT LOAD
 		// still runs the scripts, by EVAL after a NOSCRIPT.
-		if perr := node.DoMulti(ctx, cmds...)[0].Error(); perr != nil {
+		sent := time.Now()
+		res := node.DoMulti(ctx, cmds...)
+		got := time.Now()
+		if perr := res[0].Error(); perr != nil {
 			err = fmt.Errorf("%w: probe of %s: %v", ErrUnavailable, addr, perr)
 		} else {
 			answered = true
+			// A first estimate of Redis's clock, for plain-command charges.
+			if t, terr := res[len(res)-1].AsIntSlice(); terr == nil && len(t) == 2 && s.opts.Now == nil {
+				s.clock.sample(t[0]*int64(time.Second)+t[1]*int64(time.Microsecond), sent, got)
+			}
 		}
 	}
 	if answered {

@@ -5,24 +5,21 @@
 -- consumes nothing). Never below zero: a count that reaches it is deleted,
 -- the same as an absent key (window.lua reads a missing count as 0).
 --
--- KEYS[1]  the count's key;  KEYS[2]  the marker;  KEYS[3]  the binary state
+-- KEYS[1]  the count's key;  KEYS[2]  the marker
 -- ARGV[1]  what to take back (> 0)
 -- ARGV[2]  the marker the charge set (it found none), or ""
 -- ARGV[3]  the start of the charge's window (Unix ms) when the charge read
 --          Redis's clock, or ""
 --
--- A marker the charge set names no state when a binary state holds the key
--- or its window has not begun on Redis's clock (the process's estimate of
--- that clock was ahead): then it goes, with its count (nothing else could
--- have counted there).
+-- A marker the charge set names no state when its window has not begun on
+-- Redis's clock (the process's estimate of that clock was ahead): then it
+-- goes, with its count (nothing else could have counted there). Beside a
+-- binary state it stays: the script that decides the charge next reads
+-- the binary state and, seeing the marker, writes the integer form.
 local f, m = KEYS[1], KEYS[2]
-if ARGV[2] ~= '' and redis.call('GET', m) == ARGV[2] then
-  local stray = redis.call('EXISTS', KEYS[3]) == 1
-  if not stray and ARGV[3] ~= '' then
-    local t = redis.call('TIME')
-    stray = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) < tonumber(ARGV[3])
-  end
-  if stray then
+if ARGV[2] ~= '' and ARGV[3] ~= '' and redis.call('GET', m) == ARGV[2] then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) < tonumber(ARGV[3]) then
     redis.call('DEL', m, f)
     return 2
   end

@@ -314,10 +314,12 @@ for i = 1, #KEYS / 2 do
         call('DEL', mkey, fold)
         written[mkey], written[fold] = false, false
       end
-    elseif l2 then
-      -- The integer form. Its key may hold increments of plain-command
-      -- requests that found another window named and are being undone
-      -- (undo.lua): they are kept, so that the undo takes them back.
+    elseif l2 and mv then
+      -- The integer form, for a key that has a marker (plain-command
+      -- charges use the key); others keep the binary form, one write. The
+      -- count's key may hold increments of plain-command charges that
+      -- found another window named and are being undone (undo.lua): they
+      -- are kept, so that the undo takes them back.
       local sms = s_s * 1000 + s_ns / 1000000
       local mval = format('%d:%d', w_s * 1000 + w_ns / 1000000, sms)
       local fkey = mkey .. ':' .. mval
@@ -346,9 +348,13 @@ for i = 1, #KEYS / 2 do
       else
         -- Expired from the window's last millisecond on: Redis keeps a key
         -- until its clock passes the expiry.
-        local at = format('%d', sms + w_s * 1000 + w_ns / 1000000 - 1)
-        call('SET', fkey, format('%d', cnt), 'PXAT', at)
-        if mval ~= cur then call('SET', mkey, mval, 'PXAT', at) end
+        if mval == cur and have then
+          call('SET', fkey, format('%d', cnt), 'KEEPTTL')
+        else
+          local at = format('%d', sms + w_s * 1000 + w_ns / 1000000 - 1)
+          call('SET', fkey, format('%d', cnt), 'PXAT', at)
+          call('SET', mkey, mval, 'PXAT', at)
+        end
       end
       written[mkey] = mval
     else
