@@ -184,9 +184,10 @@ type ScaleResult struct {
 	NodeCPU  []time.Duration // each node's CPU during the measurement (/proc/<pid>/stat)
 	NodeKeys []int64         // each node's DBSIZE after it
 	// CommandTime is the time the nodes spent running scripts and
-	// transactions (INFO commandstats, reset before the measurement):
-	// ServerCPU less this is the event loop's, the network's and the
-	// cluster's share.
+	// transactions (INFO commandstats, reset before the measurement).
+	// It is wall time: on a quiet machine ServerCPU less this is the
+	// event loop's and the network's share; on a loaded one it includes
+	// the time other processes took the CPU mid-command.
 	CommandTime time.Duration
 	Calls       uint64 // script calls the store sent (Store.Stats)
 	Requests    uint64 // requests they carried
@@ -270,7 +271,7 @@ func RunScale(ctx context.Context, targets []*ScaleTarget, cfg ScaleConfig) ([]S
 					k, _ := v.(int64)
 					r.NodeKeys = append(r.NodeKeys, k)
 				}
-				fmt.Fprintf(progress, "round %d/%d %-11s %-6s %8.0f decisions/s  redis CPU %5.2f µs/decision (%s; in scripts %5.2f µs)  client %5.2f µs  batch %5.1f  errors %d\n",
+				fmt.Fprintf(progress, "round %d/%d %-11s %-6s %8.0f decisions/s  redis CPU %5.2f µs/decision (%s; script wall %5.2f µs)  client %5.2f µs  batch %5.1f  errors %d\n",
 					round+1, cfg.Rounds, t.Name, mode, res.PerSecond(), perDecision(r.ServerCPU, res.Decisions), cpuShares(r.NodeCPU, res.Elapsed), perDecision(r.CommandTime, res.Decisions),
 					perDecision(res.ClientCPU, res.Decisions), r.Batch(), res.Errors)
 				if res.FirstErr != nil {
