@@ -203,7 +203,9 @@ type Server struct {
 	pb.UnimplementedRateLimitServiceServer
 
 	store     ratelimit.Store
-	leased    ratelimit.Store           // Options.Leased
+	leased    ratelimit.Store // Options.Leased
+	warnMu    sync.Mutex
+	warned    map[string]bool           // "file:line key" of the lease: true rules warned about (bind)
 	set       atomic.Pointer[rules.Set] // bound to store (bind)
 	log       *slog.Logger
 	reg       *prometheus.Registry
@@ -378,9 +380,19 @@ func (s *Server) swap(set *rules.Set) error {
 // warning.
 func (s *Server) bind(set *rules.Set) (*rules.Set, error) {
 	if s.leased == nil {
+		// Once per rule: a reload of the same file does not say it again.
+		s.warnMu.Lock()
+		defer s.warnMu.Unlock()
+		seen := s.warned
+		s.warned = make(map[string]bool)
 		for _, r := range set.LeasedRules() {
+			at := fmt.Sprintf("%s:%d", r.File, r.Line)
+			s.warned[at+" "+r.Key] = true
+			if seen[at+" "+r.Key] {
+				continue
+			}
 			s.log.Warn("rls: lease: true has no effect without a Redis store: the rule is decided exactly (the memory store decides every rule in process already)",
-				slog.String("rule", r.Key), slog.String("at", fmt.Sprintf("%s:%d", r.File, r.Line)))
+				slog.String("rule", r.Key), slog.String("at", at))
 		}
 	}
 	return set.Bind(s.store, rules.BindOptions{Leased: s.leased, Variant: envoyWindowVariant})
