@@ -76,7 +76,8 @@ type batcher struct {
 	pending map[group][]*call
 	order   []group // groups with pending calls, oldest first
 	flying  map[*flight]struct{}
-	queued  int // calls in pending
+	queued  int          // calls in pending
+	nqueued atomic.Int64 // queued, for idle (written with mu held)
 
 	scriptCalls, requests atomic.Uint64 // for Stats
 	commands              atomic.Uint64 // plain-command transactions (fast.go), for Stats
@@ -120,6 +121,7 @@ func (b *batcher) submit(g group, c *call) bool {
 	}
 	b.pending[g] = append(q, c)
 	b.queued++
+	b.nqueued.Store(int64(b.queued))
 	wake := b.queued == 1 || b.queued == b.minFill
 	b.mu.Unlock()
 	if wake {
@@ -130,12 +132,7 @@ func (b *batcher) submit(g group, c *call) bool {
 
 // idle reports whether no call is queued: one submitted now would go out
 // alone (or wait only for a flight's return).
-func (b *batcher) idle() bool {
-	b.mu.Lock()
-	q := b.queued
-	b.mu.Unlock()
-	return q == 0
-}
+func (b *batcher) idle() bool { return b.nqueued.Load() == 0 }
 
 // ready reports whether a worker may take a batch: one is queued, and no
 // other is in flight or enough calls wait to make a full batch worth a
@@ -169,6 +166,7 @@ func (b *batcher) work() {
 			delete(b.pending, g)
 		}
 		b.queued -= len(take)
+		b.nqueued.Store(int64(b.queued))
 		// The calls whose callers have stopped waiting are not sent.
 		now, last := b.now(), int64(0)
 		kept := take[:0]
@@ -229,6 +227,7 @@ func (b *batcher) watch(tick time.Duration) {
 			}
 			clear(q[len(kept):])
 			b.queued -= len(q) - len(kept)
+			b.nqueued.Store(int64(b.queued))
 			b.pending[g] = kept
 		}
 		for f := range b.flying {
