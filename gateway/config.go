@@ -55,6 +55,10 @@ const (
 	BuiltinEcho = "builtin:echo"
 )
 
+// DefaultUpstreamIdleConnections is how many idle keep-alive connections
+// to the upstream the proxy keeps (upstream_idle_connections).
+const DefaultUpstreamIdleConnections = 256
+
 // Config is a parsed gateway config file. Parse fills every default, so
 // the zero value of a field below only appears when the file says so.
 type Config struct {
@@ -91,6 +95,13 @@ type Config struct {
 	// nil: none. See concurrency.go.
 	InFlight *InFlightConfig
 	Shedding *SheddingConfig
+
+	// UpstreamIdleConnections (upstream_idle_connections) is how many idle
+	// keep-alive connections to the upstream the proxy keeps for reuse:
+	// set it to at least the requests in flight at peak, or the proxy
+	// dials the upstream afresh for the rest.
+	UpstreamIdleConnections int
+
 	// Warnings are what is legal but probably not meant, each a line
 	// "file:line: path: warning: message" (a rate limit action reading a
 	// header Go's server never shows a handler). sluice check prints them.
@@ -366,6 +377,7 @@ func (d *decoder) parse(data []byte) *Config {
 		Identity: IdentityConfig{ForwardUserHeader: DefaultForwardUserHeader,
 			ForwardTierHeader: DefaultForwardTierHeader, ForwardKindHeader: DefaultForwardKindHeader},
 	}
+	c.UpstreamIdleConnections = DefaultUpstreamIdleConnections
 	var cfgs []*rules.Config
 	var rulesNode, routesNode *yaml.Node
 	var domainLine int
@@ -386,6 +398,9 @@ func (d *decoder) parse(data []byte) *Config {
 			}
 		},
 		"upstream_timeout": func(k, v *yaml.Node) { c.UpstreamTimeout = d.duration(v, "upstream_timeout") },
+		"upstream_idle_connections": func(k, v *yaml.Node) {
+			c.UpstreamIdleConnections = int(d.integer(v, "upstream_idle_connections", 1, 1<<16))
+		},
 		"shutdown_timeout": func(k, v *yaml.Node) { c.ShutdownTimeout = d.duration(v, "shutdown_timeout") },
 		"store": func(k, v *yaml.Node) {
 			c.Store = d.str(v, "store")

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"container/list"
 	"io"
 	"net"
 	"net/http"
@@ -60,8 +59,41 @@ type connLimiter struct {
 	evicted prometheus.Counter
 
 	mu   sync.Mutex
-	n    int       // open connections
-	idle list.List // of *limitedConn, longest idle first
+	n    int      // open connections
+	idle connList // longest idle first
+}
+
+// connList is a doubly linked list of connections threaded through them,
+// so that a connection going idle and active again, twice per request on
+// a keep-alive connection, allocates nothing (container/list allocates an
+// element per push).
+type connList struct{ head, tail *limitedConn }
+
+func (l *connList) pushBack(c *limitedConn) {
+	c.prev, c.next, c.listed = l.tail, nil, true
+	if l.tail != nil {
+		l.tail.next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+}
+
+func (l *connList) remove(c *limitedConn) {
+	if !c.listed {
+		return
+	}
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		l.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		l.tail = c.prev
+	}
+	c.prev, c.next, c.listed = nil, nil, false
 }
 
 func newConnLimiter(max int, m *connMetrics, listener string) *connLimiter {
@@ -99,16 +131,14 @@ func (ln *limitedListener) Accept() (net.Conn, error) {
 func (l *connLimiter) admit(c net.Conn) *limitedConn {
 	l.mu.Lock()
 	if l.n >= l.max {
-		e := l.idle.Front()
-		if e == nil {
+		victim := l.idle.head
+		if victim == nil {
 			l.mu.Unlock()
 			c.Close()
 			l.refused.Inc()
 			return nil
 		}
-		victim := e.Value.(*limitedConn)
-		l.idle.Remove(e)
-		victim.idle = nil
+		l.idle.remove(victim)
 		l.mu.Unlock()
 		victim.Close() // releases its place
 		l.evicted.Inc()
@@ -134,14 +164,11 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 	}
 	switch st {
 	case http.StateIdle:
-		if lc.idle == nil {
-			lc.idle = l.idle.PushBack(lc)
+		if !lc.listed {
+			l.idle.pushBack(lc)
 		}
 	default:
-		if lc.idle != nil {
-			l.idle.Remove(lc.idle)
-			lc.idle = nil
-		}
+		l.idle.remove(lc)
 	}
 }
 
@@ -150,10 +177,7 @@ func (l *connLimiter) release(c *limitedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c.closed = true
-	if c.idle != nil {
-		l.idle.Remove(c.idle)
-		c.idle = nil
-	}
+	l.idle.remove(c)
 	l.n--
 	l.open.Set(float64(l.n))
 }
@@ -164,8 +188,9 @@ type limitedConn struct {
 	l    *connLimiter
 	once sync.Once
 	// guarded by l.mu
-	idle   *list.Element
-	closed bool
+	prev, next *limitedConn // in l.idle, when listed
+	listed     bool
+	closed     bool
 }
 
 func (c *limitedConn) Close() error {

@@ -22,13 +22,31 @@ import (
 
 type identityKey struct{}
 
+// identityContext is a request's context carrying the identity the
+// gateway resolved: one allocation where context.WithValue and the
+// escaping identity took two.
+type identityContext struct {
+	context.Context
+	id identity.Identity
+}
+
+func (c *identityContext) Value(key any) any {
+	if _, ok := key.(identityKey); ok {
+		return &c.id
+	}
+	return c.Context.Value(key)
+}
+
 // withIdentity returns ctx carrying id.
-func withIdentity(ctx context.Context, id *identity.Identity) context.Context {
-	return context.WithValue(ctx, identityKey{}, id)
+func withIdentity(ctx context.Context, id identity.Identity) context.Context {
+	return &identityContext{Context: ctx, id: id}
 }
 
 // identityFrom returns the identity the gateway resolved for a request.
 func identityFrom(ctx context.Context) (*identity.Identity, bool) {
+	if c, ok := ctx.(*identityContext); ok { // the usual case: no walk up the chain
+		return &c.id, true
+	}
 	id, ok := ctx.Value(identityKey{}).(*identity.Identity)
 	return id, ok
 }
@@ -65,10 +83,37 @@ func cgiName(n string) string {
 	return strings.ReplaceAll(strings.ToLower(n), "_", "-")
 }
 
+// contains reports whether the header name k is in s, under any
+// spelling. It runs for every header of every proxied request, so it
+// spells k's CGI name in a buffer on the stack (a map lookup of
+// string(bytes) does not allocate) instead of allocating it; a long or
+// non-ASCII name, which a client cannot send (net/http refuses header
+// names that are not tokens), takes cgiName.
+func (s headerSet) contains(k string) bool {
+	var buf [64]byte
+	if len(k) > len(buf) {
+		return s[cgiName(k)]
+	}
+	b := buf[:len(k)]
+	for i := 0; i < len(k); i++ {
+		switch c := k[i]; {
+		case c >= 0x80:
+			return s[cgiName(k)]
+		case 'A' <= c && c <= 'Z':
+			b[i] = c + 'a' - 'A'
+		case c == '_':
+			b[i] = '-'
+		default:
+			b[i] = c
+		}
+	}
+	return s[string(b)]
+}
+
 // has reports whether h has a header in s, under any spelling.
 func (s headerSet) has(h http.Header) bool {
 	for k := range h {
-		if s[cgiName(k)] {
+		if s.contains(k) {
 			return true
 		}
 	}
@@ -78,7 +123,7 @@ func (s headerSet) has(h http.Header) bool {
 // remove deletes every header of s from h, under any spelling.
 func (s headerSet) remove(h http.Header) {
 	for k := range h {
-		if s[cgiName(k)] {
+		if s.contains(k) {
 			delete(h, k)
 		}
 	}
@@ -136,17 +181,28 @@ func (ih *identityHeaders) forward(pr *httputil.ProxyRequest) {
 	if !ok {
 		return
 	}
+	// The values share one array (one allocation for up to three
+	// headers); each header's slice is capped, so an append to one
+	// cannot write into the next.
+	var vals []string
+	set := func(name, v string) {
+		if vals == nil {
+			vals = make([]string, 0, 3)
+		}
+		vals = append(vals, v)
+		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	kind := "ip"
 	if id.Authenticated {
 		kind = id.Method
 		if ih.user != "" && httpguts.ValidHeaderFieldValue(id.User) {
-			h[ih.user] = []string{id.User}
+			set(ih.user, id.User)
 		}
 	}
 	if ih.tier != "" && id.Tier != "" && httpguts.ValidHeaderFieldValue(id.Tier) {
-		h[ih.tier] = []string{id.Tier}
+		set(ih.tier, id.Tier)
 	}
 	if ih.kind != "" && kind != "" {
-		h[ih.kind] = []string{kind}
+		set(ih.kind, kind)
 	}
 }

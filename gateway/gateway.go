@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -326,7 +327,7 @@ func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = h.headers.stripUntrusted(r)
-	h.limited.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), &id)))
+	h.limited.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
 }
 
 func (g *Gateway) build(cfg *Config) (*state, error) {
@@ -346,7 +347,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: upstream: %w", err)
 		}
-		upstream = g.proxy(target, cfg.Identity.TrustedProxies, ih)
+		upstream = g.proxy(target, cfg.UpstreamIdleConnections, cfg.Identity.TrustedProxies, ih)
 	}
 	var names []string
 	if cfg.Rules != nil {
@@ -439,10 +440,20 @@ func withTimeout(h http.Handler, d time.Duration) http.Handler {
 //
 // The identity headers are the gateway's (see identityHeaders): the
 // client's own values are removed and the resolved identity set.
-func (g *Gateway) proxy(target *url.URL, trusted []netip.Prefix, ih *identityHeaders) http.Handler {
+//
+// The Transport keeps up to idle keep-alive connections to the upstream
+// (upstream_idle_connections).
+func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *identityHeaders) http.Handler {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 1024
-	tr.MaxIdleConnsPerHost = 256
+	// Keep an idle upstream connection for every concurrent client
+	// (net/http's default keeps 2, and a proxy with more clients than
+	// that dials the upstream again for most requests).
+	tr.MaxIdleConnsPerHost = cmp.Or(idle, DefaultUpstreamIdleConnections)
+	tr.MaxIdleConns = tr.MaxIdleConnsPerHost
+	// A proxy passes the client's Accept-Encoding through: the
+	// Transport must not ask for gzip itself and then decompress the
+	// answer to a client that did not ask for it.
+	tr.DisableCompression = true
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
