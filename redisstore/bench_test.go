@@ -33,6 +33,21 @@ func BenchmarkApply(b *testing.B) {
 				}
 			}
 		})
+		if alg == ratelimit.FixedWindow {
+			// The same with scripts only: what a lone charge cost before it
+			// went as plain commands.
+			b.Run(alg.String()+"/serial/scripts-only", func(b *testing.B) {
+				s := newStore(b, e, redisstore.Options{ScriptOnly: true})
+				b.ReportAllocs()
+				ctx := context.Background()
+				defer serverCost(b, e, s)()
+				for i := 0; b.Loop(); i++ {
+					if _, err := s.Apply(ctx, ratelimit.Request{Key: strconv.Itoa(i % 10000), Limit: lim, Algorithm: alg, N: 1}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 		b.Run(alg.String()+"/parallel64", func(b *testing.B) {
 			s := newStore(b, e, redisstore.Options{})
 			b.ReportAllocs()

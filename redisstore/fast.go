@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,6 +185,16 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 				break
 			}
 		}
+		if refusedTx(err) {
+			// The server refused the transaction (a Redis before 7.0 has no
+			// SET NX GET, no PEXPIREAT NX; an ACL may forbid MULTI):
+			// nothing ran. Scripts only from now on.
+			s.noFast.Store(true)
+			if s.opts.OnFailure != nil {
+				s.opts.OnFailure(fmt.Errorf("redisstore: plain-command charges refused, scripts only from now on: %w", err))
+			}
+			return d, false, nil
+		}
 		return d, false, s.failure(err, 1)
 	}
 	i := 0
@@ -246,4 +257,21 @@ func (s *Store) undo(ctx context.Context, cn *conn, c *call, fkey, clear, at str
 		return s.failure(err, 1)
 	}
 	return nil
+}
+
+// refusedTx reports whether err says the server does not run the
+// transaction's commands (an old version, an ACL), which retrying would
+// not change; an outage's replies (LOADING, CLUSTERDOWN, …) are not that.
+func refusedTx(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok || rueidis.IsRedisNil(err) {
+		return false
+	}
+	msg := re.Error()
+	for _, p := range []string{"EXECABORT", "NOPERM", "syntax", "unknown command", "wrong number"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -182,6 +182,7 @@ type Store struct {
 	scripts    [numShapes]*rueidis.Lua
 	undoScript *rueidis.Lua
 	hints      hints
+	noFast     atomic.Bool // the server refused a plain-command charge
 	clock      redisClock
 	batch      *batcher
 	link       *link
@@ -661,7 +662,7 @@ func (s *Store) apply(ctx context.Context, req ratelimit.Request, fb bool) (rate
 	if cn.cluster {
 		g.slot = slot(c.key)
 	}
-	if !s.opts.ScriptOnly && !unsatisfiable && fastEligible(req, lim) && s.batch.idle() {
+	if !s.opts.ScriptOnly && !unsatisfiable && fastEligible(req, lim) && s.batch.idle() && !s.noFast.Load() {
 		d, ok, err := s.fast(ctx, cn, c, useNow)
 		if err != nil {
 			s.finish(nil, nil, err)
