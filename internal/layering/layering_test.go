@@ -78,7 +78,8 @@ var allowed = map[string][]string{
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
 	"internal/config/didyoumean": {},
-	"internal/transport/h2grpc":  {},
+	"internal/transport/h2grpc":  {"internal/transport/rawconn"},
+	"internal/transport/rawconn": {},
 	// Test-only packages and test harnesses.
 	"internal/testharness/redistest": {},
 	"internal/testharness/twodoors":  {},

@@ -19,6 +19,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/transport/rawconn"
 )
 
 const (
@@ -55,7 +57,7 @@ func protocolError(reason string) connError { return connError{http2.ErrCodeProt
 type conn struct {
 	srv  *Server
 	nc   net.Conn
-	rw   io.ReadWriter // nc, or its socket without the scheduler's bookkeeping (newRawIO)
+	rw   io.ReadWriter // nc, or its socket read and written by rawconn
 	br   *bufio.Reader
 	kick chan struct{} // wakes the writer goroutine
 	done chan struct{} // closed when the connection has ended
@@ -103,7 +105,14 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	rw := newRawIO(nc)
+	var rw io.ReadWriter = nc
+	switch tc := nc.(type) {
+	case *net.TCPConn:
+		rw = rawconn.Wrap(tc)
+	case *limitTCPConn:
+		// Closed through nc, which releases the listener's slot.
+		rw = rawconn.Wrap(tc.TCPConn)
+	}
 	c := &conn{
 		srv:          s,
 		nc:           nc,

@@ -10,7 +10,15 @@
 // straight off a buffered reader, decodes headers with
 // golang.org/x/net/http2/hpack, answers with header blocks encoded once,
 // coalesces the answers of concurrent calls into one write, and runs
-// handlers on a pool of goroutines whose stacks have grown. In bench/rls,
+// handlers on a pool of goroutines whose stacks have grown. On Linux it
+// reads and writes a TCP connection's socket with system calls the
+// scheduler is not told about (through the connection's poller, so
+// deadlines and Close hold): an ordinary one wakes the runtime's monitor
+// thread when the process was idle and may hand the caller's P to another
+// thread, two to three futex and nanosleep calls a request at moderate
+// load (docs/bench-rls.md, "Fewer wake-ups"). A listener wrapped by
+// LimitListener keeps that; golang.org/x/net/netutil's hides the socket.
+// In bench/rls,
 // measured in the same rounds, `sluice rls` spends 9.3–10.9 µs of CPU a
 // call on it against 22.4–26.7 µs on grpc-go's server with the memory
 // store, and 17.9–24.0 against 37.6–44.4 µs with Redis

@@ -49,8 +49,8 @@ func (l *limitListener) Close() error {
 	return err
 }
 
-// limitTCPConn is a TCP connection of a limitListener: the socket is the
-// TCPConn's (newRawIO).
+// limitTCPConn is a TCP connection of a limitListener: a Server reads
+// and writes the TCPConn's socket (rawconn).
 type limitTCPConn struct {
 	*net.TCPConn
 	once    sync.Once

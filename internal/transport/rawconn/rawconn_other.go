@@ -1,12 +1,9 @@
 //go:build !linux
 
-package h2grpc
+package rawconn
 
-import (
-	"io"
-	"net"
-)
+import "net"
 
-// newRawIO returns nc: system calls without the scheduler's bookkeeping
-// (rawio_linux.go) are Linux's only.
-func newRawIO(nc net.Conn) io.ReadWriter { return nc }
+// Wrap returns nc: reading and writing a socket without the scheduler's
+// bookkeeping is done on Linux only.
+func Wrap(nc net.Conn) net.Conn { return nc }

@@ -1,84 +1,146 @@
-//go:build linux
-
-package h2grpc
+package rawconn_test
 
 import (
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/transport/rawconn"
 )
 
-// TestRawIO: TCP connections, a LimitListener's included, are read and
-// written through their sockets; TLS through the connection. A read
-// after the peer has closed is io.EOF, a read of a closed connection
-// net.ErrClosed, and a write larger than rawWriteMax goes through whole.
-func TestRawIO(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
+// TestConn: over TCP and Unix sockets, what one side writes through Wrap
+// the other reads whole (a write past 64 KiB too), a read after the peer
+// has closed is io.EOF, a read past the deadline times out, and a read of
+// a closed connection is net.ErrClosed.
+func TestConn(t *testing.T) {
+	for _, network := range []string{"tcp", "unix"} {
+		t.Run(network, func(t *testing.T) {
+			addr := "127.0.0.1:0"
+			if network == "unix" {
+				addr = filepath.Join(t.TempDir(), "s")
+			}
+			lis, err := net.Listen(network, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lis.Close()
+			cli, err := net.Dial(network, lis.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			nc, err := lis.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := rawconn.Wrap(nc)
+			if runtime.GOOS == "linux" && c == nc {
+				t.Fatalf("Wrap returned the %T itself", nc)
+			}
+
+			big := make([]byte, 3<<16+7)
+			for i := range big {
+				big[i] = byte(i * 7)
+			}
+			got := make(chan []byte)
+			go func() {
+				b, _ := io.ReadAll(cli)
+				got <- b
+			}()
+			for _, p := range [][]byte{[]byte("hello"), big} {
+				if n, err := c.Write(p); n != len(p) || err != nil {
+					t.Fatalf("Write: %d, %v", n, err)
+				}
+			}
+			nc.(interface{ CloseWrite() error }).CloseWrite()
+			if b := <-got; len(b) != 5+len(big) || string(b[:5]) != "hello" || string(b[5:]) != string(big) {
+				t.Fatalf("the client read %d bytes, want %d", len(b), 5+len(big))
+			}
+
+			buf := make([]byte, 16)
+			c.SetReadDeadline(time.Now().Add(-time.Second))
+			if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("Read past the deadline: %v", err)
+			}
+			c.SetReadDeadline(time.Time{})
+			if _, err := cli.Write([]byte("ping")); err != nil {
+				t.Fatal(err)
+			}
+			cli.Close()
+			if n, err := io.ReadFull(c, buf[:4]); n != 4 || string(buf[:4]) != "ping" {
+				t.Fatalf("Read: %q, %v", buf[:n], err)
+			}
+			if _, err := c.Read(buf); err != io.EOF {
+				t.Fatalf("Read after the peer closed: %v, want io.EOF", err)
+			}
+			c.Close()
+			if _, err := c.Read(buf); !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("Read of a closed connection: %v, want net.ErrClosed", err)
+			}
+			if _, err := c.Write(buf); !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("Write to a closed connection: %v, want net.ErrClosed", err)
+			}
+		})
+	}
+}
+
+// TestBlockedWrite: a write that fills the socket waits for the poller
+// until the peer reads, and then completes.
+func TestBlockedWrite(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis := LimitListener(inner, 4)
 	defer lis.Close()
-	for _, wrap := range []string{"tcp", "limit"} {
-		cli, err := net.Dial("tcp", lis.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var nc net.Conn
-		if wrap == "tcp" {
-			nc, err = inner.Accept()
-		} else {
-			nc, err = lis.Accept()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		rw := newRawIO(nc)
-		if _, ok := rw.(*rawIO); !ok {
-			t.Fatalf("%s: newRawIO returned %T", wrap, rw)
-		}
-		big := make([]byte, 3*rawWriteMax+7)
-		for i := range big {
-			big[i] = byte(i)
-		}
-		got := make(chan []byte)
-		go func() {
-			b, _ := io.ReadAll(cli)
-			got <- b
-		}()
-		for _, p := range [][]byte{[]byte("hello"), big} {
-			if n, err := rw.Write(p); n != len(p) || err != nil {
-				t.Fatalf("%s: Write: %d, %v", wrap, n, err)
+	cli, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	nc, err := lis.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawconn.Wrap(nc)
+	defer c.Close()
+	const total = 64 << 20 // far past the socket buffers
+	done := make(chan error)
+	go func() {
+		chunk := make([]byte, 60<<10)
+		for sent := 0; sent < total; sent += len(chunk) {
+			if _, err := c.Write(chunk); err != nil {
+				done <- err
+				return
 			}
 		}
-		// The client reads until the server half-closes.
-		nc.(interface{ CloseWrite() error }).CloseWrite()
-		if b := <-got; len(b) != 5+len(big) || string(b[:5]) != "hello" || b[5+rawWriteMax] != big[rawWriteMax] {
-			t.Fatalf("%s: the client read %d bytes", wrap, len(b))
-		}
-		if _, err := cli.Write([]byte("ping")); err != nil {
-			t.Fatal(err)
-		}
-		cli.Close()
-		buf := make([]byte, 16)
-		if n, err := io.ReadFull(rw, buf[:4]); n != 4 || string(buf[:4]) != "ping" {
-			t.Fatalf("%s: Read: %q, %v", wrap, buf[:n], err)
-		}
-		if _, err := rw.Read(buf); err != io.EOF {
-			t.Fatalf("%s: Read after the peer closed: %v, want io.EOF", wrap, err)
-		}
-		nc.Close()
-		if _, err := rw.Read(buf); !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("%s: Read of a closed connection: %v, want net.ErrClosed", wrap, err)
-		}
+		done <- nil
+	}()
+	n, err := io.CopyN(io.Discard, cli, total)
+	if n != total || err != nil {
+		t.Fatalf("the client read %d bytes: %v", n, err)
 	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOther: connections other than TCP and Unix sockets are returned as
+// they are.
+func TestOther(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
+	if c := rawconn.Wrap(a); c != a {
+		t.Fatalf("a pipe: Wrap returned %T", c)
+	}
 	tc := tls.Server(a, &tls.Config{})
-	if rw := newRawIO(tc); rw != io.ReadWriter(tc) {
-		t.Fatalf("TLS: newRawIO returned %T", rw)
+	if c := rawconn.Wrap(tc); c != net.Conn(tc) {
+		t.Fatalf("TLS: Wrap returned %T", c)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !race
 
-package h2grpc
+package rawconn
 
 import (
 	"syscall"
