@@ -169,7 +169,7 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 		return client.Do(ctx, client.B().Arbitrary(args[0]).Args(args[1:]...).Build())
 	}
 	if err := do("FLUSHALL", "SYNC").Error(); err != nil {
-		return res, err
+		return res, fmt.Errorf("scale: FLUSHALL: %w", err)
 	}
 	defer do("FLUSHALL", "SYNC")
 
@@ -188,7 +188,7 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 		return res, err
 	}
 	if res.Before, err = usedMemory(ctx, client); err != nil {
-		return res, err
+		return res, fmt.Errorf("scale: INFO memory before: %w", err)
 	}
 
 	var next atomic.Int64
@@ -235,10 +235,10 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 	res.DecisionsPerSec = float64(o.Keys*o.Hits) / res.Elapsed.Seconds()
 	runtime.GC()
 	if res.After, err = usedMemory(ctx, client); err != nil {
-		return res, err
+		return res, fmt.Errorf("scale: INFO memory after: %w", err)
 	}
 	if res.DBKeys, err = do("DBSIZE").AsInt64(); err != nil {
-		return res, err
+		return res, fmt.Errorf("scale: DBSIZE: %w", err)
 	}
 	if int(res.DBKeys) < o.Keys {
 		return res, fmt.Errorf("scale: DBSIZE %d after writing %d keys (did keys expire?)", res.DBKeys, o.Keys)
@@ -268,7 +268,7 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 	for i := 0; i < o.Keys && n < o.Samples; i += step {
 		ks, err := stateKeys(ctx, client, string(rule.AppendKey(nil, entries(i))))
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("scale: sampling user %d: %w", i, err)
 		}
 		if len(ks) == 0 {
 			return res, fmt.Errorf("scale: user %d has no state in Redis", i)
