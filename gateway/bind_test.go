@@ -1,0 +1,90 @@
+package gateway_test
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/testharness/redistest"
+)
+
+// leaseGatewayConfig has a route under a leased rule (one global key, hot)
+// and a route under an exact per-IP rule, on STORE.
+const leaseGatewayConfig = `
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstream: builtin:echo
+store: STORE
+routes:
+  - path: /hot
+    rate_limits:
+      - actions:
+          - generic_key: {descriptor_value: hot}
+  - path: /ip
+    rate_limits:
+      - actions:
+          - remote_address: {}
+rules:
+  domain: lease
+  descriptors:
+    - key: generic_key
+      value: hot
+      rate_limit: {name: hot, algorithm: token_bucket, unit: second, requests_per_unit: 100000, burst: 1000000, lease: true}
+    - key: remote_address
+      rate_limit: {name: per-ip, unit: hour, requests_per_unit: 5}
+`
+
+// TestLeaseRuleGateway: sluice serve decides a lease: true rule through
+// the Redis store's leased view, most of a hot key's requests in process
+// (sluice_redis_lease_local_total), while the per-IP rule stays exact; on
+// the memory store the rule is exact and the gateway warns once, naming
+// the rule's file:line.
+func TestLeaseRuleGateway(t *testing.T) {
+	t.Parallel()
+	t.Run("redis", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("-short: no Redis")
+		}
+		redistest.Require(t)
+		t.Parallel()
+		cfg := strings.Replace(leaseGatewayConfig, "STORE", redistest.Start(t).URL()+"?timeout=5s", 1)
+		s := startWith(t, cfg, gateway.Options{})
+		c := clientFrom(t, "127.0.0.3")
+		const n = 400
+		for i := range n {
+			if r := get(t, c, s.url+"/hot"); r.code != 200 {
+				t.Fatalf("request %d to the leased rule: %d, want 200 (far within its burst)", i, r.code)
+			}
+		}
+		local, _ := strconv.Atoi(metric(t, s, "sluice_redis_lease_local_total "))
+		if local < n/2 {
+			t.Errorf("sluice_redis_lease_local_total = %d after %d requests of one hot key, want most of them", local, n)
+		}
+		var got []int
+		for range 7 {
+			got = append(got, get(t, c, s.url+"/ip").code)
+		}
+		if fmt.Sprint(got) != "[200 200 200 200 200 429 429]" {
+			t.Errorf("exact per-IP rule: %v, want exactly 5 admitted", got)
+		}
+		if after, _ := strconv.Atoi(metric(t, s, "sluice_redis_lease_local_total ")); after != local {
+			t.Errorf("the exact rule's requests went through the leased view: local %d, then %d", local, after)
+		}
+	})
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		var logs lockedBuffer
+		cfg := strings.Replace(leaseGatewayConfig, "STORE", "memory", 1)
+		s := startWith(t, cfg, gateway.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		c := clientFrom(t, "127.0.0.4")
+		if r := get(t, c, s.url+"/hot"); r.code != 200 {
+			t.Fatalf("leased rule on the memory store: %d, want 200", r.code)
+		}
+		if got := logs.String(); strings.Count(got, "lease: true has no effect on the memory store") != 1 || !strings.Contains(got, "gateway.yaml:") || !strings.Contains(got, "rule=lease.generic_key_hot") {
+			t.Errorf("log:\n%s\nwant one warning naming lease.generic_key_hot at gateway.yaml:LINE", got)
+		}
+	})
+}
