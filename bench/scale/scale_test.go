@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -129,5 +133,52 @@ func TestPropagation(t *testing.T) {
 	}
 	if _, err := Propagation(ctx, PropagationOptions{Binary: bin, Mode: "carrier-pigeon"}); err == nil {
 		t.Error("an unknown mode is accepted")
+	}
+}
+
+// TestMemoryServerClock backs Memory's method: a key written with Redis's
+// clock (the default, EXAT expiry) costs what a key written with
+// Options.Now (PX expiry, which Memory uses so that keys outlive the run)
+// costs, for each state shape.
+func TestMemoryServerClock(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	for _, a := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
+		usage := map[bool]int64{}
+		for _, withNow := range []bool{false, true} {
+			var o redisstore.Options
+			if withNow {
+				o.Now = time.Now
+			}
+			s, err := redisstore.New(ctx, client, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The same key length either way; the whole burst spent, so
+			// the server-clock key lives seconds, not one.
+			key := fmt.Sprintf("sl:%s:60000ms:api_user_%016x_", a, map[bool]int{false: 1, true: 2}[withNow])
+			d, err := s.Apply(ctx, ratelimit.Request{Key: key, Limit: SeedLimit, Algorithm: a, N: 200})
+			s.Close()
+			if err != nil || !d.Allowed {
+				t.Fatalf("%v: %+v, %v", a, d, err)
+			}
+			ks, err := stateKeys(ctx, client, key)
+			if err != nil || len(ks) != 1 {
+				t.Fatalf("%v: state keys %+v, %v", a, ks, err)
+			}
+			ttl, err := client.Do(ctx, client.B().Pttl().Key(ks[0].Name).Build()).AsInt64()
+			if err != nil || ttl <= 0 {
+				t.Fatalf("%v: PTTL %d, %v; want an expiry", a, ttl, err)
+			}
+			usage[withNow] = ks[0].Usage
+		}
+		if usage[false] != usage[true] {
+			t.Errorf("%v: MEMORY USAGE %d with Redis's clock, %d with Options.Now", a, usage[false], usage[true])
+		}
 	}
 }
