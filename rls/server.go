@@ -192,8 +192,8 @@ type Options struct {
 	// Leased is the store that rules with lease: true decide with: a
 	// leased view of the Redis store (redisstore.Leased) over the same
 	// Redis as the store. Nil (the memory store): those rules are decided
-	// by the store, exactly, and each configuration that has some logs a
-	// warning.
+	// by the store, exactly, and a warning names each of them once (with
+	// its file:line).
 	Leased ratelimit.Store
 }
 
