@@ -253,11 +253,7 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 	if err != nil {
 		return res, err
 	}
-	// db0:keys=1000000,expires=1000000,avg_ttl=...
-	if _, after, ok := strings.Cut(ks, "expires="); ok {
-		v, _, _ := strings.Cut(after, ",")
-		res.ExpiresCount, _ = strconv.ParseInt(v, 10, 64)
-	}
+	res.ExpiresCount = keyspaceExpires(ks)
 
 	// MEMORY USAGE of the state of keys spread over the run: every Redis
 	// key that holds part of it.
@@ -348,6 +344,21 @@ func usedMemory(ctx context.Context, c rueidis.Client) (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+}
+
+// keyspaceExpires returns db0's expires count in an INFO keyspace reply
+// ("db0:keys=1000000,expires=1000000,avg_ttl=..."), 0 when there is none.
+func keyspaceExpires(info string) int64 {
+	db := infoField(info, "db0")
+	for part := range strings.SplitSeq(db, ",") {
+		if v, ok := strings.CutPrefix(part, "expires="); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // infoField returns the value of name in an INFO reply.

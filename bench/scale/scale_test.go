@@ -182,3 +182,44 @@ func TestMemoryServerClock(t *testing.T) {
 		}
 	}
 }
+
+func TestInfoFields(t *testing.T) {
+	info := "# Memory\r\nused_memory:193044512\r\nused_memory_human:184.10M\r\nmem_allocator:jemalloc-5.3.0\r\n"
+	if got := infoField(info, "used_memory"); got != "193044512" {
+		t.Errorf("used_memory %q", got)
+	}
+	if got := infoField(info, "mem_allocator"); got != "jemalloc-5.3.0" {
+		t.Errorf("mem_allocator %q", got)
+	}
+	if got := infoField(info, "used_memory_rss"); got != "" {
+		t.Errorf("absent field %q", got)
+	}
+	if got := keyspaceExpires("# Keyspace\r\ndb0:keys=1000000,expires=999999,avg_ttl=599000\r\n"); got != 999999 {
+		t.Errorf("expires %d", got)
+	}
+	if got := keyspaceExpires("# Keyspace\r\n"); got != 0 {
+		t.Errorf("empty keyspace: expires %d", got)
+	}
+}
+
+// FuzzInfo: the INFO readers never panic, and a field written as
+// name:value on a line of its own is read back.
+func FuzzInfo(f *testing.F) {
+	f.Add("used_memory", "193044512", "# Memory\r\nused_memory_rss:1\r\n")
+	f.Add("db0", "keys=1,expires=1,avg_ttl=0", "")
+	f.Add("x", "", "x\r\n:\r\n")
+	f.Fuzz(func(t *testing.T, name, value, rest string) {
+		keyspaceExpires(rest)
+		infoField(rest, name)
+		if name == "" || strings.ContainsAny(name+value, "\r\n:") || strings.TrimSpace(value) != value ||
+			strings.TrimSpace(name) != name {
+			return
+		}
+		if strings.Contains(rest, name+":") {
+			return // an earlier line of rest may carry the name
+		}
+		if got := infoField(rest+"\r\n"+name+":"+value+"\r\n", name); got != value {
+			t.Errorf("infoField(%q) = %q, want %q", name, got, value)
+		}
+	})
+}
