@@ -151,7 +151,7 @@ func TestMemoryServerClock(t *testing.T) {
 	for _, a := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
 		usage := map[bool]int64{}
 		for _, withNow := range []bool{false, true} {
-			var o redisstore.Options
+			o := redisstore.Options{Timeout: 10 * time.Second} // a loaded machine, the race detector
 			if withNow {
 				o.Now = time.Now
 			}
