@@ -652,11 +652,17 @@ func (s *Store) applyLog(sh *shard, h uint64, now int64, req *ratelimit.Request,
 		}
 		i = t.insert(h, tag, int64(req.Limit.Period))
 	default:
-		if le = t.spilledLog(i); le != nil {
+		a := t.a
+		e := &a.slots[i]
+		if e.b&cntMask == spilled {
+			le = a.logs[e.a]
 			*d = le.log.Step(now, *req)
 			break
 		}
-		l = t.inlineLog(i)
+		// One entry, in the slot: decide on a copy in the table's
+		// scratch array (inlineLog).
+		a.scratch[0] = slidinglog.Entry{At: e.a, N: int64(e.b & cntMask)}
+		l = slidinglog.NewLog(a.scratch[:1])
 		*d = l.Step(now, *req)
 	}
 	var entries []slidinglog.Entry
@@ -670,8 +676,14 @@ func (s *Store) applyLog(sh *shard, h uint64, now int64, req *ratelimit.Request,
 		t.remove(i)
 		return true
 	}
+	lim := packWinLimit(req.Limit.Rate, false)
+	if e := &t.a.slots[i]; le == nil && len(entries) == 1 && wordTag(e.w) == tag && tag != tagOverflow && uint64(entries[0].N) < spilled {
+		// Still one entry, under the same period: setLog's first case.
+		e.a, e.b = entries[0].At, uint64(lim)<<cntBits|uint64(entries[0].N)
+		return true
+	}
 	s.retag(t, i, tag, int64(req.Limit.Period))
-	t.setLog(i, entries, req.Limit.Rate-d.Remaining, packWinLimit(req.Limit.Rate, false), le)
+	t.setLog(i, entries, req.Limit.Rate-d.Remaining, lim, le)
 	return true
 }
 

@@ -78,9 +78,12 @@ type batcher struct {
 	flying  map[*flight]struct{}
 	queued  int          // calls in pending
 	nqueued atomic.Int64 // queued, for idle (written with mu held)
+	nflying atomic.Int64 // len(flying), for idle
+	nfast   atomic.Int64 // plain-command transactions in flight (fast.go)
 
 	scriptCalls, requests atomic.Uint64 // for Stats
 	commands              atomic.Uint64 // plain-command transactions (fast.go), for Stats
+	fellBack              atomic.Uint64 // those whose answer did not stand
 	minFill               int           // the fewest calls a batch sent while another is in flight takes: max/4
 	timeoutErr            error         // what a call past its deadline gets
 	closed                bool
@@ -130,9 +133,17 @@ func (b *batcher) submit(g group, c *call) bool {
 	return true
 }
 
-// idle reports whether no call is queued: one submitted now would go out
-// alone (or wait only for a flight's return).
-func (b *batcher) idle() bool { return b.nqueued.Load() == 0 }
+// idle reports whether a call submitted now would go out alone: none is
+// queued, no script call is in flight, and fewer than maxFast
+// plain-command transactions are. Under load calls go in batches, which
+// cost both sides less a decision (docs/bench-redis.md).
+func (b *batcher) idle() bool {
+	return b.nqueued.Load() == 0 && b.nflying.Load() == 0 && b.nfast.Load() < maxFast
+}
+
+// maxFast bounds the plain-command transactions in flight: past it, calls
+// go to the batcher, whose flight then sends the next ones there too.
+const maxFast = 4
 
 // ready reports whether a worker may take a batch: one is queued, and no
 // other is in flight or enough calls wait to make a full batch worth a
@@ -186,6 +197,7 @@ func (b *batcher) work() {
 		}
 		f := &flight{calls: take}
 		b.flying[f] = struct{}{}
+		b.nflying.Add(1)
 		more := b.ready()
 		b.mu.Unlock()
 		if more {
@@ -196,6 +208,7 @@ func (b *batcher) work() {
 		b.requests.Add(uint64(len(take)))
 		b.mu.Lock()
 		delete(b.flying, f)
+		b.nflying.Add(-1)
 		b.mu.Unlock()
 		b.cond.Signal() // a small batch may go now
 		b.s.finish(take, ds, err)

@@ -173,6 +173,8 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 	cmds = append(cmds, b.Exec().Build())
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
+	s.batch.nfast.Add(1)
+	defer s.batch.nfast.Add(-1)
 	sent := time.Now()
 	res := cn.client.DoMulti(ctx, cmds...)
 	got := time.Now()
@@ -223,6 +225,7 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 	if (!set && marker != mval) || binary != 0 || windowStart(now, w) != start {
 		// Counted in a key that is not the state: take it back, and let
 		// the script decide (and name the window).
+		s.batch.fellBack.Add(1)
 		s.hints.put(c.key, h)
 		clear, at := "", ""
 		if set {

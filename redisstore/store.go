@@ -154,7 +154,8 @@ type Options struct {
 	// this Options' Now).
 	Local memstore.Options
 	// ScriptOnly sends every request to the scripts. By default a fixed
-	// window's charge that would go out alone (nothing queued) is sent as
+	// window's charge that would go out alone (nothing queued, no script
+	// call and fewer than 4 such charges in flight) is sent as
 	// plain commands (INCRBY in a MULTI with TIME and a GET of the
 	// window's marker), which costs redis-server about a third of a
 	// script call: see fast.go and docs/redis.md. Set it to measure the
@@ -730,14 +731,15 @@ type Stats struct {
 	// Redis (the denial cache, a failure policy) are not counted.
 	ScriptCalls, Requests uint64
 	// Commands is the number of fixed-window charges sent as plain
-	// commands (one transaction each; see Options.ScriptOnly), those that
-	// fell back to the script included.
-	Commands uint64
+	// commands (one transaction each; see Options.ScriptOnly), and
+	// FellBack the number of those whose answer did not stand and went to
+	// the script.
+	Commands, FellBack uint64
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	return Stats{ScriptCalls: s.batch.scriptCalls.Load(), Requests: s.batch.requests.Load(), Commands: s.batch.commands.Load()}
+	return Stats{ScriptCalls: s.batch.scriptCalls.Load(), Requests: s.batch.requests.Load(), Commands: s.batch.commands.Load(), FellBack: s.batch.fellBack.Load()}
 }
 
 // Key returns the Redis key holding key's state under algorithm a, for
