@@ -38,8 +38,8 @@ rules:
 `
 
 // TestLeaseRuleGateway: sluice serve decides a lease: true rule through
-// the Redis store's leased view, most of a hot key's requests in process
-// (sluice_redis_lease_local_total), while the per-IP rule stays exact; on
+// the Redis store's leased view, a hot key's requests in process once it
+// holds a slice (sluice_redis_lease_*), while the per-IP rule stays exact; on
 // the memory store the rule is exact and the gateway warns once, naming
 // the rule's file:line.
 func TestLeaseRuleGateway(t *testing.T) {
@@ -59,9 +59,18 @@ func TestLeaseRuleGateway(t *testing.T) {
 				t.Fatalf("request %d to the leased rule: %d, want 200 (far within its burst)", i, r.code)
 			}
 		}
+		// Every request of the hot key was decided by the leased view: in
+		// process (local), by a slice taken for it, or exactly while the
+		// key was still cold. How many were local depends on how many
+		// requests a slice's lifetime (100 ms) sees, which a loaded machine
+		// lowers; some must be (rules' and rls's tests, in process, see
+		// most).
 		local, _ := strconv.Atoi(metric(t, s, "sluice_redis_lease_local_total "))
-		if local < n/2 {
-			t.Errorf("sluice_redis_lease_local_total = %d after %d requests of one hot key, want most of them", local, n)
+		exact, _ := strconv.Atoi(metric(t, s, "sluice_redis_lease_exact_total "))
+		slices, _ := strconv.Atoi(metric(t, s, "sluice_redis_lease_slices_total "))
+		t.Logf("leased rule, %d requests: %d local, %d exact, %d slices", n, local, exact, slices)
+		if local+exact+slices != n || local == 0 {
+			t.Errorf("leased rule: %d local + %d exact + %d slices for %d requests; want all through the view, some local", local, exact, slices, n)
 		}
 		var got []int
 		for range 7 {
