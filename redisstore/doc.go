@@ -51,7 +51,11 @@
 // that redis-server and the client work at once without shrinking batches.
 // A lone request goes out at once:
 // batching adds no delay, it only fills the time a request would have
-// waited anyway.
+// waited anyway. A lone FixedWindow charge of a whole-millisecond period
+// goes as plain commands in one MULTI (INCRBY on an integer count named by
+// its window) instead of a script call, which costs redis-server a quarter
+// of the command time; its decisions are the script's (Options.ScriptOnly
+// turns it off; docs/redis.md says when it applies and its transients).
 //
 // # Hot keys: leased mode
 //
