@@ -22,9 +22,10 @@ import (
 // count as an integer, in a key named after its window: marker key
 // Prefix+"m{"+key+"}" holds "period:start" (milliseconds) and names the
 // count's key, marker key + ":" + marker; both keys expire together at the
-// window's last millisecond. A charge that would go out alone (nothing
-// queued) is sent as one transaction of plain commands instead of a script
-// call:
+// window's last millisecond. A charge that would go out alone (the store
+// idle: nothing queued, no script call in flight, fewer than maxFast such
+// charges in flight) is sent as one transaction of plain commands instead
+// of a script call:
 //
 //	MULTI · TIME · SET marker window NX GET PXAT end-1 · EXISTS binary state ·
 //	INCRBY count n · PEXPIREAT count end-1 NX · EXEC
