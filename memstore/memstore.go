@@ -70,8 +70,9 @@ type Options struct {
 	// full, and 4 bytes of packed limit); a window key or a sliding log of
 	// one entry 32–64 bytes, about 50 at a million keys (a 24-byte slot of
 	// another such table). A sliding log of more than one entry, or a
-	// sliding counter past 2^23 events a window, spills its state into a
-	// map beside the table (a log about 120 bytes more, and its entries).
+	// sliding counter past 2^23 events a window, spills its state beside
+	// the table (a log about 90 bytes more, and its entries past two; a
+	// window about 80).
 	// A shard's tables keep the room they once needed, so a
 	// store whose keys changed kind over time may hold each kind's peak at
 	// once; MaxBytesPerKey covers that.
