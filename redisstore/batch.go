@@ -40,7 +40,8 @@ func (c *call) finish(d ratelimit.Decision, err error) {
 }
 
 // group is what calls must share to go in one script call: the script and,
-// on a cluster, the hash slot (a script's keys must live in one slot).
+// on a cluster, the hash slot (a script's keys must live in one slot), or
+// the node serving it, nodeGroup + its index (nodes.go).
 type group struct {
 	shape shape
 	slot  uint16
@@ -203,8 +204,15 @@ func (b *batcher) work() {
 		if more {
 			b.cond.Signal()
 		}
-		ds, err := b.s.exec(g, take, &sc, b.epoch.Add(time.Duration(last)))
-		b.scriptCalls.Add(1)
+		var ds []ratelimit.Decision
+		var err error
+		sent := 1
+		if g.slot >= nodeGroup {
+			ds, sent, err = b.s.execNode(g, take, &sc, b.epoch.Add(time.Duration(last)))
+		} else {
+			ds, err = b.s.exec(g, take, &sc, b.epoch.Add(time.Duration(last)))
+		}
+		b.scriptCalls.Add(uint64(sent))
 		b.requests.Add(uint64(len(take)))
 		b.mu.Lock()
 		delete(b.flying, f)
@@ -289,6 +297,7 @@ func (s *Store) finish(calls []*call, ds []ratelimit.Decision, err error) {
 // from one batch to the next (the client library copies what it keeps).
 type scratch struct {
 	keys, args []string
+	nargs      []string // a node batch's ARGV (nodes.go)
 	specs      []spec
 	idx        []int
 	ds         []ratelimit.Decision
@@ -324,13 +333,21 @@ func (s *Store) exec(g group, calls []*call, sc *scratch, deadline time.Time) (d
 	}
 	sc.keys = keys
 	s.scriptArgs(g.shape, calls, sc)
+	script, args := s.scripts[g.shape], sc.args
+	if g.slot >= nodeGroup {
+		script, keys, args = s.nodes.scripts[g.shape], keys[:1], s.nodeArgs(g.shape, sc)
+	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	sent := time.Now()
-	reply, err := s.scripts[g.shape].Exec(ctx, s.conn.Load().client, keys, sc.args).ToArray()
+	reply, err := script.Exec(ctx, s.conn.Load().client, keys, args).ToArray()
 	got := time.Now()
 	clear(sc.keys) // let the keys go with their calls
+	clear(sc.nargs)
 	if err != nil {
+		if g.slot >= nodeGroup && misrouted(err) {
+			return nil, errMisrouted
+		}
 		return nil, s.failure(err, len(calls))
 	}
 	ds = slices.Grow(sc.ds[:0], len(calls))[:len(calls)]

@@ -182,6 +182,7 @@ type Store struct {
 	minTTL     int64 // ms
 	scripts    [numShapes]*rueidis.Lua
 	undoScript *rueidis.Lua
+	nodes      nodeState // a Cluster's slot map and node batches (nodes.go)
 	hints      hints
 	noFast     atomic.Bool // the server refused a plain-command charge
 	clock      redisClock
@@ -249,6 +250,11 @@ func (s *Store) preload(ctx context.Context) error {
 		for _, src := range scriptSources {
 			cmds = append(cmds, node.B().ScriptLoad().Script(src).Build())
 		}
+		if cn.cluster {
+			for _, src := range nodeSources {
+				cmds = append(cmds, node.B().ScriptLoad().Script(src).Build())
+			}
+		}
 		cmds = append(cmds, node.B().ScriptLoad().Script(undoSource).Build(), node.B().Time().Build())
 		// Only the PING decides: a server whose ACL forbids SCRIPT LOAD
 		// still runs the scripts, by EVAL after a NOSCRIPT.
@@ -266,6 +272,9 @@ func (s *Store) preload(ctx context.Context) error {
 		}
 	}
 	if answered {
+		if cn.cluster {
+			s.readSlots()
+		}
 		return nil
 	}
 	return err
@@ -371,6 +380,9 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 		scripts:    newScripts(),
 		undoScript: rueidis.NewLuaScript(undoSource),
 		link:       newLink(opts.BreakerThreshold, opts.BreakerCooldown, opts.BreakerMaxCooldown, opts.OnHealth),
+	}
+	for i, src := range nodeSources { // a client may find a Cluster later
+		s.nodes.scripts[i] = rueidis.NewLuaScript(src)
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
 	if opts.Now != nil {
@@ -661,7 +673,7 @@ func (s *Store) apply(ctx context.Context, req ratelimit.Request, fb bool) (rate
 	}
 	g := group{shape: sh}
 	if cn.cluster {
-		g.slot = slot(c.key)
+		g = s.route(sh, slot(c.key))
 	}
 	if !s.opts.ScriptOnly && !unsatisfiable && fastEligible(req, lim) && s.batch.idle() && !s.noFast.Load() {
 		d, ok, err := s.fast(ctx, cn, c, useNow)
@@ -735,11 +747,15 @@ type Stats struct {
 	// FellBack the number of those whose answer did not stand and went to
 	// the script.
 	Commands, FellBack uint64
+	// SplitBatches is the number of a Cluster's node batches (one script
+	// call for the keys of several slots on one node) that found a key
+	// their node no longer serves, and went again one call per slot.
+	SplitBatches uint64
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	return Stats{ScriptCalls: s.batch.scriptCalls.Load(), Requests: s.batch.requests.Load(), Commands: s.batch.commands.Load(), FellBack: s.batch.fellBack.Load()}
+	return Stats{ScriptCalls: s.batch.scriptCalls.Load(), Requests: s.batch.requests.Load(), Commands: s.batch.commands.Load(), FellBack: s.batch.fellBack.Load(), SplitBatches: s.nodes.splits.Load()}
 }
 
 // Key returns the Redis key holding key's state under algorithm a, for
