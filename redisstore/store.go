@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice/internal/transport/rawconn"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -439,6 +441,17 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		// call's context says; the default (5 s) would hold a worker that
 		// long while Redis restarts.
 		co.Dialer.Timeout = max(opts.Timeout, time.Second)
+	}
+	if co.DialFn == nil && co.DialCtxFn == nil && co.TLSConfig == nil {
+		// Plain TCP: the socket read and written without the scheduler's
+		// bookkeeping, as h2grpc's (internal/transport/rawconn).
+		co.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+			c, err := d.DialContext(ctx, "tcp", dst)
+			if err != nil {
+				return nil, err
+			}
+			return rawconn.Wrap(c), nil
+		}
 	}
 	dial := func() (rueidis.Client, error) {
 		// Each attempt gets its own options: rueidis shuffles InitAddress

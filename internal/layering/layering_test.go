@@ -48,7 +48,7 @@ var allowed = map[string][]string{
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
-	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window"},
+	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/transport/rawconn"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
