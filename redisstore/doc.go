@@ -45,7 +45,9 @@
 // Concurrent Apply calls are coalesced: while a script call is in flight,
 // the requests that arrive meanwhile wait for the next one, which decides up
 // to Options.MaxBatch of them in one round trip and one script run (on a
-// Cluster, per hash slot). Options.Pipeline such calls (two by default) may
+// Cluster, per node: the keys of a node's slots go undeclared in one call,
+// and again one call per slot when the slot map was stale; nodes.go).
+// Options.Pipeline such calls (two by default) may
 // be in flight at once, pipelined on one connection by rueidis; a call goes
 // out while another is in flight only with at least MaxBatch/4 requests, so
 // that redis-server and the client work at once without shrinking batches.
