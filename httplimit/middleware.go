@@ -204,6 +204,7 @@ type handler struct {
 	m        Middleware
 	next     http.Handler
 	disabled map[string]bool
+	policies policyCache // the RateLimit-Policy value (headers.go)
 }
 
 // applied is one limited check of one request and its decision.
@@ -254,7 +255,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if denied >= 0 {
 		as = as[:denied+1]
 	}
-	setHeaders(w.Header(), h.m.Headers, as, denied)
+	setHeaders(w.Header(), h.m.Headers, &h.policies, as, denied)
 	if denied >= 0 {
 		h.deny(w, &as[denied])
 		return

@@ -60,6 +60,50 @@ type State struct {
 	RetryAfter int64
 }
 
+// AppendPolicy appends the RateLimit-Policy value of ps to b. It depends
+// only on each policy's name, quota and window, not on the request, so a
+// caller can cache it.
+func AppendPolicy(b []byte, ps []State) []byte {
+	for i := range ps {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = sfv.AppendString(b, ps[i].Name)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, ps[i].Quota, 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, ps[i].Window, 10)
+	}
+	return b
+}
+
+// AppendRateLimit appends the RateLimit value of ps to b.
+func AppendRateLimit(b []byte, ps []State) []byte {
+	for i := range ps {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = sfv.AppendString(b, ps[i].Name)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, max(0, ps[i].Remaining), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, max(0, ps[i].Reset), 10)
+	}
+	return b
+}
+
+// RetryAfterOf returns the Retry-After seconds of ps: the largest
+// RetryAfter of the policies that are Over (0: no header).
+func RetryAfterOf(ps []State) int64 {
+	retry := int64(0)
+	for i := range ps {
+		if ps[i].Over {
+			retry = max(retry, ps[i].RetryAfter)
+		}
+	}
+	return retry
+}
+
 // Write calls set once per header that mode sends for ps (the enforced
 // policies, in order). For HeadersIETF the two fields share one string.
 func Write(mode ratelimit.HeaderMode, ps []State, set func(name, value string)) {
@@ -71,38 +115,13 @@ func WriteNamed(mode ratelimit.HeaderMode, names Names, ps []State, set func(nam
 	if len(ps) == 0 || mode == ratelimit.HeadersOff {
 		return
 	}
-	retry := int64(0)
-	for i := range ps {
-		if ps[i].Over {
-			retry = max(retry, ps[i].RetryAfter)
-		}
-	}
+	retry := RetryAfterOf(ps)
 	switch mode {
 	case ratelimit.HeadersIETF:
 		var buf [256]byte
-		b := buf[:0]
-		for i := range ps {
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			b = sfv.AppendString(b, ps[i].Name)
-			b = append(b, ";q="...)
-			b = strconv.AppendInt(b, ps[i].Quota, 10)
-			b = append(b, ";w="...)
-			b = strconv.AppendInt(b, ps[i].Window, 10)
-		}
+		b := AppendPolicy(buf[:0], ps)
 		n := len(b)
-		for i := range ps {
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			b = sfv.AppendString(b, ps[i].Name)
-			b = append(b, ";r="...)
-			b = strconv.AppendInt(b, max(0, ps[i].Remaining), 10)
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, max(0, ps[i].Reset), 10)
-		}
-		s := string(b)
+		s := string(AppendRateLimit(b, ps))
 		set(Policy, s[:n])
 		set(RateLimit, s[n:])
 	case ratelimit.HeadersLegacy:
