@@ -31,17 +31,28 @@ descriptors:
     value: global
     rate_limit: {name: global, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
 `
+	// -observe: with an Observe (as the gateway has), timing every
+	// decision or (-sampled) one in SuggestedLatencySampling.
 	for _, tc := range []struct {
-		name string
-		ds   []httplimit.Descriptor
+		name     string
+		ds       []httplimit.Descriptor
+		observe  bool
+		sampling int
 	}{
-		{"one-rule", identityDescriptors()},
-		{"two-rules", identityDescriptors(httplimit.GenericKey{DescriptorValue: "global"})},
+		{"one-rule", identityDescriptors(), false, 0},
+		{"two-rules", identityDescriptors(httplimit.GenericKey{DescriptorValue: "global"}), false, 0},
+		{"one-rule-observe", identityDescriptors(), true, 0},
+		{"one-rule-observe-sampled", identityDescriptors(), true, httplimit.SuggestedLatencySampling},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			store := memstore.New(memstore.Options{})
 			defer store.Close()
-			mw := &httplimit.Middleware{Store: store, Rules: mustRules(b, big), Domain: "test", Descriptors: tc.ds}
+			mw := &httplimit.Middleware{Store: store, Rules: mustRules(b, big), Domain: "test", Descriptors: tc.ds,
+				LatencySampling: tc.sampling}
+			if tc.observe {
+				var lat atomic.Int64
+				mw.Observe = func(e httplimit.Event) { lat.Add(int64(e.Latency)) }
+			}
 			h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			var n atomic.Int64
 			b.ReportAllocs()

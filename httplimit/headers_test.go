@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +56,35 @@ func TestLongRateLimitHeader(t *testing.T) {
 	}
 	if got, want := w.Header().Get("RateLimit-Policy"), `"`+long+`";q=3;w=60`; got != want {
 		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	}
+}
+
+// LatencySampling 16 times some decisions and not others; 0 times every
+// one.
+func TestLatencySampling(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 16} {
+		var timed, all int
+		mw := &httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test",
+			Descriptors: identityDescriptors(), Identity: users{}, LatencySampling: n,
+			Observe: func(e httplimit.Event) {
+				all++
+				if e.Latency > 0 {
+					timed++
+				}
+			}}
+		h := mw.Handler(ok)
+		for i := range 1600 {
+			do(h, "192.0.2."+strconv.Itoa(i%200)+":1000")
+		}
+		switch {
+		case all != 1600:
+			t.Errorf("LatencySampling %d: %d events, want 1600", n, all)
+		case n == 0 && timed != all:
+			t.Errorf("LatencySampling 0: %d of %d timed, want all", timed, all)
+		case n == 16 && (timed == 0 || timed == all):
+			// (15/16)^1600 and (1/16)^1600: neither happens.
+			t.Errorf("LatencySampling 16: %d of %d timed, want some, not all", timed, all)
+		}
 	}
 }
