@@ -37,7 +37,10 @@ type Options struct {
 	Capacity int
 	// Top is how many keys of each summary a Page shows (DefaultTop).
 	Top int
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means time.Now, which Record (once per
+	// decision) reads through a coarse clock: a decision can be counted
+	// in the previous minute up to CoarseResolution (plus the scheduling
+	// delay of the clock's goroutine) after that minute ended.
 	Now func() time.Time
 }
 
@@ -56,16 +59,18 @@ type RuleInfo struct {
 // Recorder keeps the per-rule counters and top-K summaries. It is safe
 // for concurrent use.
 type Recorder struct {
-	opts  Options
-	mu    sync.Mutex // SetRules
-	rules atomic.Pointer[map[string]*Rule]
-	order atomic.Pointer[[]*Rule]
+	opts   Options
+	coarse *coarseClock // Record's clock when opts.Now is nil
+	mu     sync.Mutex   // SetRules
+	rules  atomic.Pointer[map[string]*Rule]
+	order  atomic.Pointer[[]*Rule]
 }
 
 // Rule is one rule's counters and summaries.
 type Rule struct {
 	info    atomic.Pointer[RuleInfo]
 	now     func() time.Time
+	coarse  *coarseClock // nil: Record reads now
 	ring    []slot
 	rotate  sync.Mutex
 	denied  *topk.TopK
@@ -89,10 +94,10 @@ func NewRecorder(opts Options) *Recorder {
 	if opts.Top <= 0 {
 		opts.Top = DefaultTop
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	r := &Recorder{opts: opts}
+	if opts.Now == nil {
+		r.opts.Now, r.coarse = time.Now, &coarseClock{}
+	}
 	m := map[string]*Rule{}
 	r.rules.Store(&m)
 	r.order.Store(&[]*Rule{})
@@ -114,7 +119,7 @@ func (r *Recorder) SetRules(infos []RuleInfo) {
 		}
 		rl := old[in.ID]
 		if rl == nil {
-			rl = &Rule{now: r.opts.Now, ring: make([]slot, r.opts.Minutes), minutes: r.opts.Minutes,
+			rl = &Rule{now: r.opts.Now, coarse: r.coarse, ring: make([]slot, r.opts.Minutes), minutes: r.opts.Minutes,
 				denied: topk.New(topk.Options{Capacity: r.opts.Capacity, Now: r.opts.Now}),
 				shadow: topk.New(topk.Options{Capacity: r.opts.Capacity, Now: r.opts.Now})}
 		}
@@ -141,8 +146,12 @@ func (rl *Rule) Record(o Outcome, key string) {
 	if rl == nil || o >= numOutcomes {
 		return
 	}
-	now := rl.now()
-	min := now.Unix() / 60
+	var min int64
+	if rl.coarse != nil {
+		min = rl.coarse.unix() / 60
+	} else {
+		min = rl.now().Unix() / 60
+	}
 	s := &rl.ring[min%int64(len(rl.ring))]
 	if s.minute.Load() != min {
 		rl.rotate.Lock()
@@ -157,10 +166,49 @@ func (rl *Rule) Record(o Outcome, key string) {
 	s.c[o].Add(1)
 	switch o {
 	case Denied:
-		rl.denied.RecordAt(key, now)
+		rl.denied.RecordAt(key, rl.now())
 	case ShadowDenied:
-		rl.shadow.RecordAt(key, now)
+		rl.shadow.RecordAt(key, rl.now())
 	}
+}
+
+// CoarseResolution is the period of Record's coarse clock.
+const CoarseResolution = time.Second
+
+// coarseClock is the Unix time in seconds, read from memory: a timer
+// (time.AfterFunc, no goroutine between ticks) stores it every
+// CoarseResolution while Record is being called, and is not re-armed
+// after a tick with no call, so an idle or dropped Recorder costs
+// nothing; the next call starts it again.
+type coarseClock struct {
+	sec     atomic.Int64
+	used    atomic.Bool // a read since the last tick
+	running atomic.Bool
+}
+
+func (c *coarseClock) unix() int64 {
+	if !c.running.Load() {
+		now := time.Now().Unix()
+		if c.running.CompareAndSwap(false, true) {
+			c.sec.Store(now)
+			c.used.Store(true)
+			time.AfterFunc(CoarseResolution, c.tick)
+		}
+		return now
+	}
+	if !c.used.Load() { // one write a tick, not one a call
+		c.used.Store(true)
+	}
+	return c.sec.Load()
+}
+
+func (c *coarseClock) tick() {
+	if !c.used.Swap(false) {
+		c.running.Store(false)
+		return
+	}
+	c.sec.Store(time.Now().Unix())
+	time.AfterFunc(CoarseResolution, c.tick)
 }
 
 // Minute is one minute's decisions of one rule.
