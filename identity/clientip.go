@@ -26,13 +26,26 @@ const maxHops = 64
 // write is the one that must win. IPv4-mapped IPv6 addresses are unmapped
 // and zones dropped. An unparsable peer gives the zero Addr.
 func ClientIP(remoteAddr string, h http.Header, trusted []netip.Prefix) netip.Addr {
+	a, _ := clientIP(remoteAddr, h, trusted)
+	return a
+}
+
+// clientIP is ClientIP, and whether the peer is a trusted proxy: one parse
+// of remoteAddr for both.
+func clientIP(remoteAddr string, h http.Header, trusted []netip.Prefix) (netip.Addr, bool) {
 	peer, ok := parseRemoteAddr(remoteAddr)
 	if !ok {
-		return netip.Addr{}
+		return netip.Addr{}, false
 	}
 	if len(trusted) == 0 || !isTrusted(peer, trusted) {
-		return peer
+		return peer, false
 	}
+	return forwarded(peer, h, trusted), true
+}
+
+// forwarded walks the forwarding headers that trusted proxy peer passed
+// on; see ClientIP.
+func forwarded(peer netip.Addr, h http.Header, trusted []netip.Prefix) netip.Addr {
 	if xff := h.Values("X-Forwarded-For"); len(xff) > 0 {
 		// Walk right to left without splitting: no allocation.
 		cur, n := peer, 0
@@ -71,8 +84,6 @@ func ClientIP(remoteAddr string, h http.Header, trusted []netip.Prefix) netip.Ad
 	}
 	return cur
 }
-
-func trusted(a netip.Addr, prefixes []netip.Prefix) bool { return isTrusted(a, prefixes) }
 
 func isTrusted(a netip.Addr, prefixes []netip.Prefix) bool {
 	for _, p := range prefixes {

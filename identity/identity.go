@@ -48,12 +48,15 @@ func (id Identity) Key() string {
 	if !id.IP.IsValid() {
 		return "ip:unknown"
 	}
+	// Built in a stack buffer: one allocation, the string.
+	var buf [64]byte
+	b := append(buf[:0], "ip:"...)
 	if id.v6bits > 0 && id.IP.Is6() {
 		if p, err := id.IP.Prefix(id.v6bits); err == nil {
-			return "ip:" + p.String()
+			return string(p.AppendTo(b))
 		}
 	}
-	return "ip:" + id.IP.String()
+	return string(id.IP.AppendTo(b))
 }
 
 // Options configure a Resolver. The zero value trusts no proxy, limits
@@ -123,8 +126,8 @@ func NewResolver(opts Options) (*Resolver, error) {
 // several credentials are presented (say X-API-Key and a JWT), each must be
 // valid and they must name the same user.
 func (r *Resolver) Resolve(req *http.Request) (Identity, error) {
-	ip := ClientIP(req.RemoteAddr, req.Header, r.opts.TrustedProxies)
-	id := Identity{IP: ip, v6bits: r.opts.IPv6Prefix, TrustedPeer: r.peerTrusted(req.RemoteAddr)}
+	ip, peerTrusted := clientIP(req.RemoteAddr, req.Header, r.opts.TrustedProxies)
+	id := Identity{IP: ip, v6bits: r.opts.IPv6Prefix, TrustedPeer: peerTrusted}
 
 	var found []Identity
 	if vals := req.Header.Values("Authorization"); len(vals) > 0 && (r.jwt != nil || r.opts.APIKeys != nil) {
@@ -205,12 +208,4 @@ func (r *Resolver) apiKey(key string) (Identity, error) {
 		return Identity{}, fmt.Errorf("identity: unknown API key: %w", ErrUnauthorized)
 	}
 	return Identity{User: k.User, Tier: k.Tier, Method: "api_key", Authenticated: true}, nil
-}
-
-func (r *Resolver) peerTrusted(remoteAddr string) bool {
-	if len(r.opts.TrustedProxies) == 0 {
-		return false // nothing to parse the address for (the common case)
-	}
-	peer, ok := parseRemoteAddr(remoteAddr)
-	return ok && trusted(peer, r.opts.TrustedProxies)
 }
