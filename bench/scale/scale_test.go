@@ -50,7 +50,16 @@ func TestMemory(t *testing.T) {
 			if ok != (a != ratelimit.SlidingWindowLog) {
 				t.Errorf("model ok %v for %v", ok, a)
 			}
-			if ok && (r.PerKey() < 0.75*l8.Total() || r.PerKey() > 1.25*l16.Total()) {
+			// A fixed window is one Redis key where a batched script
+			// charged it first and two (a marker and an integer count)
+			// where a lone charge went as plain commands; which, depends
+			// on the load. The model is of the sampled user's layout, so
+			// it applies only when every user has that layout.
+			mixed := a == ratelimit.FixedWindow && int64(len(r.Example))*int64(r.Keys) != r.DBKeys
+			if mixed {
+				t.Logf("fixed window: %d Redis keys for %d keys, the sample has %d: the two layouts mixed, no model check", r.DBKeys, r.Keys, len(r.Example))
+			}
+			if ok && !mixed && (r.PerKey() < 0.75*l8.Total() || r.PerKey() > 1.25*l16.Total()) {
 				t.Errorf("measured %.1f B/key, model %.1f (8-byte quantum) to %.1f (16)", r.PerKey(), l8.Total(), l16.Total())
 			}
 			if r.Projected(SeedKeys) <= SeedEstimate {
