@@ -44,19 +44,7 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 100}
 `)
 	r := startRLS(t, dir)
-	c := &http.Client{Timeout: 10 * time.Second}
-	send := func(from, to int) {
-		for i := from; i < to; i += perReq {
-			descs := make([][][2]string, 0, perReq)
-			for j := i; j < min(i+perReq, to); j++ {
-				descs = append(descs, [][2]string{{"client", fmt.Sprintf("%06d-%s", j, strings.Repeat("x", 400))}})
-			}
-			code, body, err := r.tryDecide(c, "abuse", 1, descs...)
-			if err != nil || code != http.StatusOK {
-				t.Fatalf("POST /json: %d %v %.200s", code, err, body)
-			}
-		}
-	}
+	send := func(from, to int) { r.sendDistinct(t, "abuse", from, to, perReq) }
 	send(0, 2*maxKeys) // past the cap
 	scrape(t, r.http)
 	before := r.rss(t)
@@ -95,6 +83,24 @@ descriptors:
 	}
 	t.Logf("%d values: %d key labels (longest %d bytes), /metrics %s scraped in %v, RSS %s -> %s",
 		values, len(keys), longest, mib(int64(m.size)), took.Round(time.Millisecond), mib(before), mib(after))
+}
+
+// sendDistinct asks r, in domain, about client values from to to (each
+// 400-byte value distinct), perReq descriptors a request, failing t on
+// anything but 200 OK.
+func (r *rlsProc) sendDistinct(t *testing.T, domain string, from, to, perReq int) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	for i := from; i < to; i += perReq {
+		descs := make([][][2]string, 0, perReq)
+		for j := i; j < min(i+perReq, to); j++ {
+			descs = append(descs, [][2]string{{"client", fmt.Sprintf("%06d-%s", j, strings.Repeat("x", 400))}})
+		}
+		code, body, err := r.tryDecide(c, domain, 1, descs...)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("POST /json: %d %v %.200s", code, err, body)
+		}
+	}
 }
 
 // Attack: one HTTP/2 connection to the gRPC port opens as many streams as

@@ -3,7 +3,6 @@ package abuse
 import (
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -90,19 +89,7 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 100}
 `)
 	r := startRLS(t, dir, "--statsd", sink.conn.LocalAddr().String(), "--statsd-flush-interval", "100ms", "--debug-listen", "127.0.0.1:0")
-	c := &http.Client{Timeout: 10 * time.Second}
-	send := func(from, to int) {
-		for i := from; i < to; i += perReq {
-			descs := make([][][2]string, 0, perReq)
-			for j := i; j < min(i+perReq, to); j++ {
-				descs = append(descs, [][2]string{{"client", fmt.Sprintf("%06d-%s", j, strings.Repeat("x", 400))}})
-			}
-			code, body, err := r.tryDecide(c, "statsdabuse", 1, descs...)
-			if err != nil || code != http.StatusOK {
-				t.Fatalf("POST /json: %d %v %.200s", code, err, body)
-			}
-		}
-	}
+	send := func(from, to int) { r.sendDistinct(t, "statsdabuse", from, to, perReq) }
 	send(0, 2*maxKeys)
 	before := r.liveHeap(t)
 	send(2*maxKeys, values)
