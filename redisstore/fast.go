@@ -172,7 +172,11 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 		cmds = append(cmds, b.Pexpireat().Key(fkey).MillisecondsTimestamp(h.start+h.period-1).Nx().Build())
 	}
 	cmds = append(cmds, b.Exec().Build())
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	// The caller's cancellation does not reach Redis, as a batched call's
+	// does not: a charge Redis made is finished (its undo included), and
+	// a caller that goes away is not a failure of Redis, which would count
+	// towards the breaker (three cancelled requests in a row opened it).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 	defer cancel()
 	s.batch.nfast.Add(1)
 	defer s.batch.nfast.Add(-1)

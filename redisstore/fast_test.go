@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -165,4 +166,44 @@ func windowEdgeNear(p time.Duration) bool {
 	now := time.Now().UnixNano()
 	m := now % int64(p)
 	return m < int64(time.Minute) || int64(p)-m < int64(time.Minute)
+}
+
+// TestFastCallerCancelIsNotAFailure: callers that go away while their lone
+// charge is on its way to Redis (a client cancelling its requests) are not
+// failures of Redis: the breaker stays closed and the failure count at
+// zero, however many in a row. Before, three in a row opened the breaker
+// and every caller got the failure policy for its cooldown.
+func TestFastCallerCancelIsNotAFailure(t *testing.T) {
+	both(t, func(t *testing.T, e env) {
+		s := newStore(t, e, redisstore.Options{Prefix: prefix()})
+		lim := ratelimit.Limit{Rate: 1000, Period: time.Minute}
+		req := ratelimit.Request{Key: "cancelled", Limit: lim, Algorithm: ratelimit.FixedWindow, N: 1}
+		if _, err := s.Apply(context.Background(), req); err != nil { // names the window
+			t.Fatal(err)
+		}
+		before := s.Stats().Commands
+		for i := range 200 {
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				// Cancel while the charge is in flight, for some of them.
+				for range i % 50 {
+					runtime.Gosched()
+				}
+				cancel()
+			}()
+			s.Apply(ctx, req)
+			cancel()
+		}
+		h := s.Health()
+		if !h.Connected || h.Failures != 0 {
+			t.Fatalf("after 200 cancelled callers: %v, want connected with no failure", h)
+		}
+		if s.Stats().Commands == before {
+			t.Fatal("no charge went as plain commands: the test tested nothing")
+		}
+		d, err := s.Apply(context.Background(), req)
+		if err != nil || !d.Allowed {
+			t.Fatalf("a caller after them: %+v %v, want admitted by Redis", d, err)
+		}
+	})
 }
