@@ -378,3 +378,50 @@ func TestLogAmplification(t *testing.T) {
 		said(t, r.proc, "a flood of denials", "denied", "denial", "over")
 	})
 }
+
+// Attack: a client sends requests and goes away before each answer
+// (cancelled gRPC calls, closed connections), so that the store's call to
+// Redis for it is cancelled. A lone fixed-window charge went to Redis on
+// the caller's context, and three cancelled ones in a row counted as
+// Redis failures and opened the store's breaker: every other caller then
+// got the failure policy for the cooldown (rls-sweep's ghz rounds hit it).
+//
+// Bound: a caller that goes away is not a failure of Redis: after 300
+// requests abandoned mid-flight, sluice_store_up is still 1, no failure
+// is counted, and the next caller is decided by Redis (200, then 429 at
+// the limit, not the failure policy's answer).
+func TestCancelledCallersKeepTheBreakerClosed(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "rules.yaml", `
+domain: abuse
+descriptors:
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 3}
+`)
+	r := startRLS(t, dir, "--store", rs.URL(), "--on-store-error", "allow")
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 75 {
+				// A client that gives up after 50–800 µs: most requests are
+				// abandoned while the store is calling Redis.
+				c := &http.Client{Timeout: time.Duration(50+(i*37+w*11)%750) * time.Microsecond}
+				r.tryDecide(c, "abuse", 1, [][2]string{{"k", fmt.Sprintf("gone-%d-%d", w, i)}})
+			}
+		}()
+	}
+	wg.Wait()
+	m := scrape(t, r.http)
+	if up := m.value(t, "sluice_store_up"); up != 1 {
+		t.Fatalf("after 300 abandoned requests sluice_store_up is %v, want 1 (the breaker opened)", up)
+	}
+	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
+		if got := r.decide(t, "abuse", 1, [][2]string{{"k", "after"}}); got != want {
+			t.Fatalf("request %d after the abandoned ones: %d, want %d (Redis deciding, not allow's policy)", i+1, got, want)
+		}
+	}
+}
