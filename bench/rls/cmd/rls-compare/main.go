@@ -9,12 +9,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -103,7 +101,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer redis.Close()
-	redisPID, err := redisPID(redis.Addr)
+	redisPID, err := rls.RedisPID(redis.Addr)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -342,27 +340,4 @@ func agree(ctx context.Context, envoyAddr, sluiceAddr string, seed uint64, n int
 		return nil
 	}
 	return fmt.Errorf("agreement: every run straddled a minute boundary")
-}
-
-// redisPID asks the redis-server at addr for its process id (INFO server).
-func redisPID(addr string) (int, error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
-		return 0, err
-	}
-	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return 0, err
-		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			return strconv.Atoi(v)
-		}
-	}
 }

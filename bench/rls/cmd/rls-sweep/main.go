@@ -126,7 +126,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer redis.Close()
-	redisPID, err := redisPID(redis.Addr)
+	redisPID, err := rls.RedisPID(redis.Addr)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -273,27 +273,4 @@ func profile(addr string, secs int, file string) func() {
 		}
 	}()
 	return func() { <-done }
-}
-
-// redisPID asks the redis-server at addr for its process id (INFO server).
-func redisPID(addr string) (int, error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
-		return 0, err
-	}
-	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return 0, err
-		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			return strconv.Atoi(v)
-		}
-	}
 }

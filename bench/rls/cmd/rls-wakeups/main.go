@@ -20,7 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,7 +127,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer redis.Close()
-	redisPID, err := redisPID(redis.Addr)
+	redisPID, err := rls.RedisPID(redis.Addr)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -288,27 +287,4 @@ func measure(ctx context.Context, b *build, l rls.Load, redisPID int, record str
 		return sample{}, fmt.Errorf("perf stat counted nothing: %s", stderr.String())
 	}
 	return sample{res: res, counts: counts}, nil
-}
-
-// redisPID asks the redis-server at addr for its process id.
-func redisPID(addr string) (int, error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
-		return 0, err
-	}
-	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return 0, err
-		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			return strconv.Atoi(v)
-		}
-	}
 }
