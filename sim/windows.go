@@ -5,8 +5,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/slidinglog"
+	"github.com/sluicehq/sluice/algorithm/window"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -86,8 +86,8 @@ func (o WindowsOptions) withDefaults() (WindowsOptions, error) {
 	return o, nil
 }
 
-// Windows compares the sliding window counter (internal/algorithm/window) with the
-// exact sliding window log (internal/algorithm/slidinglog) on a long trace of many
+// Windows compares the sliding window counter (algorithm/window) with the
+// exact sliding window log (algorithm/slidinglog) on a long trace of many
 // Poisson sources, Cloudflare's accuracy study in miniature.
 //
 // As in Cloudflare's measurement, both count every request, admitted or

@@ -47,8 +47,8 @@ var allowed = map[string][]string{
 	"backoff":                  {},
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
-	"memstore":   {"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
-	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/transport/rawconn"},
+	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
+	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
@@ -57,14 +57,14 @@ var allowed = map[string][]string{
 	// Load shedders by priority: the fleet shedder holds inflight leases.
 	"shed": {"inflight"},
 	// The algorithms, pure: the vocabulary only.
-	"internal/algorithm/gcra":       {"ratelimit"},
-	"internal/algorithm/window":     {"ratelimit"},
-	"internal/algorithm/slidinglog": {"ratelimit"},
+	"algorithm/gcra":       {"ratelimit"},
+	"algorithm/window":     {"ratelimit"},
+	"algorithm/slidinglog": {"ratelimit"},
 	// The vocabulary and its conformance suite.
 	"ratelimit":               {},
 	"ratelimit/ratelimittest": {"ratelimit"},
 	// Simulations drive the real pure components.
-	"sim": {"adaptive", "backoff", "inflight", "memstore", "ratelimit", "retry", "shed", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
+	"sim": {"adaptive", "backoff", "inflight", "memstore", "ratelimit", "retry", "shed", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
 	// What both servers share, below them.
 	"internal/server/admin":      {},
 	"internal/server/eventlog":   {},
@@ -90,7 +90,7 @@ var allowed = map[string][]string{
 }
 
 // core may import only the standard library (and each other).
-var core = []string{"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog", "memstore", "backoff", "retry", "adaptive", "breaker", "inflight"}
+var core = []string{"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog", "memstore", "backoff", "retry", "adaptive", "breaker", "inflight"}
 
 type pkg struct {
 	path    string   // relative to the module
