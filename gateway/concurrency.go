@@ -21,7 +21,7 @@ import (
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/inflight/redisinflight"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
-	"github.com/sluicehq/sluice/internal/server/storeurl"
+	"github.com/sluicehq/sluice/storeurl"
 	"github.com/sluicehq/sluice/shed"
 )
 

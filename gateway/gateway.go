@@ -24,7 +24,7 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
-	"github.com/sluicehq/sluice/internal/server/storeurl"
+	"github.com/sluicehq/sluice/storeurl"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"

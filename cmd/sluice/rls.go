@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/server/admin"
-	"github.com/sluicehq/sluice/internal/server/storeurl"
+	"github.com/sluicehq/sluice/storeurl"
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/server/control"
-	"github.com/sluicehq/sluice/internal/server/storeurl"
+	"github.com/sluicehq/sluice/storeurl"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rls"
 )

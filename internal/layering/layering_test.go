@@ -23,11 +23,11 @@ const module = "github.com/sluicehq/sluice"
 var allowed = map[string][]string{
 	// The command: the only importer of the transport.
 	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
-		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl", "internal/server/tlsreload", "internal/server/control"},
+		"internal/transport/h2grpc", "internal/server/admin", "storeurl", "internal/server/tlsreload", "internal/server/control"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
-		"internal/server/admin", "internal/server/eventlog", "internal/server/storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
+		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
 		"internal/server/status", "internal/server/control"},
 	"rls/xds": {"rules"},
 	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch", "internal/server/status", "internal/server/control"},
@@ -49,6 +49,8 @@ var allowed = map[string][]string{
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
 	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn"},
+	// The store opener, beside the stores: a URL to a store, for both servers.
+	"storeurl": {"memstore", "redisstore", "ratelimit"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
@@ -70,7 +72,6 @@ var allowed = map[string][]string{
 	"internal/server/eventlog":   {},
 	"internal/server/rlheader":   {"ratelimit", "internal/server/sfv"},
 	"internal/server/sfv":        {},
-	"internal/server/storeurl":   {"memstore", "redisstore", "ratelimit"},
 	"internal/server/watch":      {},
 	"internal/server/topk":       {},
 	"internal/server/status":     {"internal/server/topk"},

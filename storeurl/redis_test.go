@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/server/storeurl"
+	"github.com/sluicehq/sluice/storeurl"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/internal/testharness/testcerts"
 	"github.com/sluicehq/sluice/ratelimit"

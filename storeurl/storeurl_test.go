@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/internal/server/storeurl"
+	"github.com/sluicehq/sluice/storeurl"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
 )

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluicehq/sluice/internal/server/storeurl"
+	"github.com/sluicehq/sluice/storeurl"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
