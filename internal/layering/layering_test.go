@@ -17,7 +17,7 @@ const module = "github.com/sluicehq/sluice"
 // allowed is the one table of imports: for every package of the module,
 // the packages of the module it may import (directly; its own imports
 // then follow their rows). A package not listed fails the test, so a new
-// package states its place when it is added. The rows follow DESIGN.md's
+// package states its place when it is added. The rows follow the
 // layers, top to bottom; "std" marks the packages that may import nothing
 // but the standard library and each other (the core).
 var allowed = map[string][]string{
@@ -88,6 +88,68 @@ var allowed = map[string][]string{
 	"internal/layering":              {},
 	"internal/docsrun":               {},
 	"abuse":                          {},
+}
+
+// modules is the one table of third-party imports: for every module the
+// repository uses, the packages that may import it directly. The core
+// (below) imports none; Redis, gRPC and Prometheus stay where they are
+// needed, so a user of the middleware or the client pulls in none of them.
+var modules = map[string][]string{
+	"github.com/redis/rueidis":               {"redisstore", "inflight/redisinflight", "storeurl", "gateway"},
+	"github.com/prometheus/client_golang":    {"cmd/sluice", "gateway", "rls", "rls/xds", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload"},
+	"google.golang.org/grpc":                 {"cmd/sluice", "rls", "rls/xds", "internal/transport/h2grpc"},
+	"google.golang.org/protobuf":             {"rls", "rls/xds", "internal/transport/h2grpc"},
+	"google.golang.org/genproto/googleapis":  {"rls/xds"},
+	"github.com/envoyproxy/go-control-plane": {"rls", "rls/xds"},
+	"github.com/lyft/gostats":                {"rls"},
+	"go.yaml.in/yaml/v3":                     {"internal/config/yamlnode", "rules", "gateway", "cmd/sluice"},
+	"golang.org/x/net":                       {"cmd/sluice", "gateway", "rls", "httpclient", "internal/transport/h2grpc"},
+	"golang.org/x/term":                      {"cmd/sluice"},
+	// The client's parsers of what servers send: maintained libraries
+	// rather than string splitting of our own.
+	"github.com/dunglas/httpsfv":  {"httpclient"},
+	"github.com/temoto/robotstxt": {"robots"},
+}
+
+// moduleOf is the row of modules that holds the import path p, or "".
+func moduleOf(p string) string {
+	best := ""
+	for m := range modules {
+		if (p == m || strings.HasPrefix(p, m+"/")) && len(m) > len(best) {
+			best = m
+		}
+	}
+	return best
+}
+
+// TestThirdPartyImportsFollowTheTable: every import of a third-party
+// package is allowed by its module's row, and every row is used.
+func TestThirdPartyImportsFollowTheTable(t *testing.T) {
+	used := map[string]bool{}
+	for _, p := range packages(t) {
+		for _, imp := range p.imports {
+			if isStd(imp) || strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			m := moduleOf(imp)
+			if m == "" {
+				t.Errorf("%s imports %s, whose module has no row in internal/layering's modules table: add one (and say why the project needs it)", p.path, imp)
+				continue
+			}
+			if !slices.Contains(modules[m], p.path) {
+				t.Errorf("%s imports %s, which the row of %s does not allow", p.path, imp, m)
+				continue
+			}
+			used[m+" "+p.path] = true
+		}
+	}
+	for m, importers := range modules {
+		for _, p := range importers {
+			if !used[m+" "+p] {
+				t.Errorf("the modules table lets %s import %s, which it does not: remove it from the row", p, m)
+			}
+		}
+	}
 }
 
 // core may import only the standard library (and each other).
@@ -163,8 +225,7 @@ func TestImportsFollowTheTable(t *testing.T) {
 	}
 }
 
-// TestCoreIsStandardLibraryOnly: the core packages (DESIGN.md,
-// Conventions) import only the standard library and each other.
+// TestCoreIsStandardLibraryOnly: the core packages import only the standard library and each other.
 func TestCoreIsStandardLibraryOnly(t *testing.T) {
 	byPath := map[string]pkg{}
 	for _, p := range packages(t) {
