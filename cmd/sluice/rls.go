@@ -18,12 +18,12 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/server/admin"
-	"github.com/sluicehq/sluice/storeurl"
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // rlsGCPercent is --gc-percent's default: under bench/rls's load it cut
