@@ -84,7 +84,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := store.Register(srv.Registry()); err != nil {
 		return err
 	}
-	if err := registerRuntimeMetrics(srv.Registry()); err != nil {
+	if err := admin.RegisterRuntime(srv.Registry()); err != nil {
 		return err
 	}
 	if err := setRLSAdmin(srv, store, f.adminTokenFile, f.onError); err != nil {

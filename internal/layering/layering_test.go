@@ -96,7 +96,7 @@ var allowed = map[string][]string{
 // needed, so a user of the middleware or the client pulls in none of them.
 var modules = map[string][]string{
 	"github.com/redis/rueidis":               {"redisstore", "inflight/redisinflight", "storeurl", "gateway"},
-	"github.com/prometheus/client_golang":    {"cmd/sluice", "gateway", "rls", "rls/xds", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload"},
+	"github.com/prometheus/client_golang":    {"cmd/sluice", "gateway", "rls", "rls/xds", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload", "internal/server/admin"},
 	"google.golang.org/grpc":                 {"cmd/sluice", "rls", "rls/xds", "internal/transport/h2grpc"},
 	"google.golang.org/protobuf":             {"rls", "rls/xds", "internal/transport/h2grpc"},
 	"google.golang.org/genproto/googleapis":  {"rls/xds"},
