@@ -306,9 +306,16 @@ type Route struct {
 	Cost            int64
 	CostHeader      string
 	Descriptors     []httplimit.Descriptor
-	// RefundOn (refund_on) lists the response statuses on which what a
-	// request was charged is given back (refund.go); empty: never.
-	RefundOn StatusSet
+	// RefundOn (refund_on) lists the upstream's response statuses on
+	// which what a request was charged is given back (refund.go); empty:
+	// never. RefundOnGateway holds the gateway's own failures refund_on
+	// names (upstream_timeout, upstream_unreachable): a 502 or 504 in
+	// RefundOn is the upstream's own answer, not the gateway's.
+	RefundOn        StatusSet
+	RefundOnGateway GatewayFailures
+	// RefundBudget (refund_budget) bounds the refunds per rule, caller and
+	// window (httplimit.Middleware.RefundBudget); 0 is its default.
+	RefundBudget float64
 }
 
 // ParseFile reads and parses a config file.
@@ -693,7 +700,7 @@ var methods = map[string]bool{
 
 func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	var r Route
-	var pathLine, patternLine int
+	var pathLine, patternLine, budgetLine int
 	d.fields(n, path, map[string]func(k, v *yaml.Node){
 		"path": func(k, v *yaml.Node) {
 			pathLine = v.Line
@@ -728,8 +735,13 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 			})
 		},
 		"upstream_timeout": func(k, v *yaml.Node) { r.UpstreamTimeout = d.duration(v, yamlnode.Join(path, "upstream_timeout")) },
-		"refund_on":        func(k, v *yaml.Node) { r.RefundOn = d.refundOn(v, yamlnode.Join(path, "refund_on")) },
-		"cost":             func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
+		"refund_on": func(k, v *yaml.Node) {
+			r.RefundOn, r.RefundOnGateway = d.refundOn(v, yamlnode.Join(path, "refund_on"))
+		},
+		"refund_budget": func(k, v *yaml.Node) {
+			r.RefundBudget, budgetLine = d.refundBudget(v, yamlnode.Join(path, "refund_budget")), v.Line
+		},
+		"cost": func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
 		"cost_header": func(k, v *yaml.Node) {
 			p := yamlnode.Join(path, "cost_header")
 			r.CostHeader = d.str(v, p)
@@ -778,6 +790,10 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	}
 	if r.UpstreamTimeout == 0 {
 		r.UpstreamTimeout = c.UpstreamTimeout
+	}
+	if budgetLine != 0 && len(r.RefundOn) == 0 && r.RefundOnGateway == 0 {
+		c.Warnings = append(c.Warnings, rules.Problem{File: d.file, Line: budgetLine, Path: yamlnode.Join(path, "refund_budget"),
+			Msg: "warning: refund_budget without refund_on: nothing is refunded"}.Error())
 	}
 	return r
 }
