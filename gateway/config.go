@@ -700,7 +700,8 @@ var methods = map[string]bool{
 
 func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	var r Route
-	var pathLine, patternLine, budgetLine int
+	var pathLine, patternLine int
+	refundOn, refundBudget, refundsDone := d.refunds(&r, path, c)
 	d.fields(n, path, map[string]func(k, v *yaml.Node){
 		"path": func(k, v *yaml.Node) {
 			pathLine = v.Line
@@ -735,13 +736,9 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 			})
 		},
 		"upstream_timeout": func(k, v *yaml.Node) { r.UpstreamTimeout = d.duration(v, yamlnode.Join(path, "upstream_timeout")) },
-		"refund_on": func(k, v *yaml.Node) {
-			r.RefundOn, r.RefundOnGateway = d.refundOn(v, yamlnode.Join(path, "refund_on"))
-		},
-		"refund_budget": func(k, v *yaml.Node) {
-			r.RefundBudget, budgetLine = d.refundBudget(v, yamlnode.Join(path, "refund_budget")), v.Line
-		},
-		"cost": func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
+		"refund_on":        refundOn,
+		"refund_budget":    refundBudget,
+		"cost":             func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
 		"cost_header": func(k, v *yaml.Node) {
 			p := yamlnode.Join(path, "cost_header")
 			r.CostHeader = d.str(v, p)
@@ -791,10 +788,7 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	if r.UpstreamTimeout == 0 {
 		r.UpstreamTimeout = c.UpstreamTimeout
 	}
-	if budgetLine != 0 && len(r.RefundOn) == 0 && r.RefundOnGateway == 0 {
-		c.Warnings = append(c.Warnings, rules.Problem{File: d.file, Line: budgetLine, Path: yamlnode.Join(path, "refund_budget"),
-			Msg: "warning: refund_budget without refund_on: nothing is refunded"}.Error())
-	}
+	refundsDone()
 	return r
 }
 

@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
+	"github.com/sluicehq/sluice/rules"
 )
 
 // StatusRange is an inclusive range of HTTP status codes.
@@ -107,6 +108,24 @@ func parseStatus(s string) (int, error) {
 		return 0, fmt.Errorf("status %d is not a final response status (200 to 599)", n)
 	}
 	return n, nil
+}
+
+// refunds returns the decoders of route r's refund_on and refund_budget,
+// and done, which warns (once the route is read) about a budget on a
+// route that refunds nothing.
+func (d *decoder) refunds(r *Route, path string, c *Config) (on, budget func(k, v *yaml.Node), done func()) {
+	budgetLine := 0
+	on = func(_, v *yaml.Node) { r.RefundOn, r.RefundOnGateway = d.refundOn(v, yamlnode.Join(path, "refund_on")) }
+	budget = func(_, v *yaml.Node) {
+		r.RefundBudget, budgetLine = d.refundBudget(v, yamlnode.Join(path, "refund_budget")), v.Line
+	}
+	done = func() {
+		if budgetLine != 0 && len(r.RefundOn) == 0 && r.RefundOnGateway == 0 {
+			c.Warnings = append(c.Warnings, rules.Problem{File: d.file, Line: budgetLine, Path: yamlnode.Join(path, "refund_budget"),
+				Msg: "warning: refund_budget without refund_on: nothing is refunded"}.Error())
+		}
+	}
+	return on, budget, done
 }
 
 // refundOn reads a route's refund_on: a list of statuses, ranges, classes
