@@ -3,9 +3,6 @@ package httplimit_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,18 +52,9 @@ descriptors:
 				mw := &httplimit.Middleware{Store: store, Rules: mustRules(b, big), Domain: "test", Descriptors: identityDescriptors(),
 					RefundOn: httplimit.RefundStatuses(http.StatusServiceUnavailable)}
 				h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(path.status) }))
-				var n atomic.Int64
 				b.ReportAllocs()
 				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					r := httptest.NewRequest("GET", "/", nil)
-					r.RemoteAddr = "10.0.0." + strconv.Itoa(int(n.Add(1)%250)) + ":1"
-					w := &nopWriter{h: http.Header{}}
-					for pb.Next() {
-						clear(w.h)
-						h.ServeHTTP(w, r)
-					}
-				})
+				serveParallel(b, h)
 			})
 		}
 	}
