@@ -301,9 +301,16 @@ type Route struct {
 	Cost            int64
 	CostHeader      string
 	Descriptors     []httplimit.Descriptor
-	// RefundOn (refund_on) lists the response statuses on which what a
-	// request was charged is given back (refund.go); empty: never.
-	RefundOn StatusSet
+	// RefundOn (refund_on) lists the upstream's response statuses on
+	// which what a request was charged is given back (refund.go); empty:
+	// never. RefundOnGateway holds the gateway's own failures refund_on
+	// names (upstream_timeout, upstream_unreachable): a 502 or 504 in
+	// RefundOn is the upstream's own answer, not the gateway's.
+	RefundOn        StatusSet
+	RefundOnGateway GatewayFailures
+	// RefundBudget (refund_budget) bounds the refunds per rule, caller and
+	// window (httplimit.Middleware.RefundBudget); 0 is its default.
+	RefundBudget float64
 }
 
 // ParseFile reads and parses a config file.
@@ -457,6 +464,7 @@ var methods = map[string]bool{
 func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	var r Route
 	var pathLine, patternLine int
+	refundOn, refundBudget, refundsDone := d.refunds(&r, path, c)
 	d.fields(n, path, map[string]func(k, v *yaml.Node){
 		"path": func(k, v *yaml.Node) {
 			pathLine = v.Line
@@ -480,7 +488,8 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 		},
 		"methods":          func(k, v *yaml.Node) { r.Methods = d.methods(v, yamlnode.Join(path, "methods")) },
 		"upstream_timeout": func(k, v *yaml.Node) { r.UpstreamTimeout = d.duration(v, yamlnode.Join(path, "upstream_timeout")) },
-		"refund_on":        func(k, v *yaml.Node) { r.RefundOn = d.refundOn(v, yamlnode.Join(path, "refund_on")) },
+		"refund_on":        refundOn,
+		"refund_budget":    refundBudget,
 		"cost":             func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
 		"cost_header": func(k, v *yaml.Node) {
 			p := yamlnode.Join(path, "cost_header")
@@ -511,6 +520,7 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	if r.UpstreamTimeout == 0 {
 		r.UpstreamTimeout = c.UpstreamTimeout
 	}
+	refundsDone()
 	return r
 }
 

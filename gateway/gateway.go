@@ -399,7 +399,8 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			DisabledRules: cfg.DisabledRules,
 			OnStoreError:  cfg.OnStoreError,
 			ResetJitter:   cfg.ResetJitter,
-			RefundOn:      rc.RefundOn.refundOn(),
+			RefundOn:      refundHook(rc.RefundOn, rc.RefundOnGateway),
+			RefundBudget:  rc.RefundBudget,
 			Observe:       observe,
 			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
@@ -478,13 +479,14 @@ func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *i
 		Transport:  tr,
 		BufferPool: proxyBuffers{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			status := http.StatusBadGateway
+			status, failure := http.StatusBadGateway, UpstreamUnreachable
 			if errors.Is(err, context.DeadlineExceeded) {
-				status = http.StatusGatewayTimeout
+				status, failure = http.StatusGatewayTimeout, UpstreamTimeout
 			}
 			if r.Context().Err() != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded) {
 				return // the client went away
 			}
+			markFailure(r.Context(), failure) // for refund_on: the gateway's own answer, not the upstream's
 			g.log.Warn("gateway: upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
 			httplimit.WriteProblem(w, httplimit.Problem{Status: status, Detail: "the upstream did not answer"})
 		},

@@ -54,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // ruleCounters are one rule's counters, looked up once per config.
 type ruleCounters struct {
-	outcomes [5]prometheus.Counter // by httplimit.Outcome (refunded too)
+	outcomes [6]prometheus.Counter // by httplimit.Outcome (refunded and refund_refused too)
 	shadow   prometheus.Counter
 	storeErr prometheus.Counter
 }
