@@ -7,7 +7,13 @@ func (t *TopK) ShardOf(key string) int {
 	if len(key) > t.maxKey {
 		key = key[:t.maxKey]
 	}
-	return t.shardIndex(key)
+	s := t.shardFor(key)
+	for i := range t.shards {
+		if &t.shards[i] == s {
+			return i
+		}
+	}
+	panic("topk: a key's shard is not the TopK's")
 }
 
 // ShardCounters is the number of counters of shard i.

@@ -107,7 +107,7 @@ func (t *TopK) RecordAt(key string, at time.Time) {
 		key = key[:t.maxKey]
 	}
 	now := at.UnixNano()
-	s := &t.shards[t.shardIndex(key)]
+	s := t.shardFor(key)
 	s.mu.Lock()
 	s.total++
 	if c := s.idx[key]; c != nil {
@@ -137,12 +137,12 @@ func (t *TopK) RecordAt(key string, at time.Time) {
 	s.mu.Unlock()
 }
 
-// shardIndex is the shard that counts key (already cut to maxKey).
-func (t *TopK) shardIndex(key string) int {
+// shardFor is the shard that counts key (already cut to maxKey).
+func (t *TopK) shardFor(key string) *shard {
 	if len(t.shards) == 1 {
-		return 0
+		return &t.shards[0]
 	}
-	return int(maphash.String(t.seed, key) % uint64(len(t.shards)))
+	return &t.shards[maphash.String(t.seed, key)%uint64(len(t.shards))]
 }
 
 // Top returns the n heaviest keys, heaviest first (ties: the most recent
