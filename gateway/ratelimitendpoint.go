@@ -58,8 +58,7 @@ func (h *rateLimitEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, err := h.resolver.Resolve(r)
 	if err != nil {
 		if errors.Is(err, identity.ErrUnauthorized) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-			problem(w, http.StatusUnauthorized, "invalid credentials")
+			h.o.g.refuse(w, r, err)
 			return
 		}
 		problem(w, http.StatusInternalServerError, "cannot identify the caller")

@@ -55,7 +55,7 @@ func newOps(ctx context.Context, g *Gateway) (*ops, error) {
 	}
 	o.page = &status.Server{Name: "gateway", Recorder: o.rec, Logger: g.log, Store: o.storeInfo, Lookup: o.lookup,
 		Enforce: o.enforce, Notes: o.notes}
-	o.api = &control.API{Control: o.control, Token: o.adminToken, Targets: o.targets, Rules: o.ruleNames, Logger: g.log, Actions: actions}
+	o.api = &control.API{Control: o.control, Token: o.adminToken, Targets: o.targets, Rules: o.ruleNames, Logger: g.log, Actions: actions, Events: g.events}
 	switch {
 	case g.st.Redis != nil:
 		o.api.Resetter = g.st.Redis

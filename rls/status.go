@@ -67,7 +67,7 @@ func (s *Server) SetAdmin(token string, resetter ratelimit.Resetter, settings co
 		old.Close()
 	}
 	o.api.Store(&control.API{Control: o.control.Load(), Token: func() string { return token }, Targets: o.targets,
-		Rules: o.ruleKeys, Resetter: resetter, Logger: s.log, Actions: actions})
+		Rules: o.ruleKeys, Resetter: resetter, Logger: s.log, Actions: actions, Events: s.events})
 }
 
 // SetFailurePolicy names, on the status page, what the server answers

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -71,6 +73,11 @@ type API struct {
 	// Actions counts every call: sluice_admin_actions_total{action,result}
 	// (NewActions).
 	Actions *prometheus.CounterVec
+	// Events, when not nil, takes the calls refused for their token
+	// (eventlog.Unauthorized, rule "admin_token", the caller's address),
+	// so a flood of bad tokens writes a bounded number of lines; nil logs
+	// each one.
+	Events *eventlog.Log
 }
 
 // NewActions registers and returns sluice_admin_actions_total.
@@ -155,7 +162,12 @@ func (a *API) guard(action string, h func(ctx context.Context, req *request) (an
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			a.count(action, "unauthorized")
-			a.log().Warn("admin: unauthorized call", "action", action, "remote", r.RemoteAddr)
+			if a.Events != nil {
+				host, _, _ := net.SplitHostPort(r.RemoteAddr)
+				a.Events.Report(eventlog.Unauthorized, "admin_token", host, nil)
+			} else {
+				a.log().Warn("admin: unauthorized call", "action", action, "remote", r.RemoteAddr)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-admin"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a valid bearer token is required"})
 			return
