@@ -71,8 +71,12 @@ routes:
 		{"not_yet_valid", func(i int) (string, string) {
 			return "Authorization", "Bearer " + hs256(with("nbf", now.Add(time.Duration(i+1)*time.Hour).Unix()), secret)
 		}},
-		{"wrong_issuer", func(i int) (string, string) { return "Authorization", "Bearer " + hs256(with("iss", fmt.Sprint("evil", i)), secret) }},
-		{"wrong_audience", func(i int) (string, string) { return "Authorization", "Bearer " + hs256(with("aud", fmt.Sprint("web", i)), secret) }},
+		{"wrong_issuer", func(i int) (string, string) {
+			return "Authorization", "Bearer " + hs256(with("iss", fmt.Sprint("evil", i)), secret)
+		}},
+		{"wrong_audience", func(i int) (string, string) {
+			return "Authorization", "Bearer " + hs256(with("aud", fmt.Sprint("web", i)), secret)
+		}},
 	}
 	for _, k := range kinds {
 		for i := range each {

@@ -18,7 +18,9 @@ func TestReasonOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := func(kv ...any) string { return sign(t, HS256, claims(append([]any{"iss", "iss", "aud", "api"}, kv...)...), hsSecret) }
+	good := func(kv ...any) string {
+		return sign(t, HS256, claims(append([]any{"iss", "iss", "aud", "api"}, kv...)...), hsSecret)
+	}
 	for _, c := range []struct {
 		name   string
 		header string // "Authorization: …" or "X-API-Key: …"
