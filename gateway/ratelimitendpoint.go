@@ -73,6 +73,7 @@ func (h *rateLimitEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	checks, err := h.o.checksFor(h.cfg, r, id)
+	checks = h.o.door.Limited(checks)
 	if err != nil {
 		problem(w, http.StatusInternalServerError, "cannot resolve the rate limits")
 		return
@@ -89,7 +90,7 @@ func (h *rateLimitEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if _, dup := out.Resources[name]; dup {
 			continue
 		}
-		d, err := h.o.peek(ctx, c)
+		d, err := h.o.door.PeekCheck(ctx, c)
 		if err != nil {
 			problem(w, http.StatusServiceUnavailable, "the rate limit store is unavailable")
 			return

@@ -65,8 +65,10 @@ type API struct {
 	// Targets returns the store keys identity has on rule ("" every rule).
 	// An identity that is a store key names itself.
 	Targets func(ctx context.Context, identity, rule string) ([]Target, error)
-	// Rules returns the names of the rules that may be changed.
-	Rules func() []string
+	// Rules returns the IDs of the rules that rule names: a rule's ID, or
+	// a name several rules may share; none when it names no rule that may
+	// be changed. Enforcements are kept by ID.
+	Rules func(rule string) []string
 	// Resetter forgets a key (the store); nil refuses resets.
 	Resetter ratelimit.Resetter
 	Logger   *slog.Logger
@@ -222,18 +224,19 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-func (a *API) knownRule(rule string) error {
+// knownRule returns the IDs of the rules rule names.
+func (a *API) knownRule(rule string) ([]string, error) {
 	if rule == "" {
-		return invalid("rule is required")
+		return nil, invalid("rule is required")
 	}
+	var ids []string
 	if a.Rules != nil {
-		for _, r := range a.Rules() {
-			if r == rule {
-				return nil
-			}
-		}
+		ids = a.Rules(rule)
 	}
-	return invalid("no rule named %q", rule)
+	if len(ids) == 0 {
+		return nil, invalid("no rule named %q", rule)
+	}
+	return ids, nil
 }
 
 func (a *API) targets(ctx context.Context, req *request) ([]Target, error) {
@@ -244,7 +247,7 @@ func (a *API) targets(ctx context.Context, req *request) ([]Target, error) {
 		return nil, invalid("identity is longer than 1024 bytes")
 	}
 	if req.Rule != "" {
-		if err := a.knownRule(req.Rule); err != nil {
+		if _, err := a.knownRule(req.Rule); err != nil {
 			return nil, err
 		}
 	}
@@ -342,25 +345,31 @@ func (a *API) deleteOverride(ctx context.Context, req *request) (any, []any, err
 
 func (a *API) setEnforce(ctx context.Context, req *request) (any, []any, error) {
 	attrs := []any{"rule", req.Rule}
-	if err := a.knownRule(req.Rule); err != nil {
+	ids, err := a.knownRule(req.Rule)
+	if err != nil {
 		return nil, attrs, err
 	}
 	if req.Percent == nil || !(*req.Percent >= 0 && *req.Percent <= 100) {
 		return nil, attrs, invalid("percent: want a number from 0 to 100")
 	}
-	if err := a.Control.SetEnforce(ctx, req.Rule, *req.Percent); err != nil {
-		return nil, attrs, err
+	for _, id := range ids {
+		if err := a.Control.SetEnforce(ctx, id, *req.Percent); err != nil {
+			return nil, attrs, err
+		}
 	}
-	return Enforcement{Rule: req.Rule, Percent: *req.Percent}, append(attrs, "percent", *req.Percent), nil
+	return Enforcement{Rule: req.Rule, Percent: *req.Percent}, append(attrs, "ids", ids, "percent", *req.Percent), nil
 }
 
 func (a *API) deleteEnforce(ctx context.Context, req *request) (any, []any, error) {
 	attrs := []any{"rule", req.Rule}
-	if err := a.knownRule(req.Rule); err != nil {
+	ids, err := a.knownRule(req.Rule)
+	if err != nil {
 		return nil, attrs, err
 	}
-	if err := a.Control.DeleteEnforce(ctx, req.Rule); err != nil {
-		return nil, attrs, err
+	for _, id := range ids {
+		if err := a.Control.DeleteEnforce(ctx, id); err != nil {
+			return nil, attrs, err
+		}
 	}
 	return map[string]string{"rule": req.Rule, "enforce": "as configured"}, attrs, nil
 }
