@@ -54,7 +54,9 @@ func newOps(ctx context.Context, g *Gateway) (*ops, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	o.door = &status.Door{Recorder: o.rec, Control: func() *control.Control { return o.control }, Checks: o.syntheticChecks,
-		Peek: func(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) { return o.g.store.Apply(ctx, req) },
+		Peek: func(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+			return o.g.store.Apply(ctx, req)
+		},
 		Shadow: func() bool { return o.g.Config().Shadow }}
 	o.page = &status.Server{Name: "gateway", Recorder: o.rec, Logger: g.log, Store: o.storeInfo, Lookup: o.door.Lookup,
 		Enforce: o.door.Enforce, Notes: o.notes}
