@@ -45,7 +45,9 @@ func newOps(s *Server) *ops {
 	o := &ops{s: s, rec: status.NewRecorder(status.Options{Now: s.now})}
 	o.control.Store(control.New(context.Background(), control.Options{Logger: s.log, Now: s.now}))
 	o.door = &status.Door{Recorder: o.rec, Control: o.control.Load, Checks: o.checksFor, Now: s.now,
-		Peek:   func(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) { return s.store.Apply(ctx, req) },
+		Peek: func(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+			return s.store.Apply(ctx, req)
+		},
 		Shadow: func() bool { return s.shadow }}
 	o.page = &status.Server{Name: "rls", Recorder: o.rec, Logger: s.log, Lookup: o.door.Lookup, Enforce: o.door.Enforce,
 		Store: o.storeInfo}
