@@ -14,7 +14,7 @@ import (
 
 // doorFixture is a Door over two domains whose rules share a name, as
 // both servers build theirs.
-func doorFixture(t *testing.T) (*status.Door, *control.Control, *bool) {
+func doorFixture(t testing.TB) (*status.Door, *control.Control, *bool) {
 	t.Helper()
 	var cfgs []*rules.Config
 	for _, f := range []struct{ name, yaml string }{
@@ -141,5 +141,32 @@ func TestDoorEnforceAndLookup(t *testing.T) {
 	}
 	if peeks, _ := d.Lookup(ctx, "10.0.0.1"); len(peeks) != 2 || !peeks[0].Shadow || !peeks[1].Shadow {
 		t.Errorf("server-wide shadow: lookup %+v, want every peek shadow", peeks)
+	}
+}
+
+// BenchmarkDoorAdjustLimit is the servers' per-check hot path: with no
+// admin setting, and with a percentage on the rule.
+func BenchmarkDoorAdjustLimit(b *testing.B) {
+	d, ctl, _ := doorFixture(b)
+	set, err := rules.Parse("b.yaml", []byte("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {name: per-ip, algorithm: token_bucket, unit: hour, requests_per_unit: 3}\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := set.Rules()[0]
+	for _, name := range []string{"none", "percent"} {
+		if name == "percent" {
+			if err := ctl.SetEnforce(context.Background(), status.RuleID(r), 50); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					lim, shadow := r.Limit, false
+					d.AdjustLimit(r, "sl:token_bucket:3600000ms:edge_remote%5Faddress_10.0.0.1_", &lim, &shadow)
+				}
+			})
+		})
 	}
 }
