@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -227,4 +229,33 @@ func checkDockerRun(t *testing.T, path string) int {
 		n++
 	}
 	return n
+}
+
+// TestDeployUnitVariables: every SLUICE_* variable a unit sets is one its
+// command reads (the command would refuse to start otherwise).
+func TestDeployUnitVariables(t *testing.T) {
+	units, err := filepath.Glob(filepath.Join("..", "..", "deploy", "*.service"))
+	if err != nil || len(units) == 0 {
+		t.Fatalf("no units: %v", err)
+	}
+	envRE := regexp.MustCompile(`(?m)^#?\s*Environment=(SLUICE_[A-Z0-9_]+)=`)
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := execStart.FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s: no ExecStart running sluice", u)
+		}
+		cmd := string(m[1])
+		var help strings.Builder
+		run(context.Background(), []string{cmd, "--help"}, io.Discard, &help)
+		for _, v := range envRE.FindAllSubmatch(b, -1) {
+			name := string(v[1])
+			if !strings.Contains(help.String(), "(env "+name) && !slices.Contains(otherEnv["sluice "+cmd], name) {
+				t.Errorf("%s: sets %s, which sluice %s does not read", u, name, cmd)
+			}
+		}
+	}
 }
