@@ -343,8 +343,14 @@ func (f *rlsFlags) grpcServer(log *slog.Logger, tr rls.Transport) grpcServerImpl
 	return grpc.NewServer(tr.GRPCOptions()...)
 }
 
+// rlsDrainTimeout bounds sluice rls's drain: requests in flight get this
+// long to finish after SIGTERM. The deploy artefacts stop it after this
+// plus a margin (TestDeployStopTimeouts).
+const rlsDrainTimeout = 10 * time.Second
+
 // serveRLS serves until ctx is done or a server fails, then drains:
-// NOT_SERVING first, then requests in flight finish (10 s at most).
+// NOT_SERVING first, then requests in flight finish (rlsDrainTimeout at
+// most).
 func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImpl, l *rlsListeners) error {
 	var hs, ds *http.Server
 	if l.http != nil {
@@ -392,7 +398,7 @@ func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImp
 	}
 	srv.Shutdown()
 	stop()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), rlsDrainTimeout)
 	defer cancel()
 	if hs != nil {
 		hs.Shutdown(sctx)

@@ -23,7 +23,8 @@ const module = "github.com/sluicehq/sluice"
 var allowed = map[string][]string{
 	// The command: the only importer of the transport.
 	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
-		"internal/transport/h2grpc", "internal/server/admin", "storeurl", "internal/server/tlsreload", "internal/server/control"},
+		"internal/transport/h2grpc", "internal/server/admin", "storeurl", "internal/server/tlsreload", "internal/server/control",
+		"internal/config/didyoumean"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
@@ -74,8 +75,8 @@ var allowed = map[string][]string{
 	"internal/server/sfv":        {},
 	"internal/server/watch":      {},
 	"internal/server/topk":       {},
-	"internal/server/status":     {"internal/server/topk"},
-	"internal/server/control":    {"ratelimit"},
+	"internal/server/status":     {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},
+	"internal/server/control":    {"ratelimit", "internal/server/eventlog"},
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
 	"internal/config/didyoumean": {},
