@@ -1,0 +1,79 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/internal/redislink"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// The failure path: what Redis could not decide (a failed call, or the
+// breaker of the request's node open) goes to Options.OnError.
+
+// report gives node's breaker the outcome of a call to it (err nil: Redis
+// answered), and OnFailure its error.
+func (s *Store) report(node *redislink.Node, err error) {
+	if err == nil {
+		node.OK()
+		return
+	}
+	node.Fail(err, false)
+	if s.opts.OnFailure != nil {
+		s.opts.OnFailure(err)
+	}
+}
+
+// failure wraps an error from the client.
+func (s *Store) failure(err error, n int) error {
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		msg := re.Error()
+		if strings.Contains(msg, "script") || strings.Contains(msg, "Lua") || strings.HasPrefix(msg, "WRONGTYPE") {
+			return fmt.Errorf("%w: redis replied %q", ErrScript, msg)
+		}
+		return fmt.Errorf("%w: redis replied %q (batch of %d)", ErrUnavailable, msg, n)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: no reply within %v (batch of %d)", ErrUnavailable, s.opts.Timeout, n)
+	}
+	return fmt.Errorf("%w: %v (batch of %d)", ErrUnavailable, err, n)
+}
+
+// failed applies the failure policy to req after err when fb is set, and
+// returns err otherwise.
+func (s *Store) failed(ctx context.Context, req ratelimit.Request, fb bool, err error) (ratelimit.Decision, error) {
+	if !fb {
+		return ratelimit.Decision{}, err
+	}
+	return s.fallback(ctx, req, err)
+}
+
+// fallback applies the failure policy to req after err.
+func (s *Store) fallback(ctx context.Context, req ratelimit.Request, err error) (ratelimit.Decision, error) {
+	s.policy.Add(1)
+	lim := req.Limit.Normalize()
+	if req.Refund && s.opts.OnError != Local && s.opts.OnError != ReturnError {
+		return ratelimit.Decision{Allowed: true, Limit: lim}, nil // nothing to give back to
+	}
+	if s.opts.OnError == Allow || s.opts.OnError == Deny {
+		switch {
+		case req.N > lim.Capacity(req.Algorithm):
+			return ratelimit.Decision{Limit: lim, Unsatisfiable: true}, nil
+		case req.N == 0:
+			return ratelimit.Decision{Allowed: true, Limit: lim}, nil
+		}
+	}
+	switch s.opts.OnError {
+	case Allow:
+		return ratelimit.Decision{Allowed: true, Limit: lim}, nil
+	case Deny:
+		return ratelimit.Decision{Limit: lim, RetryAfter: s.opts.BreakerCooldown}, nil
+	case Local:
+		return s.local.Apply(ctx, req)
+	}
+	return ratelimit.Decision{}, err
+}
