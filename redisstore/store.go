@@ -203,8 +203,8 @@ type Store struct {
 	deny       *denyCache
 	local      *memstore.Store
 	closed     atomic.Bool
-	policy     atomic.Uint64 // requests OnError answered
-	trials     atomic.Uint64 // callers' trials of a node whose breaker was open
+	policy     atomic.Uint64   // requests OnError answered
+	trials     atomic.Uint64   // callers' trials of a node whose breaker was open
 	calls      sync.Pool       // of *call
 	life       context.Context // canceled by Close: stops the prober and its probe
 	stop       context.CancelFunc
@@ -710,4 +710,3 @@ func (s *Store) Key(a ratelimit.Algorithm, key string) string { return s.key(sha
 func (s *Store) key(sh shape, key string) string {
 	return s.opts.Prefix + shapeInfo[sh].tag + "{" + key + "}"
 }
-
