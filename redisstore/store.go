@@ -665,6 +665,22 @@ func (s *Store) cacheClock(now time.Time) int64 {
 	return time.Now().UnixNano()
 }
 
+// Client returns the store's client, nil until the store first connected
+// (Open without Redis): for the in-flight store on the same Redis
+// (redisinflight.New, with its Options.Link set to Link), so that a server
+// opens one client. It stays the store's: Close closes it.
+func (s *Store) Client() rueidis.Client {
+	if cn := s.conn.Load(); cn != nil {
+		return cn.client
+	}
+	return nil
+}
+
+// Link returns the store's link to Redis: its breakers (one per Cluster
+// primary), callers' trials and background prober, for the in-flight store
+// on the same Redis (redisinflight's Options.Link).
+func (s *Store) Link() *redislink.Link { return s.link }
+
 // Health returns the state of the store's connection to Redis, for
 // metrics and readiness checks: whether decisions come from Redis or from
 // Options.OnError, since when, the last error, and counts of failures and

@@ -48,12 +48,14 @@ var allowed = map[string][]string{
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
-	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/transport/rawconn"},
+	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/transport/rawconn", "internal/redislink"},
+	// The one link to Redis of both Redis stores: breakers, trials, health.
+	"internal/redislink": {},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
 	"inflight/inflighttest":  {"inflight"},
-	"inflight/redisinflight": {"inflight", "ratelimit"},
+	"inflight/redisinflight": {"inflight", "ratelimit", "internal/redislink"},
 	// Load shedders by priority: the fleet shedder holds inflight leases.
 	"shed": {"inflight"},
 	// The algorithms, pure: the vocabulary only.
