@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/inflight"
+	"github.com/sluicehq/sluice/inflight/redisinflight"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
@@ -150,7 +152,22 @@ func TestClusterPrimaryLost(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	lim := ratelimit.Limit{Rate: 1 << 40, Period: time.Hour}
-	victim, lost, kept := clusterKeys(t, cl, s)
+	victim, lost, kept := clusterKeys(t, cl, victimNone, func(k string) string { return s.Key(ratelimit.GCRA, k) })
+	// The in-flight store on the same client and link, as a gateway has it.
+	is, err := redisinflight.New(s.Client(), redisinflight.Options{Prefix: prefix(), Link: s.Link(), Timeout: faultTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer is.Close()
+	_, ilost, ikept := clusterKeys(t, cl, victim, func(k string) string { z, _ := is.Keys(k); return z })
+	var ikeptFail, ilostBack atomic.Int64
+	acquire := func(k string) error {
+		l, _, err := is.Acquire(ctx, inflight.Request{Key: k, Cap: 1 << 20})
+		if err == nil {
+			is.Release(ctx, l)
+		}
+		return err
+	}
 	admitted := map[string]*atomic.Int64{}
 	for _, k := range append(append([]string{}, lost...), kept...) {
 		admitted[k] = new(atomic.Int64)
@@ -191,6 +208,13 @@ func TestClusterPrimaryLost(t *testing.T) {
 				if err == nil && d.Allowed {
 					admitted[k].Add(1)
 				}
+				if ierr := acquire(ikept[i%len(ikept)]); ierr != nil {
+					ikeptFail.Add(1)
+					t.Logf("in-flight kept key: %v", ierr)
+				}
+				if acquire(ilost[i%len(ilost)]) == nil && promoted.Load() != 0 {
+					ilostBack.CompareAndSwap(0, time.Now().UnixNano())
+				}
 				switch {
 				case !isLost && err != nil:
 					keptFail.Add(1)
@@ -218,7 +242,7 @@ func TestClusterPrimaryLost(t *testing.T) {
 		}
 	}
 	promoted.Store(time.Now().UnixNano())
-	for deadline := time.Now().Add(20 * time.Second); lostBack.Load() == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); lostBack.Load() == 0 || ilostBack.Load() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			break
 		}
@@ -226,9 +250,9 @@ func TestClusterPrimaryLost(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	close(stop)
 	wg.Wait()
-	back := lostBack.Load()
-	if back == 0 {
-		t.Fatalf("the lost slots never came back to Redis after the promotion (%v)", s.Health())
+	back, iback := lostBack.Load(), ilostBack.Load()
+	if back == 0 || iback == 0 {
+		t.Fatalf("the lost slots never came back to Redis after the promotion (rate store %v, in-flight store %v)", back != 0, iback != 0)
 	}
 	var charged, counted int64
 	for _, k := range lost {
@@ -242,19 +266,27 @@ func TestClusterPrimaryLost(t *testing.T) {
 		"the failover lost %d of the %d charges admitted on the lost keys (asynchronous replication: over-admission)",
 		time.Duration(promoted.Load()-killed.UnixNano()), time.Duration(back-promoted.Load()), keptOK.Load(), keptFail.Load(),
 		charged-counted, charged)
+	t.Logf("in-flight store: %d acquisitions on the healthy primaries failed; lost slots back %v after the promotion",
+		ikeptFail.Load(), time.Duration(iback-promoted.Load()))
 	if n := keptFail.Load(); n > 2 {
 		t.Errorf("%d requests on the healthy primaries' keys failed (of %d), want ~0: the lost node's breaker covers them", n, n+keptOK.Load())
 	}
+	if n := ikeptFail.Load(); n > 2 {
+		t.Errorf("%d acquisitions on the healthy primaries' keys failed, want ~0", n)
+	}
 }
 
-// clusterKeys returns the node serving the first of 24 keys, and the
-// keys it serves and those it does not.
-func clusterKeys(t *testing.T, cl *redistest.Cluster, s *redisstore.Store) (*redistest.Server, []string, []string) {
-	var victim *redistest.Server
+// victimNone asks clusterKeys to choose the victim.
+var victimNone *redistest.Server
+
+// clusterKeys returns victim (when nil, the node serving the first of 24
+// keys), and of the keys, those whose Redis key (redisKey) it serves and
+// those it does not.
+func clusterKeys(t *testing.T, cl *redistest.Cluster, victim *redistest.Server, redisKey func(string) string) (*redistest.Server, []string, []string) {
 	var lost, kept []string
 	for i := range 24 {
 		k := "ck" + strconv.Itoa(i)
-		n, err := cl.NodeFor(s.Key(ratelimit.GCRA, k))
+		n, err := cl.NodeFor(redisKey(k))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -76,7 +76,7 @@ type Options struct {
 	// BreakerTrial is the least time between two calls that try Redis
 	// while the breaker is open: decisions go back to Redis within about
 	// BreakerTrial (plus a round trip) after it answers again. Default
-	// 100 ms.
+	// (and when negative: this store has no background prober) 100 ms.
 	BreakerTrial time.Duration
 	// BreakerCooldown is the RetryAfter of FailDeny's denials. Default
 	// 1 s.
@@ -171,6 +171,9 @@ func New(client rueidis.Client, opts Options) (*Store, error) {
 	}
 	s := &Store{client: client, opts: opts, minTTL: "1", link: opts.Link, shared: opts.Link != nil}
 	if s.link == nil {
+		if opts.BreakerTrial < 0 {
+			opts.BreakerTrial = 0 // the default: nothing else would close the breaker
+		}
 		s.link = redislink.New(redislink.Options{Threshold: opts.BreakerThreshold, Cooldown: opts.BreakerCooldown,
 			Trial: opts.BreakerTrial, Unavailable: ErrUnavailable})
 	}
