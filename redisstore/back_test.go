@@ -84,21 +84,8 @@ func policyAfterBack(t *testing.T, s *redisstore.Store, srv *redistest.Server, d
 // paused and continued (silent, then answering).
 func TestBackAfterRestart(t *testing.T) {
 	redistest.Require(t)
-	for _, tc := range []struct {
-		name     string
-		down, up func(*redistest.Server) error
-	}{
-		{"restart", func(srv *redistest.Server) error {
-			if _, err := srv.Do("SAVE"); err != nil {
-				return err
-			}
-			srv.Kill()
-			return nil
-		}, (*redistest.Server).Restart},
-		{"restart empty", func(srv *redistest.Server) error { srv.Kill(); return nil }, (*redistest.Server).Restart},
-		{"paused", (*redistest.Server).Pause, (*redistest.Server).Resume},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range redistest.Outages {
+		t.Run(tc.Name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			s, err := redisstore.Open(context.Background(), srv.URL(), backOpts(backTrial))
 			if err != nil {
@@ -106,7 +93,7 @@ func TestBackAfterRestart(t *testing.T) {
 			}
 			defer s.Close()
 			defer srv.Resume() // a failed paused case must not leave it stopped
-			n := policyAfterBack(t, s, srv, func() error { return tc.down(srv) }, func() error { return tc.up(srv) })
+			n := policyAfterBack(t, s, srv, func() error { return tc.Down(srv) }, func() error { return tc.Up(srv) })
 			if n > backMost {
 				t.Errorf("%d of %d requests after Redis answered got the failure policy, want at most %d", n, backAfter, backMost)
 			}

@@ -105,25 +105,12 @@ func backStore(t *testing.T, srv *redistest.Server, trial time.Duration) *redisi
 // continued.
 func TestBackAfterRestart(t *testing.T) {
 	redistest.Require(t)
-	for _, tc := range []struct {
-		name     string
-		down, up func(*redistest.Server) error
-	}{
-		{"restart", func(srv *redistest.Server) error {
-			if _, err := srv.Do("SAVE"); err != nil {
-				return err
-			}
-			srv.Kill()
-			return nil
-		}, (*redistest.Server).Restart},
-		{"restart empty", func(srv *redistest.Server) error { srv.Kill(); return nil }, (*redistest.Server).Restart},
-		{"paused", (*redistest.Server).Pause, (*redistest.Server).Resume},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range redistest.Outages {
+		t.Run(tc.Name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			defer srv.Resume()
 			s := backStore(t, srv, backTrial)
-			if n := policyAfterBack(t, s, srv, func() error { return tc.down(srv) }, func() error { return tc.up(srv) }); n > backMost {
+			if n := policyAfterBack(t, s, srv, func() error { return tc.Down(srv) }, func() error { return tc.Up(srv) }); n > backMost {
 				t.Errorf("%d of %d acquisitions after Redis answered got the failure policy, want at most %d", n, backAfter, backMost)
 			}
 		})

@@ -740,3 +740,26 @@ var prefixes atomic.Int64
 func Prefix(tb testing.TB) string {
 	return fmt.Sprintf("%s#%d:", tb.Name(), prefixes.Add(1))
 }
+
+// Outage is a way a server goes away (Down) and comes back (Up, which
+// returns once it answers), for tests of the way back to Redis.
+type Outage struct {
+	Name     string
+	Down, Up func(*Server) error
+}
+
+// Outages are the ways a server goes away that a store must come back
+// from: killed and restarted with its data (SAVE first), killed and
+// restarted empty (its scripts gone too), and paused then continued
+// (silent, then answering the commands it queued).
+var Outages = []Outage{
+	{"restart", func(s *Server) error {
+		if _, err := s.Do("SAVE"); err != nil {
+			return err
+		}
+		s.Kill()
+		return nil
+	}, (*Server).Restart},
+	{"restart empty", func(s *Server) error { s.Kill(); return nil }, (*Server).Restart},
+	{"paused", (*Server).Pause, (*Server).Resume},
+}
