@@ -16,14 +16,17 @@ import (
 // breaker of the request's node open) goes to Options.OnError.
 
 // report gives node's breaker the outcome of a call to it (err nil: Redis
-// answered), and OnFailure its error.
+// answered), and OnFailure its error unless the breaker was open: a
+// caller's failed trial (one per BreakerTrial) is counted, not logged,
+// as the prober's failures are (one per backoff).
 func (s *Store) report(node *redislink.Node, err error) {
 	if err == nil {
 		node.OK()
 		return
 	}
+	open := node.Open()
 	node.Fail(err, false)
-	if s.opts.OnFailure != nil {
+	if !open && s.opts.OnFailure != nil {
 		s.opts.OnFailure(err)
 	}
 }

@@ -152,9 +152,11 @@ type Options struct {
 	// goes out at once.
 	Pipeline int
 	// OnFailure, when set, is called with every failed call to Redis (a
-	// batch of requests), and every failed connection attempt or probe
-	// while Redis is away (at most one per BreakerCooldown, growing to one
-	// per BreakerMaxCooldown), for logging and metrics. It must not block.
+	// batch of requests) while its node's breaker is closed, and every
+	// failed connection attempt or probe while Redis is away (at most one
+	// per BreakerCooldown, growing to one per BreakerMaxCooldown), for
+	// logging and metrics; a caller's failed trial is counted in
+	// Health.Failures, not reported. It must not block.
 	OnFailure func(error)
 	// OnHealth, when set, is called with the store's Health each time it
 	// loses Redis (the breaker opens) or gets it back (a probe or a call

@@ -91,8 +91,9 @@ type Options struct {
 	// Local configures the inflight.Memory of the FailLocal policy (its
 	// Now is set to this Options' Now).
 	Local inflight.MemoryOptions
-	// OnFailure, when set, is called with every failed call to Redis, for
-	// logging and metrics. It must not block.
+	// OnFailure, when set, is called with every failed call to Redis while
+	// the breaker is closed (not with the failed trials while it is open),
+	// for logging and metrics. It must not block.
 	OnFailure func(error)
 }
 
@@ -444,10 +445,12 @@ func (s *Store) node(key string) *redislink.Node {
 func (s *Store) failed(err error) error { return s.failedAt(s.link.Whole(), err) }
 
 // failedAt counts a failed call to node, which opens its breaker at the
-// threshold, and returns err.
+// threshold, and returns err; OnFailure has it unless the breaker was
+// open (a failed trial).
 func (s *Store) failedAt(node *redislink.Node, err error) error {
+	open := node.Open()
 	node.Fail(err, false)
-	if s.opts.OnFailure != nil {
+	if !open && s.opts.OnFailure != nil {
 		s.opts.OnFailure(err)
 	}
 	return err
