@@ -56,8 +56,10 @@ type Health struct {
 	// probes them.
 	Connected bool
 	// NodesDown is the number of nodes whose breaker is open (a Cluster's
-	// primaries, as the slot map names them; 1 for a standalone server).
-	NodesDown int
+	// primaries, as the slot map names them; 1 for a standalone server),
+	// and Nodes the primaries of the slot map (0 without one: a
+	// standalone server, or a Cluster whose map is not read yet).
+	NodesDown, Nodes int
 	// Since is when Connected last changed (when the link was made, at
 	// first).
 	Since time.Time
@@ -75,15 +77,15 @@ type Health struct {
 
 // String describes h in one line: "connected since 2026-01-02T15:04:05Z
 // (0 failures, 0 reconnects)", or "disconnected since … (12 failures, 1
-// reconnects; 1 node down; last error: …)".
+// reconnects; 1 of 3 nodes down; last error: …)".
 func (h Health) String() string {
 	state := "connected"
 	if !h.Connected {
 		state = "disconnected"
 	}
 	s := fmt.Sprintf("%s since %s (%d failures, %d reconnects", state, h.Since.UTC().Format(time.RFC3339), h.Failures, h.Reconnects)
-	if h.NodesDown > 1 {
-		s += fmt.Sprintf("; %d nodes down", h.NodesDown)
+	if h.Nodes > 0 && h.NodesDown > 0 {
+		s += fmt.Sprintf("; %d of %d nodes down", h.NodesDown, h.Nodes)
 	}
 	if h.LastError != nil {
 		s += "; last error: " + h.LastError.Error()
@@ -200,7 +202,7 @@ func (l *Link) Health() Health {
 }
 
 func (l *Link) healthLocked() Health {
-	return Health{Connected: l.down == 0, NodesDown: l.down, Since: l.since, LastError: l.last,
+	return Health{Connected: l.down == 0, NodesDown: l.down, Nodes: len(l.nodes), Since: l.since, LastError: l.last,
 		Failures: l.failures, Reconnects: l.reconnects}
 }
 

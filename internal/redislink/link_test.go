@@ -122,8 +122,8 @@ func TestNodesApart(t *testing.T) {
 		if !a.Open() || b.Open() || l.Whole().Open() {
 			t.Fatal("one node's failure opened another's breaker")
 		}
-		if h := l.Health(); h.Connected || h.NodesDown != 1 {
-			t.Fatalf("one node down: %+v", h)
+		if h := l.Health(); h.Connected || h.NodesDown != 1 || h.Nodes != 3 || !strings.Contains(h.String(), "1 of 3 nodes down") {
+			t.Fatalf("one node down: %+v (%v)", h, h)
 		}
 		// The map read again keeps b's breaker; a failover moved a's slots to d.
 		b.Fail(errBoom, false)
