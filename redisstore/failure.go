@@ -2,11 +2,7 @@ package redisstore
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
-
-	"github.com/redis/rueidis"
+	"strconv"
 
 	"github.com/sluicehq/sluice/internal/redislink"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -33,17 +29,7 @@ func (s *Store) report(node *redislink.Node, err error) {
 
 // failure wraps an error from the client.
 func (s *Store) failure(err error, n int) error {
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		msg := re.Error()
-		if strings.Contains(msg, "script") || strings.Contains(msg, "Lua") || strings.HasPrefix(msg, "WRONGTYPE") {
-			return fmt.Errorf("%w: redis replied %q", ErrScript, msg)
-		}
-		return fmt.Errorf("%w: redis replied %q (batch of %d)", ErrUnavailable, msg, n)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: no reply within %v (batch of %d)", ErrUnavailable, s.opts.Timeout, n)
-	}
-	return fmt.Errorf("%w: %v (batch of %d)", ErrUnavailable, err, n)
+	return redislink.Classify(err, s.opts.Timeout, ErrUnavailable, ErrScript, " (batch of "+strconv.Itoa(n)+")")
 }
 
 // failed applies the failure policy to req after err when fb is set, and

@@ -472,17 +472,7 @@ type Stats struct {
 func (s *Store) Stats() Stats { return Stats{PolicyAnswers: s.policy.Load()} }
 
 func (s *Store) classify(err error) error {
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		msg := re.Error()
-		if strings.Contains(msg, "script") || strings.Contains(msg, "Lua") || strings.HasPrefix(msg, "WRONGTYPE") {
-			return fmt.Errorf("%w: redis replied %q", ErrScript, msg)
-		}
-		return fmt.Errorf("%w: redis replied %q", ErrUnavailable, msg)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: no reply within %v", ErrUnavailable, s.opts.Timeout)
-	}
-	return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	return redislink.Classify(err, s.opts.Timeout, ErrUnavailable, ErrScript, "")
 }
 
 // ints reads a reply of n integers.
