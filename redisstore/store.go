@@ -333,6 +333,9 @@ func (s *Store) probe() {
 				return
 			case <-t.C:
 			}
+			if !s.link.AnyDown() {
+				break // a caller's trial closed the breakers meanwhile
+			}
 			if err := s.reconnect(); err != nil && s.life.Err() != nil {
 				return // Close cut the probe short
 			}
@@ -353,17 +356,23 @@ func (s *Store) reconnect() error {
 		}
 		s.setConn(client)
 	}
+	reported := false
 	err := s.load(s.life, func(addr string, err error) {
-		if node := s.link.Known(addr); node != nil && err != nil {
+		node := s.link.Known(addr)
+		switch {
+		case node == nil: // a replica, or a node the slot map does not name
+		case err != nil:
 			s.probeFailed(node, err)
-		} else if node != nil {
+			reported = true
+		default:
 			node.OK()
 		}
 	})
-	if err != nil {
-		s.probeFailed(s.link.Whole(), err)
-	} else {
+	switch {
+	case err == nil:
 		s.link.Whole().OK()
+	case !reported:
+		s.probeFailed(s.link.Whole(), err) // no node answered, nor failed
 	}
 	return err
 }
