@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,38 +45,23 @@ func backOpts(trial time.Duration) redisstore.Options {
 	}
 }
 
-// policyAfterBack takes Redis away with down, until the breaker opens and
-// a few more requests were answered by the policy, brings it back with
-// up (which returns once Redis answers), and returns how many of the next
-// backAfter requests the failure policy answered.
-func policyAfterBack(t *testing.T, s *redisstore.Store, srv *redistest.Server, down, up func() error) uint64 {
+// back is the measure of s's way back through an outage of srv.
+func back(t *testing.T, s *redisstore.Store, srv *redistest.Server, o redistest.Outage) uint64 {
 	t.Helper()
-	ctx := context.Background()
 	req := ratelimit.Request{Key: "back", Limit: ratelimit.PerSecond(100000), N: 1}
-	eventually(t, func() bool { _, err := s.Apply(ctx, req); return err == nil && s.Health().Connected })
-	if err := down(); err != nil {
-		t.Fatal(err)
+	b := redistest.Back{
+		Call: func() error {
+			if d, err := s.Apply(context.Background(), req); err != nil || !d.Allowed {
+				return fmt.Errorf("%+v, %v; want allowed", d, err)
+			}
+			return nil
+		},
+		Connected:     func() bool { return s.Health().Connected },
+		PolicyAnswers: func() uint64 { return s.Stats().PolicyAnswers },
+		Pace:          backPace, After: backAfter,
 	}
-	eventually(t, func() bool { s.Apply(ctx, req); time.Sleep(backPace); return !s.Health().Connected })
-	for range 5 {
-		s.Apply(ctx, req)
-		time.Sleep(backPace)
-	}
-	if err := up(); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := srv.Do("PING"); err != nil || v != "PONG" {
-		t.Fatalf("PING after the outage: %v, %v", v, err)
-	}
-	before := s.Stats().PolicyAnswers
-	for range backAfter {
-		time.Sleep(backPace)
-		if d, err := s.Apply(ctx, req); err != nil || !d.Allowed {
-			t.Fatalf("after Redis is back: %+v, %v", d, err)
-		}
-	}
-	n := s.Stats().PolicyAnswers - before
-	t.Logf("%d of the %d requests after Redis answered were answered by the failure policy (%v)", n, backAfter, s.Health())
+	n := b.Run(t, srv, o)
+	t.Logf("%s: %d of the %d requests after Redis answered were answered by the failure policy (%v)", o.Name, n, backAfter, s.Health())
 	return n
 }
 
@@ -93,7 +79,7 @@ func TestBackAfterRestart(t *testing.T) {
 			}
 			defer s.Close()
 			defer srv.Resume() // a failed paused case must not leave it stopped
-			n := policyAfterBack(t, s, srv, func() error { return tc.Down(srv) }, func() error { return tc.Up(srv) })
+			n := back(t, s, srv, tc)
 			if n > backMost {
 				t.Errorf("%d of %d requests after Redis answered got the failure policy, want at most %d", n, backAfter, backMost)
 			}
@@ -115,7 +101,7 @@ func TestBackWithoutTrials(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	n := policyAfterBack(t, s, srv, func() error { srv.Kill(); return nil }, srv.Restart)
+	n := back(t, s, srv, redistest.Outages[1])
 	if n != backAfter {
 		t.Errorf("without trials %d of %d requests got the policy, want all", n, backAfter)
 	}

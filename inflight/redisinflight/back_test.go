@@ -26,54 +26,24 @@ const (
 	backMost  = 8
 )
 
-// until retries f every backPace until it holds, for at most 20 s.
-func until(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !f(); time.Sleep(backPace) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not so after 20 s", what)
-		}
-	}
-}
-
-// policyAfterBack takes Redis away with down until the breaker opens, and
-// a few more calls, brings it back with up, and returns how many of the
-// next backAfter acquisitions the failure policy answered.
-func policyAfterBack(t *testing.T, s *redisinflight.Store, srv *redistest.Server, down, up func() error) uint64 {
+// back is the measure of s's way back through an outage of srv.
+func back(t *testing.T, s *redisinflight.Store, srv *redistest.Server, o redistest.Outage) uint64 {
 	t.Helper()
 	ctx := context.Background()
-	req := inflight.Request{Key: "back", Cap: 1 << 20}
-	acquire := func() error {
-		l, _, err := s.Acquire(ctx, req)
-		if err == nil {
-			s.Release(ctx, l)
-		}
-		return err
+	b := redistest.Back{
+		Call: func() error {
+			l, _, err := s.Acquire(ctx, inflight.Request{Key: "back", Cap: 1 << 20})
+			if err == nil {
+				s.Release(ctx, l)
+			}
+			return err
+		},
+		Connected:     func() bool { return s.Health().Connected },
+		PolicyAnswers: func() uint64 { return s.Stats().PolicyAnswers },
+		Pace:          backPace, After: backAfter,
 	}
-	until(t, "decided by Redis", func() bool { return acquire() == nil && s.Health().Connected })
-	if err := down(); err != nil {
-		t.Fatal(err)
-	}
-	until(t, "the breaker open", func() bool { acquire(); return !s.Health().Connected })
-	for range 5 {
-		acquire()
-		time.Sleep(backPace)
-	}
-	if err := up(); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := srv.Do("PING"); err != nil || v != "PONG" {
-		t.Fatalf("PING after the outage: %v, %v", v, err)
-	}
-	before := s.Stats().PolicyAnswers
-	for range backAfter {
-		time.Sleep(backPace)
-		if err := acquire(); err != nil {
-			t.Fatalf("after Redis is back: %v", err)
-		}
-	}
-	n := s.Stats().PolicyAnswers - before
-	t.Logf("%d of the %d acquisitions after Redis answered were answered by the failure policy (%v)", n, backAfter, s.Health())
+	n := b.Run(t, srv, o)
+	t.Logf("%s: %d of the %d acquisitions after Redis answered were answered by the failure policy (%v)", o.Name, n, backAfter, s.Health())
 	return n
 }
 
@@ -110,7 +80,7 @@ func TestBackAfterRestart(t *testing.T) {
 			srv := redistest.Start(t)
 			defer srv.Resume()
 			s := backStore(t, srv, backTrial)
-			if n := policyAfterBack(t, s, srv, func() error { return tc.Down(srv) }, func() error { return tc.Up(srv) }); n > backMost {
+			if n := back(t, s, srv, tc); n > backMost {
 				t.Errorf("%d of %d acquisitions after Redis answered got the failure policy, want at most %d", n, backAfter, backMost)
 			}
 		})
@@ -123,7 +93,7 @@ func TestBackAfterRestart(t *testing.T) {
 func TestBackSlowTrials(t *testing.T) {
 	srv := redistest.Start(t)
 	s := backStore(t, srv, 2*time.Second)
-	if n := policyAfterBack(t, s, srv, func() error { srv.Kill(); return nil }, srv.Restart); n != backAfter {
+	if n := back(t, s, srv, redistest.Outages[1]); n != backAfter {
 		t.Errorf("with slow trials %d of %d acquisitions got the policy, want all", n, backAfter)
 	}
 }

@@ -763,3 +763,55 @@ var Outages = []Outage{
 	{"restart empty", func(s *Server) error { s.Kill(); return nil }, (*Server).Restart},
 	{"paused", (*Server).Pause, (*Server).Resume},
 }
+
+// Back measures a store's way back to Redis through an Outage, in
+// requests: Run makes Call every Pace until the store's breaker opens
+// (Connected false) and a few more, brings the server back, and counts
+// how many of the next After calls the failure policy answered
+// (PolicyAnswers, the store's counter). A count, not a time: each call
+// waits Pace first, so a slow machine fits fewer calls in an interval,
+// not more.
+type Back struct {
+	Call          func() error // one request; an error fails the test once Redis is back
+	Connected     func() bool
+	PolicyAnswers func() uint64
+	Pace          time.Duration
+	After         int
+}
+
+// Run runs b through o on srv and returns the calls after Redis answers
+// again that the failure policy answered.
+func (b Back) Run(tb testing.TB, srv *Server, o Outage) uint64 {
+	tb.Helper()
+	wait := func(what string, f func() bool) {
+		tb.Helper()
+		for deadline := time.Now().Add(StartTimeout); !f(); time.Sleep(b.Pace) {
+			if time.Now().After(deadline) {
+				tb.Fatalf("redistest: %s: still not so after %v", what, StartTimeout)
+			}
+		}
+	}
+	wait("decided by Redis", func() bool { return b.Call() == nil && b.Connected() })
+	if err := o.Down(srv); err != nil {
+		tb.Fatal(err)
+	}
+	wait("the breaker open", func() bool { b.Call(); return !b.Connected() })
+	for range 5 {
+		b.Call()
+		time.Sleep(b.Pace)
+	}
+	if err := o.Up(srv); err != nil {
+		tb.Fatal(err)
+	}
+	if v, err := srv.Do("PING"); err != nil || v != "PONG" {
+		tb.Fatalf("redistest: PING after the outage: %v, %v", v, err)
+	}
+	before := b.PolicyAnswers()
+	for range b.After {
+		time.Sleep(b.Pace)
+		if err := b.Call(); err != nil {
+			tb.Fatalf("redistest: after Redis is back: %v", err)
+		}
+	}
+	return b.PolicyAnswers() - before
+}
