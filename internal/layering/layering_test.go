@@ -49,14 +49,16 @@ var allowed = map[string][]string{
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
-	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn"},
+	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink"},
+	// The one link to Redis of both Redis stores: breakers, trials, health.
+	"internal/redislink": {},
 	// The store opener, beside the stores: a URL to a store, for both servers.
 	"storeurl": {"memstore", "redisstore", "ratelimit"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
 	"inflight/inflighttest":  {"inflight"},
-	"inflight/redisinflight": {"inflight", "ratelimit"},
+	"inflight/redisinflight": {"inflight", "ratelimit", "internal/redislink"},
 	// Load shedders by priority: the fleet shedder holds inflight leases.
 	"shed": {"inflight"},
 	// The algorithms, pure: the vocabulary only.
@@ -96,7 +98,7 @@ var allowed = map[string][]string{
 // (below) imports none; Redis, gRPC and Prometheus stay where they are
 // needed, so a user of the middleware or the client pulls in none of them.
 var modules = map[string][]string{
-	"github.com/redis/rueidis":               {"redisstore", "inflight/redisinflight", "storeurl", "gateway"},
+	"github.com/redis/rueidis":               {"internal/redislink", "redisstore", "inflight/redisinflight"},
 	"github.com/prometheus/client_golang":    {"cmd/sluice", "gateway", "rls", "rls/xds", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload", "internal/server/admin"},
 	"google.golang.org/grpc":                 {"cmd/sluice", "rls", "rls/xds", "internal/transport/h2grpc"},
 	"google.golang.org/protobuf":             {"rls", "rls/xds", "internal/transport/h2grpc"},
