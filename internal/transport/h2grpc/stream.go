@@ -39,6 +39,9 @@ type stream struct {
 	sendWin     int64
 	reset       bool // reset by either side, or the connection ended: write nothing
 	headersSent bool
+	since       uint32 // the watchdog's tick when the stream opened
+	stalled     bool   // a write of the answer waits on the client
+	stallSince  uint32 // the watchdog's tick when it began to wait
 
 	// The handler's (server-streaming methods).
 	header, trailer metadata.MD
@@ -195,6 +198,7 @@ func (st *stream) finish(out *[]byte, s *status.Status) {
 		delete(c.streams, st.id)
 	}
 	st.reset = true
+	c.running--
 	c.releaseLocked()
 	flush := c.startFlushLocked()
 	c.mu.Unlock()
@@ -250,6 +254,7 @@ func (st *stream) SendHeader(md metadata.MD) error {
 	}
 	st.header = metadata.Join(st.header, md)
 	ok := st.sendHeadersLocked()
+	st.stalled = false
 	flush := c.startFlushLocked()
 	c.mu.Unlock()
 	if flush {
@@ -286,6 +291,7 @@ func (st *stream) SendMsg(m any) error {
 		st.sendHeadersLocked() // on failure appendDataLocked fails too
 	}
 	err = c.appendDataLocked(st, *out)
+	st.stalled = false
 	flush := c.startFlushLocked()
 	c.mu.Unlock()
 	if flush {

@@ -1,0 +1,386 @@
+package h2grpc
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sluicehq/sluice/internal/algorithm/gcra"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Guard returns creds whose connections are held to o's StreamLimits and
+// MaxConnectionIdle as the Server's are, for grpc-go's server
+// (grpc.Creds(Guard(creds, o))), which has no such bounds: a stream whose
+// request never ends and one whose answer waits on a zero window keep
+// its connection busy for good, and its rapid-reset defence bounds the
+// handlers running, not the resets. After creds' handshake, the
+// connection's frames are read as they pass, both ways (the client's
+// HEADERS, DATA, RST_STREAM, SETTINGS and WINDOW_UPDATE; the server's
+// DATA, trailers and RST_STREAM), which tells which streams wait on
+// whom and what the client's windows are. A connection that breaks a
+// bound gets a GOAWAY (written between two of grpc-go's frames) and is
+// closed, as on the Server:
+//
+//   - a stream whose request has not ended within RequestTimeout;
+//   - a stream whose request has ended and whose window, or the
+//     connection's, has stayed at 0 or less for WriteTimeout while
+//     grpc-go has not ended it;
+//   - a write to the socket under way for WriteTimeout (closed at once);
+//   - RST_STREAM from the client on streams grpc-go has not ended, past
+//     ResetRate a second and ResetBurst at once (ENHANCE_YOUR_CALM);
+//   - with MaxConnectionIdle, streams open but none with a request whole
+//     and unanswered, and no request received whole, for
+//     MaxConnectionIdle ("max_idle"; grpc-go's own keepalive
+//     MaxConnectionIdle ends connections with no stream).
+//
+// The other fields of o do not apply: grpc-go's server has its own
+// (rls.ServerOptions).
+func Guard(creds credentials.TransportCredentials, o Options) credentials.TransportCredentials {
+	o = o.withDefaults()
+	g := &guard{TransportCredentials: creds, opts: o, lim: o.StreamLimits.ticks()}
+	if g.lim.tick > 0 && o.MaxConnectionIdle > 0 {
+		g.idleTicks = uint32(min((o.MaxConnectionIdle+g.lim.tick-1)/g.lim.tick, 1<<30))
+	}
+	return g
+}
+
+type guard struct {
+	credentials.TransportCredentials
+	opts      Options
+	lim       ticks
+	idleTicks uint32 // MaxConnectionIdle in ticks; 0: none
+}
+
+func (g *guard) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	nc, info, err := g.TransportCredentials.ServerHandshake(raw)
+	if err != nil {
+		return nc, info, err
+	}
+	return newGuardConn(g, nc), info, nil
+}
+
+func (g *guard) Clone() credentials.TransportCredentials {
+	c := *g
+	c.TransportCredentials = g.TransportCredentials.Clone()
+	return &c
+}
+
+// ClientHandshake passes through: the guard is for servers.
+func (g *guard) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return g.TransportCredentials.ClientHandshake(ctx, authority, raw)
+}
+
+// guardConn is a connection of grpc-go's server, watched.
+type guardConn struct {
+	net.Conn
+	g *guard
+
+	wmu sync.Mutex // writes, and the GOAWAY written between them
+	wr  frameScanner
+
+	mu          sync.Mutex
+	rd          frameScanner // the reading goroutine's, fed under mu
+	streams     map[uint32]*guardStream
+	lastID      uint32
+	peerInitWin int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	connWin     int64 // the connection's send window
+	resetTAT    int64
+	ended       bool
+
+	timer        *time.Timer
+	watching     bool
+	tick         uint32
+	progressTick uint32 // the tick of the last request received whole
+	writing      bool
+	writes       uint64
+	seenWrites   uint64
+	stuckTicks   uint32
+}
+
+type guardStream struct {
+	since      uint32 // the tick it opened
+	ended      bool   // the client's request has ended
+	win        int64  // its send window
+	stalled    bool   // its answer is due and its window is spent
+	stallSince uint32
+}
+
+func newGuardConn(g *guard, nc net.Conn) *guardConn {
+	c := &guardConn{Conn: nc, g: g, streams: map[uint32]*guardStream{}, peerInitWin: defaultWindow, connWin: defaultWindow}
+	c.rd.skip = len(http2.ClientPreface)
+	if g.lim.tick > 0 {
+		c.timer = time.AfterFunc(time.Duration(1<<62), c.onTick)
+		c.timer.Stop()
+	}
+	return c
+}
+
+func (c *guardConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		var breach bool
+		c.rd.feed(p[:n], func(h frameHeader, payload []byte) { breach = c.onClientFrame(h, payload) || breach })
+		c.mu.Unlock()
+		if breach {
+			c.end(http2.ErrCodeEnhanceYourCalm, "too many streams reset")
+		}
+	}
+	return n, err
+}
+
+func (c *guardConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	c.writing = true
+	c.watchLocked()
+	c.mu.Unlock()
+	n, err := c.Conn.Write(p)
+	c.mu.Lock()
+	c.writing = false
+	c.writes++
+	c.wr.feed(p[:n], c.onServerFrame)
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *guardConn) Close() error {
+	c.mu.Lock()
+	c.ended = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// onClientFrame follows a frame from the client, and reports whether it
+// resets a stream past the bound. c.mu is held.
+func (c *guardConn) onClientFrame(h frameHeader, payload []byte) (breach bool) {
+	switch h.typ {
+	case http2.FrameHeaders:
+		st := c.streams[h.id]
+		if st == nil && h.id > c.lastID && h.id%2 == 1 {
+			c.lastID = h.id
+			st = &guardStream{since: c.tick, win: c.peerInitWin}
+			c.streams[h.id] = st
+			c.watchLocked()
+		}
+		if st != nil && h.flags.Has(http2.FlagHeadersEndStream) {
+			st.ended = true
+			c.progressTick = c.tick
+		}
+	case http2.FrameData:
+		if st := c.streams[h.id]; st != nil && h.flags.Has(http2.FlagDataEndStream) {
+			st.ended = true
+			c.progressTick = c.tick
+		}
+	case http2.FrameRSTStream:
+		if c.streams[h.id] == nil {
+			return false
+		}
+		delete(c.streams, h.id)
+		if !c.g.lim.boundResets {
+			return false
+		}
+		var d ratelimit.Decision
+		c.resetTAT = gcra.StepCost(c.resetTAT, time.Now().UnixNano(), 1, false, 0, &c.g.lim.resets, &d)
+		return !d.Allowed
+	case http2.FrameSettings:
+		for p := payload; len(p) >= 6 && !h.flags.Has(http2.FlagSettingsAck); p = p[6:] {
+			if http2.SettingID(binary.BigEndian.Uint16(p)) == http2.SettingInitialWindowSize {
+				v := int64(binary.BigEndian.Uint32(p[2:]))
+				for _, st := range c.streams {
+					st.win += v - c.peerInitWin
+				}
+				c.peerInitWin = v
+			}
+		}
+	case http2.FrameWindowUpdate:
+		if len(payload) != 4 {
+			return false
+		}
+		inc := int64(binary.BigEndian.Uint32(payload) & (1<<31 - 1))
+		if h.id == 0 {
+			c.connWin += inc
+		} else if st := c.streams[h.id]; st != nil {
+			st.win += inc
+		}
+	}
+	return false
+}
+
+// onServerFrame follows a frame from grpc-go's server. c.mu is held.
+func (c *guardConn) onServerFrame(h frameHeader, _ []byte) {
+	switch h.typ {
+	case http2.FrameData:
+		c.connWin -= int64(h.length)
+		if st := c.streams[h.id]; st != nil {
+			st.win -= int64(h.length)
+		}
+		if h.flags.Has(http2.FlagDataEndStream) {
+			delete(c.streams, h.id)
+		}
+	case http2.FrameHeaders:
+		if h.flags.Has(http2.FlagHeadersEndStream) {
+			delete(c.streams, h.id)
+		}
+	case http2.FrameRSTStream:
+		delete(c.streams, h.id)
+	}
+}
+
+func (c *guardConn) watchLocked() {
+	if c.timer != nil && !c.watching && !c.ended {
+		c.watching = true
+		c.timer.Reset(c.g.lim.tick)
+	}
+}
+
+func (c *guardConn) onTick() {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.tick++
+	reason, stuck := c.stalledLocked()
+	if len(c.streams) > 0 || c.writing {
+		c.timer.Reset(c.g.lim.tick)
+	} else {
+		c.watching = false
+	}
+	c.mu.Unlock()
+	switch {
+	case stuck:
+		c.g.opts.Logger.Debug("h2grpc: closing a connection whose client does not read", "remote", c.RemoteAddr())
+		c.Close()
+	case reason != "":
+		c.end(http2.ErrCodeNo, reason)
+	}
+}
+
+// stalledLocked is conn.stalledLocked for grpc-go's streams, with
+// MaxConnectionIdle's check. c.mu is held.
+func (c *guardConn) stalledLocked() (reason string, stuck bool) {
+	lim := &c.g.lim
+	if c.writing && c.writes == c.seenWrites {
+		if c.stuckTicks++; lim.write > 0 && c.stuckTicks > lim.write {
+			return "", true
+		}
+	} else {
+		c.stuckTicks, c.seenWrites = 0, c.writes
+	}
+	busy := false
+	for _, st := range c.streams {
+		if !st.ended {
+			if lim.request > 0 && c.tick-st.since > lim.request {
+				return "stalled_request", false
+			}
+			continue
+		}
+		busy = true
+		switch {
+		case min(st.win, c.connWin) > 0:
+			st.stalled = false
+		case !st.stalled:
+			st.stalled, st.stallSince = true, c.tick
+		case lim.write > 0 && c.tick-st.stallSince > lim.write:
+			return "stalled_write", false
+		}
+	}
+	if !busy && len(c.streams) > 0 && c.g.idleTicks > 0 && c.tick-c.progressTick > c.g.idleTicks {
+		return "max_idle", false
+	}
+	return "", false
+}
+
+// end writes a GOAWAY, if grpc-go is not in the middle of a write (or of
+// a frame), and closes the connection.
+func (c *guardConn) end(code http2.ErrCode, reason string) {
+	c.g.opts.Logger.Debug("h2grpc: ending a grpc-go connection", "remote", c.RemoteAddr(), "code", code, "reason", reason)
+	if c.wmu.TryLock() {
+		if c.wr.atBoundary() {
+			c.mu.Lock()
+			last := c.lastID
+			c.mu.Unlock()
+			c.Conn.SetWriteDeadline(time.Now().Add(closeGrace))
+			c.Conn.Write(appendGoAway(nil, last, code, reason))
+		}
+		c.Close()
+		c.wmu.Unlock()
+		return
+	}
+	c.Close()
+}
+
+// frameHeader is an HTTP/2 frame's header.
+type frameHeader struct {
+	length int
+	typ    http2.FrameType
+	flags  http2.Flags
+	id     uint32
+}
+
+// frameScanner follows the frames of one direction of a connection as
+// its bytes pass: it hands each frame's header to a callback, with the
+// payload of SETTINGS and WINDOW_UPDATE frames (those of other frames are
+// passed over).
+type frameScanner struct {
+	skip    int // bytes to pass over: the client preface, a payload
+	hdr     [9]byte
+	hn      int
+	cur     frameHeader
+	keeping bool // cur's payload is being kept
+	keep    []byte
+}
+
+func (s *frameScanner) feed(p []byte, on func(frameHeader, []byte)) {
+	for len(p) > 0 {
+		switch {
+		case s.skip > 0:
+			n := min(s.skip, len(p))
+			s.skip -= n
+			p = p[n:]
+		case s.keeping:
+			n := min(s.cur.length-len(s.keep), len(p))
+			s.keep = append(s.keep, p[:n]...)
+			p = p[n:]
+			if len(s.keep) == s.cur.length {
+				s.keeping = false
+				on(s.cur, s.keep)
+				s.keep = s.keep[:0]
+			}
+		default:
+			n := copy(s.hdr[s.hn:], p)
+			s.hn += n
+			p = p[n:]
+			if s.hn < len(s.hdr) {
+				return
+			}
+			s.hn = 0
+			h := frameHeader{
+				length: int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2]),
+				typ:    http2.FrameType(s.hdr[3]),
+				flags:  http2.Flags(s.hdr[4]),
+				id:     binary.BigEndian.Uint32(s.hdr[5:]) & (1<<31 - 1),
+			}
+			if (h.typ == http2.FrameSettings || h.typ == http2.FrameWindowUpdate) && h.length > 0 && h.length <= maxFrameSize {
+				s.cur, s.keeping = h, true
+				continue
+			}
+			s.skip = h.length
+			on(h, nil)
+		}
+	}
+}
+
+// atBoundary reports whether the bytes so far end with a whole frame.
+func (s *frameScanner) atBoundary() bool { return s.skip == 0 && !s.keeping && s.hn == 0 }
