@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/server/storeurl"
@@ -295,10 +296,13 @@ func (l *rlsListeners) attrs() []any {
 // connection may hold: h2grpc by its defaults (see its package doc),
 // grpc-go by rls.ServerOptions.
 func (f *rlsFlags) grpcServer(log *slog.Logger, tr rls.Transport) grpcServerImpl {
+	o := leanOptions(tr, log)
 	if f.grpc == "lean" {
-		return h2grpc.NewServer(leanOptions(tr, log))
+		return h2grpc.NewServer(o)
 	}
-	return grpc.NewServer(tr.GRPCOptions()...)
+	return grpc.NewServer(tr.GRPCOptions(func(c credentials.TransportCredentials) credentials.TransportCredentials {
+		return h2grpc.Guard(c, o)
+	})...)
 }
 
 // serveRLS serves until ctx is done or a server fails, then drains:

@@ -91,7 +91,8 @@ type guardConn struct {
 	peerInitWin int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	connWin     int64 // the connection's send window
 	resetTAT    int64
-	ended       bool
+	ended       bool   // closed
+	goaway      []byte // the GOAWAY to write before closing, once ending
 
 	timer        *time.Timer
 	watching     bool
@@ -121,12 +122,20 @@ func newGuardConn(g *guard, nc net.Conn) *guardConn {
 	return c
 }
 
+// Read hands grpc-go what the client sent, up to the frame that breaks
+// the reset bound: what follows it is not read.
 func (c *guardConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	ending := c.goaway != nil
+	c.mu.Unlock()
+	if ending {
+		return 0, net.ErrClosed
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
-		var breach bool
-		c.rd.feed(p[:n], func(h frameHeader, payload []byte) { breach = c.onClientFrame(h, payload) || breach })
+		n = c.rd.feed(p[:n], c.onClientFrame)
+		breach := c.rd.stopped
 		c.mu.Unlock()
 		if breach {
 			c.end(http2.ErrCodeEnhanceYourCalm, "too many streams reset")
@@ -146,12 +155,33 @@ func (c *guardConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.writing = false
 	c.writes++
-	c.wr.feed(p[:n], c.onServerFrame)
+	c.wr.feed(p[:n], func(h frameHeader, _ []byte) bool { c.onServerFrame(h); return false })
+	ending := c.goaway != nil
 	c.mu.Unlock()
+	if ending {
+		// The GOAWAY goes between two of grpc-go's frames.
+		c.goAwayLocked()
+	}
 	return n, err
 }
 
+// Close closes the connection, after the GOAWAY if it is ending and the
+// bytes written so far end with a whole frame.
 func (c *guardConn) Close() error {
+	c.mu.Lock()
+	ending := c.goaway != nil && !c.ended
+	c.mu.Unlock()
+	if ending {
+		// grpc-go's write under way returns within closeGrace.
+		c.Conn.SetWriteDeadline(time.Now().Add(closeGrace))
+		c.wmu.Lock()
+		c.goAwayLocked()
+		c.wmu.Unlock()
+	}
+	return c.close()
+}
+
+func (c *guardConn) close() error {
 	c.mu.Lock()
 	c.ended = true
 	if c.timer != nil {
@@ -161,9 +191,29 @@ func (c *guardConn) Close() error {
 	return c.Conn.Close()
 }
 
+// goAwayLocked writes the GOAWAY, if the connection is ending and the
+// bytes written so far end with a whole frame, and closes the
+// connection. c.wmu is held.
+func (c *guardConn) goAwayLocked() {
+	c.mu.Lock()
+	b := c.goaway
+	if b == nil || c.ended || !c.wr.atBoundary() {
+		c.mu.Unlock()
+		return
+	}
+	c.ended = true
+	c.mu.Unlock()
+	c.Conn.SetWriteDeadline(time.Now().Add(closeGrace))
+	c.Conn.Write(b)
+	c.close()
+}
+
 // onClientFrame follows a frame from the client, and reports whether it
 // resets a stream past the bound. c.mu is held.
 func (c *guardConn) onClientFrame(h frameHeader, payload []byte) (breach bool) {
+	if c.goaway != nil {
+		return true
+	}
 	switch h.typ {
 	case http2.FrameHeaders:
 		st := c.streams[h.id]
@@ -218,7 +268,7 @@ func (c *guardConn) onClientFrame(h frameHeader, payload []byte) (breach bool) {
 }
 
 // onServerFrame follows a frame from grpc-go's server. c.mu is held.
-func (c *guardConn) onServerFrame(h frameHeader, _ []byte) {
+func (c *guardConn) onServerFrame(h frameHeader) {
 	switch h.typ {
 	case http2.FrameData:
 		c.connWin -= int64(h.length)
@@ -261,7 +311,7 @@ func (c *guardConn) onTick() {
 	switch {
 	case stuck:
 		c.g.opts.Logger.Debug("h2grpc: closing a connection whose client does not read", "remote", c.RemoteAddr())
-		c.Close()
+		c.close()
 	case reason != "":
 		c.end(http2.ErrCodeNo, reason)
 	}
@@ -302,23 +352,23 @@ func (c *guardConn) stalledLocked() (reason string, stuck bool) {
 	return "", false
 }
 
-// end writes a GOAWAY, if grpc-go is not in the middle of a write (or of
-// a frame), and closes the connection.
+// end ends the connection with a GOAWAY: at once if grpc-go is not
+// writing and its frames so far are whole, else after its write that
+// ends with a whole frame; closeGrace later it is closed regardless.
 func (c *guardConn) end(code http2.ErrCode, reason string) {
-	c.g.opts.Logger.Debug("h2grpc: ending a grpc-go connection", "remote", c.RemoteAddr(), "code", code, "reason", reason)
-	if c.wmu.TryLock() {
-		if c.wr.atBoundary() {
-			c.mu.Lock()
-			last := c.lastID
-			c.mu.Unlock()
-			c.Conn.SetWriteDeadline(time.Now().Add(closeGrace))
-			c.Conn.Write(appendGoAway(nil, last, code, reason))
-		}
-		c.Close()
-		c.wmu.Unlock()
+	c.mu.Lock()
+	if c.goaway != nil || c.ended {
+		c.mu.Unlock()
 		return
 	}
-	c.Close()
+	c.goaway = appendGoAway(nil, c.lastID, code, reason)
+	c.mu.Unlock()
+	c.g.opts.Logger.Debug("h2grpc: ending a grpc-go connection", "remote", c.RemoteAddr(), "code", code, "reason", reason)
+	if c.wmu.TryLock() {
+		c.goAwayLocked()
+		c.wmu.Unlock()
+	}
+	time.AfterFunc(closeGrace, func() { c.close() })
 }
 
 // frameHeader is an HTTP/2 frame's header.
@@ -332,8 +382,9 @@ type frameHeader struct {
 // frameScanner follows the frames of one direction of a connection as
 // its bytes pass: it hands each frame's header to a callback, with the
 // payload of SETTINGS and WINDOW_UPDATE frames (those of other frames are
-// passed over).
+// passed over). A callback returning true stops it, for good.
 type frameScanner struct {
+	stopped bool
 	skip    int // bytes to pass over: the client preface, a payload
 	hdr     [9]byte
 	hn      int
@@ -342,8 +393,12 @@ type frameScanner struct {
 	keep    []byte
 }
 
-func (s *frameScanner) feed(p []byte, on func(frameHeader, []byte)) {
-	for len(p) > 0 {
+// feed follows p, and returns the bytes of it followed: all of them,
+// unless the callback stopped the scanner (then up to the end of the
+// frame it stopped at).
+func (s *frameScanner) feed(p []byte, on func(frameHeader, []byte) bool) int {
+	all := len(p)
+	for len(p) > 0 && !s.stopped {
 		switch {
 		case s.skip > 0:
 			n := min(s.skip, len(p))
@@ -355,7 +410,7 @@ func (s *frameScanner) feed(p []byte, on func(frameHeader, []byte)) {
 			p = p[n:]
 			if len(s.keep) == s.cur.length {
 				s.keeping = false
-				on(s.cur, s.keep)
+				s.stopped = on(s.cur, s.keep)
 				s.keep = s.keep[:0]
 			}
 		default:
@@ -363,7 +418,7 @@ func (s *frameScanner) feed(p []byte, on func(frameHeader, []byte)) {
 			s.hn += n
 			p = p[n:]
 			if s.hn < len(s.hdr) {
-				return
+				return all
 			}
 			s.hn = 0
 			h := frameHeader{
@@ -377,9 +432,14 @@ func (s *frameScanner) feed(p []byte, on func(frameHeader, []byte)) {
 				continue
 			}
 			s.skip = h.length
-			on(h, nil)
+			if s.stopped = on(h, nil); s.stopped {
+				// The frame's payload is handed on too.
+				n := min(s.skip, len(p))
+				return all - len(p) + n
+			}
 		}
 	}
+	return all - len(p)
 }
 
 // atBoundary reports whether the bytes so far end with a whole frame.
