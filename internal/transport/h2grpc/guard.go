@@ -86,7 +86,7 @@ type guardConn struct {
 
 	mu          sync.Mutex
 	rd          frameScanner // the reading goroutine's, fed under mu
-	streams     map[uint32]*guardStream
+	streams     map[uint32]guardStream // by value: no allocation a stream
 	lastID      uint32
 	peerInitWin int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	connWin     int64 // the connection's send window
@@ -113,7 +113,7 @@ type guardStream struct {
 }
 
 func newGuardConn(g *guard, nc net.Conn) *guardConn {
-	c := &guardConn{Conn: nc, g: g, streams: map[uint32]*guardStream{}, peerInitWin: defaultWindow, connWin: defaultWindow}
+	c := &guardConn{Conn: nc, g: g, streams: map[uint32]guardStream{}, peerInitWin: defaultWindow, connWin: defaultWindow}
 	c.rd.skip = len(http2.ClientPreface)
 	if g.lim.tick > 0 {
 		c.timer = time.AfterFunc(time.Duration(1<<62), c.onTick)
@@ -216,24 +216,27 @@ func (c *guardConn) onClientFrame(h frameHeader, payload []byte) (breach bool) {
 	}
 	switch h.typ {
 	case http2.FrameHeaders:
-		st := c.streams[h.id]
-		if st == nil && h.id > c.lastID && h.id%2 == 1 {
+		st, ok := c.streams[h.id]
+		if !ok && h.id > c.lastID && h.id%2 == 1 {
 			c.lastID = h.id
-			st = &guardStream{since: c.tick, win: c.peerInitWin}
-			c.streams[h.id] = st
+			st, ok = guardStream{since: c.tick, win: c.peerInitWin}, true
 			c.watchLocked()
 		}
-		if st != nil && h.flags.Has(http2.FlagHeadersEndStream) {
-			st.ended = true
-			c.progressTick = c.tick
+		if ok {
+			if h.flags.Has(http2.FlagHeadersEndStream) {
+				st.ended = true
+				c.progressTick = c.tick
+			}
+			c.streams[h.id] = st
 		}
 	case http2.FrameData:
-		if st := c.streams[h.id]; st != nil && h.flags.Has(http2.FlagDataEndStream) {
+		if st, ok := c.streams[h.id]; ok && h.flags.Has(http2.FlagDataEndStream) {
 			st.ended = true
 			c.progressTick = c.tick
+			c.streams[h.id] = st
 		}
 	case http2.FrameRSTStream:
-		if c.streams[h.id] == nil {
+		if _, ok := c.streams[h.id]; !ok {
 			return false
 		}
 		delete(c.streams, h.id)
@@ -247,8 +250,9 @@ func (c *guardConn) onClientFrame(h frameHeader, payload []byte) (breach bool) {
 		for p := payload; len(p) >= 6 && !h.flags.Has(http2.FlagSettingsAck); p = p[6:] {
 			if http2.SettingID(binary.BigEndian.Uint16(p)) == http2.SettingInitialWindowSize {
 				v := int64(binary.BigEndian.Uint32(p[2:]))
-				for _, st := range c.streams {
+				for id, st := range c.streams {
 					st.win += v - c.peerInitWin
+					c.streams[id] = st
 				}
 				c.peerInitWin = v
 			}
@@ -260,8 +264,9 @@ func (c *guardConn) onClientFrame(h frameHeader, payload []byte) (breach bool) {
 		inc := int64(binary.BigEndian.Uint32(payload) & (1<<31 - 1))
 		if h.id == 0 {
 			c.connWin += inc
-		} else if st := c.streams[h.id]; st != nil {
+		} else if st, ok := c.streams[h.id]; ok {
 			st.win += inc
+			c.streams[h.id] = st
 		}
 	}
 	return false
@@ -272,8 +277,9 @@ func (c *guardConn) onServerFrame(h frameHeader) {
 	switch h.typ {
 	case http2.FrameData:
 		c.connWin -= int64(h.length)
-		if st := c.streams[h.id]; st != nil {
+		if st, ok := c.streams[h.id]; ok {
 			st.win -= int64(h.length)
+			c.streams[h.id] = st
 		}
 		if h.flags.Has(http2.FlagDataEndStream) {
 			delete(c.streams, h.id)
@@ -329,7 +335,7 @@ func (c *guardConn) stalledLocked() (reason string, stuck bool) {
 		c.stuckTicks, c.seenWrites = 0, c.writes
 	}
 	busy := false
-	for _, st := range c.streams {
+	for id, st := range c.streams {
 		if !st.ended {
 			if lim.request > 0 && c.tick-st.since > lim.request {
 				return "stalled_request", false
@@ -345,6 +351,7 @@ func (c *guardConn) stalledLocked() (reason string, stuck bool) {
 		case lim.write > 0 && c.tick-st.stallSince > lim.write:
 			return "stalled_write", false
 		}
+		c.streams[id] = st
 	}
 	if !busy && len(c.streams) > 0 && c.g.idleTicks > 0 && c.tick-c.progressTick > c.g.idleTicks {
 		return "max_idle", false

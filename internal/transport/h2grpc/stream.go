@@ -20,6 +20,7 @@ import (
 type stream struct {
 	c        *conn
 	id       uint32
+	since    uint32 // the watchdog's tick when it opened (set before the stream is shared)
 	m        *method
 	ctx      callCtx
 	encoding string
@@ -30,18 +31,17 @@ type stream struct {
 	msgLen    int64 // the request message's declared length; -1 until its prefix is in
 
 	// Under c.mu.
-	dispatched  bool  // the request is complete and its handler runs
-	recvLimit   int64 // the stream's receive window in all: the initial one and what was granted
-	held        int64 // request bytes counted against the connection's window
-	grant       int64 // credit granted from the connection's large-message reserve
-	need        int64 // credit waited for (in c.reserveQ); 0 if none
-	released    bool  // held and grant have been given back
+	dispatched  bool   // the request is complete and its handler runs
+	stalled     bool   // a write of the answer waits on the client
+	stallSince  uint32 // the watchdog's tick when it began to wait
+	recvLimit   int64  // the stream's receive window in all: the initial one and what was granted
+	held        int64  // request bytes counted against the connection's window
+	grant       int64  // credit granted from the connection's large-message reserve
+	need        int64  // credit waited for (in c.reserveQ); 0 if none
+	released    bool   // held and grant have been given back
 	sendWin     int64
 	reset       bool // reset by either side, or the connection ended: write nothing
 	headersSent bool
-	since       uint32 // the watchdog's tick when the stream opened
-	stalled     bool   // a write of the answer waits on the client
-	stallSince  uint32 // the watchdog's tick when it began to wait
 
 	// The handler's (server-streaming methods).
 	header, trailer metadata.MD
