@@ -85,7 +85,7 @@ type guardConn struct {
 	wr  frameScanner
 
 	mu          sync.Mutex
-	rd          frameScanner // the reading goroutine's, fed under mu
+	rd          frameScanner           // the reading goroutine's, fed under mu
 	streams     map[uint32]guardStream // by value: no allocation a stream
 	lastID      uint32
 	peerInitWin int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE

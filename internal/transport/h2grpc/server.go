@@ -102,7 +102,8 @@ type Options struct {
 type StreamLimits struct {
 	// RequestTimeout bounds the time from a call's HEADERS until its
 	// request has arrived whole (END_STREAM); past it the connection gets
-	// GOAWAY NO_ERROR "stalled_request" and is closed. Default 5 s;
+	// GOAWAY NO_ERROR "stalled_request" and is closed. Default 5 s
+	// (Envoy writes a request at once, and waits 20 ms for its answer);
 	// negative: none.
 	RequestTimeout time.Duration
 	// WriteTimeout bounds the time one write of a call's answer (its
@@ -117,7 +118,9 @@ type StreamLimits struct {
 	// ResetBurst at once: its RST_STREAM on a stream the server still
 	// serves, and the streams the server resets for the client's errors.
 	// Past it the connection gets GOAWAY ENHANCE_YOUR_CALM and is closed.
-	// Default 200 a second, burst 1000; negative: none.
+	// Default 200 a second, burst 1000 (nghttp2's burst; its rate is 33):
+	// Envoy resets each call it gives up on, and an Envoy whose calls
+	// time out for a moment is not to be cut off. Negative: none.
 	ResetRate, ResetBurst int
 }
 
