@@ -107,13 +107,7 @@ type conn struct {
 	reserveFree int64     // the large-message reserve left to grant
 	reserveQ    []*stream // streams waiting for a grant, in order
 
-	// The watchdog of StreamLimits, under mu.
-	watch      *time.Timer
-	watching   bool   // watch is armed
-	tick       uint32 // the watchdog's ticks so far
-	writes     uint64 // writes to the socket that have returned
-	seenWrites uint64 // writes at the last tick
-	stuckTicks uint32 // ticks the write under way has been under way
+	wd watchdog // StreamLimits, under mu
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -277,18 +271,13 @@ func (c *conn) startTimers() (stop func()) {
 		})
 		idle.Reset(o.MaxConnectionIdle)
 	}
-	if c.srv.lim.tick > 0 {
-		c.mu.Lock()
-		c.watch = time.AfterFunc(time.Duration(1<<62), c.onTick)
-		c.watch.Stop()
-		c.mu.Unlock()
-	}
+	c.mu.Lock()
+	c.wd.init(c.srv.lim.tick, c.onTick)
+	c.mu.Unlock()
 	return func() {
 		stopped.Store(true)
 		c.mu.Lock()
-		if c.watch != nil {
-			c.watch.Stop()
-		}
+		c.wd.stopLocked()
 		c.mu.Unlock()
 		if age != nil {
 			age.Stop()
@@ -436,8 +425,8 @@ func (c *conn) roomLocked(st *stream, n int) bool {
 func (c *conn) waitForClientLocked(st *stream) {
 	if !st.stalled {
 		st.stalled = true
-		st.stallSince = c.tick
-		c.watchLocked()
+		st.stallSince = c.wd.tick
+		c.wd.armLocked(c.closed)
 	}
 	c.cond.Wait()
 }
@@ -488,12 +477,12 @@ func (c *conn) flush() {
 		b := c.wbuf
 		c.wbuf, c.spare = c.spare[:0], nil
 		c.writing = len(b)
-		c.watchLocked()
+		c.wd.armLocked(c.closed)
 		c.mu.Unlock()
 		_, err := c.rw.Write(b)
 		c.mu.Lock()
 		c.writing = 0
-		c.writes++
+		c.wd.writes++
 		c.cond.Broadcast() // handlers may wait for room in the queue
 		if cap(b) <= 256<<10 {
 			c.spare = b[:0]
@@ -733,10 +722,10 @@ func (c *conn) open(id uint32, end bool) error {
 	}
 	c.mu.Lock()
 	st.sendWin = c.peerInitWin
-	st.since = c.tick
+	st.since = c.wd.tick
 	c.streams[id] = st
 	c.active++
-	c.watchLocked()
+	c.wd.armLocked(c.closed)
 	c.mu.Unlock()
 	if end {
 		return c.endRequest(st)

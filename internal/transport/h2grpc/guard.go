@@ -94,14 +94,9 @@ type guardConn struct {
 	ended       bool   // closed
 	goaway      []byte // the GOAWAY to write before closing, once ending
 
-	timer        *time.Timer
-	watching     bool
-	tick         uint32
+	wd           watchdog
 	progressTick uint32 // the tick of the last request received whole
 	writing      bool
-	writes       uint64
-	seenWrites   uint64
-	stuckTicks   uint32
 }
 
 type guardStream struct {
@@ -115,10 +110,7 @@ type guardStream struct {
 func newGuardConn(g *guard, nc net.Conn) *guardConn {
 	c := &guardConn{Conn: nc, g: g, streams: map[uint32]guardStream{}, peerInitWin: defaultWindow, connWin: defaultWindow}
 	c.rd.skip = len(http2.ClientPreface)
-	if g.lim.tick > 0 {
-		c.timer = time.AfterFunc(time.Duration(1<<62), c.onTick)
-		c.timer.Stop()
-	}
+	c.wd.init(g.lim.tick, c.onTick)
 	return c
 }
 
@@ -149,12 +141,12 @@ func (c *guardConn) Write(p []byte) (int, error) {
 	defer c.wmu.Unlock()
 	c.mu.Lock()
 	c.writing = true
-	c.watchLocked()
+	c.wd.armLocked(c.ended)
 	c.mu.Unlock()
 	n, err := c.Conn.Write(p)
 	c.mu.Lock()
 	c.writing = false
-	c.writes++
+	c.wd.writes++
 	c.wr.feed(p[:n], func(h frameHeader, _ []byte) bool { c.onServerFrame(h); return false })
 	ending := c.goaway != nil
 	c.mu.Unlock()
@@ -184,9 +176,7 @@ func (c *guardConn) Close() error {
 func (c *guardConn) close() error {
 	c.mu.Lock()
 	c.ended = true
-	if c.timer != nil {
-		c.timer.Stop()
-	}
+	c.wd.stopLocked()
 	c.mu.Unlock()
 	return c.Conn.Close()
 }
@@ -219,20 +209,20 @@ func (c *guardConn) onClientFrame(h frameHeader, payload []byte) (breach bool) {
 		st, ok := c.streams[h.id]
 		if !ok && h.id > c.lastID && h.id%2 == 1 {
 			c.lastID = h.id
-			st, ok = guardStream{since: c.tick, win: c.peerInitWin}, true
-			c.watchLocked()
+			st, ok = guardStream{since: c.wd.tick, win: c.peerInitWin}, true
+			c.wd.armLocked(c.ended)
 		}
 		if ok {
 			if h.flags.Has(http2.FlagHeadersEndStream) {
 				st.ended = true
-				c.progressTick = c.tick
+				c.progressTick = c.wd.tick
 			}
 			c.streams[h.id] = st
 		}
 	case http2.FrameData:
 		if st, ok := c.streams[h.id]; ok && h.flags.Has(http2.FlagDataEndStream) {
 			st.ended = true
-			c.progressTick = c.tick
+			c.progressTick = c.wd.tick
 			c.streams[h.id] = st
 		}
 	case http2.FrameRSTStream:
@@ -293,52 +283,29 @@ func (c *guardConn) onServerFrame(h frameHeader) {
 	}
 }
 
-func (c *guardConn) watchLocked() {
-	if c.timer != nil && !c.watching && !c.ended {
-		c.watching = true
-		c.timer.Reset(c.g.lim.tick)
-	}
-}
-
 func (c *guardConn) onTick() {
 	c.mu.Lock()
 	if c.ended {
 		c.mu.Unlock()
 		return
 	}
-	c.tick++
-	reason, stuck := c.stalledLocked()
-	if len(c.streams) > 0 || c.writing {
-		c.timer.Reset(c.g.lim.tick)
-	} else {
-		c.watching = false
-	}
+	stuck := c.wd.stepLocked(c.writing, c.g.lim.write)
+	reason := c.stalledLocked()
+	c.wd.againLocked(len(c.streams) > 0 || c.writing)
 	c.mu.Unlock()
-	switch {
-	case stuck:
-		c.g.opts.Logger.Debug("h2grpc: closing a connection whose client does not read", "remote", c.RemoteAddr())
-		c.close()
-	case reason != "":
-		c.end(http2.ErrCodeNo, reason)
-	}
+	endStalled(c.g.opts.Logger, c.RemoteAddr(), stuck, reason, func() { c.close() }, c.end)
 }
 
 // stalledLocked is conn.stalledLocked for grpc-go's streams, with
 // MaxConnectionIdle's check. c.mu is held.
-func (c *guardConn) stalledLocked() (reason string, stuck bool) {
+func (c *guardConn) stalledLocked() (reason string) {
 	lim := &c.g.lim
-	if c.writing && c.writes == c.seenWrites {
-		if c.stuckTicks++; lim.write > 0 && c.stuckTicks > lim.write {
-			return "", true
-		}
-	} else {
-		c.stuckTicks, c.seenWrites = 0, c.writes
-	}
+	tick := c.wd.tick
 	busy := false
 	for id, st := range c.streams {
 		if !st.ended {
-			if lim.request > 0 && c.tick-st.since > lim.request {
-				return "stalled_request", false
+			if lim.request > 0 && tick-st.since > lim.request {
+				return "stalled_request"
 			}
 			continue
 		}
@@ -347,16 +314,16 @@ func (c *guardConn) stalledLocked() (reason string, stuck bool) {
 		case min(st.win, c.connWin) > 0:
 			st.stalled = false
 		case !st.stalled:
-			st.stalled, st.stallSince = true, c.tick
-		case lim.write > 0 && c.tick-st.stallSince > lim.write:
-			return "stalled_write", false
+			st.stalled, st.stallSince = true, tick
+		case lim.write > 0 && tick-st.stallSince > lim.write:
+			return "stalled_write"
 		}
 		c.streams[id] = st
 	}
-	if !busy && len(c.streams) > 0 && c.g.idleTicks > 0 && c.tick-c.progressTick > c.g.idleTicks {
-		return "max_idle", false
+	if !busy && len(c.streams) > 0 && c.g.idleTicks > 0 && tick-c.progressTick > c.g.idleTicks {
+		return "max_idle"
 	}
-	return "", false
+	return ""
 }
 
 // end ends the connection with a GOAWAY: at once if grpc-go is not
