@@ -39,7 +39,10 @@ import (
 //     MaxConnectionIdle ("max_idle"; grpc-go's own keepalive
 //     MaxConnectionIdle ends connections with no stream).
 //
-// The other fields of o do not apply: grpc-go's server has its own
+// It is for services whose methods take one request message (unary and
+// server-streaming, as the Server serves): a client-streaming call that
+// keeps its side open past RequestTimeout would end its connection. The
+// other fields of o do not apply: grpc-go's server has its own
 // (rls.ServerOptions).
 func Guard(creds credentials.TransportCredentials, o Options) credentials.TransportCredentials {
 	o = o.withDefaults()
