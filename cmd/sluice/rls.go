@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
@@ -337,10 +338,13 @@ func (l *rlsListeners) attrs() []any {
 // connection may hold: h2grpc by its defaults (see its package doc),
 // grpc-go by rls.ServerOptions.
 func (f *rlsFlags) grpcServer(log *slog.Logger, tr rls.Transport) grpcServerImpl {
+	o := leanOptions(tr, log)
 	if f.grpc == "lean" {
-		return h2grpc.NewServer(leanOptions(tr, log))
+		return h2grpc.NewServer(o)
 	}
-	return grpc.NewServer(tr.GRPCOptions()...)
+	return grpc.NewServer(tr.GRPCOptions(func(c credentials.TransportCredentials) credentials.TransportCredentials {
+		return h2grpc.Guard(c, o)
+	})...)
 }
 
 // rlsDrainTimeout bounds sluice rls's drain: requests in flight get this
