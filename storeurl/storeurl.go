@@ -2,6 +2,7 @@ package storeurl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -39,8 +40,9 @@ type Store struct {
 	Leased *redisstore.Leased
 	url    string
 
-	viewMu sync.Mutex
-	view   *redisstore.Leased // LeasedView's, when the URL has no lease
+	viewMu   sync.Mutex
+	view     *redisstore.Leased // LeasedView's, when the URL has no lease
+	inflight inflightCloser     // InFlight's
 }
 
 // LeasedView returns a leased view of the Redis store, for the rules that
@@ -165,10 +167,17 @@ func (s *Store) leaseStats() redisstore.LeaseStats {
 	return redisstore.LeaseStats{}
 }
 
-// Close closes the store.
+// Close closes the store, and the in-flight store InFlight made.
 func (s *Store) Close() error {
+	s.viewMu.Lock()
+	var err error
+	if s.inflight != nil {
+		err = s.inflight.Close()
+		s.inflight = nil
+	}
+	s.viewMu.Unlock()
 	if s.Memory != nil {
-		return s.Memory.Close()
+		return errors.Join(err, s.Memory.Close())
 	}
 	if s.Leased != nil {
 		s.Leased.Close() // gives back the unspent slices, through Redis
@@ -178,7 +187,7 @@ func (s *Store) Close() error {
 		s.view.Close()
 	}
 	s.viewMu.Unlock()
-	return s.Redis.Close()
+	return errors.Join(err, s.Redis.Close())
 }
 
 // URL is the store's URL without its password.

@@ -27,7 +27,7 @@ var allowed = map[string][]string{
 		"internal/config/didyoumean"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
-	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
+	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "adaptive",
 		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
 		"internal/server/status", "internal/server/control"},
 	"rls/xds": {"rules"},
@@ -52,8 +52,9 @@ var allowed = map[string][]string{
 	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink"},
 	// The one link to Redis of both Redis stores: breakers, trials, health.
 	"internal/redislink": {},
-	// The store opener, beside the stores: a URL to a store, for both servers.
-	"storeurl": {"memstore", "redisstore", "ratelimit"},
+	// The store opener, beside the stores: a URL to a server's stores (rate
+	// limits, in-flight leases) on one client, for both servers.
+	"storeurl": {"memstore", "redisstore", "ratelimit", "inflight", "inflight/redisinflight"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
