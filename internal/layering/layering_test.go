@@ -21,10 +21,14 @@ const module = "github.com/sluicehq/sluice"
 // layers, top to bottom; "std" marks the packages that may import nothing
 // but the standard library and each other (the core).
 var allowed = map[string][]string{
-	// The command: the only importer of the transport.
-	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
-		"internal/transport/h2grpc", "internal/server/admin", "storeurl", "internal/server/tlsreload", "internal/server/control",
-		"internal/config/didyoumean"},
+	// The command.
+	"cmd/sluice": {"gateway", "rls/runner", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
+		"internal/server/control", "internal/config/didyoumean"},
+	// The RLS assembled (as gateway is the gateway): flags to store, server,
+	// rules' source, gRPC server and listeners. With cmd/sluice, the only
+	// importer of the transport.
+	"rls/runner": {"rls", "rls/xds", "rules", "memstore", "redisstore", "ratelimit", "storeurl",
+		"internal/transport/h2grpc", "internal/server/admin", "internal/server/tlsreload", "internal/server/control"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "adaptive",
@@ -100,14 +104,14 @@ var allowed = map[string][]string{
 // needed, so a user of the middleware or the client pulls in none of them.
 var modules = map[string][]string{
 	"github.com/redis/rueidis":               {"internal/redislink", "redisstore", "inflight/redisinflight"},
-	"github.com/prometheus/client_golang":    {"cmd/sluice", "gateway", "rls", "rls/xds", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload", "internal/server/admin"},
-	"google.golang.org/grpc":                 {"cmd/sluice", "rls", "rls/xds", "internal/transport/h2grpc"},
+	"github.com/prometheus/client_golang":    {"gateway", "rls", "rls/xds", "rls/runner", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload", "internal/server/admin"},
+	"google.golang.org/grpc":                 {"rls/runner", "rls", "rls/xds", "internal/transport/h2grpc"},
 	"google.golang.org/protobuf":             {"rls", "rls/xds", "internal/transport/h2grpc"},
 	"google.golang.org/genproto/googleapis":  {"rls/xds"},
 	"github.com/envoyproxy/go-control-plane": {"rls", "rls/xds"},
 	"github.com/lyft/gostats":                {"rls"},
 	"go.yaml.in/yaml/v3":                     {"internal/config/yamlnode", "rules", "gateway", "cmd/sluice"},
-	"golang.org/x/net":                       {"cmd/sluice", "gateway", "rls", "httpclient", "internal/transport/h2grpc"},
+	"golang.org/x/net":                       {"rls/runner", "gateway", "rls", "httpclient", "internal/transport/h2grpc"},
 	"golang.org/x/term":                      {"cmd/sluice"},
 	// The client's parsers of what servers send: maintained libraries
 	// rather than string splitting of our own.
