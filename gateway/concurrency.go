@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"math"
 	"net/http"
 	"slices"
@@ -740,7 +741,7 @@ func (l *lazyRedis) get() (*redisinflight.Store, error) {
 	co.DisableCache = true
 	client, err := rueidis.NewClient(co)
 	if err != nil {
-		l.log.log.Error("gateway: in-flight store: redis unavailable; on_store_error answers", "store", RedactURL(l.url), "err", err)
+		l.log.log.Error("gateway: in-flight store: redis unavailable; on_store_error answers", "store", redact.URL(l.url), "err", err)
 		return nil, fmt.Errorf("%w: %v", redisinflight.ErrUnavailable, err)
 	}
 	st, err := redisinflight.New(client, l.opts)

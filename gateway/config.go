@@ -3,7 +3,9 @@ package gateway
 import (
 	"bytes"
 	"embed"
+	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -406,8 +408,10 @@ func (d *decoder) parse(data []byte) *Config {
 			c.Store = d.str(v, "store")
 			if c.Store != "memory" {
 				u, err := url.Parse(c.Store)
-				if err != nil || !slices.Contains([]string{"redis", "rediss", "redis-cluster", "rediss-cluster", "redis-sentinel", "unix"}, u.Scheme) {
-					d.add(v.Line, "store", "want memory or a redis://, rediss://, redis-cluster://, rediss-cluster://, redis-sentinel:// or unix:// URL, got %q", c.Store)
+				if errors.Is(redact.Error(c.Store, err), redact.ErrUnencoded) {
+					d.add(v.Line, "store", "%q: %v", redact.URL(c.Store), redact.ErrUnencoded)
+				} else if err != nil || !slices.Contains([]string{"redis", "rediss", "redis-cluster", "rediss-cluster", "redis-sentinel", "unix"}, u.Scheme) {
+					d.add(v.Line, "store", "want memory or a redis://, rediss://, redis-cluster://, rediss-cluster://, redis-sentinel:// or unix:// URL, got %q", redact.URL(c.Store))
 				}
 			}
 		},

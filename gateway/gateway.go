@@ -197,9 +197,6 @@ func (g *Gateway) bindRules(cfg *Config) (*rules.Set, error) {
 	return set, nil
 }
 
-// RedactURL hides a store URL's password, for logs (redisstore.RedactURL).
-func RedactURL(s string) string { return storeurl.Redact(s) }
-
 // Store returns the gateway's store.
 func (g *Gateway) Store() ratelimit.Store { return g.store }
 

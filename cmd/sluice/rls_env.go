@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"net"
 	"net/http"
 	"net/url"
@@ -277,11 +278,11 @@ func parseFloat(s string) error {
 }
 
 func (e *upstreamEnv) fail(name, v, why string) {
-	e.errs = append(e.errs, fmt.Errorf("%s=%q: %s", name, v, why))
+	e.errs = append(e.errs, fmt.Errorf("%s=%q: %s", name, redact.Value(name, v), why))
 }
 
 func (e *upstreamEnv) refuse(name, v, why string) {
-	e.errs = append(e.errs, fmt.Errorf("%s=%q is not supported by sluice rls: %s", name, v, why))
+	e.errs = append(e.errs, fmt.Errorf("%s=%q is not supported by sluice rls: %s", name, redact.Value(name, v), why))
 }
 
 func (e *upstreamEnv) set(flagName, value string, from ...string) {

@@ -23,12 +23,12 @@ const module = "github.com/sluicehq/sluice"
 var allowed = map[string][]string{
 	// The command: the only importer of the transport.
 	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
-		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl", "internal/server/tlsreload", "internal/server/control"},
+		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl", "internal/server/tlsreload", "internal/server/control", "internal/redact"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
 		"internal/server/admin", "internal/server/eventlog", "internal/server/storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
-		"internal/server/status", "internal/server/control"},
+		"internal/server/status", "internal/server/control", "internal/redact"},
 	"rls/xds": {"rules"},
 	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch", "internal/server/status", "internal/server/control"},
 	// The middleware and who is calling.
@@ -48,7 +48,7 @@ var allowed = map[string][]string{
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
-	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/transport/rawconn"},
+	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/transport/rawconn", "internal/redact"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
@@ -70,7 +70,7 @@ var allowed = map[string][]string{
 	"internal/server/eventlog":   {},
 	"internal/server/rlheader":   {"ratelimit", "internal/server/sfv"},
 	"internal/server/sfv":        {},
-	"internal/server/storeurl":   {"memstore", "redisstore", "ratelimit"},
+	"internal/server/storeurl":   {"memstore", "redisstore", "ratelimit", "internal/redact"},
 	"internal/server/watch":      {},
 	"internal/server/topk":       {},
 	"internal/server/status":     {"internal/server/topk"},
@@ -80,6 +80,8 @@ var allowed = map[string][]string{
 	"internal/config/didyoumean": {},
 	"internal/transport/h2grpc":  {"internal/transport/rawconn"},
 	"internal/transport/rawconn": {},
+	// The one redactor, below every layer that handles a URL or a secret.
+	"internal/redact": {},
 	// Test-only packages and test harnesses.
 	"internal/testharness/redistest": {},
 	"internal/testharness/twodoors":  {},

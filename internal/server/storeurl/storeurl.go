@@ -3,6 +3,7 @@ package storeurl
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"log/slog"
 	"sync"
 
@@ -108,7 +109,7 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 		return &Store{Store: m, Memory: m, url: Memory}, nil
 	}
 	ro := opts.Redis
-	safe := Redact(raw)
+	safe := redact.URL(raw)
 	raw, lease, err := takeLease(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store %w", err)
@@ -282,6 +283,3 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 	}
 	return nil
 }
-
-// Redact hides a store URL's password (redisstore.RedactURL).
-func Redact(raw string) string { return redisstore.RedactURL(raw) }
