@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"math"
 	"net/http"
 	"slices"
@@ -476,7 +477,7 @@ func (c *concurrency) inflightStore(cfg *Config) inflight.Store {
 		return c.store
 	}
 	ls := &lazyRedis{url: cfg.Store, opts: redisinflight.Options{OnError: cfg.OnStoreError, Timeout: 250 * time.Millisecond,
-		OnFailure: func(err error) { c.g.log.Debug("gateway: in-flight store call failed", "err", err) }}, log: c.g}
+		OnFailure: func(err error) { c.g.events.Report(eventlog.StoreError, "in-flight", "", err) }}, log: c.g}
 	c.store, c.closeSt = ls, ls.Close
 	return c.store
 }

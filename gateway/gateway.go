@@ -470,7 +470,9 @@ func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *i
 			if r.Context().Err() != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded) {
 				return // the client went away
 			}
-			g.log.Warn("gateway: upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			// Counted per upstream, one line an interval: an
+			// upstream outage must not become a logging outage.
+			g.events.Report(eventlog.UpstreamError, target.Host, r.URL.Path, err)
 			httplimit.WriteProblem(w, httplimit.Problem{Status: status, Detail: "the upstream did not answer"})
 		},
 	}
