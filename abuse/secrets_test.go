@@ -34,7 +34,7 @@ type secretCase struct {
 	env   map[string]string
 	files map[string]string // name -> content; "$name" in args, env and files is the file's path
 	runs  bool              // starts and serves; else exits with an error
-	cfg   string            // sluice serve: a gateway config ("$name" expanded); args go after it
+	cfg   string            // sluice serve: the gateway config file; args go after it
 }
 
 // Attack: make sluice print a secret. A store URL whose password holds an
@@ -56,23 +56,7 @@ type secretCase struct {
 // the file.)
 func TestSecretsNeverPrinted(t *testing.T) {
 	down := "127.0.0.1:1" // nothing listens on port 1 of loopback
-	gateway := func(store string) string {
-		return fmt.Sprintf(`
-upstream: builtin:echo
-store: %q
-on_store_error: allow
-routes:
-  - path: /
-    rate_limits:
-      - actions: [{generic_key: {descriptor_value: all}}]
-rules:
-  domain: abuse
-  descriptors:
-    - key: generic_key
-      value: all
-      rate_limit: {name: all, algorithm: token_bucket, unit: hour, requests_per_unit: 100}
-`, store)
-	}
+	gateway := func(store string) string { return redisGateway(t, store, "allow", 100) }
 	cert := selfSigned(t)
 	// A key file with the canary in clear and in a PEM block that does
 	// not parse.
@@ -84,11 +68,7 @@ rules:
 		{name: "serve/url-wrong-scheme", cfg: gateway("http://u:" + canary + "@" + down + "/0")},
 		{name: "serve/redis-down", cfg: gateway("redis://u:" + canary + "@" + down + "/0"), runs: true},
 		{name: "serve/cluster-down", cfg: gateway("redis-cluster://u:" + canary + "@" + down + ",127.0.0.1:2"), runs: true},
-		{name: "serve/tls-key", cfg: `
-upstream: builtin:echo
-tls: {cert_file: $cert, key_file: $key}
-routes: [{path: /}]
-`, files: map[string]string{"cert": cert, "key": key}},
+		{name: "serve/tls-key", cfg: tlsGateway(t, cert, key)},
 
 		{name: "rls/url-hash", args: []string{"--store", "redis://:" + canaryA + "#" + canaryB + "@" + down}},
 		{name: "rls/url-percent", args: []string{"--store", "redis://u:" + canaryA + "%zz" + canaryB + "@" + down}},
@@ -145,7 +125,7 @@ func runSecretCase(t *testing.T, tc secretCase) string {
 	}
 	serve := strings.HasPrefix(tc.name, "serve/")
 	if serve {
-		args = append([]string{"--config", writeFile(t, dir, "gateway.yaml", expand(tc.cfg))}, args...)
+		args = append([]string{"--config", tc.cfg}, args...)
 	} else if !strings.Contains(strings.Join(args, " "), "--help") {
 		writeFile(t, dir, "rules.yaml", "domain: abuse\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 100}\n")
 		args = append([]string{"--config-dir", dir}, args...)
@@ -194,6 +174,17 @@ func runSecretCase(t *testing.T, tc secretCase) string {
 	}
 	p.stop()
 	return p.output() + b.String()
+}
+
+// tlsGateway writes a gateway config serving TLS with the certificate
+// and key given (PEM).
+func tlsGateway(t *testing.T, cert, key string) string {
+	dir := t.TempDir()
+	return writeFile(t, dir, "gateway.yaml", fmt.Sprintf(`
+upstream: builtin:echo
+tls: {cert_file: %s, key_file: %s}
+routes: [{path: /}]
+`, writeFile(t, dir, "cert", cert), writeFile(t, dir, "key", key)))
 }
 
 // selfSigned returns a PEM certificate for 127.0.0.1 (its key thrown
