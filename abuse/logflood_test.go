@@ -1,6 +1,7 @@
 package abuse
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -149,5 +150,41 @@ func TestLogFloodRLS(t *testing.T) {
 				t.Errorf("the log has no cut key:\n%s", out)
 			}
 		})
+	}
+}
+
+// Attack: open connections to a TLS listener and fail their handshakes
+// (here: offer only TLS 1.0). net/http writes a line per failed handshake
+// to the server's error log, which the gateway wrote to its log as it
+// came: one line per connection, at the rate a client can connect.
+//
+// Bound: net/http's lines go through the event log (kind=server_error,
+// per listener): 2000 failed handshakes write at most floodMaxLines
+// lines and floodMaxBytes bytes.
+func TestLogFloodTLSHandshakes(t *testing.T) {
+	t.Parallel()
+	cert, key := selfSigned(t)
+	g := startServe(t, tlsGateway(t, cert, key))
+	addr := strings.TrimPrefix(g.url, "http://")
+	start := time.Now()
+	err := parallel(floodRequests, 8, func(i int) error {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS10})
+		if err == nil {
+			c.Close()
+			return fmt.Errorf("handshake %d: a TLS 1.0 handshake succeeded", i)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.stop()
+	lines, bytes := logVolume(g.proc, start)
+	t.Logf("%d failed handshakes: %d lines, %d bytes of log", floodRequests, lines, bytes)
+	if lines > floodMaxLines || bytes > floodMaxBytes {
+		t.Errorf("%d lines, %s of log for %d failed handshakes; want at most %d lines and %d KiB", lines, mib(int64(bytes)), floodRequests, floodMaxLines, floodMaxBytes>>10)
+	}
+	if out := strings.Join(g.lines(start), "\n"); !strings.Contains(out, "kind=server_error") || !strings.Contains(out, "TLS handshake error") {
+		t.Errorf("the log does not say the handshakes failed:\n%s", out)
 	}
 }

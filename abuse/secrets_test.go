@@ -57,7 +57,7 @@ type secretCase struct {
 func TestSecretsNeverPrinted(t *testing.T) {
 	down := "127.0.0.1:1" // nothing listens on port 1 of loopback
 	gateway := func(store string) string { return redisGateway(t, store, "allow", 100) }
-	cert := selfSigned(t)
+	cert, _ := selfSigned(t)
 	// A key file with the canary in clear and in a PEM block that does
 	// not parse.
 	key := canary + "\n-----BEGIN PRIVATE KEY-----\nQzRuYXJ5\n-----END PRIVATE KEY-----\n"
@@ -187,9 +187,8 @@ routes: [{path: /}]
 `, writeFile(t, dir, "cert", cert), writeFile(t, dir, "key", key)))
 }
 
-// selfSigned returns a PEM certificate for 127.0.0.1 (its key thrown
-// away: the tests give a key file that does not parse).
-func selfSigned(t *testing.T) string {
+// selfSigned returns a PEM certificate for 127.0.0.1 and its PEM key.
+func selfSigned(t *testing.T) (cert, key string) {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -200,5 +199,9 @@ func selfSigned(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	kder, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
 }

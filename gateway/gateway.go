@@ -511,7 +511,7 @@ func (g *Gateway) Serve(ctx context.Context, ln, admin net.Listener) error {
 	pc := cfg.Connections.withDefaults(DefaultConnections())
 	plim := newConnLimiter(pc.Max, g.conns, "public")
 	pub := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: pc.ReadHeaderTimeout, IdleTimeout: pc.IdleTimeout,
-		MaxHeaderBytes: pc.MaxHeaderBytes, ConnState: plim.connState, ErrorLog: slogErrorLog(g.log)}
+		MaxHeaderBytes: pc.MaxHeaderBytes, ConnState: plim.connState, ErrorLog: g.events.ErrorLog("listen")}
 	var adm *http.Server
 	errc := make(chan error, 2)
 	go func() {
@@ -527,7 +527,7 @@ func (g *Gateway) Serve(ctx context.Context, ln, admin net.Listener) error {
 		alim := newConnLimiter(ac.Max, g.conns, "admin")
 		adm = &http.Server{Handler: withDeadlines(g.AdminHandler(), ac.ReadTimeout, ac.WriteTimeout),
 			ReadHeaderTimeout: ac.ReadHeaderTimeout, IdleTimeout: ac.IdleTimeout, MaxHeaderBytes: ac.MaxHeaderBytes,
-			ConnState: alim.connState, ErrorLog: slogErrorLog(g.log)}
+			ConnState: alim.connState, ErrorLog: g.events.ErrorLog("admin_listen")}
 		go func() { errc <- adm.Serve(alim.listener(admin)) }()
 		n++
 	}

@@ -742,5 +742,5 @@ func metricsServer(srv *rls.Server, ln net.Listener) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", srv.Handler())
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
-		IdleTimeout: 75 * time.Second, MaxHeaderBytes: 16 << 10}
+		IdleTimeout: 75 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: srv.ErrorLog("metrics-listen")}
 }

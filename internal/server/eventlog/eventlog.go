@@ -3,6 +3,8 @@ package eventlog
 import (
 	"cmp"
 	"context"
+	"errors"
+	"log"
 	"log/slog"
 	"slices"
 	"strings"
@@ -29,6 +31,11 @@ const (
 	// logged at slog.LevelWarn as "upstream failed", the rule being the
 	// upstream and the key the request's path.
 	UpstreamError
+	// ServerError is a line of net/http's server log (a failed TLS
+	// handshake, above all, which a client makes at the rate it opens
+	// connections): logged at slog.LevelWarn as "server error", the rule
+	// being the listener (ErrorLog).
+	ServerError
 
 	numKinds
 )
@@ -41,10 +48,11 @@ var kinds = [numKinds]struct {
 	ShadowDenied:  {"shadow_denied", "over limit in shadow mode", slog.LevelInfo},
 	Denied:        {"denied", "over limit", slog.LevelInfo},
 	UpstreamError: {"upstream_error", "upstream failed", slog.LevelWarn},
+	ServerError:   {"server_error", "server error", slog.LevelWarn},
 }
 
 // String returns the kind's name in logs: store_error, shadow_denied,
-// denied or upstream_error.
+// denied, upstream_error or server_error.
 func (k Kind) String() string {
 	if k >= numKinds {
 		return "unknown"
@@ -223,7 +231,7 @@ func (l *Log) count(e *entry, key string, err error) (ok bool) {
 // sample adds key to e's samples if it is new and there is room. e.mu is
 // held.
 func (e *entry) sample(samples int, key string) {
-	if len(e.keys) >= samples {
+	if len(e.keys) >= samples || key == "" {
 		return
 	}
 	key = Cut(key)
@@ -276,7 +284,7 @@ func (l *Log) first(kind Kind, rule string, cut bool, key string, err error) {
 	// Under l.mu, so that the pair's summary never comes before it.
 	attrs := make([]slog.Attr, 0, 6)
 	attrs = append(attrs, slog.String("kind", kind.String()), slog.String("rule", e.label), slog.Int64("count", 1))
-	if l.samples > 0 {
+	if l.samples > 0 && key != "" {
 		attrs = append(attrs, slog.Any("keys", []string{Cut(key)}))
 	}
 	if err != nil {
@@ -398,6 +406,23 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	l.write(lines)
 	return nil
+}
+
+// ErrorLog returns a logger for http.Server.ErrorLog whose every line is
+// a ServerError event of listener (the rule): net/http's lines, one per
+// failed TLS handshake say, are counted into one line an interval.
+func (l *Log) ErrorLog(listener string) *log.Logger {
+	return log.New(serverLines{l, listener}, "", 0)
+}
+
+type serverLines struct {
+	l        *Log
+	listener string
+}
+
+func (w serverLines) Write(p []byte) (int, error) {
+	w.l.Report(ServerError, w.listener, "", errors.New(strings.TrimSpace(string(p))))
+	return len(p), nil
 }
 
 // Cut bounds a client-controlled value (a path, a header value, a key)

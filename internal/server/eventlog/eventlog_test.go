@@ -385,3 +385,26 @@ func TestErrorsAreCut(t *testing.T) {
 		}
 	})
 }
+
+// TestErrorLog: each line of an http.Server's error log is a ServerError
+// event of its listener, a flood of them one line and a summary.
+func TestErrorLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, c := newLog(eventlog.Options{})
+		defer l.Close()
+		el := l.ErrorLog("listen")
+		for i := range 1000 {
+			el.Printf("http: TLS handshake error from 10.0.0.%d:5000: EOF", i%200)
+		}
+		time.Sleep(eventlog.DefaultInterval)
+		synctest.Wait()
+		got := c.take()
+		if len(got) != 2 {
+			t.Fatalf("%v, want 2 lines (the first, a summary)", got)
+		}
+		if r := got[1]; r.msg != "server error" || r.attrs["kind"] != "server_error" || r.attrs["rule"] != "listen" || r.count != 999 ||
+			r.attrs["error"] != "http: TLS handshake error from 10.0.0.199:5000: EOF" || len(r.keys) != 0 {
+			t.Errorf("summary: %v", r)
+		}
+	})
+}
