@@ -48,7 +48,9 @@ type secretCase struct {
 // both servers, is run with a canary secret (URL password with unencoded
 // '#' and '%', user:password, --store-password, SLUICE_STORE_PASSWORD,
 // --store-password-file, REDIS_AUTH, REDIS_SENTINEL_AUTH, TLS key and
-// certificate files holding it, Redis unreachable at start), and no byte
+// certificate files holding it, an API key file with a key where its hash
+// belongs, a short JWT secret and admin token, Redis unreachable at
+// start), and no byte
 // of stdout, stderr, /metrics, /status, /status.json, /readyz or
 // /healthcheck holds either half of it. (The process's command line, in
 // ps and /debug/pprof/cmdline on the admin listener, shows a
@@ -69,6 +71,9 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{name: "serve/redis-down", cfg: gateway("redis://u:" + canary + "@" + down + "/0"), runs: true},
 		{name: "serve/cluster-down", cfg: gateway("redis-cluster://u:" + canary + "@" + down + ",127.0.0.1:2"), runs: true},
 		{name: "serve/tls-key", cfg: tlsGateway(t, cert, key)},
+		{name: "serve/api-key-unhashed", cfg: gatewayFiles(t, "identity: {api_keys_file: $keys}", map[string]string{"keys": canary + " alice\n"})},
+		{name: "serve/jwt-short-secret", cfg: gatewayFiles(t, "identity: {jwt: {alg: HS256, key_file: $jwt}}", map[string]string{"jwt": canary})},
+		{name: "serve/admin-token-short", cfg: gatewayFiles(t, "admin_token_file: $tok", map[string]string{"tok": canaryA})},
 
 		{name: "rls/url-hash", args: []string{"--store", "redis://:" + canaryA + "#" + canaryB + "@" + down}},
 		{name: "rls/url-percent", args: []string{"--store", "redis://u:" + canaryA + "%zz" + canaryB + "@" + down}},
@@ -85,6 +90,8 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{name: "rls/tls-files", env: map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": down, "REDIS_TLS": "true", "REDIS_AUTH": canary,
 			"REDIS_TLS_CLIENT_CERT": "$cert", "REDIS_TLS_CLIENT_KEY": "$key"},
 			files: map[string]string{"cert": cert, "key": key}},
+		{name: "rls/admin-token-short", env: map[string]string{"SLUICE_ADMIN_TOKEN": canaryA}},
+		{name: "rls/admin-token-file-short", args: []string{"--admin-token-file", "$tok"}, files: map[string]string{"tok": canaryA + "\n"}},
 		{name: "rls/help", args: []string{"--help"}, env: map[string]string{"SLUICE_STORE_PASSWORD": canary, "REDIS_AUTH": canary}},
 	}
 	for _, tc := range cases {
@@ -179,12 +186,18 @@ func runSecretCase(t *testing.T, tc secretCase) string {
 // tlsGateway writes a gateway config serving TLS with the certificate
 // and key given (PEM).
 func tlsGateway(t *testing.T, cert, key string) string {
+	return gatewayFiles(t, "tls: {cert_file: $cert, key_file: $key}", map[string]string{"cert": cert, "key": key})
+}
+
+// gatewayFiles writes a gateway config of one route to builtin:echo with
+// the settings of yaml, in which "$name" is the path of a file written
+// with files[name].
+func gatewayFiles(t *testing.T, yaml string, files map[string]string) string {
 	dir := t.TempDir()
-	return writeFile(t, dir, "gateway.yaml", fmt.Sprintf(`
-upstream: builtin:echo
-tls: {cert_file: %s, key_file: %s}
-routes: [{path: /}]
-`, writeFile(t, dir, "cert", cert), writeFile(t, dir, "key", key)))
+	for name, content := range files {
+		yaml = strings.ReplaceAll(yaml, "$"+name, writeFile(t, dir, name, content))
+	}
+	return writeFile(t, dir, "gateway.yaml", "upstream: builtin:echo\nroutes: [{path: /}]\n"+yaml+"\n")
 }
 
 // selfSigned returns a PEM certificate for 127.0.0.1 and its PEM key.
