@@ -52,7 +52,8 @@ type secretCase struct {
 // belongs, a short JWT secret and admin token, Redis unreachable at
 // start), and no byte
 // of stdout, stderr, /metrics, /status, /status.json, /readyz or
-// /healthcheck holds either half of it. (The process's command line, in
+// /healthcheck, nor of `sluice check` on the gateway's config, holds
+// either half of it. (The process's command line, in
 // ps and /debug/pprof/cmdline on the admin listener, shows a
 // --store-password given there: --help says to prefer the variable or
 // the file.)
@@ -71,6 +72,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{name: "serve/redis-down", cfg: gateway("redis://u:" + canary + "@" + down + "/0"), runs: true},
 		{name: "serve/cluster-down", cfg: gateway("redis-cluster://u:" + canary + "@" + down + ",127.0.0.1:2"), runs: true},
 		{name: "serve/tls-key", cfg: tlsGateway(t, cert, key)},
+		{name: "serve/snapshot-on-redis", cfg: gatewayFiles(t, "store: redis://u:"+canary+"@"+down+"/0\nsnapshot: {file: $snap}", map[string]string{"snap": ""})},
 		{name: "serve/api-key-unhashed", cfg: gatewayFiles(t, "identity: {api_keys_file: $keys}", map[string]string{"keys": canary + " alice\n"})},
 		{name: "serve/jwt-short-secret", cfg: gatewayFiles(t, "identity: {jwt: {alg: HS256, key_file: $jwt}}", map[string]string{"jwt": canary})},
 		{name: "serve/admin-token-short", cfg: gatewayFiles(t, "admin_token_file: $tok", map[string]string{"tok": canaryA})},
@@ -137,6 +139,12 @@ func runSecretCase(t *testing.T, tc secretCase) string {
 		writeFile(t, dir, "rules.yaml", "domain: abuse\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 100}\n")
 		args = append([]string{"--config-dir", dir}, args...)
 	}
+	checked := ""
+	if serve {
+		// sluice check reads the same config: its problems, the same.
+		out, _ := exec.Command(sluiceBinary(t), "check", tc.cfg).CombinedOutput()
+		checked = "sluice check:\n" + string(out)
+	}
 	if !tc.runs {
 		cmd := "rls"
 		if serve {
@@ -150,7 +158,7 @@ func runSecretCase(t *testing.T, tc secretCase) string {
 		if ctx.Err() != nil || (err == nil && !strings.Contains(tc.name, "help")) {
 			t.Fatalf("sluice %s %v: %v, want it to exit with an error:\n%s", cmd, args, err, out)
 		}
-		return string(out)
+		return string(out) + checked
 	}
 	var p *proc
 	var pages []string
@@ -180,7 +188,7 @@ func runSecretCase(t *testing.T, tc secretCase) string {
 		fmt.Fprintf(&b, "GET %s: %d\n%s\n", u, res.StatusCode, body)
 	}
 	p.stop()
-	return p.output() + b.String()
+	return p.output() + b.String() + checked
 }
 
 // tlsGateway writes a gateway config serving TLS with the certificate

@@ -547,7 +547,7 @@ func (d *decoder) parse(data []byte) *Config {
 		c.MaxKeys = memstore.DefaultMaxKeys
 	}
 	if c.SnapshotFile != "" && c.Store != "memory" {
-		d.add(root.Line, "snapshot", "snapshots are for the memory store; %s keeps its own state", c.Store)
+		d.add(root.Line, "snapshot", "snapshots are for the memory store; %s keeps its own state", redact.URL(c.Store))
 	}
 	c.Connections = c.Connections.withDefaults(DefaultConnections())
 	c.AdminConnections = c.AdminConnections.withDefaults(DefaultAdminConnections())
