@@ -72,6 +72,8 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{name: "serve/redis-down", cfg: gateway("redis://u:" + canary + "@" + down + "/0"), runs: true},
 		{name: "serve/cluster-down", cfg: gateway("redis-cluster://u:" + canary + "@" + down + ",127.0.0.1:2"), runs: true},
 		{name: "serve/tls-key", cfg: tlsGateway(t, cert, key)},
+		{name: "serve/upstream-userinfo", cfg: writeFile(t, t.TempDir(), "gateway.yaml", "upstream: http://u:"+canary+"@"+down+"\nroutes: [{path: /}]\n"), runs: true},
+		{name: "serve/upstream-wrong-scheme", cfg: writeFile(t, t.TempDir(), "gateway.yaml", "upstream: ftp://u:"+canary+"@"+down+"\nroutes: [{path: /}]\n")},
 		{name: "serve/snapshot-on-redis", cfg: gatewayFiles(t, "store: redis://u:"+canary+"@"+down+"/0\nsnapshot: {file: $snap}", map[string]string{"snap": ""})},
 		{name: "serve/api-key-unhashed", cfg: gatewayFiles(t, "identity: {api_keys_file: $keys}", map[string]string{"keys": canary + " alice\n"})},
 		{name: "serve/jwt-short-secret", cfg: gatewayFiles(t, "identity: {jwt: {alg: HS256, key_file: $jwt}}", map[string]string{"jwt": canary})},

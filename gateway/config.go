@@ -395,7 +395,7 @@ func (d *decoder) parse(data []byte) *Config {
 			if c.Upstream != BuiltinEcho {
 				u, err := url.Parse(c.Upstream)
 				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-					d.add(v.Line, "upstream", "want an http:// or https:// URL or %s, got %q", BuiltinEcho, c.Upstream)
+					d.add(v.Line, "upstream", "want an http:// or https:// URL or %s, got %q", BuiltinEcho, redact.URL(c.Upstream))
 				}
 			}
 		},

@@ -114,7 +114,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		source = "built-in default"
 	}
 	log.Info("sluice serve: listening", "addr", ln.Addr().String(), "admin", adm.Addr().String(),
-		"config", source, "upstream", cfg.Upstream, "store", redact.URL(cfg.Store), "headers", cfg.Headers.String(), "tls", cfg.TLS != nil)
+		"config", source, "upstream", redact.URL(cfg.Upstream), "store", redact.URL(cfg.Store), "headers", cfg.Headers.String(), "tls", cfg.TLS != nil)
 	err = g.Serve(ctx, ln, adm)
 	log.Info("sluice serve: stopped")
 	return err
