@@ -185,11 +185,12 @@ func (l *Log) run() {
 }
 
 // Report records one event of kind for rule, about key (a request's
-// limiting key: it may be sampled into the line), with err the failure if
-// any (the line shows the last one). A pair's first event after an
-// interval without any is logged at once unless Options.SummaryOnly; the
-// others are counted into one line per interval. Each event is in exactly
-// one line. Reports after Close are dropped.
+// limiting key or path: it may be sampled into the line, cut by Cut; an
+// empty one is not), with err the failure if any (the line shows the last
+// one). A pair's first event after an interval without any is logged at
+// once unless Options.SummaryOnly; the others are counted into one line
+// per interval. Each event is in exactly one line. Reports after Close
+// are dropped.
 //
 // In the steady state (the pair already tracked and its samples taken)
 // Report takes no lock and does not allocate.
