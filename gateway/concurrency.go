@@ -23,8 +23,8 @@ import (
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/inflight/redisinflight"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
-	"github.com/sluicehq/sluice/internal/server/storeurl"
 	"github.com/sluicehq/sluice/shed"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // Concurrency limits and load shedding: the in_flight, shedding and
@@ -219,62 +219,81 @@ func (d *decoder) shedding(n *yaml.Node) *SheddingConfig {
 		"retry_after": func(k, v *yaml.Node) {
 			s.RetryAfter = d.boundedDuration(v, "shedding.retry_after", time.Second, time.Hour)
 		},
-		"utilization": func(k, v *yaml.Node) {
-			const p = "shedding.utilization"
-			u := &UtilizationConfig{}
-			seen := false
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"capacity":  func(k, v *yaml.Node) { seen = true; u.Capacity = d.integer(v, p+".capacity", 1, 1<<24) },
-				"threshold": func(k, v *yaml.Node) { u.Threshold = d.number(v, p+".threshold", 0, 10, false) },
-				"full":      func(k, v *yaml.Node) { u.Full = d.number(v, p+".full", 0, 10, false) },
-				"ramp":      func(k, v *yaml.Node) { u.Ramp = d.boundedDuration(v, p+".ramp", time.Millisecond, 24*time.Hour) },
-				"interval": func(k, v *yaml.Node) {
-					u.Interval = d.boundedDuration(v, p+".interval", time.Millisecond, time.Hour)
-				},
-			})
-			if !seen {
-				d.add(v.Line, p+".capacity", "missing capacity (the requests this process works on at once when fully used)")
-			}
-			th, full := u.Threshold, u.Full
-			if th == 0 {
-				th = shed.DefaultThreshold
-			}
-			if full == 0 {
-				full = 1
-			}
-			if full <= th {
-				d.add(lineIn(v, "full"), p+".full", "full utilization %v must be above the threshold %v", full, th)
-			}
-			s.Utilization = u
-		},
-		"fleet": func(k, v *yaml.Node) {
-			const p = "shedding.fleet"
-			f := &FleetConfig{Reserved: 0.2}
-			seen := false
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"cap":           func(k, v *yaml.Node) { seen = true; f.Cap = d.integer(v, p+".cap", 1, inflight.MaxCap) },
-				"reserved":      func(k, v *yaml.Node) { f.Reserved = d.number(v, p+".reserved", 0, 0.99, true) },
-				"critical_from": func(k, v *yaml.Node) { f.CriticalFrom = d.str(v, p+".critical_from") },
-				"ttl": func(k, v *yaml.Node) {
-					f.TTL = d.boundedDuration(v, p+".ttl", time.Millisecond, inflight.MaxTTL)
-				},
-				"key": func(k, v *yaml.Node) {
-					f.Key = d.str(v, p+".key")
-					if f.Key == "" || strings.ContainsAny(f.Key, "{}") {
-						d.add(v.Line, p+".key", "want a non-empty key without { or }, got %q", f.Key)
-					}
-				},
-			})
-			if !seen {
-				d.add(v.Line, p+".cap", "missing cap (the most requests in flight across the fleet)")
-			}
-			s.Fleet = f
+		"utilization": func(k, v *yaml.Node) { s.Utilization = d.utilization(v) },
+		"fleet":       func(k, v *yaml.Node) { s.Fleet = d.fleet(v) },
+	})
+	if !d.checkClasses(s, n, classesLine) {
+		return s
+	}
+	if s.Utilization == nil && s.Fleet == nil {
+		d.add(n.Line, path, "shedding sheds nothing without utilization or fleet")
+	}
+	return s
+}
+
+// utilization decodes shedding.utilization.
+func (d *decoder) utilization(v *yaml.Node) *UtilizationConfig {
+	const p = "shedding.utilization"
+	u := &UtilizationConfig{}
+	seen := false
+	d.fields(v, p, map[string]func(k, v *yaml.Node){
+		"capacity":  func(k, v *yaml.Node) { seen = true; u.Capacity = d.integer(v, p+".capacity", 1, 1<<24) },
+		"threshold": func(k, v *yaml.Node) { u.Threshold = d.number(v, p+".threshold", 0, 10, false) },
+		"full":      func(k, v *yaml.Node) { u.Full = d.number(v, p+".full", 0, 10, false) },
+		"ramp":      func(k, v *yaml.Node) { u.Ramp = d.boundedDuration(v, p+".ramp", time.Millisecond, 24*time.Hour) },
+		"interval": func(k, v *yaml.Node) {
+			u.Interval = d.boundedDuration(v, p+".interval", time.Millisecond, time.Hour)
 		},
 	})
+	if !seen {
+		d.add(v.Line, p+".capacity", "missing capacity (the requests this process works on at once when fully used)")
+	}
+	th, full := u.Threshold, u.Full
+	if th == 0 {
+		th = shed.DefaultThreshold
+	}
+	if full == 0 {
+		full = 1
+	}
+	if full <= th {
+		d.add(lineIn(v, "full"), p+".full", "full utilization %v must be above the threshold %v", full, th)
+	}
+	return u
+}
+
+// fleet decodes shedding.fleet.
+func (d *decoder) fleet(v *yaml.Node) *FleetConfig {
+	const p = "shedding.fleet"
+	f := &FleetConfig{Reserved: 0.2}
+	seen := false
+	d.fields(v, p, map[string]func(k, v *yaml.Node){
+		"cap":           func(k, v *yaml.Node) { seen = true; f.Cap = d.integer(v, p+".cap", 1, inflight.MaxCap) },
+		"reserved":      func(k, v *yaml.Node) { f.Reserved = d.number(v, p+".reserved", 0, 0.99, true) },
+		"critical_from": func(k, v *yaml.Node) { f.CriticalFrom = d.str(v, p+".critical_from") },
+		"ttl": func(k, v *yaml.Node) {
+			f.TTL = d.boundedDuration(v, p+".ttl", time.Millisecond, inflight.MaxTTL)
+		},
+		"key": func(k, v *yaml.Node) {
+			f.Key = d.str(v, p+".key")
+			if f.Key == "" || strings.ContainsAny(f.Key, "{}") {
+				d.add(v.Line, p+".key", "want a non-empty key without { or }, got %q", f.Key)
+			}
+		},
+	})
+	if !seen {
+		d.add(v.Line, p+".cap", "missing cap (the most requests in flight across the fleet)")
+	}
+	return f
+}
+
+// checkClasses builds the shedding classes and checks that every class
+// the section names is one of them, filling in the default methods and
+// class. It reports false when the classes themselves are refused.
+func (d *decoder) checkClasses(s *SheddingConfig, n *yaml.Node, classesLine int) bool {
 	cs, err := shed.NewClasses(s.Classes...)
 	if err != nil {
 		d.add(max(classesLine, n.Line), "shedding.classes", "%s", strings.TrimPrefix(err.Error(), shed.ErrClasses.Error()+": "))
-		return s
+		return false
 	}
 	s.classes = cs
 	s.Classes = cs.Names()
@@ -287,15 +306,7 @@ func (d *decoder) shedding(n *yaml.Node) *SheddingConfig {
 		known(c, lineIn(n, "tiers."+t), "shedding.tiers."+t)
 	}
 	if s.Methods == nil {
-		_, g := cs.Lookup("get")
-		_, p := cs.Lookup("post")
-		if g && p {
-			s.Methods = map[string]string{}
-			for m := range methods {
-				s.Methods[m] = "post"
-			}
-			s.Methods["GET"], s.Methods["HEAD"], s.Methods["OPTIONS"] = "get", "get", "get"
-		}
+		s.Methods = defaultClassMethods(cs)
 	}
 	for m, c := range s.Methods {
 		known(c, lineIn(n, "methods."+m), "shedding.methods."+m)
@@ -311,10 +322,23 @@ func (d *decoder) shedding(n *yaml.Node) *SheddingConfig {
 	if s.Fleet != nil && s.Fleet.CriticalFrom != "" {
 		known(s.Fleet.CriticalFrom, lineIn(n, "fleet.critical_from"), "shedding.fleet.critical_from")
 	}
-	if s.Utilization == nil && s.Fleet == nil {
-		d.add(n.Line, path, "shedding sheds nothing without utilization or fleet")
+	return true
+}
+
+// defaultClassMethods sorts methods into the classes get (safe methods)
+// and post (the rest) when both exist; else nil.
+func defaultClassMethods(cs shed.Classes) map[string]string {
+	_, g := cs.Lookup("get")
+	_, p := cs.Lookup("post")
+	if !g || !p {
+		return nil
 	}
-	return s
+	m := map[string]string{}
+	for method := range methods {
+		m[method] = "post"
+	}
+	m["GET"], m["HEAD"], m["OPTIONS"] = "get", "get", "get"
+	return m
 }
 
 // adaptive decodes a route's adaptive section.

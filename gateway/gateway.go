@@ -24,11 +24,11 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
-	"github.com/sluicehq/sluice/internal/server/storeurl"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // Options configures a Gateway. The zero value is a good default.
@@ -327,6 +327,32 @@ func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.limited.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
 }
 
+// upstream is the handler requests go to once admitted: the built-in
+// echo API, or a reverse proxy to cfg.Upstream.
+func (g *Gateway) upstream(cfg *Config, ih *identityHeaders) (http.Handler, error) {
+	if cfg.Upstream == BuiltinEcho {
+		return http.HandlerFunc(echo), nil
+	}
+	target, err := url.Parse(cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: upstream: %w", err)
+	}
+	return g.proxy(target, cfg.UpstreamIdleConnections, cfg.Identity.TrustedProxies, ih), nil
+}
+
+// ruleNames are the names of every rule of cfg, in every domain.
+func ruleNames(cfg *Config) []string {
+	var names []string
+	if cfg.Rules != nil {
+		for _, dom := range cfg.Rules.Domains() {
+			for _, r := range cfg.Rules.Config(dom).Rules() {
+				names = append(names, r.Name)
+			}
+		}
+	}
+	return names
+}
+
 func (g *Gateway) build(cfg *Config) (*state, error) {
 	resolver, err := Resolver(cfg)
 	if err != nil {
@@ -336,25 +362,11 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	res := cachedIdentity{resolver}
 	ih := newIdentityHeaders(cfg.Identity)
 	cc := cfg.Connections.withDefaults(DefaultConnections())
-	var upstream http.Handler
-	if cfg.Upstream == BuiltinEcho {
-		upstream = http.HandlerFunc(echo)
-	} else {
-		target, err := url.Parse(cfg.Upstream)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: upstream: %w", err)
-		}
-		upstream = g.proxy(target, cfg.UpstreamIdleConnections, cfg.Identity.TrustedProxies, ih)
+	upstream, err := g.upstream(cfg, ih)
+	if err != nil {
+		return nil, err
 	}
-	var names []string
-	if cfg.Rules != nil {
-		for _, dom := range cfg.Rules.Domains() {
-			for _, r := range cfg.Rules.Config(dom).Rules() {
-				names = append(names, r.Name)
-			}
-		}
-	}
-	observe := g.ops.observer(g.metrics.observer(names, g.events))
+	observe := g.ops.observer(g.metrics.observer(ruleNames(cfg), g.events))
 	set, err := g.bindRules(cfg)
 	if err != nil {
 		return nil, err
@@ -384,7 +396,8 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			DisabledRules: cfg.DisabledRules,
 			OnStoreError:  cfg.OnStoreError,
 			ResetJitter:   cfg.ResetJitter,
-			RefundOn:      rc.RefundOn.refundOn(),
+			RefundOn:      refundHook(rc.RefundOn, rc.RefundOnGateway),
+			RefundBudget:  rc.RefundBudget,
 			Observe:       observe,
 			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
@@ -463,13 +476,14 @@ func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *i
 		Transport:  tr,
 		BufferPool: proxyBuffers{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			status := http.StatusBadGateway
+			status, failure := http.StatusBadGateway, UpstreamUnreachable
 			if errors.Is(err, context.DeadlineExceeded) {
-				status = http.StatusGatewayTimeout
+				status, failure = http.StatusGatewayTimeout, UpstreamTimeout
 			}
 			if r.Context().Err() != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded) {
 				return // the client went away
 			}
+			markFailure(r.Context(), failure) // for refund_on: the gateway's own answer, not the upstream's
 			// Counted per upstream, one line an interval: an
 			// upstream outage must not become a logging outage.
 			g.events.Report(eventlog.UpstreamError, target.Host, r.URL.Path, err)

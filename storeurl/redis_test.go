@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/server/storeurl"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/internal/testharness/testcerts"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // decide applies a 2-a-minute limit three times and checks the answers.

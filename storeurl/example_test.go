@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluicehq/sluice/internal/server/storeurl"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 func ExampleOpen() {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/internal/server/storeurl"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // TestRedisDownAtStart: a Redis URL with nothing listening opens; the

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
+	"github.com/sluicehq/sluice/algorithm/slidinglog"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
