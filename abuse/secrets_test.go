@@ -96,6 +96,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 			files: map[string]string{"cert": cert, "key": key}},
 		{name: "rls/admin-token-short", env: map[string]string{"SLUICE_ADMIN_TOKEN": canaryA}},
 		{name: "rls/admin-token-file-short", args: []string{"--admin-token-file", "$tok"}, files: map[string]string{"tok": canaryA + "\n"}},
+		{name: "rls/password-env-typo", env: map[string]string{"SLUICE_STORE_PASSWROD": canary}},
 		{name: "rls/help", args: []string{"--help"}, env: map[string]string{"SLUICE_STORE_PASSWORD": canary, "REDIS_AUTH": canary}},
 	}
 	for _, tc := range cases {

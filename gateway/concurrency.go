@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"math"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -23,8 +21,8 @@ import (
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/inflight/redisinflight"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
+	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/shed"
-	"github.com/sluicehq/sluice/storeurl"
 )
 
 // Concurrency limits and load shedding: the in_flight, shedding and
@@ -500,8 +498,9 @@ func (c *concurrency) inflightStore(cfg *Config) inflight.Store {
 		c.store, c.closeSt = m, m.Close
 		return c.store
 	}
-	ls := &lazyRedis{url: cfg.Store, opts: redisinflight.Options{OnError: cfg.OnStoreError, Timeout: 250 * time.Millisecond,
-		OnFailure: func(err error) { c.g.events.Report(eventlog.StoreError, "in-flight", "", err) }}, log: c.g}
+	ls := &lazyRedis{rs: c.g.st.Redis, opts: redisinflight.Options{OnError: cfg.OnStoreError, Timeout: 250 * time.Millisecond,
+		Link:      c.g.st.Redis.Link(),
+		OnFailure: func(err error) { c.g.events.Report(eventlog.StoreError, "in-flight", "", err) }}}
 	c.store, c.closeSt = ls, ls.Close
 	return c.store
 }
@@ -728,21 +727,19 @@ func routeName(r Route) string {
 	return strings.Join(r.Methods, ",") + " " + r.Host + r.Path
 }
 
-// lazyRedis is the Redis in-flight store, connected on first use: Redis
-// down when the gateway starts must not keep it from starting. Until a
-// client connects, calls fail with redisinflight.ErrUnavailable and the
-// middleware's on_store_error answers (local then means allow: there is
-// no local store before Redis was ever reached). It retries at most once a
-// second.
+// lazyRedis is the Redis in-flight store, on the rate limit store's
+// client and link (one client, one breaker per node, one prober), made
+// once that store has connected: Redis down when the gateway starts must
+// not keep it from starting. Until then, calls fail with
+// redisinflight.ErrUnavailable and the middleware's on_store_error
+// answers (local then means allow: there is no local store before Redis
+// was ever reached).
 type lazyRedis struct {
-	url  string
+	rs   *redisstore.Store
 	opts redisinflight.Options
-	log  *Gateway
 
 	mu     sync.Mutex
 	st     *redisinflight.Store
-	client rueidis.Client
-	last   time.Time
 	closed bool
 }
 
@@ -755,26 +752,15 @@ func (l *lazyRedis) get() (*redisinflight.Store, error) {
 	if l.closed {
 		return nil, inflight.ErrClosed
 	}
-	if time.Since(l.last) < time.Second {
+	client := l.rs.Client()
+	if client == nil {
 		return nil, fmt.Errorf("%w: not connected", redisinflight.ErrUnavailable)
-	}
-	l.last = time.Now()
-	co, err := storeurl.ClientOption(l.url)
-	if err != nil {
-		return nil, err
-	}
-	co.DisableCache = true
-	client, err := rueidis.NewClient(co)
-	if err != nil {
-		l.log.log.Error("gateway: in-flight store: redis unavailable; on_store_error answers", "store", redact.URL(l.url), "err", err)
-		return nil, fmt.Errorf("%w: %v", redisinflight.ErrUnavailable, err)
 	}
 	st, err := redisinflight.New(client, l.opts)
 	if err != nil {
-		client.Close()
 		return nil, err
 	}
-	l.st, l.client = st, client
+	l.st = st
 	return st, nil
 }
 
@@ -817,8 +803,7 @@ func (l *lazyRedis) Close() error {
 	if l.st == nil {
 		return nil
 	}
-	err := l.st.Close()
-	l.client.Close()
+	err := l.st.Close() // the client stays the rate limit store's
 	l.st = nil
 	return err
 }

@@ -52,6 +52,7 @@ type Gateway struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
 	metrics  *metrics
+	refusals *refusals // 401s by reason (unauthorized.go)
 	conns    *connMetrics
 
 	store    ratelimit.Store
@@ -98,6 +99,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	g.metrics = m
+	if g.refusals, err = newRefusals(g.registry); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
 	if g.conns, err = newConnMetrics(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
@@ -308,6 +312,7 @@ type routeHandler struct {
 	headers  *identityHeaders
 	write    time.Duration // the response's write deadline: upstream_timeout + write_timeout
 	log      *slog.Logger
+	refuse   func(http.ResponseWriter, *http.Request, error) // a refused credential: Gateway.refuse
 }
 
 func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -315,8 +320,7 @@ func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, err := h.resolver.Resolve(r)
 	if err != nil {
 		if errors.Is(err, identity.ErrUnauthorized) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-			problem(w, http.StatusUnauthorized, "invalid credentials")
+			h.refuse(w, r, err)
 			return
 		}
 		h.log.Error("gateway: identify caller", "err", err)
@@ -406,7 +410,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			mw.Rules = set // never a typed nil in the interface
 		}
 		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, next), resolver: resolver, headers: ih,
-			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log}
+			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log, refuse: g.refuse}
 		for _, p := range patterns[i] {
 			if err := register(mux, p, rt); err != nil {
 				return nil, fmt.Errorf("gateway: %s: routes[%d]: %w", cfg.File, i, err)

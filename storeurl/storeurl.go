@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
@@ -68,32 +67,6 @@ func (s *Store) LeasedView() (*redisstore.Leased, error) {
 		s.view = l
 	}
 	return s.view, nil
-}
-
-// ClientOption reads a Redis store URL as Open reads it (its lease and
-// timeout parameters set aside, a Sentinel URL rewritten, the TLS files of
-// its query loaded) into a client option, for a caller that opens its own
-// client on the same Redis.
-func ClientOption(raw string) (rueidis.ClientOption, error) {
-	raw, _, err := takeLease(raw)
-	if err != nil {
-		return rueidis.ClientOption{}, fmt.Errorf("store %w", err)
-	}
-	if raw, _, err = takeTimeout(raw); err != nil {
-		return rueidis.ClientOption{}, fmt.Errorf("store %w", err)
-	}
-	dial, tc, err := rewrite(raw)
-	if err != nil {
-		return rueidis.ClientOption{}, fmt.Errorf("store %w", err)
-	}
-	co, err := redisstore.ParseURL(dial)
-	if err != nil {
-		return co, err
-	}
-	if tc != nil {
-		co.TLSConfig = tc
-	}
-	return co, nil
 }
 
 // Open opens the store raw names ("" is memory). A Redis store opens even
@@ -232,6 +205,7 @@ func (s *Store) Ready() (bool, string) {
 //	sluice_store_refusals_total              new memory keys refused (table full of state that must not be lost)
 //	sluice_redis_failures_total              failed Redis calls, connection attempts and probes
 //	sluice_redis_reconnects_total            times Redis came back
+//	sluice_redis_policy_answers_total        requests the failure policy answered (Redis could not decide)
 //	sluice_redis_script_calls_total, sluice_redis_requests_total   the mean batch is their ratio
 //	sluice_redis_lease_local_total, _exact_total, _slices_total, _returned_total   leased mode's decisions (URL parameter lease, or rules with lease: true)
 //	sluice_store_lease_keys                   the keys leased mode tracks
@@ -261,6 +235,7 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 		cs = append(cs,
 			counter("redis", "failures_total", "Failed Redis calls, connection attempts and probes.", func() float64 { return float64(r.Health().Failures) }),
 			counter("redis", "reconnects_total", "Times Redis came back after being lost.", func() float64 { return float64(r.Health().Reconnects) }),
+			counter("redis", "policy_answers_total", "Requests the failure policy (on_store_error) answered because Redis could not decide: a failed call, or the breaker of the key's node open.", func() float64 { return float64(r.Stats().PolicyAnswers) }),
 			counter("redis", "script_calls_total", "Script calls sent to Redis (each decides a batch of requests).", func() float64 { return float64(r.Stats().ScriptCalls) }),
 			counter("redis", "requests_total", "Requests decided by Redis, in all script calls.", func() float64 { return float64(r.Stats().Requests) }),
 		)

@@ -31,21 +31,3 @@ func TestTakeTimeout(t *testing.T) {
 		}
 	}
 }
-
-// TestClientOption: a URL with the store's own parameters (lease, timeout)
-// and a cluster host list reads as a client option, as Open reads it.
-func TestClientOption(t *testing.T) {
-	co, err := ClientOption("redis-cluster://:pw@h1:1,h2:2?lease=on&timeout=1s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(co.InitAddress) != 2 || co.Password != "pw" {
-		t.Errorf("client option %+v, want two hosts and the password", co)
-	}
-	if _, err := ClientOption("redis://h:1?timeout=soon"); err == nil {
-		t.Error("a bad timeout: no error")
-	}
-	if _, err := ClientOption("memcache://h:1"); err == nil {
-		t.Error("not a Redis URL: no error")
-	}
-}

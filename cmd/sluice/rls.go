@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
@@ -337,14 +338,23 @@ func (l *rlsListeners) attrs() []any {
 // connection may hold: h2grpc by its defaults (see its package doc),
 // grpc-go by rls.ServerOptions.
 func (f *rlsFlags) grpcServer(log *slog.Logger, tr rls.Transport) grpcServerImpl {
+	o := leanOptions(tr, log)
 	if f.grpc == "lean" {
-		return h2grpc.NewServer(leanOptions(tr, log))
+		return h2grpc.NewServer(o)
 	}
-	return grpc.NewServer(tr.GRPCOptions()...)
+	return grpc.NewServer(tr.GRPCOptions(func(c credentials.TransportCredentials) credentials.TransportCredentials {
+		return h2grpc.Guard(c, o)
+	})...)
 }
 
+// rlsDrainTimeout bounds sluice rls's drain: requests in flight get this
+// long to finish after SIGTERM. The deploy artefacts stop it after this
+// plus a margin (TestDeployStopTimeouts).
+const rlsDrainTimeout = 10 * time.Second
+
 // serveRLS serves until ctx is done or a server fails, then drains:
-// NOT_SERVING first, then requests in flight finish (10 s at most).
+// NOT_SERVING first, then requests in flight finish (rlsDrainTimeout at
+// most).
 func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImpl, l *rlsListeners) error {
 	var hs, ds *http.Server
 	if l.http != nil {
@@ -393,7 +403,7 @@ func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImp
 	}
 	srv.Shutdown()
 	stop()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), rlsDrainTimeout)
 	defer cancel()
 	if hs != nil {
 		hs.Shutdown(sctx)

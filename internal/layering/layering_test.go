@@ -23,7 +23,8 @@ const module = "github.com/sluicehq/sluice"
 var allowed = map[string][]string{
 	// The command: the only importer of the transport.
 	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
-		"internal/transport/h2grpc", "internal/server/admin", "storeurl", "internal/server/tlsreload", "internal/server/control", "internal/redact"},
+		"internal/transport/h2grpc", "internal/server/admin", "storeurl", "internal/server/tlsreload", "internal/server/control",
+		"internal/config/didyoumean", "internal/redact"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
@@ -48,14 +49,16 @@ var allowed = map[string][]string{
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
-	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redact"},
+	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/redact"},
+	// The one link to Redis of both Redis stores: breakers, trials, health.
+	"internal/redislink": {},
 	// The store opener, beside the stores: a URL to a store, for both servers.
 	"storeurl": {"memstore", "redisstore", "ratelimit", "internal/redact"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
 	"inflight/inflighttest":  {"inflight"},
-	"inflight/redisinflight": {"inflight", "ratelimit"},
+	"inflight/redisinflight": {"inflight", "ratelimit", "internal/redislink"},
 	// Load shedders by priority: the fleet shedder holds inflight leases.
 	"shed": {"inflight"},
 	// The algorithms, pure: the vocabulary only.
@@ -74,12 +77,12 @@ var allowed = map[string][]string{
 	"internal/server/sfv":        {},
 	"internal/server/watch":      {},
 	"internal/server/topk":       {},
-	"internal/server/status":     {"internal/server/topk"},
-	"internal/server/control":    {"ratelimit"},
+	"internal/server/status":     {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},
+	"internal/server/control":    {"ratelimit", "internal/server/eventlog"},
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
 	"internal/config/didyoumean": {},
-	"internal/transport/h2grpc":  {"internal/transport/rawconn"},
+	"internal/transport/h2grpc":  {"internal/transport/rawconn", "algorithm/gcra", "ratelimit"},
 	"internal/transport/rawconn": {},
 	// The one redactor, below every layer that handles a URL or a secret.
 	"internal/redact": {},
@@ -97,7 +100,7 @@ var allowed = map[string][]string{
 // (below) imports none; Redis, gRPC and Prometheus stay where they are
 // needed, so a user of the middleware or the client pulls in none of them.
 var modules = map[string][]string{
-	"github.com/redis/rueidis":               {"redisstore", "inflight/redisinflight", "storeurl", "gateway"},
+	"github.com/redis/rueidis":               {"internal/redislink", "redisstore", "inflight/redisinflight"},
 	"github.com/prometheus/client_golang":    {"cmd/sluice", "gateway", "rls", "rls/xds", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload", "internal/server/admin"},
 	"google.golang.org/grpc":                 {"cmd/sluice", "rls", "rls/xds", "internal/transport/h2grpc"},
 	"google.golang.org/protobuf":             {"rls", "rls/xds", "internal/transport/h2grpc"},

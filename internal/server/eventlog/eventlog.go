@@ -27,6 +27,11 @@ const (
 	// Denied is a request refused by a rule: logged at slog.LevelInfo as
 	// "over limit".
 	Denied
+	// Unauthorized is a request whose credential was refused (401): logged
+	// at slog.LevelWarn as "credential refused", its rule the reason
+	// (identity.Reason) and its keys the callers' addresses, never the
+	// credential.
+	Unauthorized
 	// UpstreamError is a request the gateway's upstream did not answer:
 	// logged at slog.LevelWarn as "upstream failed", the rule being the
 	// upstream and the key the request's path.
@@ -47,12 +52,13 @@ var kinds = [numKinds]struct {
 	StoreError:    {"store_error", "store failed", slog.LevelError},
 	ShadowDenied:  {"shadow_denied", "over limit in shadow mode", slog.LevelInfo},
 	Denied:        {"denied", "over limit", slog.LevelInfo},
+	Unauthorized:  {"unauthorized", "credential refused", slog.LevelWarn},
 	UpstreamError: {"upstream_error", "upstream failed", slog.LevelWarn},
 	ServerError:   {"server_error", "server error", slog.LevelWarn},
 }
 
 // String returns the kind's name in logs: store_error, shadow_denied,
-// denied, upstream_error or server_error.
+// denied, unauthorized, upstream_error or server_error.
 func (k Kind) String() string {
 	if k >= numKinds {
 		return "unknown"

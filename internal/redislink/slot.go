@@ -1,9 +1,9 @@
-package redisstore
+package redislink
 
-// slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
+// Slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
 // hash tag (the text between the first "{" and the next "}", when not
 // empty) or of the whole key, modulo 16384.
-func slot(key string) uint16 {
+func Slot(key string) uint16 {
 	for i := 0; i < len(key); i++ {
 		if key[i] != '{' {
 			continue
