@@ -33,6 +33,10 @@ const (
 	DefaultUpstreamTimeout = 30 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultSnapshotEvery   = time.Minute
+	// DefaultJournalEvery is snapshot.journal_interval's default: with the
+	// memory store and a snapshot file, a crash loses at most this much of
+	// the quotas' charges.
+	DefaultJournalEvery = memstore.DefaultJournalInterval
 
 	// Connection limits of the public listener (connections) and of the
 	// admin listener (admin_connections); see ConnConfig.
@@ -72,14 +76,19 @@ type Config struct {
 	SnapshotFile    string        // snapshot.file: the memory store's state across restarts ("" none)
 	MaxKeys         int           // max_keys: the memory store's bound on keys (memstore.DefaultMaxKeys)
 	SnapshotEvery   time.Duration // snapshot.interval
-	Headers         httplimit.HeaderMode
-	OnStoreError    ratelimit.FailurePolicy // on_store_error: allow (default), deny, local or error; fail_closed: true is error
-	ResetJitter     float64                 // reset_jitter: spread fixed-window Retry-After over up to this fraction of the window (0: none)
-	Shadow          bool                    // shadow: every rule in shadow mode
-	Disabled        bool                    // disabled: the kill switch for all limiting
-	DisabledRules   []string                // disabled_rules: the kill switch per rule (by name)
-	Domain          string                  // domain: the rules domain; defaults to the only one
-	Pprof           bool                    // pprof: serve net/http/pprof on the admin listener
+	// Journal (snapshot.journal, default true with snapshot.file) keeps a
+	// journal of the quotas' charges beside the snapshot, JournalFile,
+	// written every JournalEvery (snapshot.journal_interval).
+	Journal       bool
+	JournalEvery  time.Duration
+	Headers       httplimit.HeaderMode
+	OnStoreError  ratelimit.FailurePolicy // on_store_error: allow (default), deny, local or error; fail_closed: true is error
+	ResetJitter   float64                 // reset_jitter: spread fixed-window Retry-After over up to this fraction of the window (0: none)
+	Shadow        bool                    // shadow: every rule in shadow mode
+	Disabled      bool                    // disabled: the kill switch for all limiting
+	DisabledRules []string                // disabled_rules: the kill switch per rule (by name)
+	Domain        string                  // domain: the rules domain; defaults to the only one
+	Pprof         bool                    // pprof: serve net/http/pprof on the admin listener
 	// RateLimitEndpoint (rate_limit_endpoint) is the path on the public
 	// listener where a caller reads its own limits (GET, GitHub's
 	// /rate_limit; see ratelimitendpoint.go); "" turns it off.
@@ -118,6 +127,16 @@ type Config struct {
 	// readFile reads the files the config names (the embedded files for
 	// Default); nil means os.ReadFile.
 	readFile func(string) ([]byte, error)
+}
+
+// JournalFile is the memory store's journal of quota charges: the
+// snapshot file's name with ".journal" added, or "" when there is none
+// (no snapshot.file, or snapshot.journal: false).
+func (c *Config) JournalFile() string {
+	if c.SnapshotFile == "" || !c.Journal {
+		return ""
+	}
+	return c.SnapshotFile + ".journal"
 }
 
 func (c *Config) read(name string) ([]byte, error) {
@@ -373,7 +392,7 @@ func (d *decoder) parse(data []byte) *Config {
 		readFile: d.readFile,
 		File:     d.file, Listen: DefaultListen, AdminListen: DefaultAdminListen,
 		UpstreamTimeout: DefaultUpstreamTimeout, ShutdownTimeout: DefaultShutdownTimeout,
-		Store: "memory", SnapshotEvery: DefaultSnapshotEvery, OnStoreError: ratelimit.FailAllow,
+		Store: "memory", SnapshotEvery: DefaultSnapshotEvery, Journal: true, JournalEvery: DefaultJournalEvery, OnStoreError: ratelimit.FailAllow,
 		Identity: IdentityConfig{ForwardUserHeader: DefaultForwardUserHeader,
 			ForwardTierHeader: DefaultForwardTierHeader, ForwardKindHeader: DefaultForwardKindHeader},
 	}
@@ -416,6 +435,10 @@ func (d *decoder) parse(data []byte) *Config {
 			d.fields(v, "snapshot", map[string]func(k, v *yaml.Node){
 				"file":     func(k, v *yaml.Node) { c.SnapshotFile = rel(d.str(v, "snapshot.file")) },
 				"interval": func(k, v *yaml.Node) { c.SnapshotEvery = d.duration(v, "snapshot.interval") },
+				"journal":  func(k, v *yaml.Node) { c.Journal = d.boolean(v, "snapshot.journal") },
+				"journal_interval": func(k, v *yaml.Node) {
+					c.JournalEvery = d.boundedDuration(v, "snapshot.journal_interval", time.Millisecond, time.Minute)
+				},
 			})
 		},
 		"headers": func(k, v *yaml.Node) {
