@@ -43,6 +43,18 @@ func (g *gatewayProc) kill(t *testing.T) {
 	<-g.exited
 }
 
+// startSpent starts a gateway on journalConfig (a quota of 20) in dir and
+// spends n of alice's quota; it returns the gateway and its config file.
+func startSpent(t *testing.T, dir, snapshot string, n int) (*gatewayProc, string) {
+	t.Helper()
+	cfg := journalConfig(t, dir, 20, snapshot)
+	g := startServe(t, cfg)
+	if got := admitted(t, g, "alice", n); got != n {
+		t.Fatalf("%d of the first %d admitted, want %d", got, n, n)
+	}
+	return g, cfg
+}
+
 // admitted sends n requests of caller to /q and counts the 200s.
 func admitted(t *testing.T, g *gatewayProc, caller string, n int) int {
 	t.Helper()
@@ -89,11 +101,7 @@ func TestQuotaSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	month := time.Now().UTC().Month()
-	cfg := journalConfig(t, dir, 20, "")
-	g := startServe(t, cfg)
-	if n := admitted(t, g, "alice", 15); n != 15 {
-		t.Fatalf("%d of the first 15 admitted, want 15", n)
-	}
+	g, cfg := startSpent(t, dir, "", 15)
 	time.Sleep(1500 * time.Millisecond) // past the journal's interval (1 s)
 	// On a loaded machine the journal's tick may come late: the bound is
 	// about what was written, so wait for the write (bounded) too.
@@ -221,11 +229,7 @@ func TestDamagedJournalRefused(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			month := time.Now().UTC().Month()
-			cfg := journalConfig(t, dir, 20, ", journal_interval: 100ms")
-			g := startServe(t, cfg)
-			if n := admitted(t, g, "alice", 10); n != 10 {
-				t.Fatalf("%d of the first 10 admitted, want 10", n)
-			}
+			g, cfg := startSpent(t, dir, ", journal_interval: 100ms", 10)
 			file := filepath.Join(dir, "state.snap.journal")
 			if !waitJournal(file, journalHead+10*journalRecord) {
 				t.Fatal("the journal did not hold 10 records within 10 s")

@@ -173,11 +173,6 @@ func journalHeader(k0, k1 uint64) []byte {
 // window records the state st of the window key hashed to h (period w,
 // limit lim) in shard i's buffer. Called with the shard's lock held.
 func (j *journal) window(i int, h uint64, w int64, lim winLimit, st window.State) {
-	b := &j.bufs[i]
-	if len(b.b)+windowLen+frameLen > j.perShard {
-		j.dropped.Add(1)
-		return
-	}
 	var p [windowLen]byte
 	p[0] = recWindow
 	binary.LittleEndian.PutUint64(p[1:], h)
@@ -186,22 +181,27 @@ func (j *journal) window(i int, h uint64, w int64, lim winLimit, st window.State
 	binary.LittleEndian.PutUint64(p[21:], uint64(st.Start))
 	binary.LittleEndian.PutUint64(p[29:], uint64(st.Prev))
 	binary.LittleEndian.PutUint64(p[37:], uint64(st.Curr))
-	b.b = appendFrame(b.b, p[:])
-	j.records.Add(1)
+	j.add(i, p[:])
 }
 
 // reset records that the key hashed to h was reset. Called with the
 // shard's lock held.
 func (j *journal) reset(i int, h uint64) {
-	b := &j.bufs[i]
-	if len(b.b)+deleteLen+frameLen > j.perShard {
-		j.dropped.Add(1)
-		return
-	}
 	var p [deleteLen]byte
 	p[0] = recDelete
 	binary.LittleEndian.PutUint64(p[1:], h)
-	b.b = appendFrame(b.b, p[:])
+	j.add(i, p[:])
+}
+
+// add appends a record of payload p to shard i's buffer, or drops it when
+// the buffer is full. Called with the shard's lock held.
+func (j *journal) add(i int, p []byte) {
+	b := &j.bufs[i]
+	if len(b.b)+len(p)+frameLen > j.perShard {
+		j.dropped.Add(1)
+		return
+	}
+	b.b = appendFrame(b.b, p)
 	j.records.Add(1)
 }
 
