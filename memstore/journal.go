@@ -359,7 +359,7 @@ func (s *Store) SaveSnapshot(path string) error {
 		return fmt.Errorf("memstore: snapshot: %w", err)
 	}
 	syncDir(path)
-	if j := s.jr.Load(); j != nil && gen != 0 {
+	if j := s.jr.Load(); j != nil {
 		return j.compact(gen)
 	}
 	return nil

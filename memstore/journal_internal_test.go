@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -240,6 +241,99 @@ func TestJournalRefundsAndResets(t *testing.T) {
 	}
 	if got := remaining(t, r, "bob"); got != 20 {
 		t.Errorf("bob has %d left, want 20 (reset)", got)
+	}
+}
+
+// TestJournalLeftFromAnotherRunIsStale: a journal left by a run that had
+// one (on), then snapshots written by a run without (off), is older than
+// those snapshots when the journal is turned on again: its records are
+// not replayed over them.
+func TestJournalLeftFromAnotherRunIsStale(t *testing.T) {
+	f := newJournalFixture(t)
+	on, _, err := f.open(f.path("snap"), f.path("journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	charge(t, on, "alice", 5)
+	if err := on.SaveSnapshot(f.path("snap")); err != nil {
+		t.Fatal(err)
+	}
+	charge(t, on, "alice", 3)
+	on.Close()
+
+	off := New(Options{Now: func() time.Time { return f.now }, SweepInterval: -1})
+	defer off.Close()
+	b, err := os.ReadFile(f.path("snap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := off.Restore(bytes.NewReader(b)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := off.Apply(context.Background(), ratelimit.Request{Key: "alice", Limit: month, Algorithm: ratelimit.FixedWindow, N: 1, Refund: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := off.SaveSnapshot(f.path("snap")); err != nil {
+		t.Fatal(err)
+	}
+
+	again, rep, err := f.open(f.path("snap"), f.path("journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := remaining(t, again, "alice"); got != 16 || rep.Records != 0 {
+		t.Errorf("%d left and %d records replayed, want 16 (the last snapshot's) and none", got, rep.Records)
+	}
+}
+
+// TestJournalConcurrentSnapshots: charges on many goroutines while
+// snapshots are written and the journal flushed: after a crash every
+// charge is counted exactly once.
+func TestJournalConcurrentSnapshots(t *testing.T) {
+	f := newJournalFixture(t)
+	s, _, err := f.open(f.path("snap"), f.path("journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := ratelimit.Limit{Rate: 1 << 20, Period: month.Period}
+	const workers, each, keys = 4, 300, 8
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				req := ratelimit.Request{Key: fmt.Sprint("k", (w+i)%keys), Limit: big, Algorithm: ratelimit.FixedWindow, N: 1}
+				if _, err := s.Apply(context.Background(), req); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for range 5 {
+		if err := s.SaveSnapshot(f.path("snap")); err != nil {
+			t.Fatal(err)
+		}
+		s.jr.Load().flush(s)
+	}
+	wg.Wait()
+	s.jr.Load().flush(s)
+	f.crash("snap", "journal")
+	r, _, err := f.open(f.path("crashed-snap"), f.path("crashed-journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := int64(0)
+	for k := range keys {
+		d, err := r.Apply(context.Background(), ratelimit.Request{Key: fmt.Sprint("k", k), Limit: big, Algorithm: ratelimit.FixedWindow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		used += big.Rate - d.Remaining
+	}
+	if used != workers*each {
+		t.Errorf("%d charges counted after the crash, want %d", used, workers*each)
 	}
 }
 

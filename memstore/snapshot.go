@@ -39,7 +39,8 @@ type snapshot struct {
 	Logs        map[uint64]snapLog
 	// Journal is the generation of the journal mark written just before
 	// the snapshot read the shards (journal.rotate): replay starts there.
-	// 0: no journal was open.
+	// Without a journal open, one past the generation of the snapshot
+	// restored. 0: written before journals.
 	Journal uint64
 }
 
@@ -78,9 +79,12 @@ func (s *Store) Snapshot(w io.Writer) error {
 }
 
 // snapshot is Snapshot, returning the journal generation the snapshot
-// records (0 without a journal).
+// records.
 func (s *Store) snapshot(w io.Writer) (uint64, error) {
-	var gen uint64
+	// Without a journal open the snapshot still moves the generation on,
+	// past every mark of a journal left from a run that had one: that
+	// journal is older than this snapshot and is not replayed over it.
+	gen := s.snapGen + 1
 	if j := s.jr.Load(); j != nil {
 		var err error
 		if gen, err = j.rotate(s); err != nil {
