@@ -1,9 +1,12 @@
+//go:build unix
+
 package memstore_test
 
 import (
 	"context"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,7 +76,7 @@ func benchCharges(b *testing.B, s *memstore.Store, limit ratelimit.Limit, alg ra
 	before := s.Stats()
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	if parallel {
 		var next atomic.Uint64
 		b.RunParallel(func(pb *testing.PB) {
@@ -96,9 +99,19 @@ func benchCharges(b *testing.B, s *memstore.Store, limit ratelimit.Limit, alg ra
 			}
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	b.StopTimer()
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	after := s.Stats()
 	b.ReportMetric(float64(after.JournalRecords-before.JournalRecords)/elapsed.Seconds(), "records/s")
 	b.ReportMetric(float64(after.JournalDropped-before.JournalDropped)/float64(b.N), "dropped/op")
+}
+
+// processCPU returns the CPU time (user and system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
