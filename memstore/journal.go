@@ -45,7 +45,8 @@ type JournalOptions struct {
 	// crash costs them at most their own short period).
 	MinPeriod time.Duration
 	// MaxBuffer bounds the bytes of records held in memory between two
-	// writes (each shard holds its share). A record past it is dropped and
+	// writes (the shards take it in chunks of about 4 KiB, so one busy
+	// shard may hold most of it). A record past it is dropped and
 	// counted (Stats.JournalDropped): the key's next record, which holds
 	// its whole state, makes up for it. Zero means DefaultJournalBuffer.
 	MaxBuffer int
@@ -128,7 +129,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type journal struct {
 	path      string
 	minPeriod int64
-	perShard  int // bytes a shard may buffer
+	chunk     int64 // bytes a shard takes from budget at a time
 	log       *slog.Logger
 
 	bufs []jbuf // one a shard, guarded by the shard's mu
@@ -141,13 +142,21 @@ type journal struct {
 	out     []byte // the write buffer of a flush
 	secret  [2]uint64
 
+	// budget is the bytes of records the shards may still buffer
+	// (MaxBuffer, less what they hold or have taken): a shard takes a
+	// chunk at a time, so one hot shard may use all of it, and gather
+	// gives back what it wrote out.
+	budget atomic.Int64
+
 	dropped, errs, records atomic.Uint64
 }
 
-// jbuf is a shard's buffer of records, padded to a cache line of its own.
+// jbuf is a shard's buffer of records and the bytes it has taken from the
+// budget and not used yet, padded to a cache line of its own.
 type jbuf struct {
-	b []byte
-	_ [40]byte
+	b    []byte
+	room int64
+	_    [32]byte
 }
 
 // appendFrame appends a frame of payload p to b.
@@ -197,10 +206,16 @@ func (j *journal) reset(i int, h uint64) {
 // the buffer is full. Called with the shard's lock held.
 func (j *journal) add(i int, p []byte) {
 	b := &j.bufs[i]
-	if len(b.b)+len(p)+frameLen > j.perShard {
-		j.dropped.Add(1)
-		return
+	n := int64(len(p) + frameLen)
+	for b.room < n {
+		if j.budget.Add(-j.chunk) < 0 {
+			j.budget.Add(j.chunk)
+			j.dropped.Add(1)
+			return
+		}
+		b.room += j.chunk
 	}
+	b.room -= n
 	b.b = appendFrame(b.b, p)
 	j.records.Add(1)
 }
@@ -224,6 +239,7 @@ func (j *journal) gather(s *Store) {
 		if b := j.bufs[i].b; len(b) > 0 {
 			j.out = append(j.out, b...)
 			j.bufs[i].b = b[:0]
+			j.budget.Add(int64(len(b)))
 		}
 		sh.mu.Unlock()
 	}

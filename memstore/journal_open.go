@@ -79,7 +79,11 @@ func newJournal(s *Store, path string, opts JournalOptions) *journal {
 	if total <= 0 {
 		total = DefaultJournalBuffer
 	}
-	j.perShard = max(total/len(s.shards), maxRecLen+frameLen)
+	// Chunks of whole window records, about 4 KiB, or a quarter of a
+	// shard's share of a small buffer.
+	frame := maxRecLen + frameLen
+	j.chunk = int64(frame * min(max(total/len(s.shards)/4/frame, 1), 4096/frame))
+	j.budget.Store(int64(total))
 	if j.log == nil {
 		j.log = slog.New(slog.DiscardHandler)
 	}
