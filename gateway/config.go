@@ -431,16 +431,7 @@ func (d *decoder) parse(data []byte) *Config {
 			}
 		},
 		"max_keys": func(k, v *yaml.Node) { c.MaxKeys = int(d.integer(v, "max_keys", 1024, 1<<30)) },
-		"snapshot": func(k, v *yaml.Node) {
-			d.fields(v, "snapshot", map[string]func(k, v *yaml.Node){
-				"file":     func(k, v *yaml.Node) { c.SnapshotFile = rel(d.str(v, "snapshot.file")) },
-				"interval": func(k, v *yaml.Node) { c.SnapshotEvery = d.duration(v, "snapshot.interval") },
-				"journal":  func(k, v *yaml.Node) { c.Journal = d.boolean(v, "snapshot.journal") },
-				"journal_interval": func(k, v *yaml.Node) {
-					c.JournalEvery = d.boundedDuration(v, "snapshot.journal_interval", time.Millisecond, time.Minute)
-				},
-			})
-		},
+		"snapshot": func(k, v *yaml.Node) { d.snapshot(v, c, rel) },
 		"headers": func(k, v *yaml.Node) {
 			m, err := httplimit.ParseHeaderMode(d.str(v, "headers"))
 			if err != nil {
@@ -603,6 +594,20 @@ func (d *decoder) parse(data []byte) *Config {
 // rules.Parse the section's own text, with the lines before it blanked and
 // its first line's key replaced by spaces, so that rules' problems carry
 // the config file's line numbers.
+// snapshot reads the snapshot block: the memory store's snapshot file and
+// the journal beside it (rel makes a path relative to the config file's
+// directory).
+func (d *decoder) snapshot(v *yaml.Node, c *Config, rel func(string) string) {
+	d.fields(v, "snapshot", map[string]func(k, v *yaml.Node){
+		"file":     func(k, v *yaml.Node) { c.SnapshotFile = rel(d.str(v, "snapshot.file")) },
+		"interval": func(k, v *yaml.Node) { c.SnapshotEvery = d.duration(v, "snapshot.interval") },
+		"journal":  func(k, v *yaml.Node) { c.Journal = d.boolean(v, "snapshot.journal") },
+		"journal_interval": func(k, v *yaml.Node) {
+			c.JournalEvery = d.boundedDuration(v, "snapshot.journal_interval", time.Millisecond, time.Minute)
+		},
+	})
+}
+
 func (d *decoder) inlineRules(root, v *yaml.Node, data []byte) *rules.Config {
 	if v.Kind != yaml.MappingNode {
 		d.add(v.Line, "rules", "want a mapping with domain and descriptors (an envoyproxy/ratelimit config), got %s", yamlnode.Kind(v))
