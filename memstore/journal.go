@@ -46,7 +46,10 @@ type JournalOptions struct {
 	MinPeriod time.Duration
 	// MaxBuffer bounds the bytes of records held in memory between two
 	// writes (the shards take it in chunks of about 4 KiB, so one busy
-	// shard may hold most of it). A record past it is dropped and
+	// shard may hold most of it). The journal's memory is at most about
+	// three times MaxBuffer (the records, the slack of their growing
+	// slices, the write buffer they are copied to) plus the 64 KiB a
+	// shard's buffer may keep between writes. A record past it is dropped and
 	// counted (Stats.JournalDropped): the key's next record, which holds
 	// its whole state, makes up for it. Zero means DefaultJournalBuffer.
 	MaxBuffer int
@@ -112,6 +115,11 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// keepBuffer is the most a shard's buffer keeps of its room between two
+// writes; a larger one (a hot key's burst) is dropped, so that the
+// buffers hold at most 64 KiB a shard when the burst is over.
+const keepBuffer = 64 << 10
 
 // journal is a Store's open journal: one buffer a shard, appended to under
 // the shard's lock by the charges of journaled keys, and written to the
@@ -238,8 +246,11 @@ func (j *journal) gather(s *Store) {
 		sh.mu.Lock()
 		if b := j.bufs[i].b; len(b) > 0 {
 			j.out = append(j.out, b...)
-			j.bufs[i].b = b[:0]
 			j.budget.Add(int64(len(b)))
+			j.bufs[i].b = b[:0]
+			if cap(b) > keepBuffer {
+				j.bufs[i].b = nil // a burst's: give it back
+			}
 		}
 		sh.mu.Unlock()
 	}
