@@ -330,9 +330,13 @@ func (j *journal) replay(s *Store) (JournalReplay, error) {
 		return rep, j.create(s)
 	}
 	j.secret = [2]uint64{sc.k0, sc.k1}
-	if fi, err := j.f.Stat(); err == nil && sc.torn {
-		rep.Torn, rep.TornAt = fi.Size()-sc.end, sc.end
-		if err := j.f.Truncate(sc.end); err != nil {
+	if sc.torn {
+		fi, err := j.f.Stat()
+		if err == nil {
+			rep.Torn, rep.TornAt = fi.Size()-sc.end, sc.end
+			err = j.f.Truncate(sc.end)
+		}
+		if err != nil {
 			return rep, fmt.Errorf("memstore: journal %s: cut its torn last record: %w", j.path, err)
 		}
 	}
