@@ -66,6 +66,11 @@ func until(t time.Time) time.Duration { return max(time.Until(t), 100*time.Milli
 func TestIdleConnections(t *testing.T) {
 	t.Parallel()
 	const max, idle, attackers = 20, time.Second, 60
+	// Bounds on the waits, not timing assertions: wide for a loaded
+	// machine, below the defaults (idle_timeout 75 s, read_header_timeout
+	// 10 s) so that only the configured timeouts can close the
+	// connections in time.
+	const idleWait, headerWait = 30 * time.Second, 8 * time.Second
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "gateway.yaml", fmt.Sprintf(`
 upstream: builtin:echo
@@ -108,12 +113,12 @@ routes:
 	// Every attacking connection is closed by the idle timeout (the
 	// evicted ones already).
 	for i, kc := range conns {
-		if !closedByPeer(kc, until(start.Add(idle+3*time.Second))) {
+		if !closedByPeer(kc, until(start.Add(idle+idleWait))) {
 			t.Errorf("keep-alive connection %d still open %v after its request (idle_timeout %v)", i, time.Since(start).Round(time.Millisecond), idle)
 		}
 	}
 	c.CloseIdleConnections()
-	eventually(t, 3*time.Second, func() error {
+	eventually(t, idleWait, func() error {
 		if open := scrape(t, g.admin).value(t, "sluice_gateway_connections_open", "listener", "public"); open != 0 {
 			return fmt.Errorf("%v connections open after idle_timeout, want 0", open)
 		}
@@ -131,7 +136,7 @@ routes:
 		conns = append(conns, sc)
 	}
 	// The admin listener is not the public one's cap.
-	eventually(t, 2*time.Second, func() error {
+	eventually(t, idleWait, func() error {
 		m := scrape(t, g.admin)
 		if open := m.value(t, "sluice_gateway_connections_open", "listener", "public"); open > max {
 			return fmt.Errorf("%d silent connections: %v open, want at most %d", 2*max, open, max)
@@ -143,7 +148,7 @@ routes:
 	})
 	// A new client is served once read_header_timeout has closed them.
 	served := time.Duration(0)
-	eventually(t, idle+3*time.Second, func() error {
+	eventually(t, idle+headerWait, func() error {
 		code, _, _, err := tryDo(c, "GET", g.url+"/")
 		if err != nil {
 			return err
@@ -155,7 +160,7 @@ routes:
 		return nil
 	})
 	for i, sc := range conns {
-		if !closedByPeer(sc, until(start.Add(idle+3*time.Second))) {
+		if !closedByPeer(sc, until(start.Add(idle+headerWait))) {
 			t.Errorf("silent connection %d still open after %v (read_header_timeout %v)", i, time.Since(start).Round(time.Millisecond), idle)
 		}
 	}

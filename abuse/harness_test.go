@@ -167,7 +167,7 @@ func startProc(t testing.TB, name string, ready *regexp.Regexp, args ...string) 
 		select {
 		case <-changed:
 		case <-p.exited:
-			time.Sleep(10 * time.Millisecond) // the pipe's last bytes
+			// cmd.Wait copied the pipes to the end before it returned.
 			return nil, nil, fmt.Errorf("%s exited before it was ready (%v):\n%s", name, p.waitErr, p.output())
 		case <-deadline:
 			return nil, nil, fmt.Errorf("%s did not log %q within %v:\n%s", name, ready, startTimeout, p.output())

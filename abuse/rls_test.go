@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // Attack: with detailed_metric, every distinct descriptor value a client
@@ -361,13 +360,7 @@ func (a *h2attack) flood(t testing.TB, msgLen uint32, idle time.Duration) floodR
 	maxStreams := a.maxStreams
 	a.mu.Unlock()
 
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", shouldRateLimit},
-		{":authority", "abuse"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	block := hb.Bytes()
+	block := callBlock()
 	a.block = block
 	for i := 0; i < n; i++ {
 		id := uint32(2*i + 1)

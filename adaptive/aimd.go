@@ -171,7 +171,6 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 	if !c.started {
 		c.started, c.windowStart = true, now
 	}
-	sent := now.Add(-max(s.Latency, 0))
 	congestion := s.Signal.Congestion()
 	slow := s.Signal == Success && s.Latency > 0 && c.latencyHigh(float64(s.Latency))
 	if s.RetryAfter > 0 && now.Add(s.RetryAfter).After(c.holdUntil) {
@@ -179,55 +178,9 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 	}
 	switch {
 	case congestion || slow:
-		// One cut per window: a request sent before the last cut already
-		// saw the rate it asks for, and says nothing about the new one.
-		// Without a send time, and for the latency signal (which lags),
-		// one cut per Interval.
-		if !c.lastDecrease.IsZero() {
-			if congestion && s.Latency > 0 && !sent.After(c.lastDecrease) {
-				break
-			}
-			// Nor does a cut show its effect at once: a host whose bucket
-			// is empty refuses for a while at any rate. At most two cuts
-			// an Interval.
-			if now.Sub(c.lastDecrease) < c.o.Interval/2 {
-				c.windowBad = true
-				break
-			}
-			c.windowBad = true
-			if (slow || s.Latency <= 0) && now.Sub(c.lastDecrease) < c.o.Interval {
-				break
-			}
+		if c.mayCut(now, s, congestion, slow) {
+			c.cut(now, s.Signal)
 		}
-		if c.slowStart {
-			// Leaving slow start, the rate has overshot by up to the
-			// growth during the signal's delay, so halving it is not
-			// enough: fall back to what the host actually served, which
-			// becomes the rate recovery aims at.
-			c.slowStart = false
-			served := c.delivered(now)
-			// What was served may be less than the host takes when the
-			// client itself was slow (latency, a busy machine); half the
-			// rate, one doubling ago, passed, unless the signal came late,
-			// so trust it up to twice what was served.
-			c.rateMax = max(served, min(c.rate/2, 2*served), c.o.Min)
-			c.rate = clamp(0.9*c.rateMax, c.o.Min, c.o.Max)
-		} else {
-			// After a 429, cut the rate that was really getting through:
-			// a rate set above what the host served overstates the load.
-			// Not below half the rate, and not for the other signals,
-			// when what got through was held back by latency.
-			eff := c.rate
-			if served := c.delivered(now); s.Signal == Throttled && served > 0 && served < eff {
-				eff = max(served, eff/2)
-			}
-			c.rateMax = eff
-			c.rate = clamp(eff*c.o.Decrease, c.o.Min, c.o.Max)
-		}
-		c.probe = c.o.Increase
-		c.held = 0
-		c.lastDecrease = now
-		c.windowStart, c.windowOK, c.windowBad = now, 0, false
 	case s.Signal == Success:
 		c.windowOK++
 		c.deliver(now)
@@ -238,38 +191,102 @@ func (c *AIMD) OnResponse(now time.Time, s Sample) float64 {
 			c.rate = clamp(c.rate+math.Ln2/c.o.SlowStartInterval.Seconds(), c.o.Min, c.o.Max)
 		}
 	}
-	if !c.slowStart && now.Sub(c.windowStart) >= c.o.Interval {
-		// Increase only a rate that was used (at least half of it), so an
-		// idle host does not accumulate a rate it never tested.
-		used := float64(c.windowOK) >= 0.5*c.rate*now.Sub(c.windowStart).Seconds()
-		if !c.windowBad && used && !now.Before(c.holdUntil) {
-			aim := c.rateMax * (1 - holdMargin)
-			switch {
-			case c.rate+c.o.Increase < aim:
-				// Binary-search recovery (BIC): halfway back to just under
-				// the rate that last failed, at least the additive step.
-				c.rate = min(max(c.rate+c.o.Increase, (c.rate+aim)/2), aim)
-			case c.held < c.o.Hold:
-				// Just under the last failure: stay a while before
-				// probing, since the host said no a little above.
-				c.rate = max(c.rate, aim)
-				c.held++
-			default:
-				// Past the old maximum, probe for a new one (BIC's max
-				// probing): +Increase, then twice that, and so on, at
-				// most a quarter of the rate per interval.
-				step := max(c.probe, c.o.Increase)
-				c.rate += min(step, max(c.o.Increase, c.rate/4))
-				c.probe = step * 2
-			}
-			c.rate = clamp(c.rate, c.o.Min, c.o.Max)
+	if now.Sub(c.windowStart) >= c.o.Interval {
+		if !c.slowStart {
+			c.endWindow(now)
 		}
 		c.windowStart, c.windowOK, c.windowBad = now, 0, false
 	}
-	if c.slowStart && now.Sub(c.windowStart) >= c.o.Interval {
-		c.windowStart, c.windowOK, c.windowBad = now, 0, false
-	}
 	return c.rate
+}
+
+// mayCut reports whether a congestion (or, slow, latency) signal may cut
+// the rate, marking the window bad when it comes too soon after the last
+// cut to cut again.
+func (c *AIMD) mayCut(now time.Time, s Sample, congestion, slow bool) bool {
+	if c.lastDecrease.IsZero() {
+		return true
+	}
+	// One cut per window: a request sent before the last cut already
+	// saw the rate it asks for, and says nothing about the new one.
+	// Without a send time, and for the latency signal (which lags), one
+	// cut per Interval.
+	sent := now.Add(-max(s.Latency, 0))
+	if congestion && s.Latency > 0 && !sent.After(c.lastDecrease) {
+		return false
+	}
+	// Nor does a cut show its effect at once: a host whose bucket is
+	// empty refuses for a while at any rate. At most two cuts an
+	// Interval.
+	c.windowBad = true
+	if now.Sub(c.lastDecrease) < c.o.Interval/2 {
+		return false
+	}
+	return !((slow || s.Latency <= 0) && now.Sub(c.lastDecrease) < c.o.Interval)
+}
+
+// cut decreases the rate on signal, at now, and starts a new window.
+func (c *AIMD) cut(now time.Time, signal Signal) {
+	if c.slowStart {
+		// Leaving slow start, the rate has overshot by up to the growth
+		// during the signal's delay, so halving it is not enough: fall
+		// back to what the host actually served, which becomes the rate
+		// recovery aims at.
+		c.slowStart = false
+		served := c.delivered(now)
+		// What was served may be less than the host takes when the
+		// client itself was slow (latency, a busy machine); half the
+		// rate, one doubling ago, passed, unless the signal came late, so
+		// trust it up to twice what was served.
+		c.rateMax = max(served, min(c.rate/2, 2*served), c.o.Min)
+		c.rate = clamp(0.9*c.rateMax, c.o.Min, c.o.Max)
+	} else {
+		// After a 429, cut the rate that was really getting through: a
+		// rate set above what the host served overstates the load. Not
+		// below half the rate, and not for the other signals, when what
+		// got through was held back by latency.
+		eff := c.rate
+		if served := c.delivered(now); signal == Throttled && served > 0 && served < eff {
+			eff = max(served, eff/2)
+		}
+		c.rateMax = eff
+		c.rate = clamp(eff*c.o.Decrease, c.o.Min, c.o.Max)
+	}
+	c.probe = c.o.Increase
+	c.held = 0
+	c.lastDecrease = now
+	c.windowStart, c.windowOK, c.windowBad = now, 0, false
+}
+
+// endWindow raises the rate at the end of a window (out of slow start)
+// that was used, saw no congestion and is past any Retry-After.
+func (c *AIMD) endWindow(now time.Time) {
+	// Increase only a rate that was used (at least half of it), so an
+	// idle host does not accumulate a rate it never tested.
+	used := float64(c.windowOK) >= 0.5*c.rate*now.Sub(c.windowStart).Seconds()
+	if c.windowBad || !used || now.Before(c.holdUntil) {
+		return
+	}
+	aim := c.rateMax * (1 - holdMargin)
+	switch {
+	case c.rate+c.o.Increase < aim:
+		// Binary-search recovery (BIC): halfway back to just under the
+		// rate that last failed, at least the additive step.
+		c.rate = min(max(c.rate+c.o.Increase, (c.rate+aim)/2), aim)
+	case c.held < c.o.Hold:
+		// Just under the last failure: stay a while before probing,
+		// since the host said no a little above.
+		c.rate = max(c.rate, aim)
+		c.held++
+	default:
+		// Past the old maximum, probe for a new one (BIC's max probing):
+		// +Increase, then twice that, and so on, at most a quarter of the
+		// rate per interval.
+		step := max(c.probe, c.o.Increase)
+		c.rate += min(step, max(c.o.Increase, c.rate/4))
+		c.probe = step * 2
+	}
+	c.rate = clamp(c.rate, c.o.Min, c.o.Max)
 }
 
 // holdMargin is how far under the rate that last failed recovery aims.

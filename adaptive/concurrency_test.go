@@ -201,7 +201,7 @@ func TestQueueNeverRaisesLimit(t *testing.T) {
 		}
 	}
 	clock := newClock()
-	g := NewGradient(GradientOptions{LimiterOptions: LimiterOptions{Now: clock.now, Initial: 100, Probe: ProbeOptions{Interval: -1}}})
+	g := NewGradient(GradientOptions{LimiterOptions: LimiterOptions{Now: clock.now, Seed: 7, Initial: 100, Probe: ProbeOptions{Interval: -1}}})
 	g.g.queueTerm = 4
 	driveWindows(clock, g, 1, base)
 	start := g.Limit()

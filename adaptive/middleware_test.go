@@ -24,8 +24,10 @@ func TestMiddleware(t *testing.T) {
 	var status atomic.Int64
 	status.Store(http.StatusOK)
 	hold := make(chan struct{})
+	held := make(chan struct{}, 64) // a /hold request took its slot
 	h := Middleware(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
+			held <- struct{}{}
 			<-hold
 		}
 		if r.URL.Path == "/panic" {
@@ -77,8 +79,15 @@ func TestMiddleware(t *testing.T) {
 			done <- struct{}{}
 		}()
 	}
-	for l.InFlight() < n {
-		time.Sleep(time.Millisecond)
+	for i := range n {
+		select {
+		case <-held:
+		case <-time.After(time.Minute): // a bound, not a timing assertion
+			t.Fatalf("%d of %d /hold requests reached the handler in a minute", i, n)
+		}
+	}
+	if got := l.InFlight(); got != n {
+		t.Fatalf("in flight %d with %d requests held, want %d", got, n, n)
 	}
 	resp := get("/")
 	body, _ := io.ReadAll(resp.Body)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -21,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/inflight/redisinflight"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
-	"github.com/sluicehq/sluice/internal/server/storeurl"
+	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -217,62 +216,81 @@ func (d *decoder) shedding(n *yaml.Node) *SheddingConfig {
 		"retry_after": func(k, v *yaml.Node) {
 			s.RetryAfter = d.boundedDuration(v, "shedding.retry_after", time.Second, time.Hour)
 		},
-		"utilization": func(k, v *yaml.Node) {
-			const p = "shedding.utilization"
-			u := &UtilizationConfig{}
-			seen := false
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"capacity":  func(k, v *yaml.Node) { seen = true; u.Capacity = d.integer(v, p+".capacity", 1, 1<<24) },
-				"threshold": func(k, v *yaml.Node) { u.Threshold = d.number(v, p+".threshold", 0, 10, false) },
-				"full":      func(k, v *yaml.Node) { u.Full = d.number(v, p+".full", 0, 10, false) },
-				"ramp":      func(k, v *yaml.Node) { u.Ramp = d.boundedDuration(v, p+".ramp", time.Millisecond, 24*time.Hour) },
-				"interval": func(k, v *yaml.Node) {
-					u.Interval = d.boundedDuration(v, p+".interval", time.Millisecond, time.Hour)
-				},
-			})
-			if !seen {
-				d.add(v.Line, p+".capacity", "missing capacity (the requests this process works on at once when fully used)")
-			}
-			th, full := u.Threshold, u.Full
-			if th == 0 {
-				th = shed.DefaultThreshold
-			}
-			if full == 0 {
-				full = 1
-			}
-			if full <= th {
-				d.add(lineIn(v, "full"), p+".full", "full utilization %v must be above the threshold %v", full, th)
-			}
-			s.Utilization = u
-		},
-		"fleet": func(k, v *yaml.Node) {
-			const p = "shedding.fleet"
-			f := &FleetConfig{Reserved: 0.2}
-			seen := false
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"cap":           func(k, v *yaml.Node) { seen = true; f.Cap = d.integer(v, p+".cap", 1, inflight.MaxCap) },
-				"reserved":      func(k, v *yaml.Node) { f.Reserved = d.number(v, p+".reserved", 0, 0.99, true) },
-				"critical_from": func(k, v *yaml.Node) { f.CriticalFrom = d.str(v, p+".critical_from") },
-				"ttl": func(k, v *yaml.Node) {
-					f.TTL = d.boundedDuration(v, p+".ttl", time.Millisecond, inflight.MaxTTL)
-				},
-				"key": func(k, v *yaml.Node) {
-					f.Key = d.str(v, p+".key")
-					if f.Key == "" || strings.ContainsAny(f.Key, "{}") {
-						d.add(v.Line, p+".key", "want a non-empty key without { or }, got %q", f.Key)
-					}
-				},
-			})
-			if !seen {
-				d.add(v.Line, p+".cap", "missing cap (the most requests in flight across the fleet)")
-			}
-			s.Fleet = f
+		"utilization": func(k, v *yaml.Node) { s.Utilization = d.utilization(v) },
+		"fleet":       func(k, v *yaml.Node) { s.Fleet = d.fleet(v) },
+	})
+	if !d.checkClasses(s, n, classesLine) {
+		return s
+	}
+	if s.Utilization == nil && s.Fleet == nil {
+		d.add(n.Line, path, "shedding sheds nothing without utilization or fleet")
+	}
+	return s
+}
+
+// utilization decodes shedding.utilization.
+func (d *decoder) utilization(v *yaml.Node) *UtilizationConfig {
+	const p = "shedding.utilization"
+	u := &UtilizationConfig{}
+	seen := false
+	d.fields(v, p, map[string]func(k, v *yaml.Node){
+		"capacity":  func(k, v *yaml.Node) { seen = true; u.Capacity = d.integer(v, p+".capacity", 1, 1<<24) },
+		"threshold": func(k, v *yaml.Node) { u.Threshold = d.number(v, p+".threshold", 0, 10, false) },
+		"full":      func(k, v *yaml.Node) { u.Full = d.number(v, p+".full", 0, 10, false) },
+		"ramp":      func(k, v *yaml.Node) { u.Ramp = d.boundedDuration(v, p+".ramp", time.Millisecond, 24*time.Hour) },
+		"interval": func(k, v *yaml.Node) {
+			u.Interval = d.boundedDuration(v, p+".interval", time.Millisecond, time.Hour)
 		},
 	})
+	if !seen {
+		d.add(v.Line, p+".capacity", "missing capacity (the requests this process works on at once when fully used)")
+	}
+	th, full := u.Threshold, u.Full
+	if th == 0 {
+		th = shed.DefaultThreshold
+	}
+	if full == 0 {
+		full = 1
+	}
+	if full <= th {
+		d.add(lineIn(v, "full"), p+".full", "full utilization %v must be above the threshold %v", full, th)
+	}
+	return u
+}
+
+// fleet decodes shedding.fleet.
+func (d *decoder) fleet(v *yaml.Node) *FleetConfig {
+	const p = "shedding.fleet"
+	f := &FleetConfig{Reserved: 0.2}
+	seen := false
+	d.fields(v, p, map[string]func(k, v *yaml.Node){
+		"cap":           func(k, v *yaml.Node) { seen = true; f.Cap = d.integer(v, p+".cap", 1, inflight.MaxCap) },
+		"reserved":      func(k, v *yaml.Node) { f.Reserved = d.number(v, p+".reserved", 0, 0.99, true) },
+		"critical_from": func(k, v *yaml.Node) { f.CriticalFrom = d.str(v, p+".critical_from") },
+		"ttl": func(k, v *yaml.Node) {
+			f.TTL = d.boundedDuration(v, p+".ttl", time.Millisecond, inflight.MaxTTL)
+		},
+		"key": func(k, v *yaml.Node) {
+			f.Key = d.str(v, p+".key")
+			if f.Key == "" || strings.ContainsAny(f.Key, "{}") {
+				d.add(v.Line, p+".key", "want a non-empty key without { or }, got %q", f.Key)
+			}
+		},
+	})
+	if !seen {
+		d.add(v.Line, p+".cap", "missing cap (the most requests in flight across the fleet)")
+	}
+	return f
+}
+
+// checkClasses builds the shedding classes and checks that every class
+// the section names is one of them, filling in the default methods and
+// class. It reports false when the classes themselves are refused.
+func (d *decoder) checkClasses(s *SheddingConfig, n *yaml.Node, classesLine int) bool {
 	cs, err := shed.NewClasses(s.Classes...)
 	if err != nil {
 		d.add(max(classesLine, n.Line), "shedding.classes", "%s", strings.TrimPrefix(err.Error(), shed.ErrClasses.Error()+": "))
-		return s
+		return false
 	}
 	s.classes = cs
 	s.Classes = cs.Names()
@@ -285,15 +303,7 @@ func (d *decoder) shedding(n *yaml.Node) *SheddingConfig {
 		known(c, lineIn(n, "tiers."+t), "shedding.tiers."+t)
 	}
 	if s.Methods == nil {
-		_, g := cs.Lookup("get")
-		_, p := cs.Lookup("post")
-		if g && p {
-			s.Methods = map[string]string{}
-			for m := range methods {
-				s.Methods[m] = "post"
-			}
-			s.Methods["GET"], s.Methods["HEAD"], s.Methods["OPTIONS"] = "get", "get", "get"
-		}
+		s.Methods = defaultClassMethods(cs)
 	}
 	for m, c := range s.Methods {
 		known(c, lineIn(n, "methods."+m), "shedding.methods."+m)
@@ -309,10 +319,23 @@ func (d *decoder) shedding(n *yaml.Node) *SheddingConfig {
 	if s.Fleet != nil && s.Fleet.CriticalFrom != "" {
 		known(s.Fleet.CriticalFrom, lineIn(n, "fleet.critical_from"), "shedding.fleet.critical_from")
 	}
-	if s.Utilization == nil && s.Fleet == nil {
-		d.add(n.Line, path, "shedding sheds nothing without utilization or fleet")
+	return true
+}
+
+// defaultClassMethods sorts methods into the classes get (safe methods)
+// and post (the rest) when both exist; else nil.
+func defaultClassMethods(cs shed.Classes) map[string]string {
+	_, g := cs.Lookup("get")
+	_, p := cs.Lookup("post")
+	if !g || !p {
+		return nil
 	}
-	return s
+	m := map[string]string{}
+	for method := range methods {
+		m[method] = "post"
+	}
+	m["GET"], m["HEAD"], m["OPTIONS"] = "get", "get", "get"
+	return m
 }
 
 // adaptive decodes a route's adaptive section.
@@ -474,8 +497,9 @@ func (c *concurrency) inflightStore(cfg *Config) inflight.Store {
 		c.store, c.closeSt = m, m.Close
 		return c.store
 	}
-	ls := &lazyRedis{url: cfg.Store, opts: redisinflight.Options{OnError: cfg.OnStoreError, Timeout: 250 * time.Millisecond,
-		OnFailure: func(err error) { c.g.log.Debug("gateway: in-flight store call failed", "err", err) }}, log: c.g}
+	ls := &lazyRedis{rs: c.g.st.Redis, opts: redisinflight.Options{OnError: cfg.OnStoreError, Timeout: 250 * time.Millisecond,
+		Link:      c.g.st.Redis.Link(),
+		OnFailure: func(err error) { c.g.log.Debug("gateway: in-flight store call failed", "err", err) }}}
 	c.store, c.closeSt = ls, ls.Close
 	return c.store
 }
@@ -702,21 +726,19 @@ func routeName(r Route) string {
 	return strings.Join(r.Methods, ",") + " " + r.Host + r.Path
 }
 
-// lazyRedis is the Redis in-flight store, connected on first use: Redis
-// down when the gateway starts must not keep it from starting. Until a
-// client connects, calls fail with redisinflight.ErrUnavailable and the
-// middleware's on_store_error answers (local then means allow: there is
-// no local store before Redis was ever reached). It retries at most once a
-// second.
+// lazyRedis is the Redis in-flight store, on the rate limit store's
+// client and link (one client, one breaker per node, one prober), made
+// once that store has connected: Redis down when the gateway starts must
+// not keep it from starting. Until then, calls fail with
+// redisinflight.ErrUnavailable and the middleware's on_store_error
+// answers (local then means allow: there is no local store before Redis
+// was ever reached).
 type lazyRedis struct {
-	url  string
+	rs   *redisstore.Store
 	opts redisinflight.Options
-	log  *Gateway
 
 	mu     sync.Mutex
 	st     *redisinflight.Store
-	client rueidis.Client
-	last   time.Time
 	closed bool
 }
 
@@ -729,26 +751,15 @@ func (l *lazyRedis) get() (*redisinflight.Store, error) {
 	if l.closed {
 		return nil, inflight.ErrClosed
 	}
-	if time.Since(l.last) < time.Second {
+	client := l.rs.Client()
+	if client == nil {
 		return nil, fmt.Errorf("%w: not connected", redisinflight.ErrUnavailable)
-	}
-	l.last = time.Now()
-	co, err := storeurl.ClientOption(l.url)
-	if err != nil {
-		return nil, err
-	}
-	co.DisableCache = true
-	client, err := rueidis.NewClient(co)
-	if err != nil {
-		l.log.log.Error("gateway: in-flight store: redis unavailable; on_store_error answers", "store", RedactURL(l.url), "err", err)
-		return nil, fmt.Errorf("%w: %v", redisinflight.ErrUnavailable, err)
 	}
 	st, err := redisinflight.New(client, l.opts)
 	if err != nil {
-		client.Close()
 		return nil, err
 	}
-	l.st, l.client = st, client
+	l.st = st
 	return st, nil
 }
 
@@ -791,8 +802,7 @@ func (l *lazyRedis) Close() error {
 	if l.st == nil {
 		return nil
 	}
-	err := l.st.Close()
-	l.client.Close()
+	err := l.st.Close() // the client stays the rate limit store's
 	l.st = nil
 	return err
 }

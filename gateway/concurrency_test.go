@@ -665,3 +665,65 @@ func TestReloadKeepsTheUtilizationShedder(t *testing.T) {
 		t.Errorf("in flight after the requests ended: %s, want 0", got)
 	}
 }
+
+// The in-flight store uses the rate limit store's client and link: in_flight
+// opens no connection of its own to Redis (it used to dial a second client
+// on the same URL, with a breaker of its own). Rate limits on many keys
+// (scripts: the client spreads them over its connections at random) first
+// open every connection the rate store's client multiplexes over;
+// in-flight leases on many keys then add none.
+func TestInFlightSharesTheRateStoreClientE2E(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	up := newSlowUpstream(t)
+	s := startWith(t, fmt.Sprintf(`
+upstream: %s
+store: %s
+routes:
+  - path: /fast
+    rate_limits:
+      - actions: [{request_headers: {header_name: X-Key, descriptor_key: k}}]
+  - path: /
+    in_flight: {max: 5}
+rules:
+  domain: t
+  descriptors:
+    - key: k
+      rate_limit: {algorithm: token_bucket, unit: hour, requests_per_unit: 1000}
+`, up.URL, rs.URL()), gateway.Options{})
+	clients := func() int {
+		v, err := rs.Do("CLIENT", "LIST")
+		must(t, err)
+		return strings.Count(v.(string), "\n") - 1 // not this inspection's own
+	}
+	c := clientFrom(t, "127.0.0.2")
+	for i := range 64 {
+		if r := do(t, c, "GET", s.url+"/fast", "X-Key", fmt.Sprint("key", i)); r.code != 200 {
+			t.Fatalf("GET /fast: %d %s", r.code, r.body)
+		}
+	}
+	before := clients()
+	for i := range 32 {
+		if r := do(t, clientFrom(t, fmt.Sprint("127.0.1.", i+1)), "GET", s.url+"/other"); r.code != 200 {
+			t.Fatalf("GET /other: %d %s", r.code, r.body)
+		}
+	}
+	// A slow request holds its lease in Redis.
+	long := &http.Client{}
+	t.Cleanup(long.CloseIdleConnections)
+	done := make(chan int, 1)
+	go func() { done <- do(t, long, "GET", s.url+"/slow").code }()
+	<-up.entered
+	n, err := rs.Do("KEYS", "*if{*")
+	up.Release()
+	if code := <-done; code != 200 {
+		t.Errorf("GET /slow: %d", code)
+	}
+	if err != nil || len(n.([]any)) == 0 {
+		t.Fatalf("no in-flight key in Redis (%v, %v): the leases did not go to Redis", n, err)
+	}
+	if after := clients(); after != before {
+		v, _ := rs.Do("CLIENT", "LIST")
+		t.Errorf("%d connections to Redis after in-flight requests, %d before: the in-flight store opened its own\n%v", after, before, v)
+	}
+}

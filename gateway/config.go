@@ -6,11 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
-	"path"
-	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,7 +17,6 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
-	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -325,9 +320,16 @@ type Route struct {
 	Cost            int64
 	CostHeader      string
 	Descriptors     []httplimit.Descriptor
-	// RefundOn (refund_on) lists the response statuses on which what a
-	// request was charged is given back (refund.go); empty: never.
-	RefundOn StatusSet
+	// RefundOn (refund_on) lists the upstream's response statuses on
+	// which what a request was charged is given back (refund.go); empty:
+	// never. RefundOnGateway holds the gateway's own failures refund_on
+	// names (upstream_timeout, upstream_unreachable): a 502 or 504 in
+	// RefundOn is the upstream's own answer, not the gateway's.
+	RefundOn        StatusSet
+	RefundOnGateway GatewayFailures
+	// RefundBudget (refund_budget) bounds the refunds per rule, caller and
+	// window (httplimit.Middleware.RefundBudget); 0 is its default.
+	RefundBudget float64
 }
 
 // ParseFile reads and parses a config file.
@@ -363,251 +365,10 @@ func parse(filename string, data []byte, readFile func(string) ([]byte, error)) 
 	return cfg, nil
 }
 
-func (d *decoder) parse(data []byte) *Config {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		d.yamlError(err)
-		return nil
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		d.add(0, "", "empty file (want at least upstream, routes and rules)")
-		return nil
-	}
-	root := d.deref(doc.Content[0])
-	if root == nil {
-		return nil
-	}
-	if root.Kind != yaml.MappingNode {
-		d.add(root.Line, "", "want a mapping, got %s", yamlnode.Kind(root))
-		return nil
-	}
-	dir := filepath.Dir(d.file)
-	rel := func(p string) string {
-		if p == "" || filepath.IsAbs(p) || d.readFile != nil {
-			return p
-		}
-		return filepath.Join(dir, p)
-	}
-	c := &Config{
-		readFile: d.readFile,
-		File:     d.file, Listen: DefaultListen, AdminListen: DefaultAdminListen,
-		UpstreamTimeout: DefaultUpstreamTimeout, ShutdownTimeout: DefaultShutdownTimeout,
-		Store: "memory", SnapshotEvery: DefaultSnapshotEvery, Journal: true, JournalEvery: DefaultJournalEvery, OnStoreError: ratelimit.FailAllow,
-		Identity: IdentityConfig{ForwardUserHeader: DefaultForwardUserHeader,
-			ForwardTierHeader: DefaultForwardTierHeader, ForwardKindHeader: DefaultForwardKindHeader},
-	}
-	c.UpstreamIdleConnections = DefaultUpstreamIdleConnections
-	var cfgs []*rules.Config
-	var rulesNode, routesNode *yaml.Node
-	var domainLine int
-	var disabledLines []int
-	var onStoreErrorLine, failClosedLine int
-	hasRulesFiles := false
-	d.fields(root, "", map[string]func(k, v *yaml.Node){
-		"listen":       func(k, v *yaml.Node) { c.Listen = d.str(v, "listen") },
-		"admin_listen": func(k, v *yaml.Node) { c.AdminListen = d.str(v, "admin_listen") },
-		"tls":          func(k, v *yaml.Node) { c.TLS = d.tlsSection(v, rel) },
-		"upstream": func(k, v *yaml.Node) {
-			c.Upstream = d.str(v, "upstream")
-			if c.Upstream != BuiltinEcho {
-				u, err := url.Parse(c.Upstream)
-				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-					d.add(v.Line, "upstream", "want an http:// or https:// URL or %s, got %q", BuiltinEcho, c.Upstream)
-				}
-			}
-		},
-		"upstream_timeout": func(k, v *yaml.Node) { c.UpstreamTimeout = d.duration(v, "upstream_timeout") },
-		"upstream_idle_connections": func(k, v *yaml.Node) {
-			c.UpstreamIdleConnections = int(d.integer(v, "upstream_idle_connections", 1, 1<<16))
-		},
-		"shutdown_timeout": func(k, v *yaml.Node) { c.ShutdownTimeout = d.duration(v, "shutdown_timeout") },
-		"store": func(k, v *yaml.Node) {
-			c.Store = d.str(v, "store")
-			if c.Store != "memory" {
-				u, err := url.Parse(c.Store)
-				if err != nil || !slices.Contains([]string{"redis", "rediss", "redis-cluster", "rediss-cluster", "redis-sentinel", "unix"}, u.Scheme) {
-					d.add(v.Line, "store", "want memory or a redis://, rediss://, redis-cluster://, rediss-cluster://, redis-sentinel:// or unix:// URL, got %q", c.Store)
-				}
-			}
-		},
-		"max_keys": func(k, v *yaml.Node) { c.MaxKeys = int(d.integer(v, "max_keys", 1024, 1<<30)) },
-		"snapshot": func(k, v *yaml.Node) { d.snapshot(v, c, rel) },
-		"headers": func(k, v *yaml.Node) {
-			m, err := httplimit.ParseHeaderMode(d.str(v, "headers"))
-			if err != nil {
-				d.add(v.Line, "headers", "want ietf, legacy or opaque, got %s", yamlnode.Kind(v))
-			}
-			c.Headers = m
-		},
-		"on_store_error": func(k, v *yaml.Node) {
-			p, err := ratelimit.ParseFailurePolicy(d.str(v, "on_store_error"))
-			if err != nil {
-				d.add(v.Line, "on_store_error", "want allow, deny, local or error, got %s", yamlnode.Kind(v))
-			}
-			c.OnStoreError, onStoreErrorLine = p, v.Line
-		},
-		"fail_closed": func(k, v *yaml.Node) {
-			// Before on_store_error: fail_closed: true answered 503, which
-			// is on_store_error: error.
-			if d.boolean(v, "fail_closed") {
-				failClosedLine = v.Line
-			}
-		},
-		"pprof": func(k, v *yaml.Node) { c.Pprof = d.boolean(v, "pprof") },
-		"rate_limit_endpoint": func(k, v *yaml.Node) {
-			c.RateLimitEndpoint = d.str(v, "rate_limit_endpoint")
-			if p := c.RateLimitEndpoint; p != "" && (!strings.HasPrefix(p, "/") || strings.ContainsAny(p, " {}?#") || path.Clean(p) != p) {
-				d.add(v.Line, "rate_limit_endpoint", "want a clean absolute path such as /rate_limit, got %q", p)
-			}
-		},
-		"admin_token_file": func(k, v *yaml.Node) { c.AdminTokenFile = rel(d.str(v, "admin_token_file")) },
-		"reset_jitter": func(k, v *yaml.Node) {
-			f, err := strconv.ParseFloat(d.str(v, "reset_jitter"), 64)
-			if err != nil || f < 0 || f > 1 || v.Tag == "!!str" {
-				d.add(v.Line, "reset_jitter", "want a fraction of the window from 0 to 1, such as 0.1, got %s", yamlnode.Kind(v))
-				return
-			}
-			c.ResetJitter = f
-		},
-		"shadow":   func(k, v *yaml.Node) { c.Shadow = d.boolean(v, "shadow") },
-		"disabled": func(k, v *yaml.Node) { c.Disabled = d.boolean(v, "disabled") },
-		"disabled_rules": func(k, v *yaml.Node) {
-			d.list(v, "disabled_rules", func(_ int, v *yaml.Node, path string) {
-				c.DisabledRules = append(c.DisabledRules, d.str(v, path))
-				disabledLines = append(disabledLines, v.Line)
-			})
-		},
-		"domain":   func(k, v *yaml.Node) { c.Domain, domainLine = d.str(v, "domain"), v.Line },
-		"identity": func(k, v *yaml.Node) { d.identity(v, &c.Identity, rel) },
-		"connections": func(k, v *yaml.Node) {
-			d.connections(v, "connections", &c.Connections)
-		},
-		"admin_connections": func(k, v *yaml.Node) {
-			d.connections(v, "admin_connections", &c.AdminConnections)
-		},
-		"routes": func(k, v *yaml.Node) { routesNode = v },
-		"rules":  func(k, v *yaml.Node) { rulesNode = v },
-		"in_flight": func(k, v *yaml.Node) {
-			c.InFlight = d.inFlight(v, "in_flight", false)
-		},
-		"shedding": func(k, v *yaml.Node) {
-			c.Shedding = d.shedding(v)
-		},
-		"rules_files": func(k, v *yaml.Node) {
-			hasRulesFiles = true
-			d.list(v, "rules_files", func(_ int, v *yaml.Node, path string) {
-				name := rel(d.str(v, path))
-				data, err := d.read(name)
-				if err != nil {
-					d.add(v.Line, path, "%v", err)
-					return
-				}
-				rc, err := rules.Parse(name, data)
-				if err != nil {
-					d.rulesErrors(err, "")
-					return
-				}
-				cfgs = append(cfgs, rc)
-			})
-		},
-	})
-	if c.Upstream == "" {
-		d.add(root.Line, "upstream", "missing upstream (a URL, or %s)", BuiltinEcho)
-	}
-	if failClosedLine > 0 {
-		if onStoreErrorLine > 0 && c.OnStoreError != ratelimit.FailError {
-			d.add(failClosedLine, "fail_closed", "fail_closed: true is on_store_error: error; the file also says on_store_error: %s", c.OnStoreError)
-		}
-		c.OnStoreError = ratelimit.FailError
-	}
-	if rulesNode != nil {
-		if rc := d.inlineRules(root, rulesNode, data); rc != nil {
-			cfgs = append(cfgs, rc)
-		}
-	}
-	if len(cfgs) > 0 {
-		set, err := rules.NewSet(cfgs...)
-		if err != nil {
-			d.rulesErrors(err, "")
-		}
-		c.Rules = set
-	}
-	switch {
-	case c.Domain == "" && len(cfgs) == 1:
-		c.Domain = cfgs[0].Domain
-	case c.Domain == "" && len(cfgs) > 1:
-		d.add(root.Line, "domain", "several rules domains: say which one the gateway uses")
-	case c.Domain != "" && c.Rules != nil && c.Rules.Config(c.Domain) == nil:
-		d.add(domainLine, "domain", "no rules for domain %q", c.Domain)
-	}
-	if c.Rules != nil {
-		known := map[string]bool{}
-		for _, dom := range c.Rules.Domains() {
-			for _, r := range c.Rules.Config(dom).Rules() {
-				known[r.Name] = true
-			}
-		}
-		for i, n := range c.DisabledRules {
-			if !known[n] {
-				d.add(disabledLines[i], fmt.Sprintf("disabled_rules[%d]", i), "no rule named %q", n)
-			}
-		}
-	}
-	if c.MaxKeys == 0 {
-		c.MaxKeys = memstore.DefaultMaxKeys
-	}
-	if c.SnapshotFile != "" && c.Store != "memory" {
-		d.add(root.Line, "snapshot", "snapshots are for the memory store; %s keeps its own state", c.Store)
-	}
-	c.Connections = c.Connections.withDefaults(DefaultConnections())
-	c.AdminConnections = c.AdminConnections.withDefaults(DefaultAdminConnections())
-	if routesNode == nil {
-		d.add(root.Line, "routes", "missing routes")
-	} else {
-		var lines []int
-		before := len(d.errs)
-		d.list(routesNode, "routes", func(i int, v *yaml.Node, path string) {
-			c.Routes = append(c.Routes, d.route(v, path, c))
-			lines = append(lines, v.Line)
-		})
-		if len(d.errs) == before { // conflicts only between routes that are well formed
-			for _, p := range checkRoutes(c.Routes) {
-				d.add(lines[p.route], fmt.Sprintf("routes[%d]", p.route), "%s", p.msg)
-			}
-		}
-		d.checkConcurrency(c, lines)
-		if len(c.Routes) == 0 && (routesNode.Kind == yaml.SequenceNode || routesNode.Tag == "!!null") {
-			d.add(routesNode.Line, "routes", "no routes")
-		}
-		limited := false
-		for _, r := range c.Routes {
-			limited = limited || len(r.Descriptors) > 0
-		}
-		if limited && c.Rules == nil && rulesNode == nil && !hasRulesFiles {
-			d.add(routesNode.Line, "routes", "routes have rate_limits but there are no rules (rules or rules_files)")
-		}
-	}
-	return c
-}
-
 // inlineRules parses the rules section with the rules package. It hands
 // rules.Parse the section's own text, with the lines before it blanked and
 // its first line's key replaced by spaces, so that rules' problems carry
 // the config file's line numbers.
-// snapshot reads the snapshot block: the memory store's snapshot file and
-// the journal beside it (rel makes a path relative to the config file's
-// directory).
-func (d *decoder) snapshot(v *yaml.Node, c *Config, rel func(string) string) {
-	d.fields(v, "snapshot", map[string]func(k, v *yaml.Node){
-		"file":     func(k, v *yaml.Node) { c.SnapshotFile = rel(d.str(v, "snapshot.file")) },
-		"interval": func(k, v *yaml.Node) { c.SnapshotEvery = d.duration(v, "snapshot.interval") },
-		"journal":  func(k, v *yaml.Node) { c.Journal = d.boolean(v, "snapshot.journal") },
-		"journal_interval": func(k, v *yaml.Node) {
-			c.JournalEvery = d.boundedDuration(v, "snapshot.journal_interval", time.Millisecond, time.Minute)
-		},
-	})
-}
-
 func (d *decoder) inlineRules(root, v *yaml.Node, data []byte) *rules.Config {
 	if v.Kind != yaml.MappingNode {
 		d.add(v.Line, "rules", "want a mapping with domain and descriptors (an envoyproxy/ratelimit config), got %s", yamlnode.Kind(v))
@@ -722,6 +483,7 @@ var methods = map[string]bool{
 func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	var r Route
 	var pathLine, patternLine int
+	refundOn, refundBudget, refundsDone := d.refunds(&r, path, c)
 	d.fields(n, path, map[string]func(k, v *yaml.Node){
 		"path": func(k, v *yaml.Node) {
 			pathLine = v.Line
@@ -743,20 +505,10 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 				d.add(v.Line, yamlnode.Join(path, "host"), "%v", err)
 			}
 		},
-		"methods": func(k, v *yaml.Node) {
-			d.list(v, yamlnode.Join(path, "methods"), func(_ int, v *yaml.Node, p string) {
-				m := strings.ToUpper(d.str(v, p))
-				switch {
-				case m == http.MethodConnect:
-					d.add(v.Line, p, "CONNECT is not proxied (the gateway answers it 405)")
-				case !methods[m]:
-					d.add(v.Line, p, "unknown HTTP method %s", yamlnode.Kind(v))
-				}
-				r.Methods = append(r.Methods, m)
-			})
-		},
+		"methods":          func(k, v *yaml.Node) { r.Methods = d.methods(v, yamlnode.Join(path, "methods")) },
 		"upstream_timeout": func(k, v *yaml.Node) { r.UpstreamTimeout = d.duration(v, yamlnode.Join(path, "upstream_timeout")) },
-		"refund_on":        func(k, v *yaml.Node) { r.RefundOn = d.refundOn(v, yamlnode.Join(path, "refund_on")) },
+		"refund_on":        refundOn,
+		"refund_budget":    refundBudget,
 		"cost":             func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
 		"cost_header": func(k, v *yaml.Node) {
 			p := yamlnode.Join(path, "cost_header")
@@ -776,27 +528,7 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 		"adaptive": func(k, v *yaml.Node) {
 			r.Adaptive = d.adaptive(v, yamlnode.Join(path, "adaptive"))
 		},
-		"rate_limits": func(k, v *yaml.Node) {
-			d.list(v, yamlnode.Join(path, "rate_limits"), func(_ int, v *yaml.Node, p string) {
-				var desc httplimit.Descriptor
-				n := 0
-				d.fields(v, p, map[string]func(k, v *yaml.Node){
-					"actions": func(k, v *yaml.Node) {
-						d.list(v, yamlnode.Join(p, "actions"), func(_ int, v *yaml.Node, p string) {
-							n++
-							if a := d.action(v, p); a != nil {
-								d.checkAction(c, a, v, p)
-								desc.Actions = append(desc.Actions, a)
-							}
-						})
-					},
-				})
-				if n == 0 {
-					d.add(v.Line, yamlnode.Join(p, "actions"), "want at least one action")
-				}
-				r.Descriptors = append(r.Descriptors, desc)
-			})
-		},
+		"rate_limits": func(k, v *yaml.Node) { r.Descriptors = d.rateLimits(v, yamlnode.Join(path, "rate_limits"), c) },
 	})
 	switch {
 	case r.Pattern != "" && (pathLine != 0 || r.Host != "" || len(r.Methods) > 0):
@@ -807,7 +539,50 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	if r.UpstreamTimeout == 0 {
 		r.UpstreamTimeout = c.UpstreamTimeout
 	}
+	refundsDone()
 	return r
+}
+
+// methods decodes a route's methods.
+func (d *decoder) methods(n *yaml.Node, path string) []string {
+	var ms []string
+	d.list(n, path, func(_ int, v *yaml.Node, p string) {
+		m := strings.ToUpper(d.str(v, p))
+		switch {
+		case m == http.MethodConnect:
+			d.add(v.Line, p, "CONNECT is not proxied (the gateway answers it 405)")
+		case !methods[m]:
+			d.add(v.Line, p, "unknown HTTP method %s", yamlnode.Kind(v))
+		}
+		ms = append(ms, m)
+	})
+	return ms
+}
+
+// rateLimits decodes a route's rate_limits: Envoy's list of descriptors,
+// each a list of actions.
+func (d *decoder) rateLimits(n *yaml.Node, path string, c *Config) []httplimit.Descriptor {
+	var descs []httplimit.Descriptor
+	d.list(n, path, func(_ int, v *yaml.Node, p string) {
+		var desc httplimit.Descriptor
+		n := 0
+		d.fields(v, p, map[string]func(k, v *yaml.Node){
+			"actions": func(k, v *yaml.Node) {
+				d.list(v, yamlnode.Join(p, "actions"), func(_ int, v *yaml.Node, p string) {
+					n++
+					if a := d.action(v, p); a != nil {
+						d.checkAction(c, a, v, p)
+						desc.Actions = append(desc.Actions, a)
+					}
+				})
+			},
+		})
+		if n == 0 {
+			d.add(v.Line, yamlnode.Join(p, "actions"), "want at least one action")
+		}
+		descs = append(descs, desc)
+	})
+	return descs
 }
 
 // checkAction checks the header names that a reads (httplimit.CheckAction,
@@ -861,183 +636,6 @@ func mappingValue(n *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return nil
-}
-
-// action decodes one Envoy rate_limits action: a mapping with exactly one
-// of remote_address, masked_remote_address, request_headers,
-// query_parameters, generic_key, header_value_match,
-// query_parameter_value_match, or sluice's identity, tier, method, path
-// and cookie. Envoy's destination_cluster and source_cluster are refused
-// with the reason (see noClusterNames).
-func (d *decoder) action(n *yaml.Node, path string) httplimit.Action {
-	if n.Kind != yaml.MappingNode || len(n.Content) != 2 {
-		d.add(n.Line, path, "want a mapping with exactly one action (remote_address, masked_remote_address, request_headers, query_parameters, generic_key, header_value_match, query_parameter_value_match, identity, tier, method, path or cookie), got %s", yamlnode.Kind(n))
-		return nil
-	}
-	var a httplimit.Action
-	d.fields(n, path, map[string]func(k, v *yaml.Node){
-		"remote_address": func(k, v *yaml.Node) {
-			d.fields(v, yamlnode.Join(path, "remote_address"), nil)
-			a = httplimit.RemoteAddress{}
-		},
-		"request_headers": func(k, v *yaml.Node) {
-			p := yamlnode.Join(path, "request_headers")
-			var x httplimit.RequestHeaders
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"header_name":    func(k, v *yaml.Node) { x.HeaderName = d.str(v, yamlnode.Join(p, "header_name")) },
-				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
-				"skip_if_absent": func(k, v *yaml.Node) { x.SkipIfAbsent = d.boolean(v, yamlnode.Join(p, "skip_if_absent")) },
-			})
-			if x.HeaderName == "" || x.DescriptorKey == "" {
-				d.add(v.Line, p, "header_name and descriptor_key are required")
-			}
-			a = x
-		},
-		"generic_key": func(k, v *yaml.Node) {
-			p := yamlnode.Join(path, "generic_key")
-			var x httplimit.GenericKey
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"descriptor_value": func(k, v *yaml.Node) { x.DescriptorValue = d.str(v, yamlnode.Join(p, "descriptor_value")) },
-				"descriptor_key":   func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
-			})
-			if x.DescriptorValue == "" {
-				d.add(v.Line, p, "descriptor_value is required")
-			}
-			a = x
-		},
-		"header_value_match": func(k, v *yaml.Node) {
-			p := yamlnode.Join(path, "header_value_match")
-			var x httplimit.HeaderValueMatch
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"descriptor_value": func(k, v *yaml.Node) { x.DescriptorValue = d.str(v, yamlnode.Join(p, "descriptor_value")) },
-				"descriptor_key":   func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
-				"expect_match":     func(k, v *yaml.Node) { x.DontExpectMatch = !d.boolean(v, yamlnode.Join(p, "expect_match")) },
-				"headers": func(k, v *yaml.Node) {
-					d.list(v, yamlnode.Join(p, "headers"), func(_ int, v *yaml.Node, p string) {
-						x.Headers = append(x.Headers, d.headerMatcher(v, p))
-					})
-				},
-			})
-			if x.DescriptorValue == "" {
-				d.add(v.Line, p, "descriptor_value is required")
-			}
-			if len(x.Headers) == 0 {
-				d.add(v.Line, yamlnode.Join(p, "headers"), "want at least one header matcher")
-			}
-			a = x
-		},
-		"masked_remote_address": func(k, v *yaml.Node) {
-			p := yamlnode.Join(path, "masked_remote_address")
-			var x httplimit.MaskedRemoteAddress
-			mask := func(field string, bits int64, dst *int) func(k, v *yaml.Node) {
-				return func(k, v *yaml.Node) {
-					fp := yamlnode.Join(p, field)
-					// v is dereferenced already (the walker follows aliases).
-					if v.Kind == yaml.ScalarNode && v.Value == "0" {
-						d.add(v.Line, fp, "a 0-bit mask puts every client in one key: use generic_key for one shared counter, or leave %s out for the whole address (/%d)", field, bits)
-						return
-					}
-					*dst = int(d.integer(v, fp, 1, bits))
-				}
-			}
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"v4_prefix_mask_len": mask("v4_prefix_mask_len", 32, &x.V4PrefixMaskLen),
-				"v6_prefix_mask_len": mask("v6_prefix_mask_len", 128, &x.V6PrefixMaskLen),
-			})
-			a = x
-		},
-		"query_parameters": func(k, v *yaml.Node) {
-			p := yamlnode.Join(path, "query_parameters")
-			var x httplimit.QueryParameters
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"query_parameter_name": func(k, v *yaml.Node) {
-					x.QueryParameterName = d.str(v, yamlnode.Join(p, "query_parameter_name"))
-				},
-				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
-				"skip_if_absent": func(k, v *yaml.Node) { x.SkipIfAbsent = d.boolean(v, yamlnode.Join(p, "skip_if_absent")) },
-			})
-			if x.QueryParameterName == "" || x.DescriptorKey == "" {
-				d.add(v.Line, p, "query_parameter_name and descriptor_key are required")
-				return // reported here, not again by CheckAction
-			}
-			a = x
-		},
-		"query_parameter_value_match": func(k, v *yaml.Node) {
-			p := yamlnode.Join(path, "query_parameter_value_match")
-			var x httplimit.QueryParameterValueMatch
-			before := len(d.errs)
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"descriptor_value": func(k, v *yaml.Node) { x.DescriptorValue = d.str(v, yamlnode.Join(p, "descriptor_value")) },
-				"descriptor_key":   func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
-				"expect_match":     func(k, v *yaml.Node) { x.DontExpectMatch = !d.boolean(v, yamlnode.Join(p, "expect_match")) },
-				"query_parameters": func(k, v *yaml.Node) {
-					d.list(v, yamlnode.Join(p, "query_parameters"), func(_ int, v *yaml.Node, p string) {
-						x.QueryParameters = append(x.QueryParameters, d.queryMatcher(v, p))
-					})
-				},
-			})
-			if x.DescriptorValue == "" {
-				d.add(v.Line, p, "descriptor_value is required")
-			}
-			if len(x.QueryParameters) == 0 {
-				d.add(v.Line, yamlnode.Join(p, "query_parameters"), "want at least one query parameter matcher")
-			}
-			if len(d.errs) == before { // else reported here, not again by CheckAction
-				a = x
-			}
-		},
-		"cookie": func(k, v *yaml.Node) {
-			p := yamlnode.Join(path, "cookie")
-			var x httplimit.Cookie
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"cookie_name":    func(k, v *yaml.Node) { x.CookieName = d.str(v, yamlnode.Join(p, "cookie_name")) },
-				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
-				"skip_if_absent": func(k, v *yaml.Node) { x.SkipIfAbsent = d.boolean(v, yamlnode.Join(p, "skip_if_absent")) },
-			})
-			if x.CookieName == "" || x.DescriptorKey == "" {
-				d.add(v.Line, p, "cookie_name and descriptor_key are required")
-				return // reported here, not again by CheckAction
-			}
-			a = x
-		},
-		"destination_cluster": func(k, v *yaml.Node) { d.noClusterNames(v, yamlnode.Join(path, "destination_cluster"), "route") },
-		"source_cluster":      func(k, v *yaml.Node) { d.noClusterNames(v, yamlnode.Join(path, "source_cluster"), "caller") },
-		"identity": func(k, v *yaml.Node) {
-			p := yamlnode.Join(path, "identity")
-			var x httplimit.IdentityKey
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"user_key": func(k, v *yaml.Node) { x.UserKey = d.str(v, yamlnode.Join(p, "user_key")) },
-				"ip_key":   func(k, v *yaml.Node) { x.IPKey = d.str(v, yamlnode.Join(p, "ip_key")) },
-			})
-			a = x
-		},
-		"tier": func(k, v *yaml.Node) {
-			p := yamlnode.Join(path, "tier")
-			var x httplimit.Tier
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
-				"default":        func(k, v *yaml.Node) { x.Default = d.str(v, yamlnode.Join(p, "default")) },
-			})
-			a = x
-		},
-		"method": func(k, v *yaml.Node) {
-			p := yamlnode.Join(path, "method")
-			var x httplimit.Method
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
-			})
-			a = x
-		},
-		"path": func(k, v *yaml.Node) {
-			p := yamlnode.Join(path, "path")
-			var x httplimit.Path
-			d.fields(v, p, map[string]func(k, v *yaml.Node){
-				"descriptor_key": func(k, v *yaml.Node) { x.DescriptorKey = d.str(v, yamlnode.Join(p, "descriptor_key")) },
-			})
-			a = x
-		},
-	})
-	return a
 }
 
 // noClusterNames refuses Envoy's destination_cluster and source_cluster:

@@ -6,6 +6,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -22,19 +23,47 @@ import (
 
 type identityKey struct{}
 
+// failureKey finds the identityContext below a context derived from it.
+type failureKey struct{}
+
 // identityContext is a request's context carrying the identity the
 // gateway resolved: one allocation where context.WithValue and the
-// escaping identity took two.
+// escaping identity took two. It also records whether the proxy answered
+// the request itself (markFailure), for the route's refund_on.
 type identityContext struct {
 	context.Context
-	id identity.Identity
+	id     identity.Identity
+	failed atomic.Uint32 // GatewayFailures
 }
 
 func (c *identityContext) Value(key any) any {
-	if _, ok := key.(identityKey); ok {
+	switch key.(type) {
+	case identityKey:
 		return &c.id
+	case failureKey:
+		return c
 	}
 	return c.Context.Value(key)
+}
+
+// markFailure records that the proxy answered the request of ctx itself
+// with failure f (its 504 or its 502).
+func markFailure(ctx context.Context, f GatewayFailures) {
+	if c, ok := ctx.Value(failureKey{}).(*identityContext); ok {
+		c.failed.Store(uint32(f))
+	}
+}
+
+// failureOf returns the failure markFailure recorded for the request of
+// ctx, or 0 when the response is the upstream's (or not the proxy's).
+func failureOf(ctx context.Context) GatewayFailures {
+	c, ok := ctx.(*identityContext) // the usual case: no walk up the chain
+	if !ok {
+		if c, ok = ctx.Value(failureKey{}).(*identityContext); !ok {
+			return 0
+		}
+	}
+	return GatewayFailures(c.failed.Load())
 }
 
 // withIdentity returns ctx carrying id.

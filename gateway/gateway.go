@@ -23,11 +23,11 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
-	"github.com/sluicehq/sluice/internal/server/storeurl"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // Options configures a Gateway. The zero value is a good default.
@@ -51,6 +51,7 @@ type Gateway struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
 	metrics  *metrics
+	refusals *refusals // 401s by reason (unauthorized.go)
 	conns    *connMetrics
 
 	store    ratelimit.Store
@@ -97,6 +98,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	g.metrics = m
+	if g.refusals, err = newRefusals(g.registry); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
 	if g.conns, err = newConnMetrics(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
@@ -358,6 +362,7 @@ type routeHandler struct {
 	headers  *identityHeaders
 	write    time.Duration // the response's write deadline: upstream_timeout + write_timeout
 	log      *slog.Logger
+	refuse   func(http.ResponseWriter, *http.Request, error) // a refused credential: Gateway.refuse
 }
 
 func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -365,8 +370,7 @@ func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, err := h.resolver.Resolve(r)
 	if err != nil {
 		if errors.Is(err, identity.ErrUnauthorized) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-			problem(w, http.StatusUnauthorized, "invalid credentials")
+			h.refuse(w, r, err)
 			return
 		}
 		h.log.Error("gateway: identify caller", "err", err)
@@ -375,6 +379,32 @@ func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = h.headers.stripUntrusted(r)
 	h.limited.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
+}
+
+// upstream is the handler requests go to once admitted: the built-in
+// echo API, or a reverse proxy to cfg.Upstream.
+func (g *Gateway) upstream(cfg *Config, ih *identityHeaders) (http.Handler, error) {
+	if cfg.Upstream == BuiltinEcho {
+		return http.HandlerFunc(echo), nil
+	}
+	target, err := url.Parse(cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: upstream: %w", err)
+	}
+	return g.proxy(target, cfg.UpstreamIdleConnections, cfg.Identity.TrustedProxies, ih), nil
+}
+
+// ruleNames are the names of every rule of cfg, in every domain.
+func ruleNames(cfg *Config) []string {
+	var names []string
+	if cfg.Rules != nil {
+		for _, dom := range cfg.Rules.Domains() {
+			for _, r := range cfg.Rules.Config(dom).Rules() {
+				names = append(names, r.Name)
+			}
+		}
+	}
+	return names
 }
 
 func (g *Gateway) build(cfg *Config) (*state, error) {
@@ -386,25 +416,11 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	res := cachedIdentity{resolver}
 	ih := newIdentityHeaders(cfg.Identity)
 	cc := cfg.Connections.withDefaults(DefaultConnections())
-	var upstream http.Handler
-	if cfg.Upstream == BuiltinEcho {
-		upstream = http.HandlerFunc(echo)
-	} else {
-		target, err := url.Parse(cfg.Upstream)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: upstream: %w", err)
-		}
-		upstream = g.proxy(target, cfg.UpstreamIdleConnections, cfg.Identity.TrustedProxies, ih)
+	upstream, err := g.upstream(cfg, ih)
+	if err != nil {
+		return nil, err
 	}
-	var names []string
-	if cfg.Rules != nil {
-		for _, dom := range cfg.Rules.Domains() {
-			for _, r := range cfg.Rules.Config(dom).Rules() {
-				names = append(names, r.Name)
-			}
-		}
-	}
-	observe := g.ops.observer(g.metrics.observer(names, g.events))
+	observe := g.ops.observer(g.metrics.observer(ruleNames(cfg), g.events))
 	set, err := g.bindRules(cfg)
 	if err != nil {
 		return nil, err
@@ -434,7 +450,8 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			DisabledRules: cfg.DisabledRules,
 			OnStoreError:  cfg.OnStoreError,
 			ResetJitter:   cfg.ResetJitter,
-			RefundOn:      rc.RefundOn.refundOn(),
+			RefundOn:      refundHook(rc.RefundOn, rc.RefundOnGateway),
+			RefundBudget:  rc.RefundBudget,
 			Observe:       observe,
 			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
@@ -443,7 +460,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			mw.Rules = set // never a typed nil in the interface
 		}
 		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, next), resolver: resolver, headers: ih,
-			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log}
+			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log, refuse: g.refuse}
 		for _, p := range patterns[i] {
 			if err := register(mux, p, rt); err != nil {
 				return nil, fmt.Errorf("gateway: %s: routes[%d]: %w", cfg.File, i, err)
@@ -513,13 +530,14 @@ func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *i
 		Transport:  tr,
 		BufferPool: proxyBuffers{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			status := http.StatusBadGateway
+			status, failure := http.StatusBadGateway, UpstreamUnreachable
 			if errors.Is(err, context.DeadlineExceeded) {
-				status = http.StatusGatewayTimeout
+				status, failure = http.StatusGatewayTimeout, UpstreamTimeout
 			}
 			if r.Context().Err() != nil && !errors.Is(r.Context().Err(), context.DeadlineExceeded) {
 				return // the client went away
 			}
+			markFailure(r.Context(), failure) // for refund_on: the gateway's own answer, not the upstream's
 			g.log.Warn("gateway: upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
 			httplimit.WriteProblem(w, httplimit.Problem{Status: status, Detail: "the upstream did not answer"})
 		},

@@ -1,12 +1,10 @@
 package gateway
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
 )
 
@@ -48,37 +46,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
-	if err := registerRuntime(reg); err != nil {
+	if err := admin.RegisterRuntime(reg); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// registerRuntime adds the standard Go runtime and process collectors
-// (go_goroutines, go_memstats_*, go_gc_duration_seconds,
-// process_resident_memory_bytes, process_cpu_seconds_total,
-// process_open_fds, ...) and go_build_info to reg, as the RLS's /metrics
-// has them. A registry that has them already (Options.Registry given by a
-// program that registered them) keeps its own.
-func registerRuntime(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewBuildInfoCollector(),
-	} {
-		if err := reg.Register(c); err != nil {
-			var dup prometheus.AlreadyRegisteredError
-			if !errors.As(err, &dup) {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // ruleCounters are one rule's counters, looked up once per config.
 type ruleCounters struct {
-	outcomes [5]prometheus.Counter // by httplimit.Outcome (refunded too)
+	outcomes [6]prometheus.Counter // by httplimit.Outcome (refunded and refund_refused too)
 	shadow   prometheus.Counter
 	storeErr prometheus.Counter
 }

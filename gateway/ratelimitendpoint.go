@@ -58,8 +58,7 @@ func (h *rateLimitEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, err := h.resolver.Resolve(r)
 	if err != nil {
 		if errors.Is(err, identity.ErrUnauthorized) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-			problem(w, http.StatusUnauthorized, "invalid credentials")
+			h.o.g.refuse(w, r, err)
 			return
 		}
 		problem(w, http.StatusInternalServerError, "cannot identify the caller")
@@ -74,6 +73,7 @@ func (h *rateLimitEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	checks, err := h.o.checksFor(h.cfg, r, id)
+	checks = h.o.door.Limited(checks)
 	if err != nil {
 		problem(w, http.StatusInternalServerError, "cannot resolve the rate limits")
 		return
@@ -90,7 +90,7 @@ func (h *rateLimitEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if _, dup := out.Resources[name]; dup {
 			continue
 		}
-		d, err := h.o.peek(ctx, c)
+		d, err := h.o.door.PeekCheck(ctx, c)
 		if err != nil {
 			problem(w, http.StatusServiceUnavailable, "the rate limit store is unavailable")
 			return

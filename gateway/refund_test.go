@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -35,6 +37,12 @@ rules:
       rate_limit: {name: per-ip, algorithm: token_bucket, unit: hour, requests_per_unit: 5}
 `
 
+// perUser and perIP find a rule's remaining in a RateLimit header.
+var (
+	perUser = regexp.MustCompile(`"per-user";r=\d+`)
+	perIP   = regexp.MustCompile(`"per-ip";r=\d+`)
+)
+
 // failingUpstream answers 503 on /fail and 200 elsewhere.
 func failingUpstream(t *testing.T) *httptest.Server {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,10 +59,12 @@ func failingUpstream(t *testing.T) *httptest.Server {
 // TestRefundOnUpstream5xx runs the gateway against a real upstream that
 // fails with 503, on the memory store and on real Redis servers
 // (standalone and a 3-master cluster), for a bucket and each window
-// algorithm: the failures' charges come back, so alice's remaining is the
-// same after ten failures as before, and her five successes are then
-// admitted and the sixth denied. The refunds are counted in
-// sluice_gateway_decisions_total{outcome="refunded"}.
+// algorithm: the failures' charges come back up to the route's refund
+// budget (the default, half the limit: 3 of 5 an hour), so alice's
+// remaining stays at 3 for three failures, then the charges stand and she
+// is denied. The refunds are counted in
+// sluice_gateway_decisions_total{outcome="refunded"}, the charges that
+// stood in {outcome="refund_refused"}.
 func TestRefundOnUpstream5xx(t *testing.T) {
 	t.Parallel()
 	stores := map[string]string{"memory": ""}
@@ -87,21 +97,26 @@ func TestRefundOnUpstream5xx(t *testing.T) {
 				if first.code != 200 || !strings.Contains(first.h.Get("RateLimit"), `"per-user";r=4`) {
 					t.Fatalf("first request: %d RateLimit %q, want 200 with 4 remaining", first.code, first.h.Get("RateLimit"))
 				}
-				for i := range 10 {
+				// The default budget gives back 3 (half of 5, rounded up)
+				// an hour: those three show their own charge (3 left) and
+				// leave it; then the charges stand, down to 429.
+				var codes []string
+				for range 10 {
 					r := get(t, c, s.url+"/fail", alice...)
-					if r.code != 503 || !strings.Contains(r.h.Get("RateLimit"), `"per-user";r=3`) {
-						t.Fatalf("failure %d: %d RateLimit %q, want 503 showing its own charge (3 remaining)", i, r.code, r.h.Get("RateLimit"))
-					}
+					codes = append(codes, fmt.Sprintf("%d:%s", r.code, perUser.FindString(r.h.Get("RateLimit"))))
 				}
-				var got []int
-				for range 5 {
-					got = append(got, get(t, c, s.url+"/ok", alice...).code)
+				want := `[503:"per-user";r=3 503:"per-user";r=3 503:"per-user";r=3 503:"per-user";r=3 503:"per-user";r=2 503:"per-user";r=1 503:"per-user";r=0 429:"per-user";r=0 429:"per-user";r=0 429:"per-user";r=0]`
+				if got := fmt.Sprint(codes); got != want {
+					t.Errorf("ten failures: %s, want %s", got, want)
 				}
-				if fmt.Sprint(got) != "[200 200 200 200 429]" {
-					t.Errorf("after ten refunded failures: %v, want the 4 left admitted, then 429", got)
+				if r := get(t, c, s.url+"/ok", alice...); r.code != 429 {
+					t.Errorf("a success after the budget was spent: %d, want 429", r.code)
 				}
-				if m := metric(t, s, `sluice_gateway_decisions_total{outcome="refunded",rule="per-user"}`); m != "10" {
-					t.Errorf("refunded decisions of per-user: %q, want 10", m)
+				if m := metric(t, s, `sluice_gateway_decisions_total{outcome="refunded",rule="per-user"}`); m != "3" {
+					t.Errorf("refunded decisions of per-user: %q, want 3", m)
+				}
+				if m := metric(t, s, `sluice_gateway_decisions_total{outcome="refund_refused",rule="per-user"}`); m != "4" {
+					t.Errorf("refused refunds of per-user: %q, want 4", m)
 				}
 			})
 		}
@@ -189,7 +204,7 @@ func TestRefundOnConfig(t *testing.T) {
 		{"[600]", "gw.yaml:4: routes[0].refund_on[0]: status 600 is not a final response status"},
 		{`["504-500"]`, `gw.yaml:4: routes[0].refund_on[0]: range "504-500" ends before it starts`},
 		{"[5xx, 6xx]", "gw.yaml:4: routes[0].refund_on[1]: want a status code"},
-		{"[{a: 1}]", "gw.yaml:4: routes[0].refund_on[0]: want a status code (503), a range (500-599) or a class (5xx), got a mapping"},
+		{"[{a: 1}]", "gw.yaml:4: routes[0].refund_on[0]: want a status code (503), a range (500-599), a class (5xx), upstream_timeout or upstream_unreachable, got a mapping"},
 		{"503", "gw.yaml:4: routes[0].refund_on: "},
 		{"\n      - 500\n      - teapot", "gw.yaml:6: routes[0].refund_on[1]: want a status code"},
 	} {
@@ -197,6 +212,47 @@ func TestRefundOnConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("refund_on: %s: %v, want %q", tc.value, err, tc.want)
 		}
+	}
+}
+
+// TestRefundOnGatewayFailuresConfig checks refund_on's names for the
+// gateway's own failures and refund_budget: a value above 0 and at most 1,
+// every bad one reported at its line, and a budget without refund_on
+// warned about.
+func TestRefundOnGatewayFailuresConfig(t *testing.T) {
+	t.Parallel()
+	base := "upstream: builtin:echo\nroutes:\n  - path: /\n    refund_on: %s\n    refund_budget: %s\n"
+	c, err := gateway.Parse("gw.yaml", []byte(fmt.Sprintf(base, "[502, upstream_timeout]", "0.25")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Routes[0]
+	if !r.RefundOn.Contains(502) || r.RefundOn.Contains(504) || r.RefundOnGateway != gateway.UpstreamTimeout || r.RefundBudget != 0.25 {
+		t.Errorf("refund_on [502, upstream_timeout], refund_budget 0.25: %+v %v %v", r.RefundOn, r.RefundOnGateway, r.RefundBudget)
+	}
+	c, err = gateway.Parse("gw.yaml", []byte(fmt.Sprintf(base, "[upstream_unreachable, upstream_timeout]", "1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Routes[0]; len(r.RefundOn) != 0 || r.RefundOnGateway != gateway.UpstreamTimeout|gateway.UpstreamUnreachable || r.RefundBudget != 1 {
+		t.Errorf("refund_on [upstream_unreachable, upstream_timeout]: %+v %v %v", r.RefundOn, r.RefundOnGateway, r.RefundBudget)
+	}
+	for _, budget := range []string{"0", "-0.5", "1.5", `"0.5"`, "half", "[1]", ".nan"} {
+		_, err := gateway.Parse("gw.yaml", []byte(fmt.Sprintf(base, "[500]", budget)))
+		if want := "gw.yaml:5: routes[0].refund_budget: want a fraction of the limit above 0 and at most 1"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("refund_budget: %s: %v, want %q", budget, err, want)
+		}
+	}
+	_, err = gateway.Parse("gw.yaml", []byte(fmt.Sprintf(base, "[upstream_timeouts]", "0.5")))
+	if want := `gw.yaml:4: routes[0].refund_on[0]: want a status code (503), a range (500-599), a class (5xx), upstream_timeout or upstream_unreachable, got "upstream_timeouts"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("refund_on [upstream_timeouts]: %v, want %q", err, want)
+	}
+	c, err = gateway.Parse("gw.yaml", []byte("upstream: builtin:echo\nroutes:\n  - path: /\n    refund_budget: 0.5\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "gw.yaml:4: routes[0].refund_budget: warning: refund_budget without refund_on"; len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], want) {
+		t.Errorf("refund_budget alone: warnings %q, want %q", c.Warnings, want)
 	}
 }
 
@@ -215,4 +271,77 @@ func FuzzParseStatusRange(f *testing.F) {
 			t.Errorf("ParseStatusRange(%q) = %+v, want a range within 200..599", s, r)
 		}
 	})
+}
+
+// ownFailureConfig limits each IP to 5 an hour on two routes in front of
+// UPSTREAM (100 ms upstream_timeout): /upstream/ refunds 502 and 504,
+// /own/ the gateway's own timeout and unreachable upstream.
+const ownFailureConfig = `
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstream: UPSTREAM
+upstream_timeout: 100ms
+routes:
+  - path: /upstream/
+    refund_on: [502, 504]
+    rate_limits: [{actions: [{remote_address: {}}]}]
+  - path: /own/
+    refund_on: [upstream_timeout, upstream_unreachable]
+    rate_limits: [{actions: [{remote_address: {}}]}]
+rules:
+  domain: own
+  descriptors:
+    - key: remote_address
+      rate_limit: {name: per-ip, algorithm: token_bucket, unit: hour, requests_per_unit: 5}
+`
+
+// TestRefundOnGatewayOwnFailures tells the upstream's own 502 and 504
+// from the gateway's: an upstream that answers 504 itself, one that does
+// not answer within upstream_timeout (the gateway's 504) and one that drops
+// the connection (the gateway's 502). refund_on [502, 504] refunds the
+// upstream's answers only; upstream_timeout and upstream_unreachable the
+// gateway's only. A refunded request leaves the next one the same
+// remaining; a charged one lowers it.
+func TestRefundOnGatewayOwnFailures(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch path.Base(r.URL.Path) {
+		case "own504":
+			http.Error(w, "the upstream's own timeout", http.StatusGatewayTimeout)
+		case "slow":
+			<-r.Context().Done() // the gateway gives up first
+		case "drop":
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+		}
+	}))
+	t.Cleanup(up.Close)
+	s := start(t, "", strings.Replace(ownFailureConfig, "UPSTREAM", up.URL, 1))
+	for i, tc := range []struct {
+		path     string
+		status   int
+		refunded bool
+	}{
+		{"/upstream/own504", 504, true},
+		{"/upstream/slow", 504, false},
+		{"/upstream/drop", 502, false},
+		{"/own/own504", 504, false},
+		{"/own/slow", 504, true},
+		{"/own/drop", 502, true},
+	} {
+		c := clientFrom(t, fmt.Sprintf("127.0.0.%d", 20+i))
+		var got []string
+		for range 2 {
+			r := get(t, c, s.url+tc.path)
+			got = append(got, fmt.Sprintf("%d %s", r.code, perIP.FindString(r.h.Get("RateLimit"))))
+		}
+		want := []string{fmt.Sprintf(`%d "per-ip";r=4`, tc.status), fmt.Sprintf(`%d "per-ip";r=3`, tc.status)}
+		if tc.refunded {
+			want[1] = want[0]
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s twice: %q, want %q (refunded: %v)", tc.path, got, want, tc.refunded)
+		}
+	}
 }

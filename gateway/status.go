@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -29,6 +28,7 @@ import (
 type ops struct {
 	g       *Gateway
 	rec     *status.Recorder
+	door    *status.Door
 	page    *status.Server
 	control *control.Control
 	api     *control.API
@@ -53,9 +53,14 @@ func newOps(ctx context.Context, g *Gateway) (*ops, error) {
 		o.control.Close()
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	o.page = &status.Server{Name: "gateway", Recorder: o.rec, Logger: g.log, Store: o.storeInfo, Lookup: o.lookup,
-		Enforce: o.enforce, Notes: o.notes}
-	o.api = &control.API{Control: o.control, Token: o.adminToken, Targets: o.targets, Rules: o.ruleNames, Logger: g.log, Actions: actions}
+	o.door = &status.Door{Recorder: o.rec, Control: func() *control.Control { return o.control }, Checks: o.syntheticChecks,
+		Peek: func(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+			return o.g.store.Apply(ctx, req)
+		},
+		Shadow: func() bool { return o.g.Config().Shadow }}
+	o.page = &status.Server{Name: "gateway", Recorder: o.rec, Logger: g.log, Store: o.storeInfo, Lookup: o.door.Lookup,
+		Enforce: o.door.Enforce, Notes: o.notes}
+	o.api = &control.API{Control: o.control, Token: o.adminToken, Targets: o.door.Targets, Rules: o.door.RuleIDs, Logger: g.log, Actions: actions, Events: g.events}
 	switch {
 	case g.st.Redis != nil:
 		o.api.Resetter = g.st.Redis
@@ -105,27 +110,9 @@ func ruleInfos(cfg *Config) []status.RuleInfo {
 		if r.Unlimited || disabled[r.Name] {
 			continue
 		}
-		out = append(out, ruleInfo(r, cfg.Shadow))
+		out = append(out, status.Info(r, cfg.Shadow))
 	}
 	return out
-}
-
-func ruleInfo(r *rules.Rule, shadow bool) status.RuleInfo {
-	in := status.RuleInfo{ID: r.Name, Name: r.Name, Domain: r.Domain, Shadow: r.ShadowMode || shadow}
-	if r.Quota != nil {
-		in.Limit = strconv.FormatInt(r.Quota.Limit, 10) + "/" + r.Quota.Period
-		in.Algorithm = "quota"
-		in.Quota = r.Quota.Limit
-		return in
-	}
-	in.Limit = r.Limit.String()
-	in.Algorithm = r.Algorithm.String()
-	q, w := r.Limit.Policy(r.Algorithm)
-	in.Quota, in.Window = q, int64(w/time.Second)
-	if r.QuotaMode {
-		in.Algorithm += " (quota_mode)"
-	}
-	return in
 }
 
 // observer wraps the metrics' Observe hook with the page's recording.
@@ -145,40 +132,26 @@ func (o *ops) observer(next func(httplimit.Event)) func(httplimit.Event) {
 		default:
 			return
 		}
-		o.rec.Rule(e.Policy).Record(out, e.Key)
+		if e.Rule != nil {
+			o.rec.Rule(status.RuleID(e.Rule)).Record(out, e.Key)
+		}
 	}
 }
 
 // adjuster is the middleware's Adjust hook for cfg: the admin API's
-// overrides and percentage enforcement. The global shadow: true wins.
+// overrides and percentage enforcement (status.Door). The global shadow:
+// true wins.
 func (o *ops) adjuster(cfg *Config) func(*http.Request, *rules.Check) {
 	globalShadow := cfg.Shadow
 	return func(_ *http.Request, c *rules.Check) {
-		if c.Rule == nil {
-			return
-		}
-		lim, shadow := c.Request.Limit, c.Shadow
-		o.control.Adjust(c.Rule.Name, c.Request.Key, &lim, &shadow)
-		if c.Rule.Quota == nil { // a calendar quota's window is not overridden
-			c.Request.Limit = lim
-		}
-		c.Shadow = shadow || globalShadow
+		o.door.AdjustLimit(c.Rule, c.Request.Key, &c.Request.Limit, &c.Shadow)
+		c.Shadow = c.Shadow || globalShadow
 	}
 }
 
 func (o *ops) storeInfo() status.StoreInfo {
 	ok, detail := o.g.st.Ready()
 	return status.StoreInfo{URL: o.g.st.URL(), OK: ok, Detail: detail, FailurePolicy: o.g.Config().OnStoreError.String()}
-}
-
-func (o *ops) enforce(rule string) float64 {
-	if p, ok := o.control.Percent(rule); ok {
-		return p
-	}
-	if rl := o.rec.Rule(rule); rl != nil && rl.Info().Shadow {
-		return 0
-	}
-	return 100
 }
 
 func (o *ops) notes() []string {
@@ -194,14 +167,6 @@ func (o *ops) notes() []string {
 	}
 	if p := o.token.Load(); p == nil || *p == "" {
 		out = append(out, "admin API disabled (no admin_token_file, no $"+control.TokenEnv+")")
-	}
-	return out
-}
-
-func (o *ops) ruleNames() []string {
-	var out []string
-	for _, in := range ruleInfos(o.g.Config()) {
-		out = append(out, in.Name)
 	}
 	return out
 }
@@ -231,9 +196,9 @@ func parseIdentity(s string) (identity.Identity, error) {
 	return identity.Identity{User: s, Authenticated: true}, nil
 }
 
-// checksFor returns the limited checks cfg's routes make for a request r
-// of identity id: every route's descriptors, resolved and adjusted as
-// the middleware would (cost 0: they are peeked), each key once.
+// checksFor returns the checks cfg's routes make for a request r of
+// identity id: every route's descriptors, resolved as the middleware
+// would (status.Door keeps the limited ones and adjusts them).
 func (o *ops) checksFor(cfg *Config, r *http.Request, id identity.Identity) ([]rules.Check, error) {
 	if cfg.Rules == nil || cfg.Disabled {
 		return nil, nil
@@ -262,23 +227,7 @@ func (o *ops) checksFor(cfg *Config, r *http.Request, id identity.Identity) ([]r
 	for _, n := range cfg.DisabledRules {
 		disabled[n] = true
 	}
-	checks, err := cfg.Rules.Resolve(nil, rules.Input{Domain: cfg.Domain, Descriptors: descs, Shadow: cfg.Shadow, Disabled: disabled})
-	if err != nil {
-		return nil, err
-	}
-	adjust := o.adjuster(cfg)
-	seen := map[string]bool{}
-	var out []rules.Check
-	for i := range checks {
-		c := &checks[i]
-		if c.Kind != rules.Limited || seen[c.Request.Key] {
-			continue
-		}
-		seen[c.Request.Key] = true
-		adjust(r, c)
-		out = append(out, *c)
-	}
-	return out, nil
+	return cfg.Rules.Resolve(nil, rules.Input{Domain: cfg.Domain, Descriptors: descs, Shadow: cfg.Shadow, Disabled: disabled})
 }
 
 // syntheticChecks are the checks of identity s (see parseIdentity) on
@@ -301,59 +250,4 @@ func (o *ops) syntheticChecks(ctx context.Context, s string) ([]rules.Check, err
 		}
 	}
 	return o.checksFor(cfg, r, id)
-}
-
-// peek reads c's state without charging it.
-func (o *ops) peek(ctx context.Context, c *rules.Check) (ratelimit.Decision, error) {
-	req := c.Request
-	req.N = 0
-	d, err := o.g.store.Apply(ctx, req)
-	if err == nil && !c.QuotaEnd.IsZero() {
-		d.ResetAfter = time.Until(c.QuotaEnd)
-	}
-	return d, err
-}
-
-// lookup is the page's lookup box: identity on every rule, peeked.
-func (o *ops) lookup(ctx context.Context, ident string) ([]status.Peek, error) {
-	checks, err := o.syntheticChecks(ctx, ident)
-	if err != nil {
-		return nil, err
-	}
-	var out []status.Peek
-	for i := range checks {
-		c := &checks[i]
-		q, w := c.Quota()
-		p := status.Peek{Rule: c.Policy(), Key: c.Request.Key, Limit: c.Request.Limit.String(), Quota: q, Window: int64(w / time.Second), Shadow: c.Shadow}
-		if c.Rule != nil {
-			if ov, ok := o.control.Override(c.Rule.Name, control.Who(c.Request.Key)); ok {
-				p.Override = ov.Limit.String() + " until " + ov.Until.UTC().Format(time.RFC3339)
-			}
-		}
-		d, err := o.peek(ctx, c)
-		if err != nil {
-			p.Error = err.Error()
-		} else {
-			p.Remaining, p.ResetAfter = d.Remaining, d.ResetAfter.Seconds()
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-// targets are the admin API's keys for an identity on rule ("": all).
-func (o *ops) targets(ctx context.Context, ident, rule string) ([]control.Target, error) {
-	checks, err := o.syntheticChecks(ctx, ident)
-	if err != nil {
-		return nil, err
-	}
-	var out []control.Target
-	for i := range checks {
-		c := &checks[i]
-		if c.Rule == nil || (rule != "" && c.Rule.Name != rule) {
-			continue
-		}
-		out = append(out, control.Target{Rule: c.Rule.Name, Key: c.Request.Key, Quota: c.Rule.Quota != nil})
-	}
-	return out, nil
 }

@@ -71,12 +71,12 @@ func TestStatusShowsFloodedIdentityFirst(t *testing.T) {
 	// The lookup peeks: twice the same, and nothing charged.
 	for range 2 {
 		p = statusJSON(t, s, "?identity=127.0.3.10")
-		if p.Lookup == nil || len(p.Lookup.Peeks) != 1 || p.Lookup.Peeks[0].Rule != "per-ip" || p.Lookup.Peeks[0].Remaining != 0 {
+		if p.Lookup == nil || len(p.Lookup.Peeks) != 1 || p.Lookup.Peeks[0].Name != "per-ip" || p.Lookup.Peeks[0].Rule != "t.remote_address" || p.Lookup.Peeks[0].Remaining != 0 {
 			t.Fatalf("got lookup %+v", p.Lookup)
 		}
 	}
 	p = statusJSON(t, s, "?identity=user:bob")
-	if p.Lookup == nil || len(p.Lookup.Peeks) != 1 || p.Lookup.Peeks[0].Rule != "per-user" || p.Lookup.Peeks[0].Remaining != 4 {
+	if p.Lookup == nil || len(p.Lookup.Peeks) != 1 || p.Lookup.Peeks[0].Name != "per-user" || p.Lookup.Peeks[0].Remaining != 4 {
 		t.Errorf("got bob's lookup %+v, want per-user with 4 left", p.Lookup)
 	}
 	if p := statusJSON(t, s, "?identity=ip:nope"); p.Lookup == nil || p.Lookup.Error == "" {
@@ -276,7 +276,7 @@ func TestAdminAPITwoGatewaysOnRedis(t *testing.T) {
 	for i := range 40 {
 		ip := "127.0.4." + strconv.Itoa(i+1)
 		got := codes(t, clientFrom(t, ip), b.url+"/", 4)
-		want := control.Enforced("per-ip", "t_remote%5Faddress_"+ip+"_", 50)
+		want := control.Enforced("t.remote_address", "t_remote%5Faddress_"+ip+"_", 50) // by the rule's ID
 		if want {
 			enforced++
 		} else {

@@ -89,16 +89,25 @@ func TestE2EBlockingServer(t *testing.T) {
 			calls.Add(1)
 			h(w, r)
 		}))
-		c := NewClient(Options{Rate: 200, Burst: 20})
+		// No waiting but for a slot: no retry scheduled, no pause of the
+		// host (counted, not timed).
+		var mu sync.Mutex
+		kinds := map[EventKind]int{}
+		c := NewClient(Options{Rate: 200, Burst: 20, Observer: ObserverFunc(func(e Event) {
+			mu.Lock()
+			kinds[e.Kind]++
+			mu.Unlock()
+		})})
 		const n = 20
-		start := time.Now()
 		failed := fetchAll(t, c, hs.URL, n)
 		hs.Close()
 		if failed != n || calls.Load() != n {
 			t.Errorf("blocked: %d failed after %d calls, want %d after %d (no retries)", failed, calls.Load(), n, n)
 		}
-		if el := time.Since(start); el > 5*time.Second {
-			t.Errorf("blocked: took %v, want no waiting", el)
+		mu.Lock()
+		if kinds[Retry] != 0 || kinds[Pause] != 0 || kinds[Attempt] != n {
+			t.Errorf("blocked: events %v, want %d attempts, no retry, no pause", kinds, n)
 		}
+		mu.Unlock()
 	}
 }

@@ -373,52 +373,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // turned into an error when replayable (the caller asked for retries) and
 // returned as is when not.
 func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, hs *hostState, attempt int, last bool) (*http.Response, error) {
-	r := req
-	if attempt > 1 {
-		r = req.Clone(ctx)
-		if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
-			body, err := req.GetBody()
-			if err != nil {
-				return nil, retry.Permanent(fmt.Errorf("httpclient: rewind body: %w", err))
-			}
-			r.Body = body
-		}
-	}
-	probe := false
-	if hs.breaker != nil {
-		var err error
-		if probe, err = hs.breaker.Allow(time.Now()); err != nil {
-			if attempt > 1 {
-				closeBody(r)
-			}
-			return nil, retry.Permanent(fmt.Errorf("httpclient: %s: %w", key, err))
-		}
-	}
-	if left := t.limiter.PauseLeft(key); left > t.maxDelay() {
-		// The host is paused (an earlier Retry-After) for longer than
-		// this request may wait: fail now, with the delay, as the retry
-		// loop does for a Retry-After of its own.
-		if hs.breaker != nil {
-			hs.breaker.Record(time.Now(), probe, breaker.Ignore, 0)
-		}
-		if attempt > 1 {
-			closeBody(r)
-		}
-		return nil, retry.WithDelay(fmt.Errorf("httpclient: %s paused for another %v", key, left.Round(time.Second)), left)
-	}
-	waitStart := time.Now()
-	permit, err := t.limiter.Acquire(ctx, key)
+	r, err := attemptRequest(ctx, req, attempt)
 	if err != nil {
-		if hs.breaker != nil {
-			hs.breaker.Record(time.Now(), probe, breaker.Ignore, 0)
-		}
+		return nil, err
+	}
+	permit, probe, err := t.admit(ctx, req, key, hs, attempt)
+	if err != nil {
 		if attempt > 1 {
 			closeBody(r)
 		}
-		return nil, retry.Permanent(err)
-	}
-	if w := time.Since(waitStart); w > time.Millisecond {
-		t.observe(Event{Kind: Wait, Host: key, Method: req.Method, Robots: isRobotsFetch(req), URL: req.URL.String(), Attempt: attempt, Delay: w})
+		return nil, err
 	}
 	var cancel context.CancelFunc
 	if t.o.AttemptTimeout > 0 {
@@ -434,30 +398,9 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, 
 	if err != nil && ctx.Err() != nil {
 		sig = adaptive.Neutral // our own cancellation says nothing about the host
 	}
-	var ra time.Duration
-	if resp != nil {
-		var ok bool
-		ra, ok = retry.RetryAfter(resp.Header, now)
-		if !t.o.IgnoreBudgetHeaders {
-			if b, has := ParseBudget(resp.Header, now); has {
-				permit.Announce(hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window}, now)
-				if !ok && b.Exhausted() && sig == adaptive.Throttled {
-					ra = b.Reset // GitHub's 403/429 with X-RateLimit-Reset and no Retry-After
-				}
-			}
-		}
-	}
+	ra := t.serverDelay(resp, permit, sig, now)
 	permit.Done(hostlimit.Feedback{Signal: sig, Latency: latency, RetryAfter: ra})
-	if hs.breaker != nil {
-		outcome := breaker.Ignore
-		switch {
-		case sig == adaptive.Success:
-			outcome = breaker.Success
-		case sig.Congestion() && hs.countFailure(start, now):
-			outcome = breaker.Failure
-		}
-		hs.breaker.Record(now, probe, outcome, ra)
-	}
+	hs.record(probe, sig, start, now, ra)
 	ev := Event{Kind: Attempt, Host: key, Method: req.Method, Robots: isRobotsFetch(req), URL: req.URL.String(), Attempt: attempt,
 		Signal: sig, Latency: latency, Delay: ra, Err: err}
 	if resp != nil {
@@ -487,6 +430,91 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, 
 		cancel()
 	}
 	return nil, retry.WithDelay(se, ra)
+}
+
+// attemptRequest is the request of attempt: req itself the first time,
+// then a clone with the body rewound.
+func attemptRequest(ctx context.Context, req *http.Request, attempt int) (*http.Request, error) {
+	if attempt <= 1 {
+		return req, nil
+	}
+	r := req.Clone(ctx)
+	if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, retry.Permanent(fmt.Errorf("httpclient: rewind body: %w", err))
+		}
+		r.Body = body
+	}
+	return r, nil
+}
+
+// admit lets an attempt of req go to host key: past the host's breaker
+// (probe: as its probe), its pause and its limiter, which it waits for.
+// A refused attempt is an error for retry.Do.
+func (t *Transport) admit(ctx context.Context, req *http.Request, key string, hs *hostState, attempt int) (permit *hostlimit.Permit, probe bool, err error) {
+	if hs.breaker != nil {
+		if probe, err = hs.breaker.Allow(time.Now()); err != nil {
+			return nil, false, retry.Permanent(fmt.Errorf("httpclient: %s: %w", key, err))
+		}
+	}
+	// Refused past the breaker: the attempt says nothing of the host.
+	refuse := func(err error) (*hostlimit.Permit, bool, error) {
+		if hs.breaker != nil {
+			hs.breaker.Record(time.Now(), probe, breaker.Ignore, 0)
+		}
+		return nil, false, err
+	}
+	if left := t.limiter.PauseLeft(key); left > t.maxDelay() {
+		// The host is paused (an earlier Retry-After) for longer than
+		// this request may wait: fail now, with the delay, as the retry
+		// loop does for a Retry-After of its own.
+		return refuse(retry.WithDelay(fmt.Errorf("httpclient: %s paused for another %v", key, left.Round(time.Second)), left))
+	}
+	waitStart := time.Now()
+	permit, err = t.limiter.Acquire(ctx, key)
+	if err != nil {
+		return refuse(retry.Permanent(err))
+	}
+	if w := time.Since(waitStart); w > time.Millisecond {
+		t.observe(Event{Kind: Wait, Host: key, Method: req.Method, Robots: isRobotsFetch(req), URL: req.URL.String(), Attempt: attempt, Delay: w})
+	}
+	return permit, probe, nil
+}
+
+// serverDelay is how long the answer resp, received at now and classified
+// sig, asks the client to wait (Retry-After, else an exhausted budget's
+// reset), and tells permit the budget it announces.
+func (t *Transport) serverDelay(resp *http.Response, permit *hostlimit.Permit, sig adaptive.Signal, now time.Time) time.Duration {
+	if resp == nil {
+		return 0
+	}
+	ra, ok := retry.RetryAfter(resp.Header, now)
+	if !t.o.IgnoreBudgetHeaders {
+		if b, has := ParseBudget(resp.Header, now); has {
+			permit.Announce(hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window}, now)
+			if !ok && b.Exhausted() && sig == adaptive.Throttled {
+				ra = b.Reset // GitHub's 403/429 with X-RateLimit-Reset and no Retry-After
+			}
+		}
+	}
+	return ra
+}
+
+// record tells the host's breaker, if any, the outcome of an attempt sent
+// at start and answered at now with signal sig and delay ra.
+func (h *hostState) record(probe bool, sig adaptive.Signal, start, now time.Time, ra time.Duration) {
+	if h.breaker == nil {
+		return
+	}
+	outcome := breaker.Ignore
+	switch {
+	case sig == adaptive.Success:
+		outcome = breaker.Success
+	case sig.Congestion() && h.countFailure(start, now):
+		outcome = breaker.Failure
+	}
+	h.breaker.Record(now, probe, outcome, ra)
 }
 
 // closeResp drains a little of the body, so the connection can be reused,

@@ -54,7 +54,6 @@ descriptors:
 				mw.Observe = func(e httplimit.Event) { lat.Add(int64(e.Latency)) }
 			}
 			h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-			var n atomic.Int64
 			b.ReportAllocs()
 			// CPU time per operation, next to the wall time: on a machine
 			// shared with other work it is the steadier of the two.
@@ -65,15 +64,22 @@ descriptors:
 					}
 				}()
 			}
-			b.RunParallel(func(pb *testing.PB) {
-				r := httptest.NewRequest("GET", "/", nil)
-				r.RemoteAddr = "10.0.0." + strconv.Itoa(int(n.Add(1)%250)) + ":1"
-				w := &nopWriter{h: http.Header{}}
-				for pb.Next() {
-					clear(w.h)
-					h.ServeHTTP(w, r)
-				}
-			})
+			serveParallel(b, h)
 		})
 	}
+}
+
+// serveParallel runs h on b's parallel goroutines, each a client of its
+// own among 250 (10.0.0.x).
+func serveParallel(b *testing.B, h http.Handler) {
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.0.0." + strconv.Itoa(int(n.Add(1)%250)) + ":1"
+		w := &nopWriter{h: http.Header{}}
+		for pb.Next() {
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		}
+	})
 }

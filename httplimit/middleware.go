@@ -33,9 +33,10 @@ const (
 	StoreError                  // the store failed; see Middleware.OnStoreError
 )
 
-var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "store_error", "refunded"}
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "store_error", "refunded", "refund_refused"}
 
-// String returns allowed, denied, shadow_denied or store_error.
+// String returns allowed, denied, shadow_denied, store_error, refunded or
+// refund_refused.
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]
@@ -49,7 +50,7 @@ type Event struct {
 	Policy   string // the policy name shown in headers and problem bodies
 	Outcome  Outcome
 	Key      string             // the store key (rules.Rule.AppendKey): who was decided
-	Decision ratelimit.Decision // the store's decision; zero for StoreError
+	Decision ratelimit.Decision // the store's decision; zero for StoreError; the refund budget's for RefundRefused
 	Err      error              // the store error, for StoreError
 	// Latency is the time spent in the store; 0 when not measured (see
 	// Middleware.LatencySampling).
@@ -113,14 +114,27 @@ type Middleware struct {
 	// it returns): FailError (the zero value) answers 503, FailDeny 429,
 	// FailAllow and FailLocal skip the rule.
 	OnStoreError ratelimit.FailurePolicy
-	// RefundOn, when set, is called with the status of each admitted
-	// request's response; when it returns true, what every rule charged
-	// the request is given back (ratelimit.Request.Refund), each reported
-	// to Observe as Refunded: the work did not happen, so it is not
-	// counted (an upstream's 5xx: RefundStatuses(500, 502, 503, 504)).
-	// Nil, the default, never refunds. It must be fast and safe for
-	// concurrent use.
-	RefundOn func(status int) bool
+	// RefundOn, when set, is called with each admitted request and the
+	// status of its response; when it returns true, what every rule
+	// charged the request is given back (ratelimit.Request.Refund), each
+	// reported to Observe as Refunded: the work did not happen, so it is
+	// not counted (an upstream's 5xx: RefundStatuses(500, 502, 503, 504)).
+	// RefundBudget bounds how much comes back. Nil, the default, never
+	// refunds. It must be fast and safe for concurrent use.
+	RefundOn func(r *http.Request, status int) bool
+	// RefundBudget bounds the refunds of one caller under one rule: in
+	// each window of the rule's period (aligned as a fixed_window rule's
+	// windows are), at most RefundBudget × the rule's rate events are
+	// given back, rounded up (so at least one). The count is kept in the
+	// Store next to the rule's key (RefundBudgetRequest), so a fleet
+	// sharing a Redis store shares the bound. A refund beyond it is
+	// refused: the charge stands, reported to Observe as RefundRefused.
+	// A caller who can make every request fail (bad input answered 500, a
+	// query slow enough to time out) thus reaches the next handler at
+	// most the rule's capacity plus the budget per window, not without
+	// bound. 0, the default, is DefaultRefundBudget; it is at most 1 (the
+	// limit itself: a caller's failures then at most double its limit).
+	RefundBudget float64
 	// Observe, when set, is called for every rule decision: for metrics,
 	// and for logs. The middleware logs nothing per request itself (a line
 	// per store failure or denial would turn an outage or a flood into a
@@ -166,6 +180,10 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	if h.m.Now == nil {
 		h.m.Now = time.Now
 	}
+	if !(h.m.RefundBudget > 0) { // 0, negative or NaN
+		h.m.RefundBudget = DefaultRefundBudget
+	}
+	h.m.RefundBudget = min(h.m.RefundBudget, 1)
 	if h.m.Logger == nil {
 		h.m.Logger = slog.New(slog.DiscardHandler)
 	}

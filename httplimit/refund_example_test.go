@@ -12,7 +12,9 @@ import (
 
 // Requests whose handler fails with a 5xx are not counted: RefundOn gives
 // their charge back, so a client retrying through an outage keeps its
-// quota for when the service returns.
+// quota for when the service returns. RefundBudget bounds how much comes
+// back: here the limit itself (2 a minute), so the third failure's charge
+// stands, and of the two successes only the first finds room.
 func ExampleMiddleware_refundOn() {
 	cfg, err := rules.Parse("rules.yaml", []byte(`
 domain: api
@@ -27,11 +29,12 @@ descriptors:
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	mw := &httplimit.Middleware{
-		Store:       store,
-		Rules:       set,
-		Domain:      "api",
-		Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.RemoteAddress{}}}},
-		RefundOn:    httplimit.RefundStatuses(500, 502, 503, 504),
+		Store:        store,
+		Rules:        set,
+		Domain:       "api",
+		Descriptors:  []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.RemoteAddress{}}}},
+		RefundOn:     httplimit.RefundStatuses(500, 502, 503, 504),
+		RefundBudget: 1,
 	}
 	down := true
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -52,5 +55,5 @@ descriptors:
 	// 503
 	// 503
 	// 200
-	// 200
+	// 429
 }

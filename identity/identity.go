@@ -132,11 +132,11 @@ func (r *Resolver) Resolve(req *http.Request) (Identity, error) {
 	var found []Identity
 	if vals := req.Header.Values("Authorization"); len(vals) > 0 && (r.jwt != nil || r.opts.APIKeys != nil) {
 		if len(vals) > 1 {
-			return id, fmt.Errorf("identity: more than one Authorization header: %w", ErrUnauthorized)
+			return id, refuse(ReasonMalformed, "identity: more than one Authorization header")
 		}
 		tok, ok := bearer(vals[0])
 		if !ok {
-			return id, fmt.Errorf("identity: Authorization is not a Bearer credential: %w", ErrUnauthorized)
+			return id, refuse(ReasonMalformed, "identity: Authorization is not a Bearer credential")
 		}
 		got, err := r.bearer(tok)
 		if err != nil {
@@ -148,7 +148,7 @@ func (r *Resolver) Resolve(req *http.Request) (Identity, error) {
 	// allocates nothing.
 	if vals := req.Header.Values("X-Api-Key"); len(vals) > 0 && r.opts.APIKeys != nil {
 		if len(vals) > 1 {
-			return id, fmt.Errorf("identity: more than one X-API-Key header: %w", ErrUnauthorized)
+			return id, refuse(ReasonMalformed, "identity: more than one X-API-Key header")
 		}
 		got, err := r.apiKey(strings.TrimSpace(vals[0]))
 		if err != nil {
@@ -167,7 +167,7 @@ func (r *Resolver) Resolve(req *http.Request) (Identity, error) {
 	}
 	for _, f := range found[min(1, len(found)):] {
 		if f.User != found[0].User {
-			return id, fmt.Errorf("identity: credentials name different users: %w", ErrUnauthorized)
+			return id, refuse(ReasonConflict, "identity: credentials name different users")
 		}
 	}
 	if len(found) > 0 {
@@ -201,11 +201,11 @@ func (r *Resolver) bearer(tok string) (Identity, error) {
 
 func (r *Resolver) apiKey(key string) (Identity, error) {
 	if r.opts.APIKeys == nil {
-		return Identity{}, fmt.Errorf("identity: API keys are not accepted: %w", ErrUnauthorized)
+		return Identity{}, refuse(ReasonUnknownKey, "identity: API keys are not accepted")
 	}
 	k, ok := r.opts.APIKeys.Lookup(key)
 	if !ok {
-		return Identity{}, fmt.Errorf("identity: unknown API key: %w", ErrUnauthorized)
+		return Identity{}, refuse(ReasonUnknownKey, "identity: unknown API key")
 	}
 	return Identity{User: k.User, Tier: k.Tier, Method: "api_key", Authenticated: true}, nil
 }

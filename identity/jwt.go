@@ -166,48 +166,48 @@ func newJWTVerifier(cfg JWTConfig) (*jwtVerifier, error) {
 
 type jwtClaims struct{ user, tier string }
 
-func unauthorized(format string, args ...any) error {
-	return fmt.Errorf("identity: jwt: "+format+": %w", append(args, ErrUnauthorized)...)
+func unauthorized(reason Reason, format string, args ...any) error {
+	return refuse(reason, "identity: jwt: "+format, args...)
 }
 
 // verify checks tok's signature and claims.
 func (v *jwtVerifier) verify(tok string) (jwtClaims, error) {
 	if len(tok) > maxTokenLen {
-		return jwtClaims{}, unauthorized("token longer than %d bytes", maxTokenLen)
+		return jwtClaims{}, unauthorized(ReasonMalformed, "token longer than %d bytes", maxTokenLen)
 	}
 	h64, rest, ok1 := strings.Cut(tok, ".")
 	p64, s64, ok2 := strings.Cut(rest, ".")
 	if !ok1 || !ok2 || strings.Contains(s64, ".") {
-		return jwtClaims{}, unauthorized("malformed token: want three dot-separated parts")
+		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed token: want three dot-separated parts")
 	}
 	enc := base64.RawURLEncoding.Strict()
 	hdrJSON, err := enc.DecodeString(h64)
 	if err != nil {
-		return jwtClaims{}, unauthorized("malformed header encoding")
+		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed header encoding")
 	}
 	var hdr struct {
 		Alg  string          `json:"alg"`
 		Crit json.RawMessage `json:"crit"`
 	}
 	if err := json.Unmarshal(hdrJSON, &hdr); err != nil {
-		return jwtClaims{}, unauthorized("malformed header")
+		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed header")
 	}
 	if hdr.Alg != v.cfg.Algorithm {
-		return jwtClaims{}, unauthorized("algorithm %q not accepted (want %s)", truncate(hdr.Alg), v.cfg.Algorithm)
+		return jwtClaims{}, unauthorized(ReasonWrongAlgorithm, "algorithm %q not accepted (want %s)", truncate(hdr.Alg), v.cfg.Algorithm)
 	}
 	if hdr.Crit != nil {
-		return jwtClaims{}, unauthorized("critical header extensions are not supported")
+		return jwtClaims{}, unauthorized(ReasonWrongAlgorithm, "critical header extensions are not supported")
 	}
 	sig, err := enc.DecodeString(s64)
 	if err != nil {
-		return jwtClaims{}, unauthorized("malformed signature encoding")
+		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed signature encoding")
 	}
 	if !v.signatureOK(tok[:len(h64)+1+len(p64)], sig) {
-		return jwtClaims{}, unauthorized("bad signature")
+		return jwtClaims{}, unauthorized(ReasonBadSignature, "bad signature")
 	}
 	payload, err := enc.DecodeString(p64)
 	if err != nil {
-		return jwtClaims{}, unauthorized("malformed claims encoding")
+		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed claims encoding")
 	}
 	return v.claims(payload)
 }
@@ -237,7 +237,7 @@ func (v *jwtVerifier) claims(payload []byte) (jwtClaims, error) {
 	dec.UseNumber()
 	var c map[string]any
 	if err := dec.Decode(&c); err != nil || c == nil {
-		return jwtClaims{}, unauthorized("malformed claims")
+		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed claims")
 	}
 	now := v.cfg.Now()
 	exp, ok, err := numericDate(c, "exp")
@@ -245,28 +245,28 @@ func (v *jwtVerifier) claims(payload []byte) (jwtClaims, error) {
 	case err != nil:
 		return jwtClaims{}, err
 	case !ok:
-		return jwtClaims{}, unauthorized("token has no exp")
+		return jwtClaims{}, unauthorized(ReasonMissingClaim, "token has no exp")
 	case !now.Before(exp.Add(v.cfg.Leeway)):
-		return jwtClaims{}, unauthorized("token expired at %s", exp.UTC().Format(time.RFC3339))
+		return jwtClaims{}, unauthorized(ReasonExpired, "token expired at %s", exp.UTC().Format(time.RFC3339))
 	}
 	nbf, ok, err := numericDate(c, "nbf")
 	switch {
 	case err != nil:
 		return jwtClaims{}, err
 	case ok && now.Add(v.cfg.Leeway).Before(nbf):
-		return jwtClaims{}, unauthorized("token not valid before %s", nbf.UTC().Format(time.RFC3339))
+		return jwtClaims{}, unauthorized(ReasonNotYetValid, "token not valid before %s", nbf.UTC().Format(time.RFC3339))
 	}
 	if v.cfg.Issuer != "" {
 		if iss, _ := c["iss"].(string); iss != v.cfg.Issuer {
-			return jwtClaims{}, unauthorized("wrong issuer")
+			return jwtClaims{}, unauthorized(ReasonWrongIssuer, "wrong issuer")
 		}
 	}
 	if v.cfg.Audience != "" && !hasAudience(c["aud"], v.cfg.Audience) {
-		return jwtClaims{}, unauthorized("wrong audience")
+		return jwtClaims{}, unauthorized(ReasonWrongAudience, "wrong audience")
 	}
 	user, ok := claimString(c[v.cfg.UserClaim])
 	if !ok || user == "" {
-		return jwtClaims{}, unauthorized("no %q claim naming the user", v.cfg.UserClaim)
+		return jwtClaims{}, unauthorized(ReasonMissingClaim, "no %q claim naming the user", v.cfg.UserClaim)
 	}
 	out := jwtClaims{user: user}
 	if v.cfg.TierClaim != "" {
@@ -284,11 +284,11 @@ func numericDate(c map[string]any, name string) (time.Time, bool, error) {
 	}
 	n, ok := raw.(json.Number)
 	if !ok {
-		return time.Time{}, false, unauthorized("%s is not a number", name)
+		return time.Time{}, false, unauthorized(ReasonMalformed, "%s is not a number", name)
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < -1e11 || f > 1e11 {
-		return time.Time{}, false, unauthorized("%s is out of range", name)
+		return time.Time{}, false, unauthorized(ReasonMalformed, "%s is out of range", name)
 	}
 	sec, frac := math.Modf(f)
 	return time.Unix(int64(sec), int64(frac*1e9)), true, nil

@@ -6,8 +6,8 @@ import (
 	"math/bits"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/slidinglog"
+	"github.com/sluicehq/sluice/algorithm/window"
 )
 
 // ErrFull is returned by Apply (and a bound limiter's Take) for a request

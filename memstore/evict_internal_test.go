@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/slidinglog"
+	"github.com/sluicehq/sluice/algorithm/window"
 )
 
 // TestF16RoundsDown checks the 16-bit floats of tatLimit: never above the

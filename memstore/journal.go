@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/window"
 )
 
 // DefaultJournalInterval is how often a journal's records are written and

@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/window"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 

@@ -38,17 +38,19 @@ func TestConformanceTinyShards(t *testing.T) {
 }
 
 // TestContention runs many goroutines on one key with the real clock and
-// checks that what was admitted fits Burst + elapsed/Interval, measured
-// around the whole run.
+// checks that what was admitted fits Burst + elapsed/Interval, elapsed
+// measured around the whole run on the store's own clock (the cached
+// clock may lag the wall clock by a scheduling delay: on the wall clock
+// the bound failed about once in 300 runs).
 func TestContention(t *testing.T) {
 	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.LeakyBucket} {
 		t.Run(alg.String(), func(t *testing.T) {
 			s := memstore.New(memstore.Options{})
 			defer s.Close()
 			lim := ratelimit.Limit{Rate: 1000, Period: time.Second, Burst: 50}
-			start := time.Now()
+			start := s.Clock()
 			got := ratelimittest.Hammer(t, s, ratelimit.Request{Key: "hot", Limit: lim, Algorithm: alg, N: 1}, 32, 2000)
-			elapsed := time.Since(start)
+			elapsed := time.Duration(s.Clock() - start)
 			bound := lim.Burst + int64(elapsed/lim.Interval()) + 1
 			if got > bound || got < lim.Burst {
 				t.Errorf("admitted %d in %v, want between Burst %d and Burst + elapsed/Interval = %d", got, elapsed, lim.Burst, bound)

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/slidinglog"
+	"github.com/sluicehq/sluice/algorithm/window"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 

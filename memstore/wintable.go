@@ -1,8 +1,8 @@
 package memstore
 
 import (
-	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/slidinglog"
+	"github.com/sluicehq/sluice/algorithm/window"
 )
 
 // winTable maps the keys of one shard to the state of a counting window

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/redislink"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -24,11 +25,30 @@ type call struct {
 	n         int64
 	sec, nsec int64 // now, when Options.Now is set
 	lim       ratelimit.Limit
-	deadline  int64 // when queued plus the timeout, on the batcher's clock
+	unsat     bool            // the request can never be admitted: sent as a peek
+	node      *redislink.Node // the breaker of the node serving key
+	deadline  int64           // when queued plus the timeout, on the batcher's clock
 	state     atomic.Uint32
 	done      chan struct{} // buffered: finish sends once
 	d         ratelimit.Decision
 	err       error
+}
+
+// wait waits for c's result: nil, or the caller's context's error when it
+// gave up first (c then belongs to its batch still).
+func (c *call) wait(ctx context.Context) error {
+	// The watchdog finishes the call at the timeout if Redis does not.
+	done := ctx.Done()
+	if done == nil {
+		<-c.done
+		return nil
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-done:
+		return ctx.Err()
+	}
 }
 
 // finish hands c its result, once: the worker and the watchdog race to it.
@@ -274,15 +294,11 @@ func (b *batcher) close() {
 	b.watchWG.Wait()
 }
 
-// finish hands every call of a batch its result.
+// finish hands every call of a batch its result, and its node's breaker
+// the outcome.
 func (s *Store) finish(calls []*call, ds []ratelimit.Decision, err error) {
-	if err == nil {
-		s.link.ok()
-	} else {
-		s.link.fail(err, false)
-		if s.opts.OnFailure != nil {
-			s.opts.OnFailure(err)
-		}
+	if len(calls) > 0 {
+		s.report(calls[0].node, err)
 	}
 	for i, c := range calls {
 		if err != nil {

@@ -96,3 +96,18 @@ func (c *denyCache) forget(req ratelimit.Request) {
 	delete(sh.m, k)
 	sh.mu.Unlock()
 }
+
+// cached answers req from the store's denial cache, when it holds a
+// denial for it; a refund forgets the key's denial instead.
+func (s *Store) cached(req ratelimit.Request, now time.Time) (ratelimit.Decision, bool) {
+	switch {
+	case s.deny == nil:
+		return ratelimit.Decision{}, false
+	case req.Refund:
+		s.deny.forget(req)
+		return ratelimit.Decision{}, false
+	case req.Algorithm == ratelimit.LeakyBucket && req.MaxDelay != 0:
+		return ratelimit.Decision{}, false // a place in a queue, not a denial
+	}
+	return s.deny.get(req, s.cacheClock(now))
+}

@@ -83,9 +83,12 @@
 // caller decides), Allow (fail open, as Stripe does), Deny (fail closed),
 // or Local (an in-process memstore applying the same limits until Redis
 // answers again; each instance then enforces the limit alone, so n
-// instances admit up to n times it). The breaker is store-wide: on a
-// Cluster, one lost node's failures also send the other nodes' keys to
-// the policy while it is open.
+// instances admit up to n times it). There is a breaker per node (a
+// standalone server is one; on a Cluster, each primary of the slot map):
+// one lost primary sends only its keys to the policy. While a breaker is
+// open, one caller's request per Options.BreakerTrial (100 ms) goes to
+// Redis, alone, and its answer closes the breaker: decisions go back to
+// Redis within about a trial interval of Redis answering again.
 //
 // # Without Redis
 //
@@ -93,16 +96,16 @@
 // returns a store even when no server answers (Options.RequireAtStart
 // restores the old failure): Apply applies OnError from the first
 // request, and the store connects in the background; on a Cluster it
-// discovers the slots then. While the store has no connection or its
-// breaker is open, a goroutine of the store probes Redis, no request
-// pays for it: after BreakerCooldown, then doubling the wait after each
+// discovers the slots then. While the store has no connection or a
+// breaker is open, a goroutine of the store also probes Redis, which
+// closes breakers when no request comes: after BreakerCooldown, then doubling the wait after each
 // failed probe up to BreakerMaxCooldown (1 s to 5 s by default), each wait
 // lengthened by up to a quarter at random so that a fleet does not probe
 // in step. A probe sends PING and loads the scripts (a restarted server
-// has lost them) to every node; the first node that answers brings the
-// store back, and decisions come from Redis again. (With one Cluster
-// node lost and the others answering, the breaker closes and opens again
-// with the lost node's failures, as before.) Close stops the prober; it
+// has lost them) to every node; each node that answers has its breaker
+// closed. On a Cluster the slot map is read again while a breaker is
+// open (every 500 ms at most), so a replica promoted in a lost primary's
+// place takes its slots back to Redis. Close stops the prober; it
 // waits for a connection attempt in progress, which ends within the
 // dial timeout.
 //

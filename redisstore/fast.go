@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/window"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -135,20 +135,9 @@ func (c *redisClock) now() (int64, int64, bool) {
 // ok is false when the script must decide it (nothing was left counted).
 func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d ratelimit.Decision, ok bool, err error) {
 	w := int64(c.lim.Period)
-	var now int64
-	if useNow {
-		now = c.sec*int64(time.Second) + c.nsec
-	} else {
-		est, unc, known := s.clock.now()
-		if !known {
-			return d, false, nil
-		}
-		start := windowStart(est, w)
-		guard := unc + int64(time.Millisecond)
-		if est-start < guard || start+w-est <= guard {
-			return d, false, nil
-		}
-		now = est
+	now, ok := s.fastNow(c, w, useNow)
+	if !ok {
+		return d, false, nil
 	}
 	start := windowStart(now, w)
 	h := hint{period: w / int64(time.Millisecond), start: start / int64(time.Millisecond)}
@@ -157,6 +146,76 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 	}
 	mval := strconv.FormatInt(h.period, 10) + ":" + strconv.FormatInt(h.start, 10)
 	fkey := c.mkey + ":" + mval
+	// The caller's cancellation does not reach Redis, as a batched call's
+	// does not: a charge Redis made is finished (its undo included), and
+	// a caller that goes away is not a failure of Redis, which would count
+	// towards the breaker (three cancelled requests in a row opened it).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
+	defer cancel()
+	s.batch.nfast.Add(1)
+	defer s.batch.nfast.Add(-1)
+	sent := time.Now()
+	res := cn.client.DoMulti(ctx, s.fastCmds(cn, c, h, mval, fkey, useNow)...)
+	got := time.Now()
+	s.batch.commands.Add(1)
+	r, answered, err := s.fastReply(res, useNow, sent, got)
+	if err != nil || !answered {
+		return d, false, err
+	}
+	if useNow {
+		r.now = now
+	}
+	if (!r.set && r.marker != mval) || r.binary != 0 || windowStart(r.now, w) != start {
+		// Counted in a key that is not the state: take it back, and let
+		// the script decide (and name the window).
+		s.batch.fellBack.Add(1)
+		s.hints.put(c.key, h)
+		clear, at := "", ""
+		if r.set {
+			clear = mval
+			if !useNow {
+				at = strconv.FormatInt(h.start, 10)
+			}
+		}
+		return d, false, s.undo(ctx, cn, c, fkey, clear, at)
+	}
+	st := window.State{Start: start, Curr: r.count - c.n}
+	_, d = window.Fixed(st, r.now, ratelimit.Request{Limit: c.lim, N: c.n})
+	if d.Allowed != (r.count <= c.lim.Rate) {
+		return d, false, fmt.Errorf("%w: the count %d and the Go step disagree on admitting n %d", ErrScript, r.count, c.n)
+	}
+	if !d.Allowed {
+		// A denial consumes nothing.
+		if err := s.undo(ctx, cn, c, fkey, "", ""); err != nil {
+			return d, false, err
+		}
+	}
+	return d, true, nil
+}
+
+// fastNow returns the time c's charge is dated (Options.Now's, or the
+// estimate of Redis's clock); ok false when it must go to the script:
+// Redis's clock not estimated yet, or too close to a window's edge to
+// tell the window.
+func (s *Store) fastNow(c *call, w int64, useNow bool) (int64, bool) {
+	if useNow {
+		return c.sec*int64(time.Second) + c.nsec, true
+	}
+	est, unc, known := s.clock.now()
+	if !known {
+		return 0, false
+	}
+	start := windowStart(est, w)
+	guard := unc + int64(time.Millisecond)
+	if est-start < guard || start+w-est <= guard {
+		return 0, false
+	}
+	return est, true
+}
+
+// fastCmds returns the transaction of c's charge in window h (marker
+// value mval, count key fkey).
+func (s *Store) fastCmds(cn *conn, c *call, h hint, mval, fkey string, useNow bool) rueidis.Commands {
 	b := cn.client.B()
 	cmds := make(rueidis.Commands, 0, 7)
 	cmds = append(cmds, b.Multi().Build())
@@ -171,23 +230,25 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 	} else {
 		cmds = append(cmds, b.Pexpireat().Key(fkey).MillisecondsTimestamp(h.start+h.period-1).Nx().Build())
 	}
-	cmds = append(cmds, b.Exec().Build())
-	// The caller's cancellation does not reach Redis, as a batched call's
-	// does not: a charge Redis made is finished (its undo included), and
-	// a caller that goes away is not a failure of Redis, which would count
-	// towards the breaker (three cancelled requests in a row opened it).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
-	defer cancel()
-	s.batch.nfast.Add(1)
-	defer s.batch.nfast.Add(-1)
-	sent := time.Now()
-	res := cn.client.DoMulti(ctx, cmds...)
-	got := time.Now()
-	s.batch.commands.Add(1)
+	return append(cmds, b.Exec().Build())
+}
+
+// fastResult is what a charge's transaction answered.
+type fastResult struct {
+	now    int64  // Redis's TIME (without Options.Now)
+	set    bool   // no marker before: this charge named the window
+	marker string // else the marker's value
+	binary int64  // whether a binary state holds the key
+	count  int64  // the count after the increment
+}
+
+// fastReply reads the transaction's replies; answered false and no error
+// when the server refused the transaction (scripts only from now on).
+func (s *Store) fastReply(res []rueidis.RedisResult, useNow bool, sent, got time.Time) (r fastResult, answered bool, err error) {
 	replies, err := res[len(res)-1].ToArray()
 	if err != nil {
-		for _, r := range res {
-			if e := r.Error(); e != nil {
+		for _, x := range res {
+			if e := x.Error(); e != nil {
 				err = e
 				break
 			}
@@ -200,62 +261,36 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 			if s.opts.OnFailure != nil {
 				s.opts.OnFailure(fmt.Errorf("redisstore: plain-command charges refused, scripts only from now on: %w", err))
 			}
-			return d, false, nil
+			return r, false, nil
 		}
-		return d, false, s.failure(err, 1)
+		return r, false, s.failure(err, 1)
 	}
-	i := 0
+	want := 5
+	if useNow {
+		want = 4
+	}
+	if len(replies) != want {
+		return r, false, fmt.Errorf("%w: a transaction of %d commands answered %d replies", ErrScript, want, len(replies))
+	}
 	if !useNow {
-		if len(replies) != 5 {
-			return d, false, fmt.Errorf("%w: a transaction of 5 commands answered %d replies", ErrScript, len(replies))
-		}
 		t, err := replies[0].AsIntSlice()
 		if err != nil || len(t) != 2 {
-			return d, false, fmt.Errorf("%w: malformed TIME reply: %v", ErrScript, err)
+			return r, false, fmt.Errorf("%w: malformed TIME reply: %v", ErrScript, err)
 		}
-		now = t[0]*int64(time.Second) + t[1]*int64(time.Microsecond)
-		s.clock.sample(now, sent, got)
-		i = 1
-	} else if len(replies) != 4 {
-		return d, false, fmt.Errorf("%w: a transaction of 4 commands answered %d replies", ErrScript, len(replies))
+		r.now = t[0]*int64(time.Second) + t[1]*int64(time.Microsecond)
+		s.clock.sample(r.now, sent, got)
+		replies = replies[1:]
 	}
 	// The marker before: none (this charge named the window), or one.
-	set := replies[i].IsNil()
-	marker, merr := replies[i].ToString()
-	binary, err1 := replies[i+1].AsInt64()
-	count, err2 := replies[i+2].AsInt64()
-	if (merr != nil && !set) || err1 != nil || err2 != nil {
-		return d, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
+	r.set = replies[0].IsNil()
+	marker, merr := replies[0].ToString()
+	binary, err1 := replies[1].AsInt64()
+	count, err2 := replies[2].AsInt64()
+	if (merr != nil && !r.set) || err1 != nil || err2 != nil {
+		return r, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
 	}
-	if (!set && marker != mval) || binary != 0 || windowStart(now, w) != start {
-		// Counted in a key that is not the state: take it back, and let
-		// the script decide (and name the window).
-		s.batch.fellBack.Add(1)
-		s.hints.put(c.key, h)
-		clear, at := "", ""
-		if set {
-			clear = mval
-			if !useNow {
-				at = strconv.FormatInt(h.start, 10)
-			}
-		}
-		if err := s.undo(ctx, cn, c, fkey, clear, at); err != nil {
-			return d, false, err
-		}
-		return d, false, nil
-	}
-	st := window.State{Start: start, Curr: count - c.n}
-	_, d = window.Fixed(st, now, ratelimit.Request{Limit: c.lim, N: c.n})
-	if d.Allowed != (count <= c.lim.Rate) {
-		return d, false, fmt.Errorf("%w: the count %d and the Go step disagree on admitting n %d", ErrScript, count, c.n)
-	}
-	if !d.Allowed {
-		// A denial consumes nothing.
-		if err := s.undo(ctx, cn, c, fkey, "", ""); err != nil {
-			return d, false, err
-		}
-	}
-	return d, true, nil
+	r.marker, r.binary, r.count = marker, binary, count
+	return r, true, nil
 }
 
 // undo runs undo.lua: c's n back from the count at fkey, or, when clear is

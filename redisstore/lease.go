@@ -276,17 +276,7 @@ func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	}
 	e.obsN = min(e.obsN+req.N, ratelimit.MaxRate) // N ≤ MaxRate: no overflow
 
-	if e.left >= req.N && now < e.expires {
-		e.left -= req.N
-		d := ratelimit.Decision{Allowed: true, Limit: lim, Remaining: e.left + e.remaining, ResetAfter: time.Duration(max(0, e.resetAt-now))}
-		e.mu.Unlock()
-		l.local.Add(1)
-		return d, nil
-	}
-	if now < e.denyUntil && req.N >= e.denyN {
-		d := e.denied
-		d.RetryAfter = time.Duration(e.denyUntil - now)
-		d.ResetAfter = max(d.RetryAfter, time.Duration(e.resetAt-now))
+	if d, ok := e.inHand(req, lim, now); ok {
 		e.mu.Unlock()
 		l.local.Add(1)
 		return d, nil
@@ -305,35 +295,59 @@ func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	// Hot: give back what is left (too little, or expired), take a slice.
 	l.giveBack(e, now)
 	if req.Algorithm != ratelimit.FixedWindow && e.seenAt != 0 {
-		// A bucket at its limit: what Redis has now, as far as this
-		// instance knows (what it had at the last reply, plus the
-		// refill since; others may have taken some, or given some
-		// back). Less than a whole slice: wait for it without asking
-		// when it refills within a TTL (nothing is lost: the bucket
-		// keeps refilling), or when there is less than MinSlice (or
-		// req.N); else take what there is rather than ask for more and
-		// be denied.
-		t := int64(lim.Interval())
-		want = max(want, req.N)
-		if have := min(e.remaining+(now-e.seenAt)/t, lim.Burst); have < want {
-			wait := (want-e.remaining)*t - (now - e.seenAt)
-			if !e.promised && (have < max(l.opts.MinSlice, req.N) || wait <= int64(l.opts.TTL)) {
-				// Once: the retry after RetryAfter takes what there is,
-				// whatever the slice has grown to meanwhile.
-				e.promised = true
-				e.denyUntil, e.denyN = now+wait, 1
-				e.denied = ratelimit.Decision{Limit: lim, ResetAfter: time.Duration(max(0, e.resetAt-now))}
-				d := e.denied
-				d.RetryAfter = time.Duration(wait)
-				d.ResetAfter = max(d.ResetAfter, d.RetryAfter)
-				l.local.Add(1)
-				return d, nil
-			}
-			want = max(have, req.N)
+		var d ratelimit.Decision
+		var wait bool
+		if want, d, wait = l.bucketWant(e, req, lim, want, now); wait {
+			l.local.Add(1)
+			return d, nil
 		}
-		e.promised = false
 	}
 	return l.take(ctx, e, req, lim, max(want, req.N), now)
+}
+
+// inHand decides req from e's slice, or from e's remembered denial; ok
+// false when neither decides it. e is locked.
+func (e *leaseEntry) inHand(req ratelimit.Request, lim ratelimit.Limit, now int64) (ratelimit.Decision, bool) {
+	if e.left >= req.N && now < e.expires {
+		e.left -= req.N
+		return ratelimit.Decision{Allowed: true, Limit: lim, Remaining: e.left + e.remaining, ResetAfter: time.Duration(max(0, e.resetAt-now))}, true
+	}
+	if now < e.denyUntil && req.N >= e.denyN {
+		d := e.denied
+		d.RetryAfter = time.Duration(e.denyUntil - now)
+		d.ResetAfter = max(d.RetryAfter, time.Duration(e.resetAt-now))
+		return d, true
+	}
+	return ratelimit.Decision{}, false
+}
+
+// bucketWant sizes the slice of a bucket at its limit: what Redis has
+// now, as far as this instance knows (what it had at the last reply, plus
+// the refill since; others may have taken some, or given some back).
+// Less than a whole slice: wait for it without asking (wait true, with
+// the denial) when it refills within a TTL (nothing is lost: the bucket
+// keeps refilling), or when there is less than MinSlice (or req.N); else
+// take what there is rather than ask for more and be denied. e is locked.
+func (l *Leased) bucketWant(e *leaseEntry, req ratelimit.Request, lim ratelimit.Limit, want, now int64) (int64, ratelimit.Decision, bool) {
+	t := int64(lim.Interval())
+	want = max(want, req.N)
+	if have := min(e.remaining+(now-e.seenAt)/t, lim.Burst); have < want {
+		wait := (want-e.remaining)*t - (now - e.seenAt)
+		if !e.promised && (have < max(l.opts.MinSlice, req.N) || wait <= int64(l.opts.TTL)) {
+			// Once: the retry after RetryAfter takes what there is,
+			// whatever the slice has grown to meanwhile.
+			e.promised = true
+			e.denyUntil, e.denyN = now+wait, 1
+			e.denied = ratelimit.Decision{Limit: lim, ResetAfter: time.Duration(max(0, e.resetAt-now))}
+			d := e.denied
+			d.RetryAfter = time.Duration(wait)
+			d.ResetAfter = max(d.ResetAfter, d.RetryAfter)
+			return want, d, true
+		}
+		want = max(have, req.N)
+	}
+	e.promised = false
+	return want, ratelimit.Decision{}, false
 }
 
 // take takes a slice of k events (k ≥ req.N) for e and spends req.N of

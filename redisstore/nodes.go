@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/internal/redislink"
 
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -31,15 +34,9 @@ import (
 // nodeGroup + the node's index in the slot map.
 const nodeGroup = 16384
 
-// slotMap is a Cluster's slots as the store last read them: the index of
-// the node serving each slot, from 1 (0: none).
-type slotMap struct {
-	node [16384]uint16
-}
-
-// nodeState is a Cluster store's slot map and its node scripts.
+// nodeState is a Cluster store's reads of the slot map (which the link
+// keeps, with each node's breaker) and its node scripts.
 type nodeState struct {
-	slots   atomic.Pointer[slotMap]
 	reading atomic.Bool  // a read of the map is under way
 	last    atomic.Int64 // when the last read started, Unix ns
 	splits  atomic.Uint64
@@ -61,16 +58,16 @@ var nodeSources = func() (out [numShapes]string) {
 // minMapReads is the least time between two reads of the slot map.
 const minMapReads = 500 * time.Millisecond
 
-// route returns the group of a Cluster call on slot sl: its node's, when
-// the slot map is known, else the slot's (and the map is read).
-func (s *Store) route(sh shape, sl uint16) group {
-	if m := s.nodes.slots.Load(); m != nil {
-		if n := m.node[sl]; n != 0 {
-			return group{shape: sh, slot: nodeGroup + n - 1}
-		}
+// route returns the group of a Cluster call on slot sl, and the breaker
+// of its node: its node's, when the slot map is known, else the slot's
+// (and the map is read).
+func (s *Store) route(sh shape, sl uint16) (group, *redislink.Node) {
+	n, node := s.link.For(sl)
+	if n != 0 {
+		return group{shape: sh, slot: nodeGroup + n - 1}, node
 	}
 	s.readSlots()
-	return group{shape: sh, slot: sl}
+	return group{shape: sh, slot: sl}, node
 }
 
 // readSlots reads the slot map in the background, unless a read is under
@@ -89,60 +86,58 @@ func (s *Store) readSlots() {
 		}
 		ctx, cancel := context.WithTimeout(s.life, max(s.opts.Timeout, time.Second))
 		defer cancel()
-		m, err := fetchSlots(ctx, cn.client)
+		m, addrs, err := fetchSlots(ctx, cn.client)
 		if err == nil {
-			s.nodes.slots.Store(m)
+			s.link.SetSlots(m, addrs)
 		}
 	}()
 }
 
 // fetchSlots reads a Cluster's slot map with CLUSTER SLOTS. Nodes are
 // numbered in the order of the reply.
-func fetchSlots(ctx context.Context, client rueidis.Client) (*slotMap, error) {
+func fetchSlots(ctx context.Context, client rueidis.Client) (*redislink.Slots, []string, error) {
 	ranges, err := client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return parseSlots(ranges)
 }
 
 // parseSlots reads a CLUSTER SLOTS reply: per range, its first and last
-// slot, then its master as [host, port, id, …], then the replicas.
-func parseSlots(ranges []rueidis.RedisMessage) (*slotMap, error) {
-	m := &slotMap{}
+// slot, then its master as [host, port, id, …], then the replicas. The
+// nodes are named host:port, as the client names its connections.
+func parseSlots(ranges []rueidis.RedisMessage) (*redislink.Slots, []string, error) {
+	m := &redislink.Slots{}
 	index := map[string]uint16{}
+	var addrs []string
 	for _, r := range ranges {
 		f, err := r.ToArray()
 		if err != nil || len(f) < 3 {
-			return nil, fmt.Errorf("redisstore: CLUSTER SLOTS: a range is not [first, last, master, …]")
+			return nil, nil, fmt.Errorf("redisstore: CLUSTER SLOTS: a range is not [first, last, master, …]")
 		}
 		lo, err1 := f[0].AsInt64()
 		hi, err2 := f[1].AsInt64()
 		master, err3 := f[2].ToArray()
 		if err1 != nil || err2 != nil || err3 != nil || len(master) < 2 || lo < 0 || hi < lo || hi > 16383 {
-			return nil, fmt.Errorf("redisstore: CLUSTER SLOTS: malformed range")
+			return nil, nil, fmt.Errorf("redisstore: CLUSTER SLOTS: malformed range")
 		}
 		host, _ := master[0].ToString()
 		port, _ := master[1].AsInt64()
-		name := host + ":" + strconv.FormatInt(port, 10)
-		if len(master) > 2 {
-			if id, err := master[2].ToString(); err == nil && id != "" {
-				name = id
-			}
-		}
+		name := net.JoinHostPort(host, strconv.FormatInt(port, 10))
 		n, ok := index[name]
 		if !ok {
 			if len(index) >= 65535-nodeGroup {
-				return nil, fmt.Errorf("redisstore: CLUSTER SLOTS: too many nodes")
+				return nil, nil, fmt.Errorf("redisstore: CLUSTER SLOTS: too many nodes")
 			}
 			n = uint16(len(index) + 1)
 			index[name] = n
+			addrs = append(addrs, name)
 		}
 		for sl := lo; sl <= hi; sl++ {
-			m.node[sl] = n
+			m.Of[sl] = n
 		}
 	}
-	return m, nil
+	return m, addrs, nil
 }
 
 // misrouted reports whether err says a node batch touched a key its node
@@ -186,10 +181,10 @@ func (s *Store) nodeArgs(sh shape, sc *scratch) []string {
 // call fails has its calls finished with the error here, the others are
 // decided. calls is the number of script calls sent.
 func (s *Store) execNode(g group, batch []*call, sc *scratch, deadline time.Time) (ds []ratelimit.Decision, calls int, err error) {
-	first := slot(batch[0].key)
+	first := redislink.Slot(batch[0].key)
 	one := true
 	for _, c := range batch[1:] {
-		if slot(c.key) != first {
+		if redislink.Slot(c.key) != first {
 			one = false
 			break
 		}
@@ -214,10 +209,10 @@ func (s *Store) execNode(g group, batch []*call, sc *scratch, deadline time.Time
 		if done[i] {
 			continue
 		}
-		sl := slot(c.key)
+		sl := redislink.Slot(c.key)
 		part, at = part[:0], at[:0]
 		for j := i; j < len(batch); j++ {
-			if !done[j] && slot(batch[j].key) == sl {
+			if !done[j] && redislink.Slot(batch[j].key) == sl {
 				part, at = append(part, batch[j]), append(at, j)
 				done[j] = true
 			}

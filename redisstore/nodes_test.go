@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice/internal/redislink"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -116,7 +117,7 @@ func nodeStores(t *testing.T) (*Store, *Store, *redistest.Cluster) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	for deadline := time.Now().Add(20 * time.Second); cs.nodes.slots.Load() == nil; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); cs.link.Slots() == nil; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the store never read the slot map")
 		}
@@ -142,7 +143,7 @@ func TestNodeBatches(t *testing.T) {
 	keys := nodeKeys(200)
 	slots := map[uint16]bool{}
 	for _, k := range keys {
-		slots[slot(cs.key(shapeBucket, k))] = true
+		slots[redislink.Slot(cs.key(shapeBucket, k))] = true
 	}
 	if len(slots) < 150 {
 		t.Fatalf("the keys span only %d slots", len(slots))
@@ -178,11 +179,11 @@ func TestNodeBatchStaleMap(t *testing.T) {
 	keys := nodeKeys(60)
 	for round := range 4 {
 		// Every slot on one node, and no reading of the true map.
-		m := &slotMap{}
-		for i := range m.node {
-			m.node[i] = 1
+		m := &redislink.Slots{}
+		for i := range m.Of {
+			m.Of[i] = 1
 		}
-		cs.nodes.slots.Store(m)
+		cs.link.SetSlots(m, []string{"one"})
 		cs.nodes.last.Store(math.MaxInt64)
 		before := cs.Stats()
 		got := burst(t, cs, cl, round, keys)
@@ -208,23 +209,23 @@ func TestMisrouted(t *testing.T) {
 	}
 	defer client.Close()
 	ctx := context.Background()
-	m, err := fetchSlots(ctx, client)
+	m, addrs, err := fetchSlots(ctx, client)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodes := map[uint16]bool{}
-	for _, n := range m.node {
+	for _, n := range m.Of {
 		if n == 0 {
 			t.Fatal("a slot without a node")
 		}
 		nodes[n] = true
 	}
-	if len(nodes) != 3 {
-		t.Fatalf("%d nodes in the slot map, want 3", len(nodes))
+	if len(nodes) != 3 || len(addrs) != 3 {
+		t.Fatalf("%d nodes in the slot map (%v), want 3", len(nodes), addrs)
 	}
 	// Two keys of other nodes: the node script refuses them before writing.
 	a, b := "a", "b"
-	for m.node[slot(a)] == m.node[slot(b)] {
+	for m.Of[redislink.Slot(a)] == m.Of[redislink.Slot(b)] {
 		b += "b"
 	}
 	src := nodeSources[shapeBucket]

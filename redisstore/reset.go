@@ -23,7 +23,7 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 		s.local.Reset(ctx, key)
 	}
 	cn := s.conn.Load()
-	if cn == nil || s.link.isDown() {
+	if cn == nil || s.link.Whole().Open() {
 		return fmt.Errorf("%w: reset %q: not connected", ErrUnavailable, key)
 	}
 	keys := make([]string, 0, numShapes+2)

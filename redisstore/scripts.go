@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/sluicehq/sluice/internal/algorithm/gcra"
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/gcra"
+	"github.com/sluicehq/sluice/algorithm/window"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -25,9 +25,9 @@ var luaFS embed.FS
 type shape uint8
 
 const (
-	shapeBucket shape = iota // internal/algorithm/gcra: a TAT
-	shapeWindow              // internal/algorithm/window: start, prev, curr
-	shapeLog                 // internal/algorithm/slidinglog: a list of entries
+	shapeBucket shape = iota // algorithm/gcra: a TAT
+	shapeWindow              // algorithm/window: start, prev, curr
+	shapeLog                 // algorithm/slidinglog: a list of entries
 	numShapes
 )
 

@@ -27,7 +27,7 @@ func (s *Store) client() (rueidis.Client, error) {
 		return nil, ratelimit.ErrClosed
 	}
 	cn := s.conn.Load()
-	if cn == nil || s.link.isDown() {
+	if cn == nil || s.link.Whole().Open() {
 		return nil, fmt.Errorf("%w: not connected", ErrUnavailable)
 	}
 	return cn.client, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice/internal/redislink"
 	"github.com/sluicehq/sluice/internal/transport/rawconn"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -98,15 +99,24 @@ type Options struct {
 	// OnError is what Apply does when Redis cannot decide. Default
 	// ReturnError.
 	OnError Policy
-	// BreakerThreshold is the number of consecutive failed calls that opens
-	// the breaker: while it is open, Apply applies OnError at once, without
-	// calling Redis, and the store probes Redis in the background (PING
-	// to every node, with the scripts loaded again); the first probe that
-	// a node answers closes the breaker. Default 3; negative disables the
-	// breaker (every call then goes to Redis and waits up to Timeout).
+	// BreakerThreshold is the number of consecutive failed calls to a node
+	// that opens its breaker (a standalone server is one node; on a
+	// Cluster each primary has its own, so that losing one fails only the
+	// keys it serves): while it is open, Apply applies OnError at once to
+	// the node's keys, without calling Redis, but for one caller's request
+	// per BreakerTrial, which goes to Redis and closes the breaker when it
+	// is answered; and the store probes Redis in the background (PING to
+	// every node, with the scripts loaded again), each node's answer
+	// closing its breaker. Default 3; negative disables the breaker (every
+	// call then goes to Redis and waits up to Timeout).
 	BreakerThreshold int
+	// BreakerTrial is the least time between two callers' trials of a
+	// node whose breaker is open: decisions go back to Redis within about
+	// BreakerTrial (plus a round trip) after it answers again. Default
+	// 100 ms; negative leaves it to the background probe.
+	BreakerTrial time.Duration
 	// BreakerCooldown is how long the breaker stays open before the first
-	// probe. Default 1 s. Each failed probe doubles the wait before the
+	// background probe. Default 1 s. Each failed probe doubles the wait before the
 	// next, up to BreakerMaxCooldown, and each wait is lengthened by a
 	// random fraction of up to a quarter, so that the instances of a
 	// fleet do not probe in step.
@@ -142,9 +152,11 @@ type Options struct {
 	// goes out at once.
 	Pipeline int
 	// OnFailure, when set, is called with every failed call to Redis (a
-	// batch of requests), and every failed connection attempt or probe
-	// while Redis is away (at most one per BreakerCooldown, growing to one
-	// per BreakerMaxCooldown), for logging and metrics. It must not block.
+	// batch of requests) while its node's breaker is closed, and every
+	// failed connection attempt or probe while Redis is away (at most one
+	// per BreakerCooldown, growing to one per BreakerMaxCooldown), for
+	// logging and metrics; a caller's failed trial is counted in
+	// Health.Failures, not reported. It must not block.
 	OnFailure func(error)
 	// OnHealth, when set, is called with the store's Health each time it
 	// loses Redis (the breaker opens) or gets it back (a probe or a call
@@ -189,10 +201,12 @@ type Store struct {
 	noFast     atomic.Bool // the server refused a plain-command charge
 	clock      redisClock
 	batch      *batcher
-	link       *link
+	link       *redislink.Link
 	deny       *denyCache
 	local      *memstore.Store
 	closed     atomic.Bool
+	policy     atomic.Uint64   // requests OnError answered
+	trials     atomic.Uint64   // callers' trials of a node whose breaker was open
 	calls      sync.Pool       // of *call
 	life       context.Context // canceled by Close: stops the prober and its probe
 	stop       context.CancelFunc
@@ -237,7 +251,11 @@ func (s *Store) setConn(client rueidis.Client) {
 // first decisions do not pay for NOSCRIPT and EVAL, and a PING first. It
 // returns nil when at least one node answered the PING, else the last
 // error.
-func (s *Store) preload(ctx context.Context) error {
+func (s *Store) preload(ctx context.Context) error { return s.load(ctx, nil) }
+
+// load is preload, reporting each node's answer to report (its address,
+// and nil or the probe's error).
+func (s *Store) load(ctx context.Context, report func(addr string, err error)) error {
 	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, time.Second))
 	defer cancel()
 	cn := s.conn.Load()
@@ -265,8 +283,14 @@ func (s *Store) preload(ctx context.Context) error {
 		got := time.Now()
 		if perr := res[0].Error(); perr != nil {
 			err = fmt.Errorf("%w: probe of %s: %v", ErrUnavailable, addr, perr)
+			if report != nil {
+				report(addr, err)
+			}
 		} else {
 			answered = true
+			if report != nil {
+				report(addr, nil)
+			}
 			// A first estimate of Redis's clock, for plain-command charges.
 			if t, terr := res[len(res)-1].AsIntSlice(); terr == nil && len(t) == 2 && s.opts.Now == nil {
 				s.clock.sample(t[0]*int64(time.Second)+t[1]*int64(time.Microsecond), sent, got)
@@ -289,55 +313,79 @@ func (s *Store) start() {
 	go s.probe()
 }
 
-// probe waits for the link to go down, then tries to bring it back up,
-// with the link's backoff between tries, until it is up again or the
-// store closes.
+// probe waits for a breaker to open, then probes Redis with the link's
+// backoff between tries (each node's answer closes its breaker), until
+// every breaker is closed again or the store closes. Callers' trials
+// (Options.BreakerTrial) close a breaker sooner while requests come in.
 func (s *Store) probe() {
 	defer s.wg.Done()
 	for {
 		select {
 		case <-s.life.Done():
 			return
-		case <-s.link.wake:
+		case <-s.link.Wake():
 		}
-		for n := 0; s.link.isDown(); n++ {
-			t := time.NewTimer(s.link.backoff(n))
+		for n := 0; s.link.AnyDown(); n++ {
+			t := time.NewTimer(s.link.Backoff(n))
 			select {
 			case <-s.life.Done():
 				t.Stop()
 				return
 			case <-t.C:
 			}
-			if !s.link.isDown() {
-				break // a call succeeded meanwhile
+			if !s.link.AnyDown() {
+				break // a caller's trial closed the breakers meanwhile
 			}
-			if err := s.reconnect(); err != nil {
-				if s.life.Err() != nil {
-					return // Close cut the probe short
-				}
-				s.link.fail(err, true)
-				if s.opts.OnFailure != nil {
-					s.opts.OnFailure(err)
-				}
-				continue
+			if err := s.reconnect(); err != nil && s.life.Err() != nil {
+				return // Close cut the probe short
 			}
-			s.link.ok()
 		}
 	}
 }
 
 // reconnect makes the store's client if it has none yet (Open without
 // Redis), then probes: PING to every node, with the scripts loaded again,
-// since a server that restarted has lost them.
+// since a server that restarted has lost them. Each node's answer, or
+// failure, goes to its breaker.
 func (s *Store) reconnect() error {
 	if s.conn.Load() == nil {
 		client, err := s.dial()
 		if err != nil {
+			s.probeFailed(s.link.Whole(), err)
 			return err
 		}
 		s.setConn(client)
 	}
-	return s.preload(s.life)
+	reported := false
+	err := s.load(s.life, func(addr string, err error) {
+		node := s.link.Known(addr)
+		switch {
+		case node == nil: // a replica, or a node the slot map does not name
+		case err != nil:
+			s.probeFailed(node, err)
+			reported = true
+		default:
+			node.OK()
+		}
+	})
+	switch {
+	case err == nil:
+		s.link.Whole().OK()
+	case !reported:
+		s.probeFailed(s.link.Whole(), err) // no node answered, nor failed
+	}
+	return err
+}
+
+// probeFailed records a failed probe of node.
+func (s *Store) probeFailed(node *redislink.Node, err error) {
+	if s.life.Err() != nil {
+		return // Close cut the probe short
+	}
+	node.Fail(err, true)
+	if s.opts.OnFailure != nil {
+		s.opts.OnFailure(err)
+	}
 }
 
 func newStore(own, cluster bool, opts Options) (*Store, error) {
@@ -381,7 +429,8 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 		minTTL:     1,
 		scripts:    newScripts(),
 		undoScript: rueidis.NewLuaScript(undoSource),
-		link:       newLink(opts.BreakerThreshold, opts.BreakerCooldown, opts.BreakerMaxCooldown, opts.OnHealth),
+		link: redislink.New(redislink.Options{Threshold: opts.BreakerThreshold, Cooldown: opts.BreakerCooldown,
+			MaxCooldown: opts.BreakerMaxCooldown, Trial: opts.BreakerTrial, OnHealth: opts.OnHealth, Unavailable: ErrUnavailable}),
 	}
 	for i, src := range nodeSources { // a client may find a Cluster later
 		s.nodes.scripts[i] = rueidis.NewLuaScript(src)
@@ -484,7 +533,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		s.setConn(client)
 		s.preload(ctx)
 	} else {
-		s.link.startDown(err)
+		s.link.Whole().StartDown(err)
 		if opts.OnFailure != nil {
 			opts.OnFailure(err)
 		}
@@ -612,120 +661,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Apply decides req in Redis. A denial is a Decision; an error means Redis
-// could not decide and Options.OnError is ReturnError (or the request is
-// invalid, or the store closed).
-func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return s.apply(ctx, req, true)
-}
-
-// apply is Apply; without fb, a failure is returned as an error instead of
-// going to Options.OnError (leased mode takes and returns slices with it).
-func (s *Store) apply(ctx context.Context, req ratelimit.Request, fb bool) (ratelimit.Decision, error) {
-	if err := req.Validate(); err != nil {
-		return ratelimit.Decision{}, err
-	}
-	if s.closed.Load() {
-		return ratelimit.Decision{}, ratelimit.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return ratelimit.Decision{}, err
-	}
-	lim := req.Limit.Normalize()
-	if req.Refund && req.N == 0 {
-		req.Refund = false // a peek
-	}
-	if lim.Rate == 0 {
-		// Nothing is ever admitted, and there is no state to consult.
-		return ratelimit.Decision{Limit: lim, Allowed: req.N == 0 || req.Refund, Unsatisfiable: req.N > 0 && !req.Refund}, nil
-	}
-	var now time.Time
-	useNow := s.opts.Now != nil
-	if useNow {
-		now = s.opts.Now()
-	}
-	if s.deny != nil && req.Refund {
-		s.deny.forget(req)
-	} else if s.deny != nil && (req.Algorithm != ratelimit.LeakyBucket || req.MaxDelay == 0) {
-		if d, ok := s.deny.get(req, s.cacheClock(now)); ok {
-			return d, nil
-		}
-	}
-	if s.link.isDown() {
-		return s.failed(ctx, req, fb, s.link.downError())
-	}
-	cn := s.conn.Load()
-	if cn == nil { // cannot happen: the link is down until there is one
-		return s.failed(ctx, req, fb, fmt.Errorf("%w: not connected", ErrUnavailable))
-	}
-
-	unsatisfiable := req.N > lim.Capacity(req.Algorithm) && !req.Refund
-	sent := req
-	if unsatisfiable {
-		sent.N = 0 // report the state, consume nothing
-	}
-	sh := shapeOf(req.Algorithm)
-	c := s.calls.Get().(*call)
-	c.key, c.n, c.lim = s.key(sh, req.Key), sent.N, lim
-	if sh == shapeWindow {
-		c.mkey = s.markerKey(req.Key)
-	}
-	c.spec, c.bucket = specOf(sh, sent)
-	if req.Refund {
-		// The scripts take a refund as a negative cost and answer it as a
-		// peek; the log's cost goes per call.
-		c.n = 0
-		if sh == shapeLog {
-			c.n = -min(req.N, ratelimit.MaxRate)
-		}
-	}
-	c.sec, c.nsec = 0, 0
-	c.state.Store(0)
-	if useNow {
-		c.sec, c.nsec = now.Unix(), int64(now.Nanosecond())
-	}
-	g := group{shape: sh}
-	if cn.cluster {
-		g = s.route(sh, slot(c.key))
-	}
-	if !s.opts.ScriptOnly && !unsatisfiable && fastEligible(req, lim) && s.batch.idle() && !s.noFast.Load() {
-		d, ok, err := s.fast(ctx, cn, c, useNow)
-		if err != nil {
-			s.finish(nil, nil, err)
-			return s.failed(ctx, req, fb, err)
-		}
-		if ok {
-			s.link.ok()
-			c.key, c.mkey = "", ""
-			s.calls.Put(c)
-			return s.decided(req, d, now), nil
-		}
-	}
-	if !s.batch.submit(g, c) {
-		return ratelimit.Decision{}, ratelimit.ErrClosed
-	}
-	// The watchdog finishes the call at the timeout if Redis does not.
-	if done := ctx.Done(); done == nil {
-		<-c.done
-	} else {
-		select {
-		case <-c.done:
-		case <-done:
-			return ratelimit.Decision{}, ctx.Err()
-		}
-	}
-	if c.err != nil {
-		return s.failed(ctx, req, fb, c.err)
-	}
-	d := c.d
-	c.key, c.mkey = "", ""
-	s.calls.Put(c)
-	if unsatisfiable {
-		d.Allowed, d.Unsatisfiable = false, true
-	}
-	return s.decided(req, d, now), nil
-}
-
 // decided remembers d in the denial cache when it should.
 func (s *Store) decided(req ratelimit.Request, d ratelimit.Decision, now time.Time) ratelimit.Decision {
 	if s.deny != nil && !d.Allowed && d.RetryAfter > 0 && (req.Algorithm != ratelimit.LeakyBucket || req.MaxDelay == 0) {
@@ -741,11 +676,27 @@ func (s *Store) cacheClock(now time.Time) int64 {
 	return time.Now().UnixNano()
 }
 
+// Client returns the store's client, nil until the store first connected
+// (Open without Redis): for the in-flight store on the same Redis
+// (redisinflight.New, with its Options.Link set to Link), so that a server
+// opens one client. It stays the store's: Close closes it.
+func (s *Store) Client() rueidis.Client {
+	if cn := s.conn.Load(); cn != nil {
+		return cn.client
+	}
+	return nil
+}
+
+// Link returns the store's link to Redis: its breakers (one per Cluster
+// primary), callers' trials and background prober, for the in-flight store
+// on the same Redis (redisinflight's Options.Link).
+func (s *Store) Link() *redislink.Link { return s.link }
+
 // Health returns the state of the store's connection to Redis, for
 // metrics and readiness checks: whether decisions come from Redis or from
 // Options.OnError, since when, the last error, and counts of failures and
 // reconnections. It is cheap (a lock and a copy).
-func (s *Store) Health() Health { return s.link.health() }
+func (s *Store) Health() Health { return s.link.Health() }
 
 // Stats are a Store's counters since it was opened.
 type Stats struct {
@@ -764,11 +715,17 @@ type Stats struct {
 	// call for the keys of several slots on one node) that found a key
 	// their node no longer serves, and went again one call per slot.
 	SplitBatches uint64
+	// PolicyAnswers is the number of requests Options.OnError answered
+	// (Redis could not decide: a failed call, or the breaker of the key's
+	// node open), whatever the policy; Trials the number of callers'
+	// requests sent to a node whose breaker was open, to try it.
+	PolicyAnswers, Trials uint64
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	return Stats{ScriptCalls: s.batch.scriptCalls.Load(), Requests: s.batch.requests.Load(), Commands: s.batch.commands.Load(), FellBack: s.batch.fellBack.Load(), SplitBatches: s.nodes.splits.Load()}
+	return Stats{ScriptCalls: s.batch.scriptCalls.Load(), Requests: s.batch.requests.Load(), Commands: s.batch.commands.Load(), FellBack: s.batch.fellBack.Load(), SplitBatches: s.nodes.splits.Load(),
+		PolicyAnswers: s.policy.Load(), Trials: s.trials.Load()}
 }
 
 // Key returns the Redis key holding key's state under algorithm a, for
@@ -779,53 +736,4 @@ func (s *Store) Key(a ratelimit.Algorithm, key string) string { return s.key(sha
 // key in braces, so the states of one key share a Cluster hash slot.
 func (s *Store) key(sh shape, key string) string {
 	return s.opts.Prefix + shapeInfo[sh].tag + "{" + key + "}"
-}
-
-// failure wraps an error from the client.
-func (s *Store) failure(err error, n int) error {
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		msg := re.Error()
-		if strings.Contains(msg, "script") || strings.Contains(msg, "Lua") || strings.HasPrefix(msg, "WRONGTYPE") {
-			return fmt.Errorf("%w: redis replied %q", ErrScript, msg)
-		}
-		return fmt.Errorf("%w: redis replied %q (batch of %d)", ErrUnavailable, msg, n)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: no reply within %v (batch of %d)", ErrUnavailable, s.opts.Timeout, n)
-	}
-	return fmt.Errorf("%w: %v (batch of %d)", ErrUnavailable, err, n)
-}
-
-// failed applies the failure policy to req after err when fb is set, and
-// returns err otherwise.
-func (s *Store) failed(ctx context.Context, req ratelimit.Request, fb bool, err error) (ratelimit.Decision, error) {
-	if !fb {
-		return ratelimit.Decision{}, err
-	}
-	return s.fallback(ctx, req, err)
-}
-
-// fallback applies the failure policy to req after err.
-func (s *Store) fallback(ctx context.Context, req ratelimit.Request, err error) (ratelimit.Decision, error) {
-	lim := req.Limit.Normalize()
-	if req.Refund && s.opts.OnError != Local && s.opts.OnError != ReturnError {
-		return ratelimit.Decision{Allowed: true, Limit: lim}, nil // nothing to give back to
-	}
-	if s.opts.OnError == Allow || s.opts.OnError == Deny {
-		switch {
-		case req.N > lim.Capacity(req.Algorithm):
-			return ratelimit.Decision{Limit: lim, Unsatisfiable: true}, nil
-		case req.N == 0:
-			return ratelimit.Decision{Allowed: true, Limit: lim}, nil
-		}
-	}
-	switch s.opts.OnError {
-	case Allow:
-		return ratelimit.Decision{Allowed: true, Limit: lim}, nil
-	case Deny:
-		return ratelimit.Decision{Limit: lim, RetryAfter: s.opts.BreakerCooldown}, nil
-	case Local:
-		return s.local.Apply(ctx, req)
-	}
-	return ratelimit.Decision{}, err
 }

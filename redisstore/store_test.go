@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/window"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"

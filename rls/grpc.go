@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -67,15 +68,31 @@ type Transport struct {
 	// call for that long. Zero is no bound (envoyproxy/ratelimit's
 	// GRPC_MAX_CONNECTION_AGE and _GRACE default to 24h and 1h).
 	MaxConnectionAge, MaxConnectionAgeGrace, MaxConnectionIdle time.Duration
+	// RequestTimeout bounds the time a call's request may take to arrive
+	// whole, WriteTimeout the time a write of its answer may wait on the
+	// client; ResetRate bounds the streams a second a client may reset,
+	// ResetBurst at once. Past any, the connection ends. Zero is no
+	// bound. The transport enforces them (sluice rls: h2grpc's
+	// StreamLimits, on grpc-go's server through the credentials
+	// GRPCOptions is given).
+	RequestTimeout, WriteTimeout time.Duration
+	ResetRate, ResetBurst        int
 }
 
 // GRPCOptions returns ServerOptions with t's credentials and keepalive
-// parameters, for grpc-go's server.
-func (t Transport) GRPCOptions() []grpc.ServerOption {
+// parameters, for grpc-go's server. wrap, when not nil, wraps the
+// credentials (TLS, or none): sluice rls's hold connections to t's
+// stream bounds.
+func (t Transport) GRPCOptions(wrap func(credentials.TransportCredentials) credentials.TransportCredentials) []grpc.ServerOption {
 	opts := ServerOptions()
+	creds := insecure.NewCredentials()
 	if t.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(t.TLS)))
+		creds = credentials.NewTLS(t.TLS)
 	}
+	if wrap != nil {
+		creds = wrap(creds)
+	}
+	opts = append(opts, grpc.Creds(creds))
 	// grpc-go reads zero as infinity.
 	return append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{
 		MaxConnectionIdle:     t.MaxConnectionIdle,

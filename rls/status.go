@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -24,11 +22,12 @@ import (
 // limited descriptor's outcome per rule: a minute ring and the top-K
 // denied and shadow-denied keys (internal/server/status). A descriptor's
 // identity is its store key, the descriptor's values; rules are named by
-// their Key ("domain.key_value.key2"), unique across domains.
+// status.RuleID.
 type ops struct {
 	s       *Server
 	policy  atomic.Pointer[string] // the failure policy's name (SetFailurePolicy)
 	rec     *status.Recorder
+	door    *status.Door
 	page    *status.Server
 	control atomic.Pointer[control.Control]
 	api     atomic.Pointer[control.API]
@@ -45,7 +44,12 @@ type ruleTable struct {
 func newOps(s *Server) *ops {
 	o := &ops{s: s, rec: status.NewRecorder(status.Options{Now: s.now})}
 	o.control.Store(control.New(context.Background(), control.Options{Logger: s.log, Now: s.now}))
-	o.page = &status.Server{Name: "rls", Recorder: o.rec, Logger: s.log, Lookup: o.lookup, Enforce: o.enforce,
+	o.door = &status.Door{Recorder: o.rec, Control: o.control.Load, Checks: o.checksFor, Now: s.now,
+		Peek: func(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+			return s.store.Apply(ctx, req)
+		},
+		Shadow: func() bool { return s.shadow }}
+	o.page = &status.Server{Name: "rls", Recorder: o.rec, Logger: s.log, Lookup: o.door.Lookup, Enforce: o.door.Enforce,
 		Store: o.storeInfo}
 	return o
 }
@@ -66,8 +70,8 @@ func (s *Server) SetAdmin(token string, resetter ratelimit.Resetter, settings co
 		o.control.Store(control.New(context.Background(), control.Options{Settings: settings, Logger: s.log, Now: s.now}))
 		old.Close()
 	}
-	o.api.Store(&control.API{Control: o.control.Load(), Token: func() string { return token }, Targets: o.targets,
-		Rules: o.ruleKeys, Resetter: resetter, Logger: s.log, Actions: actions})
+	o.api.Store(&control.API{Control: o.control.Load(), Token: func() string { return token }, Targets: o.door.Targets,
+		Rules: o.door.RuleIDs, Resetter: resetter, Logger: s.log, Actions: actions, Events: s.events})
 }
 
 // SetFailurePolicy names, on the status page, what the server answers
@@ -110,49 +114,23 @@ func (o *ops) table() *ruleTable {
 			if r.Unlimited {
 				continue
 			}
-			infos = append(infos, ruleInfo(r, o.s.shadow))
+			infos = append(infos, status.Info(r, o.s.shadow))
 			rs = append(rs, r)
 		}
 	}
 	o.rec.SetRules(infos)
 	t := &ruleTable{set: set, rule: make(map[*rules.Rule]*status.Rule, len(rs))}
 	for _, r := range rs {
-		t.rule[r] = o.rec.Rule(r.Key)
+		t.rule[r] = o.rec.Rule(status.RuleID(r))
 	}
 	o.byRule.Store(t)
 	return t
 }
 
-func ruleInfo(r *rules.Rule, shadow bool) status.RuleInfo {
-	in := status.RuleInfo{ID: r.Key, Name: r.Key, Domain: r.Domain, Shadow: r.ShadowMode || shadow}
-	if r.HasName() {
-		in.Name = r.Name + " (" + r.Key + ")"
-	}
-	if r.Quota != nil {
-		in.Limit = strconv.FormatInt(r.Quota.Limit, 10) + "/" + r.Quota.Period
-		in.Algorithm, in.Quota = "quota", r.Quota.Limit
-		return in
-	}
-	in.Limit, in.Algorithm = r.Limit.String(), r.Algorithm.String()
-	q, w := r.Limit.Policy(r.Algorithm)
-	in.Quota, in.Window = q, int64(w/time.Second)
-	if r.QuotaMode {
-		in.Algorithm += " (quota_mode)"
-	}
-	return in
-}
-
 // adjust applies the admin API's override and percentage enforcement to a
 // limited check.
 func (o *ops) adjust(c *check) {
-	if c.rule == nil {
-		return
-	}
-	lim := c.limit
-	o.control.Load().Adjust(c.rule.Key, c.key, &lim, &c.shadow)
-	if c.rule.Quota == nil { // a calendar quota's window is not overridden
-		c.limit = lim
-	}
+	o.door.AdjustLimit(c.rule, c.key, &c.limit, &c.shadow)
 }
 
 // record counts a decided check.
@@ -195,24 +173,6 @@ func (o *ops) storeInfo() status.StoreInfo {
 	return si
 }
 
-func (o *ops) enforce(id string) float64 {
-	if p, ok := o.control.Load().Percent(id); ok {
-		return p
-	}
-	if rl := o.rec.Rule(id); rl != nil && rl.Info().Shadow {
-		return 0
-	}
-	return 100
-}
-
-func (o *ops) ruleKeys() []string {
-	var out []string
-	for _, rl := range o.rec.Rules() {
-		out = append(out, rl.Info().ID)
-	}
-	return out
-}
-
 // parseDescriptor reads an identity as the RLS takes it: a descriptor,
 // "[domain:] key=value, key2=value2", or a store key ("sl:…").
 func parseDescriptor(s string) (domain string, entries []rules.Entry, err error) {
@@ -244,9 +204,9 @@ func parseDescriptor(s string) (domain string, entries []rules.Entry, err error)
 	return domain, entries, nil
 }
 
-// checksFor resolves one descriptor in domain (every domain when "") and
-// returns its limited checks, adjusted.
-func (o *ops) checksFor(ident string) ([]check, error) {
+// checksFor resolves one descriptor in domain (every domain when "")
+// into checks; status.Door keeps the limited ones and adjusts them.
+func (o *ops) checksFor(_ context.Context, ident string) ([]rules.Check, error) {
 	domain, entries, err := parseDescriptor(ident)
 	if err != nil {
 		return nil, err
@@ -256,66 +216,12 @@ func (o *ops) checksFor(ident string) ([]check, error) {
 	if domain != "" {
 		doms = []string{domain}
 	}
-	var out []check
+	var out []rules.Check
 	for _, dom := range doms {
-		rs, err := set.Resolve(nil, rules.Input{Domain: dom, Descriptors: []rules.Descriptor{{Entries: entries}}, Now: o.s.now})
+		out, err = set.Resolve(out, rules.Input{Domain: dom, Descriptors: []rules.Descriptor{{Entries: entries}}, Now: o.s.now})
 		if err != nil {
 			return nil, err
 		}
-		for _, r := range rs {
-			if r.Kind != rules.Limited || r.Rule == nil {
-				continue
-			}
-			c := check{kind: kindLimited, rule: r.Rule, shadow: r.Shadow, quotaEnd: r.QuotaEnd, key: r.Request.Key, limit: r.Request.Limit, alg: r.Request.Algorithm}
-			o.adjust(&c)
-			out = append(out, c)
-		}
-	}
-	return out, nil
-}
-
-func (o *ops) lookup(ctx context.Context, ident string) ([]status.Peek, error) {
-	checks, err := o.checksFor(ident)
-	if err != nil {
-		return nil, err
-	}
-	var out []status.Peek
-	for i := range checks {
-		c := &checks[i]
-		q, w := c.limit.Normalize().Policy(c.alg)
-		p := status.Peek{Rule: c.rule.Key, Key: c.key, Limit: c.limit.String(), Quota: q, Window: int64(w / time.Second), Shadow: c.shadow || o.s.shadow}
-		if c.rule.Quota != nil {
-			p.Limit, p.Quota = strconv.FormatInt(c.rule.Quota.Limit, 10)+"/"+c.rule.Quota.Period, c.rule.Quota.Limit
-		}
-		if ov, ok := o.control.Load().Override(c.rule.Key, control.Who(c.key)); ok {
-			p.Override = ov.Limit.String() + " until " + ov.Until.UTC().Format(time.RFC3339)
-		}
-		d, err := o.s.store.Apply(ctx, ratelimit.Request{Key: c.key, Limit: c.limit, Algorithm: c.alg})
-		if err != nil {
-			p.Error = err.Error()
-		} else {
-			p.Remaining, p.ResetAfter = d.Remaining, d.ResetAfter.Seconds()
-			if !c.quotaEnd.IsZero() {
-				p.ResetAfter = c.quotaEnd.Sub(o.s.now()).Seconds()
-			}
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-func (o *ops) targets(_ context.Context, ident, rule string) ([]control.Target, error) {
-	checks, err := o.checksFor(ident)
-	if err != nil {
-		return nil, err
-	}
-	var out []control.Target
-	for i := range checks {
-		c := &checks[i]
-		if rule != "" && c.rule.Key != rule {
-			continue
-		}
-		out = append(out, control.Target{Rule: c.rule.Key, Key: c.key, Quota: c.rule.Quota != nil})
 	}
 	return out, nil
 }

@@ -257,83 +257,34 @@ func compositeKey(parentKey, key, value string) string {
 	return k
 }
 
+// descriptorFields are a descriptor's fields, as parsed.
+type descriptorFields struct {
+	keyNode, rlNode, quotaNode, childNode, shareNode *yaml.Node
+	key, value                                       string
+	shadow, detailed, v2m, share, quotaMode          bool
+	keyOK                                            bool
+	metadata                                         map[string]any
+}
+
 // descriptor parses one descriptor; it returns nil when it has no usable
 // key (the problem is reported).
 func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, depth int) *node {
-	var (
-		keyNode, rlNode, quotaNode, childNode, shareNode *yaml.Node
-		key, value                                       string
-		shadow, detailed, v2m, share, quotaMode          bool
-		keyOK                                            bool
-		metadata                                         map[string]any
-	)
-	p.Fields(n, path, map[string]func(k, v *yaml.Node){
-		"key":             func(k, v *yaml.Node) { keyNode = v; key, keyOK = p.text(v, yamlnode.Join(path, "key")) },
-		"value":           func(k, v *yaml.Node) { value, _ = p.text(v, yamlnode.Join(path, "value")) },
-		"rate_limit":      func(k, v *yaml.Node) { rlNode = nonNull(v) },
-		"descriptors":     func(k, v *yaml.Node) { childNode = v },
-		"shadow_mode":     func(k, v *yaml.Node) { shadow = p.boolean(v, yamlnode.Join(path, "shadow_mode")) },
-		"detailed_metric": func(k, v *yaml.Node) { detailed = p.boolean(v, yamlnode.Join(path, "detailed_metric")) },
-		"value_to_metric": func(k, v *yaml.Node) { v2m = p.boolean(v, yamlnode.Join(path, "value_to_metric")) },
-		"share_threshold": func(k, v *yaml.Node) { shareNode = v; share = p.boolean(v, yamlnode.Join(path, "share_threshold")) },
-		"quota_mode":      func(k, v *yaml.Node) { quotaMode = p.boolean(v, yamlnode.Join(path, "quota_mode")) },
-		"quota":           func(k, v *yaml.Node) { quotaNode = nonNull(v) },
-		"metadata":        func(k, v *yaml.Node) { metadata = p.metadata(v, yamlnode.Join(path, "metadata")) },
-	})
-	ok := true
-	switch {
-	case keyNode == nil:
-		p.Addf(n.Line, yamlnode.Join(path, "key"), "descriptor has no key")
-		ok = false
-	case !keyOK:
-		ok = false
-	case key == "":
-		p.Addf(keyNode.Line, yamlnode.Join(path, "key"), "descriptor has empty key")
-		ok = false
-	}
-	local := localKey(key, value)
+	f := p.descriptorFields(n, path)
+	ok := p.descriptorKey(n, path, f)
+	local := localKey(f.key, f.value)
 	wildcard := strings.Contains(local, "*")
-	if share && !wildcard {
-		p.Addf(shareNode.Line, yamlnode.Join(path, "share_threshold"), "share_threshold can only be used with wildcard values (containing '*'), but value is %q", value)
+	if f.share && !wildcard {
+		p.Addf(f.shareNode.Line, yamlnode.Join(path, "share_threshold"), "share_threshold can only be used with wildcard values (containing '*'), but value is %q", f.value)
 	}
-	fullKey := compositeKey(parentKey, key, value)
-	d := &node{key: key, value: value, local: local, wildcard: wildcard, line: n.Line}
+	fullKey := compositeKey(parentKey, f.key, f.value)
+	d := &node{key: f.key, value: f.value, local: local, wildcard: wildcard, line: n.Line}
 	if wildcard {
 		d.parts = strings.Split(local, "*")
 	}
-	st := append(slices.Clip(steps), step{key: key, value: value, local: local, parts: d.parts, wildcard: wildcard, shareThresh: share, valueToMetric: v2m})
-
-	if rlNode != nil && quotaNode != nil {
-		p.Addf(quotaNode.Line, yamlnode.Join(path, "quota"), "a descriptor has a rate_limit or a quota, not both: quotas are separate rules (give the quota its own descriptor)")
-	}
-	var r *Rule
-	switch {
-	case rlNode != nil:
-		r = p.rateLimit(rlNode, yamlnode.Join(path, "rate_limit"))
-	case quotaNode != nil:
-		r = p.quota(quotaNode, yamlnode.Join(path, "quota"))
-	}
-	if r != nil {
-		r.Domain = p.domain
-		r.Key = fullKey
-		if !r.explicitName {
-			r.Name = fullKey
-		}
-		r.ShadowMode = shadow
-		r.DetailedMetric = detailed
-		r.QuotaMode = quotaMode
-		r.Metadata = metadata
-		r.File = p.file
-		r.Line = n.Line
-		r.path = st
-		d.rule = r
-		if p.cfg != nil {
-			r.seq = len(p.cfg.rules)
-			p.cfg.rules = append(p.cfg.rules, r)
-		}
-	}
-	if childNode != nil {
-		children := p.descriptors(childNode, yamlnode.Join(path, "descriptors"), fullKey, st, depth+1)
+	st := append(slices.Clip(steps), step{key: f.key, value: f.value, local: local, parts: d.parts, wildcard: wildcard, shareThresh: f.share, valueToMetric: f.v2m})
+	d.rule = p.descriptorRule(n, path, f, fullKey, st)
+	if f.childNode != nil {
+		children := p.descriptors(f.childNode, yamlnode.Join(path, "descriptors"), fullKey, st, depth+1)
 		if len(children.all) > 0 {
 			d.children = children
 		}
@@ -342,6 +293,75 @@ func (p *parser) descriptor(n *yaml.Node, path, parentKey string, steps []step, 
 		return nil
 	}
 	return d
+}
+
+// descriptorFields parses the fields of the descriptor n.
+func (p *parser) descriptorFields(n *yaml.Node, path string) *descriptorFields {
+	f := &descriptorFields{}
+	p.Fields(n, path, map[string]func(k, v *yaml.Node){
+		"key":             func(k, v *yaml.Node) { f.keyNode = v; f.key, f.keyOK = p.text(v, yamlnode.Join(path, "key")) },
+		"value":           func(k, v *yaml.Node) { f.value, _ = p.text(v, yamlnode.Join(path, "value")) },
+		"rate_limit":      func(k, v *yaml.Node) { f.rlNode = nonNull(v) },
+		"descriptors":     func(k, v *yaml.Node) { f.childNode = v },
+		"shadow_mode":     func(k, v *yaml.Node) { f.shadow = p.boolean(v, yamlnode.Join(path, "shadow_mode")) },
+		"detailed_metric": func(k, v *yaml.Node) { f.detailed = p.boolean(v, yamlnode.Join(path, "detailed_metric")) },
+		"value_to_metric": func(k, v *yaml.Node) { f.v2m = p.boolean(v, yamlnode.Join(path, "value_to_metric")) },
+		"share_threshold": func(k, v *yaml.Node) { f.shareNode = v; f.share = p.boolean(v, yamlnode.Join(path, "share_threshold")) },
+		"quota_mode":      func(k, v *yaml.Node) { f.quotaMode = p.boolean(v, yamlnode.Join(path, "quota_mode")) },
+		"quota":           func(k, v *yaml.Node) { f.quotaNode = nonNull(v) },
+		"metadata":        func(k, v *yaml.Node) { f.metadata = p.metadata(v, yamlnode.Join(path, "metadata")) },
+	})
+	return f
+}
+
+// descriptorKey reports a descriptor without a usable key; false if so.
+func (p *parser) descriptorKey(n *yaml.Node, path string, f *descriptorFields) bool {
+	switch {
+	case f.keyNode == nil:
+		p.Addf(n.Line, yamlnode.Join(path, "key"), "descriptor has no key")
+		return false
+	case !f.keyOK:
+		return false
+	case f.key == "":
+		p.Addf(f.keyNode.Line, yamlnode.Join(path, "key"), "descriptor has empty key")
+		return false
+	}
+	return true
+}
+
+// descriptorRule parses the descriptor's rate_limit or quota into its
+// rule, the config's next; nil when it has neither (or it is refused).
+func (p *parser) descriptorRule(n *yaml.Node, path string, f *descriptorFields, fullKey string, st []step) *Rule {
+	if f.rlNode != nil && f.quotaNode != nil {
+		p.Addf(f.quotaNode.Line, yamlnode.Join(path, "quota"), "a descriptor has a rate_limit or a quota, not both: quotas are separate rules (give the quota its own descriptor)")
+	}
+	var r *Rule
+	switch {
+	case f.rlNode != nil:
+		r = p.rateLimit(f.rlNode, yamlnode.Join(path, "rate_limit"))
+	case f.quotaNode != nil:
+		r = p.quota(f.quotaNode, yamlnode.Join(path, "quota"))
+	}
+	if r == nil {
+		return nil
+	}
+	r.Domain = p.domain
+	r.Key = fullKey
+	if !r.explicitName {
+		r.Name = fullKey
+	}
+	r.ShadowMode = f.shadow
+	r.DetailedMetric = f.detailed
+	r.QuotaMode = f.quotaMode
+	r.Metadata = f.metadata
+	r.File = p.file
+	r.Line = n.Line
+	r.path = st
+	if p.cfg != nil {
+		r.seq = len(p.cfg.rules)
+		p.cfg.rules = append(p.cfg.rules, r)
+	}
+	return r
 }
 
 // metadata parses a descriptor's metadata: any mapping, which

@@ -233,6 +233,13 @@ func (r *Rule) AppendKey(dst []byte, entries []Entry) []byte {
 	return appendKey(dst, r.Algorithm, r.Limit.Period, time.Time{}, "", r, r.Domain, entries)
 }
 
+// RefundKey returns the key under which the refunds given back to key (a
+// key of AppendKey) are counted (httplimit.Middleware.RefundBudget):
+// "sl:refund:" and key. No rule's key starts so (theirs start with
+// "sl:<algorithm>:" or "sl:quota:"), so a refund count never shares a
+// rule's state.
+func RefundKey(key string) string { return "sl:refund:" + key }
+
 func appendKey(dst []byte, alg ratelimit.Algorithm, period time.Duration, quotaStart time.Time, quotaPeriod string, r *Rule, domain string, entries []Entry) []byte {
 	if quotaPeriod == "" && r != nil && r.keyPrefix != "" && r.Algorithm == alg && r.Limit.Period == period {
 		dst = append(dst, r.keyPrefix...) // computed once, when the rule was parsed

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/internal/algorithm/gcra"
+	"github.com/sluicehq/sluice/algorithm/gcra"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -96,7 +96,7 @@ func (o AIMDOptions) withDefaults() (AIMDOptions, error) {
 
 // AIMD runs one client whose rate is set by sluice's adaptive.AIMD against a
 // server whose capacity is hidden and changes by phase. The server is a
-// token bucket (internal/algorithm/gcra, the step memstore runs) of Limit per second
+// token bucket (algorithm/gcra, the step memstore runs) of Limit per second
 // with a burst of a tenth of a second's worth; it answers 429 without
 // Retry-After, so the client learns the limit only by crossing it. The
 // client sends at its controller's current rate, open loop, and feeds every

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/gcra"
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/gcra"
+	"github.com/sluicehq/sluice/algorithm/window"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -95,8 +95,8 @@ func (o BucketsOptions) withDefaults() (BucketsOptions, error) {
 // Buckets sends one bursty arrival trace (Poisson background traffic plus
 // Bursts, drawn from the PCG stream (Seed, 0)) through four limiters of
 // Rate per second: the token bucket and the leaky bucket queue
-// (internal/algorithm/gcra, Burst tokens or slots), the fixed window and the sliding
-// window counter (internal/algorithm/window, one-second windows). It reports what
+// (algorithm/gcra, Burst tokens or slots), the fixed window and the sliding
+// window counter (algorithm/window, one-second windows). It reports what
 // each admits, delays and rejects, and the most it lets through in any one
 // second: the shape each gives the same traffic.
 func Buckets(o BucketsOptions) (*BucketsResult, error) {

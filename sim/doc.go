@@ -1,6 +1,6 @@
 // Package sim runs deterministic discrete-event simulations of both sides
 // of HTTP 429 on sluice's own code: the backoff strategies, the limiter
-// steps of internal/algorithm/gcra, internal/algorithm/window and internal/algorithm/slidinglog, memstore
+// steps of algorithm/gcra, algorithm/window and algorithm/slidinglog, memstore
 // with the simulation's clock as its Now, and the adaptive controllers.
 // Nothing is re-implemented for the simulation, so what it shows is what
 // production code does.

@@ -496,92 +496,126 @@ func OverloadSummary(runs []*OverloadRun, bin, steadyAfter time.Duration) (*Over
 	if oracle == nil {
 		return nil, fmt.Errorf("sim: overload: no %s run", OracleName)
 	}
-	lats := func(r *OverloadRun, p OverloadPhase, from time.Duration) []float64 {
-		var v []float64
-		for b := int(from / bin); b < int(p.End/bin) && b < len(r.bins); b++ {
-			v = append(v, r.bins[b].lat...)
-		}
-		return v
-	}
 	res := &OverloadResult{Runs: runs, Bin: bin, Classes: oracle.classes}
 	for _, p := range oracle.phases {
 		if p.Name == "0.5x" {
-			res.NoLoadP99 = time.Duration(percentile(lats(oracle, p, p.Start), 0.99))
+			res.NoLoadP99 = time.Duration(percentile(oracle.latencies(p, p.Start, bin), 0.99))
 		}
 	}
 	if res.NoLoadP99 <= 0 {
 		return nil, fmt.Errorf("sim: overload: the oracle completed nothing at 0.5x")
 	}
-	noLoad := float64(res.NoLoadP99)
+	sum := overloadSummary{oracle: oracle, bin: bin, steadyAfter: steadyAfter, noLoad: float64(res.NoLoadP99), classes: len(res.Classes)}
 	for _, r := range runs {
 		for i, p := range r.phases {
-			if p.Name == "warmup" {
-				continue
+			if p.Name != "warmup" {
+				res.Rows = append(res.Rows, sum.row(r, i, p))
 			}
-			secs := (p.End - p.Start).Seconds()
-			row := OverloadRow{Limiter: r.Name, Phase: p.Name, CriticalSuccess: math.NaN(), SettleS: math.NaN()}
-			row.Goodput = float64(r.ph[i].good) / secs
-			row.GoodputRatio = math.NaN() // the oracle completed nothing in time: no reference
-			if oracle.ph[i].good > 0 {
-				row.GoodputRatio = float64(r.ph[i].good) / float64(oracle.ph[i].good)
-			}
-			p99 := percentile(lats(r, p, p.Start+steadyAfter), 0.99)
-			row.P99, row.P99Ratio = time.Duration(p99), p99/noLoad
-			if r.ph[i].arrivals > 0 {
-				row.FalseRejectRate = float64(r.ph[i].falseRejected) / float64(r.ph[i].arrivals)
-			}
-			if len(r.classes) > 0 && len(r.classes) == len(res.Classes) {
-				row.ClassSuccess = make([]float64, len(r.classes))
-				for k, ct := range r.cls[i] {
-					row.ClassSuccess[k] = math.NaN()
-					if ct.arrivals > 0 {
-						row.ClassSuccess[k] = float64(ct.good) / float64(ct.arrivals)
-					}
-				}
-				if r.classed {
-					row.CriticalSuccess = row.ClassSuccess[len(r.classes)-1]
-				}
-			}
-			first, last := int(p.Start/bin), min(int(p.End/bin), len(r.bins))
-			oracleGood := 0.0
-			for b := first; b < last; b++ {
-				oracleGood += float64(oracle.bins[b].good)
-			}
-			oracleGood /= float64(max(1, last-first))
-			// Settled from the first bin after which every bin's p99 is
-			// within 3x the no-load p99 and the goodput from there to the
-			// end is at least 90% of the oracle's (a limiter that refuses
-			// everything has a fine p99). Bins are short, so their
-			// goodput alone is too noisy to judge each on its own.
-			settled, good := last, 0
-			for b := last - 1; b >= first; b-- {
-				bb := r.bins[b]
-				if len(bb.lat) == 0 || percentile(bb.lat, 0.99) > 3*noLoad {
-					break
-				}
-				good += bb.good
-				if float64(good) >= 0.9*oracleGood*float64(last-b) {
-					settled = b
-				}
-			}
-			if settled < last {
-				row.SettleS = (time.Duration(settled-first) * bin).Seconds()
-			}
-			sum, n := 0.0, 0
-			for b := first; b < last; b++ {
-				if r.bins[b].sampled && r.bins[b].limit >= 0 {
-					sum += float64(r.bins[b].limit)
-					n++
-				}
-			}
-			row.MeanLimit = math.NaN()
-			if n > 0 {
-				row.MeanLimit = sum / float64(n)
-			}
-			res.Rows = append(res.Rows, row)
 		}
 	}
 	return res, nil
+}
+
+// overloadSummary is what every row of [OverloadSummary] is measured
+// against.
+type overloadSummary struct {
+	oracle           *OverloadRun
+	bin, steadyAfter time.Duration
+	noLoad           float64 // the oracle's p99 at 0.5x, ns
+	classes          int     // the oracle's priority classes
+}
+
+// row is r's row for its phase i, p.
+func (s overloadSummary) row(r *OverloadRun, i int, p OverloadPhase) OverloadRow {
+	secs := (p.End - p.Start).Seconds()
+	row := OverloadRow{Limiter: r.Name, Phase: p.Name, CriticalSuccess: math.NaN(), SettleS: math.NaN()}
+	row.Goodput = float64(r.ph[i].good) / secs
+	row.GoodputRatio = math.NaN() // the oracle completed nothing in time: no reference
+	if s.oracle.ph[i].good > 0 {
+		row.GoodputRatio = float64(r.ph[i].good) / float64(s.oracle.ph[i].good)
+	}
+	p99 := percentile(r.latencies(p, p.Start+s.steadyAfter, s.bin), 0.99)
+	row.P99, row.P99Ratio = time.Duration(p99), p99/s.noLoad
+	if r.ph[i].arrivals > 0 {
+		row.FalseRejectRate = float64(r.ph[i].falseRejected) / float64(r.ph[i].arrivals)
+	}
+	if len(r.classes) > 0 && len(r.classes) == s.classes {
+		row.ClassSuccess = r.classSuccess(i)
+		if r.classed {
+			row.CriticalSuccess = row.ClassSuccess[len(r.classes)-1]
+		}
+	}
+	first, last := int(p.Start/s.bin), min(int(p.End/s.bin), len(r.bins))
+	if settled := s.settled(r, first, last); settled < last {
+		row.SettleS = (time.Duration(settled-first) * s.bin).Seconds()
+	}
+	row.MeanLimit = r.meanLimit(first, last)
+	return row
+}
+
+// latencies are those of r's requests completed in phase p from from on,
+// ns.
+func (r *OverloadRun) latencies(p OverloadPhase, from, bin time.Duration) []float64 {
+	var v []float64
+	for b := int(from / bin); b < int(p.End/bin) && b < len(r.bins); b++ {
+		v = append(v, r.bins[b].lat...)
+	}
+	return v
+}
+
+// classSuccess is the share of each class's arrivals in phase i that
+// succeeded (NaN for a class without arrivals).
+func (r *OverloadRun) classSuccess(i int) []float64 {
+	v := make([]float64, len(r.classes))
+	for k, ct := range r.cls[i] {
+		v[k] = math.NaN()
+		if ct.arrivals > 0 {
+			v[k] = float64(ct.good) / float64(ct.arrivals)
+		}
+	}
+	return v
+}
+
+// settled is the bin of [first, last) from which r settled, last if it
+// did not: the first bin after which every bin's p99 is within 3x the
+// no-load p99 and the goodput from there to the end is at least 90% of
+// the oracle's (a limiter that refuses everything has a fine p99). Bins
+// are short, so their goodput alone is too noisy to judge each on its
+// own.
+func (s overloadSummary) settled(r *OverloadRun, first, last int) int {
+	oracleGood := 0.0
+	for b := first; b < last; b++ {
+		oracleGood += float64(s.oracle.bins[b].good)
+	}
+	oracleGood /= float64(max(1, last-first))
+	settled, good := last, 0
+	for b := last - 1; b >= first; b-- {
+		bb := r.bins[b]
+		if len(bb.lat) == 0 || percentile(bb.lat, 0.99) > 3*s.noLoad {
+			break
+		}
+		good += bb.good
+		if float64(good) >= 0.9*oracleGood*float64(last-b) {
+			settled = b
+		}
+	}
+	return settled
+}
+
+// meanLimit is the mean of the limits sampled in bins [first, last), NaN
+// if none was.
+func (r *OverloadRun) meanLimit(first, last int) float64 {
+	sum, n := 0.0, 0
+	for b := first; b < last; b++ {
+		if r.bins[b].sampled && r.bins[b].limit >= 0 {
+			sum += float64(r.bins[b].limit)
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
 }
 
 // orNil turns NaN into no value.

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/gcra"
+	"github.com/sluicehq/sluice/algorithm/gcra"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -168,7 +168,7 @@ type arrival struct {
 
 // Regions runs each scenario's traffic for Keys clients, each with a key of
 // its own, through the three designs (exact, per-region, home), every
-// decision made by internal/algorithm/gcra's token bucket step at the
+// decision made by algorithm/gcra's token bucket step at the
 // virtual instant the request reaches the state's region. Key k's arrivals,
 // regions and round trips are drawn from the PCG stream (Seed, scenario
 // index × Keys + k), so a key sees the same requests under every design.

@@ -77,16 +77,68 @@ func esc(s string) string { return html.EscapeString(s) }
 func num(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
 func (p Plot) draw(b *strings.Builder, top int) {
-	x0, x1 := float64(svgLeft), float64(svgWidth-svgRight)
-	y0, y1 := float64(top+svgTop), float64(top+svgPlotH-svgBottom) // y0 top, y1 bottom
+	a := p.area(top)
+	fmt.Fprintf(b, `<text x="%s" y="%s" font-size="15" font-weight="bold" text-anchor="middle">%s</text>`+"\n",
+		num((a.x0+a.x1)/2), num(a.y0-12), esc(p.Title))
+	a.drawGrid(b)
+	a.drawAxes(b, p.XLabel, p.YLabel)
+	colors := p.colors()
+	for i, s := range p.Series {
+		a.drawSeries(b, s, colors[i])
+	}
+	a.drawLegend(b, p.Series, colors)
+}
 
+// plotArea is where a plot draws, in SVG units, and the scales and
+// ticks of its axes.
+type plotArea struct {
+	x0, x1, y0, y1         float64 // y0 top, y1 bottom
+	xmin, xmax, ymin, ymax float64 // the values at the edges
+	xt, yt                 []float64
+	logY                   bool
+	lo, hi                 float64 // with logY: the exponents at the edges
+}
+
+// area lays out p's axes on the plot whose top edge is at top: x spans
+// the data, y the data and its outer ticks (on a linear axis, from zero).
+func (p Plot) area(top int) *plotArea {
+	a := &plotArea{
+		x0: float64(svgLeft), x1: float64(svgWidth - svgRight),
+		y0: float64(top + svgTop), y1: float64(top + svgPlotH - svgBottom),
+		logY: p.LogY,
+	}
+	a.xmin, a.xmax, a.ymin, a.ymax = p.dataRange()
+	a.xt = ticks(a.xmin, a.xmax, 8)
+	if p.LogY {
+		for v := a.ymin; v <= a.ymax; v++ {
+			a.yt = append(a.yt, v)
+		}
+	} else {
+		a.yt = ticks(a.ymin, a.ymax*1.05, 6)
+	}
+	// Extend y to the outer ticks, keep x to the data.
+	a.ymin, a.ymax = min(a.ymin, a.yt[0]), max(a.ymax, a.yt[len(a.yt)-1])
+	if p.LogY {
+		// The ticks are exponents: put the grid at 10^k and label it so.
+		a.lo, a.hi = a.ymin, a.ymax
+		for i, e := range a.yt {
+			a.yt[i] = math.Pow(10, e)
+		}
+		a.ymin, a.ymax = math.Pow(10, a.ymin), math.Pow(10, a.ymax)
+	}
+	return a
+}
+
+// dataRange is the range of p's points, on a log y axis in powers of ten
+// (whole exponents, the points at or below zero left out); never empty.
+func (p Plot) dataRange() (xmin, xmax, ymin, ymax float64) {
 	// fy maps a value to the y axis' scale: itself, or its log10.
 	fy := func(v float64) float64 { return v }
 	if p.LogY {
 		fy = math.Log10
 	}
-	xmin, xmax := math.Inf(1), math.Inf(-1)
-	ymin, ymax := 0.0, 0.0
+	xmin, xmax = math.Inf(1), math.Inf(-1)
+	ymin, ymax = 0.0, 0.0
 	if p.LogY {
 		ymin, ymax = math.Inf(1), math.Inf(-1)
 	}
@@ -114,66 +166,65 @@ func (p Plot) draw(b *strings.Builder, top int) {
 	if ymax == ymin {
 		ymax = ymin + 1
 	}
-	xt := ticks(xmin, xmax, 8)
-	var yt []float64
-	if p.LogY {
-		for v := ymin; v <= ymax; v++ {
-			yt = append(yt, v)
-		}
-	} else {
-		yt = ticks(ymin, ymax*1.05, 6)
-	}
-	// Extend y to the outer ticks, keep x to the data.
-	ymin, ymax = min(ymin, yt[0]), max(ymax, yt[len(yt)-1])
-	sx := func(v float64) float64 { return x0 + (v-xmin)/(xmax-xmin)*(x1-x0) }
-	sy := func(v float64) float64 { return y1 - (fy(v)-ymin)/(ymax-ymin)*(y1-y0) }
-	ylabel := func(v float64) string { return tickLabel(v, yt) }
-	if p.LogY {
-		// The ticks are exponents: put the grid at 10^k and label it so.
-		lo, hi := ymin, ymax // exponents
-		sy = func(v float64) float64 { return y1 - (math.Log10(v)-lo)/(hi-lo)*(y1-y0) }
-		for i, e := range yt {
-			yt[i] = math.Pow(10, e)
-		}
-		ylabel = func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-		ymin, ymax = math.Pow(10, ymin), math.Pow(10, ymax)
-	}
+	return xmin, xmax, ymin, ymax
+}
 
-	fmt.Fprintf(b, `<text x="%s" y="%s" font-size="15" font-weight="bold" text-anchor="middle">%s</text>`+"\n",
-		num((x0+x1)/2), num(y0-12), esc(p.Title))
-	// Grid and ticks.
+func (a *plotArea) sx(v float64) float64 { return a.x0 + (v-a.xmin)/(a.xmax-a.xmin)*(a.x1-a.x0) }
+
+func (a *plotArea) sy(v float64) float64 {
+	if a.logY {
+		return a.y1 - (math.Log10(v)-a.lo)/(a.hi-a.lo)*(a.y1-a.y0)
+	}
+	return a.y1 - (v-a.ymin)/(a.ymax-a.ymin)*(a.y1-a.y0)
+}
+
+func (a *plotArea) ylabel(v float64) string {
+	if a.logY {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return tickLabel(v, a.yt)
+}
+
+// drawGrid draws the grid lines and the ticks with their labels.
+func (a *plotArea) drawGrid(b *strings.Builder) {
 	b.WriteString(`<g font-size="12" fill="#333">` + "\n")
-	for _, v := range yt {
-		if v < ymin || v > ymax {
+	for _, v := range a.yt {
+		if v < a.ymin || v > a.ymax {
 			continue
 		}
-		y := sy(v)
-		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e3e3e3"/>`+"\n", num(x0), num(y), num(x1), num(y))
-		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end">%s</text>`+"\n", num(x0-6), num(y+4), ylabel(v))
-		if p.LogY && v*10 <= ymax {
+		y := a.sy(v)
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e3e3e3"/>`+"\n", num(a.x0), num(y), num(a.x1), num(y))
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end">%s</text>`+"\n", num(a.x0-6), num(y+4), a.ylabel(v))
+		if a.logY && v*10 <= a.ymax {
 			for _, m := range []float64{2, 5} {
-				y := sy(v * m)
-				fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#f0f0f0"/>`+"\n", num(x0), num(y), num(x1), num(y))
+				y := a.sy(v * m)
+				fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#f0f0f0"/>`+"\n", num(a.x0), num(y), num(a.x1), num(y))
 			}
 		}
 	}
-	for _, v := range xt {
-		if v < xmin || v > xmax {
+	for _, v := range a.xt {
+		if v < a.xmin || v > a.xmax {
 			continue
 		}
-		x := sx(v)
-		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e3e3e3"/>`+"\n", num(x), num(y0), num(x), num(y1))
-		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333"/>`+"\n", num(x), num(y1), num(x), num(y1+5))
-		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(x), num(y1+19), tickLabel(v, xt))
+		x := a.sx(v)
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e3e3e3"/>`+"\n", num(x), num(a.y0), num(x), num(a.y1))
+		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333"/>`+"\n", num(x), num(a.y1), num(x), num(a.y1+5))
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(x), num(a.y1+19), tickLabel(v, a.xt))
 	}
 	b.WriteString("</g>\n")
-	// Axes.
-	fmt.Fprintf(b, `<path d="M%s %sV%sH%s" fill="none" stroke="#333"/>`+"\n", num(x0), num(y0), num(y1), num(x1))
+}
+
+// drawAxes draws the axes and their labels.
+func (a *plotArea) drawAxes(b *strings.Builder, xlabel, ylabel string) {
+	fmt.Fprintf(b, `<path d="M%s %sV%sH%s" fill="none" stroke="#333"/>`+"\n", num(a.x0), num(a.y0), num(a.y1), num(a.x1))
 	fmt.Fprintf(b, `<text x="%s" y="%s" font-size="13" text-anchor="middle">%s</text>`+"\n",
-		num((x0+x1)/2), num(y1+40), esc(p.XLabel))
+		num((a.x0+a.x1)/2), num(a.y1+40), esc(xlabel))
 	fmt.Fprintf(b, `<text transform="translate(%s %s) rotate(-90)" font-size="13" text-anchor="middle">%s</text>`+"\n",
-		num(x0-56), num((y0+y1)/2), esc(p.YLabel))
-	// Series, then the legend.
+		num(a.x0-56), num((a.y0+a.y1)/2), esc(ylabel))
+}
+
+// colors are the series' colours: their own, else the palette's in turn.
+func (p Plot) colors() []string {
 	ci := 0
 	colors := make([]string, len(p.Series))
 	for i, s := range p.Series {
@@ -183,56 +234,58 @@ func (p Plot) draw(b *strings.Builder, top int) {
 			ci++
 		}
 		colors[i] = c
-		// Points a log axis cannot show are left out.
-		var pts [][2]float64
-		for j := range s.X {
-			if !p.LogY || s.Y[j] > 0 {
-				pts = append(pts, [2]float64{sx(s.X[j]), sy(s.Y[j])})
-			}
-		}
-		if len(pts) == 0 {
-			continue
-		}
-		if s.Dots {
-			for _, pt := range pts {
-				fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="2.5" fill="%s" fill-opacity="0.8"/>`+"\n", num(pt[0]), num(pt[1]), c)
-			}
-			continue
-		}
-		var d strings.Builder
-		for j, pt := range pts {
-			switch {
-			case j == 0:
-				fmt.Fprintf(&d, "M%s %s", num(pt[0]), num(pt[1]))
-			case s.Step:
-				fmt.Fprintf(&d, "H%sV%s", num(pt[0]), num(pt[1]))
-			default:
-				fmt.Fprintf(&d, "L%s %s", num(pt[0]), num(pt[1]))
-			}
-		}
-		dash := ""
-		if s.Dashed {
-			dash = ` stroke-dasharray="7 5"`
-		}
-		fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s/>`+"\n", d.String(), c, dash)
-		if len(pts) <= 30 && !s.Step && !s.Dashed {
-			for _, pt := range pts {
-				fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", num(pt[0]), num(pt[1]), c)
-			}
+	}
+	return colors
+}
+
+// drawSeries draws s in colour c: dots, or a line (with a dot at each
+// point when there are few).
+func (a *plotArea) drawSeries(b *strings.Builder, s Series, c string) {
+	// Points a log axis cannot show are left out.
+	var pts [][2]float64
+	for j := range s.X {
+		if !a.logY || s.Y[j] > 0 {
+			pts = append(pts, [2]float64{a.sx(s.X[j]), a.sy(s.Y[j])})
 		}
 	}
-	lx, ly := x1+18, y0+6
-	for i, s := range p.Series {
-		y := ly + float64(i)*22
-		dash := ""
-		if s.Dashed {
-			dash = ` stroke-dasharray="7 5"`
+	if len(pts) == 0 {
+		return
+	}
+	if s.Dots {
+		for _, pt := range pts {
+			fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="2.5" fill="%s" fill-opacity="0.8"/>`+"\n", num(pt[0]), num(pt[1]), c)
 		}
+		return
+	}
+	var d strings.Builder
+	for j, pt := range pts {
+		switch {
+		case j == 0:
+			fmt.Fprintf(&d, "M%s %s", num(pt[0]), num(pt[1]))
+		case s.Step:
+			fmt.Fprintf(&d, "H%sV%s", num(pt[0]), num(pt[1]))
+		default:
+			fmt.Fprintf(&d, "L%s %s", num(pt[0]), num(pt[1]))
+		}
+	}
+	fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s/>`+"\n", d.String(), c, s.dash())
+	if len(pts) <= 30 && !s.Step && !s.Dashed {
+		for _, pt := range pts {
+			fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", num(pt[0]), num(pt[1]), c)
+		}
+	}
+}
+
+// drawLegend draws each series' mark and name right of the plot.
+func (a *plotArea) drawLegend(b *strings.Builder, series []Series, colors []string) {
+	lx, ly := a.x1+18, a.y0+6
+	for i, s := range series {
+		y := ly + float64(i)*22
 		if s.Dots {
 			fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="4" fill="%s"/>`+"\n", num(lx+13), num(y), colors[i])
 		} else {
 			fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"%s/>`+"\n",
-				num(lx), num(y), num(lx+26), num(y), colors[i], dash)
+				num(lx), num(y), num(lx+26), num(y), colors[i], s.dash())
 		}
 		// About 7 px a character at 13 px: shrink names that would run off
 		// the drawing.
@@ -242,6 +295,14 @@ func (p Plot) draw(b *strings.Builder, top int) {
 		}
 		fmt.Fprintf(b, `<text x="%s" y="%s" font-size="%s">%s</text>`+"\n", num(lx+32), num(y+4), num(size), esc(s.Name))
 	}
+}
+
+// dash is the SVG attribute of a dashed series' stroke, else empty.
+func (s Series) dash() string {
+	if s.Dashed {
+		return ` stroke-dasharray="7 5"`
+	}
+	return ""
 }
 
 // ticks returns about n round tick values (1, 2 or 5 times a power of ten

@@ -5,8 +5,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/slidinglog"
-	"github.com/sluicehq/sluice/internal/algorithm/window"
+	"github.com/sluicehq/sluice/algorithm/slidinglog"
+	"github.com/sluicehq/sluice/algorithm/window"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -86,8 +86,8 @@ func (o WindowsOptions) withDefaults() (WindowsOptions, error) {
 	return o, nil
 }
 
-// Windows compares the sliding window counter (internal/algorithm/window) with the
-// exact sliding window log (internal/algorithm/slidinglog) on a long trace of many
+// Windows compares the sliding window counter (algorithm/window) with the
+// exact sliding window log (algorithm/slidinglog) on a long trace of many
 // Poisson sources, Cloudflare's accuracy study in miniature.
 //
 // As in Cloudflare's measurement, both count every request, admitted or
@@ -108,114 +108,169 @@ func Windows(o WindowsOptions) (*WindowsResult, error) {
 		return nil, err
 	}
 	s := New(o.Seed, 0)
-	type source struct {
-		load  float64
-		class int
-		log   []slidinglog.Entry
-		win   window.State
-		mean  time.Duration // between arrivals
-		// Each limiter on its own, counting what it admitted (as sluice's
-		// stores count), and the exact record of what the counter admitted.
-		ownLog  []slidinglog.Entry
-		ownWin  window.State
-		counted []slidinglog.Entry
+	srcs, sample := windowsSources(s, o)
+	w := newWindowsRun(s, o, srcs, sample)
+	for i, src := range srcs {
+		w.start(src, i == sample)
 	}
-	srcs := make([]*source, o.Sources)
-	sample := 0
+	s.Run()
+	return w.result(), nil
+}
+
+// windowsSource is one key of [Windows]' trace.
+type windowsSource struct {
+	load  float64
+	class int
+	log   []slidinglog.Entry
+	win   window.State
+	mean  time.Duration // between arrivals
+	// Each limiter on its own, counting what it admitted (as sluice's
+	// stores count), and the exact record of what the counter admitted.
+	ownLog  []slidinglog.Entry
+	ownWin  window.State
+	counted []slidinglog.Entry
+}
+
+// windowsSources draws the sources' loads, and picks the one whose load
+// is closest to 1 to sample.
+func windowsSources(s *Sim, o WindowsOptions) (srcs []*windowsSource, sample int) {
+	srcs = make([]*windowsSource, o.Sources)
 	for i := range srcs {
 		load := o.MinLoad * math.Pow(o.MaxLoad/o.MinLoad, s.Rand.Float64())
 		c := 0
 		for load > windowsLoads[c] {
 			c++
 		}
-		srcs[i] = &source{load: load, class: c,
+		srcs[i] = &windowsSource{load: load, class: c,
 			mean: time.Duration(float64(o.Limit.Period) / (load * float64(o.Limit.Rate)))}
 		if math.Abs(math.Log(load)) < math.Abs(math.Log(srcs[sample].load)) {
 			sample = i
 		}
 	}
-	res := &WindowsResult{Options: o, SampleLoad: srcs[sample].load}
-	rows := make([]WindowsRow, len(windowsLoads)+1)
-	gapSum := make([]float64, len(rows))
-	gapN := make([]int, len(rows))
-	for _, src := range srcs {
-		rows[src.class].Sources++
-	}
-	rows[len(rows)-1].Sources = len(srcs)
+	return srcs, sample
+}
 
-	logReq := ratelimit.Request{Limit: o.Limit, Algorithm: ratelimit.SlidingWindowLog, N: 1}
-	counterReq := ratelimit.Request{Limit: o.Limit, Algorithm: ratelimit.SlidingWindowCounter, N: 1}
+// windowsRun is one run of [Windows]: the requests it makes of the
+// algorithms, and the rows it fills.
+type windowsRun struct {
+	s      *Sim
+	o      WindowsOptions
+	res    *WindowsResult
+	rows   []WindowsRow // by load class, then "all"
+	gapSum []float64
+	gapN   []int
+
+	logReq, counterReq ratelimit.Request
 	// The meters count every request, admitted or not (Cloudflare's
 	// method): the same steps under a limit they cannot reach.
-	huge := ratelimit.Limit{Rate: min(int64(o.Limit.Period), 1<<40), Period: o.Limit.Period} // one a nanosecond: never reached
-	countLog := ratelimit.Request{Limit: huge, Algorithm: ratelimit.SlidingWindowLog, N: 1}
-	countWin := ratelimit.Request{Limit: huge, Algorithm: ratelimit.SlidingWindowCounter, N: 1}
-	countPeek := ratelimit.Request{Limit: huge, Algorithm: ratelimit.SlidingWindowLog}
+	huge                          ratelimit.Limit
+	countLog, countWin, countPeek ratelimit.Request
+}
 
-	for i, src := range srcs {
-		var arrive func()
-		arrive = func() {
-			now := s.Time().UnixNano()
-			// The rate each sees before this request: the exact count of
-			// the last window, and the counter's estimate.
-			var p ratelimit.Decision
-			src.log, p = slidinglog.Step(src.log, now, countPeek)
-			exact := float64(huge.Rate - p.Remaining)
-			// The decisions both limiters make on the same history.
-			var d ratelimit.Decision
-			src.log, d = slidinglog.Step(src.log, now, logReq)
-			if !d.Allowed {
-				src.log, _ = slidinglog.Step(src.log, now, countLog)
-			}
-			_, approx := window.Sliding(src.win, now, counterReq)
-			est := slidingEstimate(src.win, now, o.Limit.Period)
-			src.win, _ = window.Sliding(src.win, now, countWin)
-			for _, r := range []int{src.class, len(rows) - 1} {
-				rows[r].Requests++
-				switch {
-				case approx.Allowed && !d.Allowed:
-					rows[r].WronglyAllowed++
-				case !approx.Allowed && d.Allowed:
-					rows[r].WronglyDenied++
-				}
-				if exact > 0 {
-					gapSum[r] += math.Abs(est-exact) / exact
-					gapN[r]++
-				}
-			}
-			// The two as limiters, each on its own history.
-			var own ratelimit.Decision
-			src.ownLog, own = slidinglog.Step(src.ownLog, now, logReq)
-			ownLogOK := own.Allowed
-			src.ownWin, own = window.Sliding(src.ownWin, now, counterReq)
-			peak := 0
-			if own.Allowed {
-				src.counted, p = slidinglog.Step(src.counted, now, countLog)
-				peak = int(huge.Rate - p.Remaining)
-			}
-			for _, r := range []int{src.class, len(rows) - 1} {
-				if ownLogOK {
-					rows[r].LogAdmitted++
-				}
-				if own.Allowed {
-					rows[r].CounterAdmitted++
-				}
-				rows[r].CounterPeak = max(rows[r].CounterPeak, peak)
-			}
-			if i == sample && s.Now() < 10*time.Minute {
-				res.SampleAt = append(res.SampleAt, s.Now().Seconds())
-				res.SampleExact = append(res.SampleExact, exact)
-				res.SampleEst = append(res.SampleEst, est)
-			}
-			if next := s.Now() + s.Exp(src.mean); next < o.Duration {
-				s.At(next, arrive)
-			}
-		}
-		if first := s.Exp(src.mean); first < o.Duration {
-			s.At(first, arrive)
+func newWindowsRun(s *Sim, o WindowsOptions, srcs []*windowsSource, sample int) *windowsRun {
+	w := &windowsRun{s: s, o: o, res: &WindowsResult{Options: o, SampleLoad: srcs[sample].load}}
+	w.rows = make([]WindowsRow, len(windowsLoads)+1)
+	w.gapSum = make([]float64, len(w.rows))
+	w.gapN = make([]int, len(w.rows))
+	for _, src := range srcs {
+		w.rows[src.class].Sources++
+	}
+	w.rows[len(w.rows)-1].Sources = len(srcs)
+
+	w.logReq = ratelimit.Request{Limit: o.Limit, Algorithm: ratelimit.SlidingWindowLog, N: 1}
+	w.counterReq = ratelimit.Request{Limit: o.Limit, Algorithm: ratelimit.SlidingWindowCounter, N: 1}
+	w.huge = ratelimit.Limit{Rate: min(int64(o.Limit.Period), 1<<40), Period: o.Limit.Period} // one a nanosecond: never reached
+	w.countLog = ratelimit.Request{Limit: w.huge, Algorithm: ratelimit.SlidingWindowLog, N: 1}
+	w.countWin = ratelimit.Request{Limit: w.huge, Algorithm: ratelimit.SlidingWindowCounter, N: 1}
+	w.countPeek = ratelimit.Request{Limit: w.huge, Algorithm: ratelimit.SlidingWindowLog}
+	return w
+}
+
+// start schedules src's Poisson arrivals until the trace's end.
+func (w *windowsRun) start(src *windowsSource, sampled bool) {
+	var arrive func()
+	arrive = func() {
+		w.arrive(src, sampled)
+		if next := w.s.Now() + w.s.Exp(src.mean); next < w.o.Duration {
+			w.s.At(next, arrive)
 		}
 	}
-	s.Run()
+	if first := w.s.Exp(src.mean); first < w.o.Duration {
+		w.s.At(first, arrive)
+	}
+}
+
+// arrive is one request of src, now.
+func (w *windowsRun) arrive(src *windowsSource, sampled bool) {
+	now := w.s.Time().UnixNano()
+	exact, est := w.compare(src, now)
+	w.limit(src, now)
+	if sampled && w.s.Now() < 10*time.Minute {
+		w.res.SampleAt = append(w.res.SampleAt, w.s.Now().Seconds())
+		w.res.SampleExact = append(w.res.SampleExact, exact)
+		w.res.SampleEst = append(w.res.SampleEst, est)
+	}
+}
+
+// compare decides the request with both algorithms on the same history
+// (every request counted) and records where they differ; it returns the
+// exact count of the last window and the counter's estimate, both before
+// the request.
+func (w *windowsRun) compare(src *windowsSource, now int64) (exact, est float64) {
+	var p ratelimit.Decision
+	src.log, p = slidinglog.Step(src.log, now, w.countPeek)
+	exact = float64(w.huge.Rate - p.Remaining)
+	// The decisions both limiters make on the same history.
+	var d ratelimit.Decision
+	src.log, d = slidinglog.Step(src.log, now, w.logReq)
+	if !d.Allowed {
+		src.log, _ = slidinglog.Step(src.log, now, w.countLog)
+	}
+	_, approx := window.Sliding(src.win, now, w.counterReq)
+	est = slidingEstimate(src.win, now, w.o.Limit.Period)
+	src.win, _ = window.Sliding(src.win, now, w.countWin)
+	for _, r := range []int{src.class, len(w.rows) - 1} {
+		w.rows[r].Requests++
+		switch {
+		case approx.Allowed && !d.Allowed:
+			w.rows[r].WronglyAllowed++
+		case !approx.Allowed && d.Allowed:
+			w.rows[r].WronglyDenied++
+		}
+		if exact > 0 {
+			w.gapSum[r] += math.Abs(est-exact) / exact
+			w.gapN[r]++
+		}
+	}
+	return exact, est
+}
+
+// limit runs the request through the two as limiters, each on its own
+// history, and records what each admitted.
+func (w *windowsRun) limit(src *windowsSource, now int64) {
+	var own, p ratelimit.Decision
+	src.ownLog, own = slidinglog.Step(src.ownLog, now, w.logReq)
+	ownLogOK := own.Allowed
+	src.ownWin, own = window.Sliding(src.ownWin, now, w.counterReq)
+	peak := 0
+	if own.Allowed {
+		src.counted, p = slidinglog.Step(src.counted, now, w.countLog)
+		peak = int(w.huge.Rate - p.Remaining)
+	}
+	for _, r := range []int{src.class, len(w.rows) - 1} {
+		if ownLogOK {
+			w.rows[r].LogAdmitted++
+		}
+		if own.Allowed {
+			w.rows[r].CounterAdmitted++
+		}
+		w.rows[r].CounterPeak = max(w.rows[r].CounterPeak, peak)
+	}
+}
+
+// result names the rows and averages their gaps.
+func (w *windowsRun) result() *WindowsResult {
+	rows := w.rows
 	lo := 0.0
 	for i := range rows {
 		switch {
@@ -227,12 +282,12 @@ func Windows(o WindowsOptions) (*WindowsResult, error) {
 			rows[i].Class = fmt.Sprintf("%g-%g", lo, windowsLoads[i])
 			lo = windowsLoads[i]
 		}
-		if gapN[i] > 0 {
-			rows[i].Gap = gapSum[i] / float64(gapN[i])
+		if w.gapN[i] > 0 {
+			rows[i].Gap = w.gapSum[i] / float64(w.gapN[i])
 		}
 	}
-	res.Rows = rows
-	return res, nil
+	w.res.Rows = rows
+	return w.res
 }
 
 // slidingEstimate is the sliding window counter's estimate of the events in

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/algorithm/gcra"
+	"github.com/sluicehq/sluice/algorithm/gcra"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 

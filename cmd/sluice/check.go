@@ -242,35 +242,63 @@ func fileKind(data []byte) (kind, why string) {
 // the config's file and line.
 func checkGateway(filename string, data []byte) (warnings []string, err error) {
 	cfg, perr := gateway.Parse(filename, data)
-	var errs rules.Errors
+	c := &gatewayCheck{filename: filename}
 	if perr != nil {
 		var pe *rules.Errors
 		if !errors.As(perr, &pe) {
 			return nil, perr
 		}
-		errs = append(errs, *pe...)
+		c.errs = append(c.errs, *pe...)
 	}
-	var root *yaml.Node
 	var doc yaml.Node
 	if yaml.Unmarshal(data, &doc) == nil && len(doc.Content) > 0 && doc.Content[0].Kind == yaml.MappingNode {
-		root = doc.Content[0]
+		c.root = doc.Content[0]
 	}
-	bad := func(n *yaml.Node, path, format string, a ...any) {
-		errs = append(errs, rules.Problem{File: filename, Line: n.Line, Path: path, Msg: fmt.Sprintf(format, a...)})
+	c.addrs()
+	filesOK := c.files(cfg)
+	if cfg != nil && filesOK && len(c.errs) == 0 {
+		c.resolver(cfg)
 	}
-	// Addresses: net.Listen would refuse these when serve starts.
+	if len(c.errs) > 0 {
+		errs := c.errs
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+		return nil, &errs
+	}
+	return c.warnings(cfg), nil
+}
+
+// gatewayCheck collects the problems checkGateway finds in the config
+// filename, whose YAML tree is root (nil when it is not a mapping).
+type gatewayCheck struct {
+	filename string
+	root     *yaml.Node
+	errs     rules.Errors
+}
+
+func (c *gatewayCheck) bad(n *yaml.Node, path, format string, a ...any) {
+	c.errs = append(c.errs, rules.Problem{File: c.filename, Line: n.Line, Path: path, Msg: fmt.Sprintf(format, a...)})
+}
+
+// addrs checks the listen addresses: net.Listen would refuse these when
+// serve starts.
+func (c *gatewayCheck) addrs() {
 	for _, key := range []string{"listen", "admin_listen"} {
-		if n := yamlAt(root, key); n != nil && n.Kind == yaml.ScalarNode {
+		if n := yamlAt(c.root, key); n != nil && n.Kind == yaml.ScalarNode {
 			if err := checkAddr(n.Value); err != nil {
-				bad(n, key, "%v", err)
+				c.bad(n, key, "%v", err)
 			}
 		}
 	}
-	// Files: each must be readable, whatever else is wrong.
-	filesOK := true
-	dir := filepath.Dir(filename)
+}
+
+// files checks that each file the config names is readable, whatever
+// else is wrong (and, when the config did not parse, that the API key
+// file does); false if one is not.
+func (c *gatewayCheck) files(cfg *gateway.Config) bool {
+	ok := true
+	dir := filepath.Dir(c.filename)
 	for _, path := range [][]string{{"identity", "api_keys_file"}, {"identity", "jwt", "key_file"}} {
-		n := yamlAt(root, path...)
+		n := yamlAt(c.root, path...)
 		if n == nil || n.Kind != yaml.ScalarNode || n.Value == "" {
 			continue
 		}
@@ -283,48 +311,54 @@ func checkGateway(filename string, data []byte) (warnings []string, err error) {
 			_, err = identity.ParseKeyFile(name, keys) // else Resolver parses it below
 		}
 		if err != nil {
-			filesOK = false
+			ok = false
 			for _, l := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
-				bad(n, strings.Join(path, "."), "%s", l)
+				c.bad(n, strings.Join(path, "."), "%s", l)
 			}
 		}
 	}
-	if cfg != nil && filesOK && len(errs) == 0 {
-		if _, err := gateway.Resolver(cfg); err != nil {
-			// "gateway: FILE: identity.x: message": put it at its line.
-			msg := strings.TrimPrefix(err.Error(), "gateway: "+cfg.File+": ")
-			path, rest, ok := strings.Cut(msg, ": ")
-			if !ok {
-				path, rest = "identity", msg
-			}
-			n := yamlAt(root, strings.Split(path, ".")...)
-			if n == nil {
-				n = yamlAt(root, "identity")
-			}
-			line := 0
-			if n != nil {
-				line = n.Line
-			}
-			for _, l := range strings.Split(strings.TrimRight(rest, "\n"), "\n") {
-				errs = append(errs, rules.Problem{File: filename, Line: line, Path: path, Msg: l})
-			}
-		}
+	return ok
+}
+
+// resolver builds the config's identity resolver as serve would, and
+// reports its error at the line of the setting it names.
+func (c *gatewayCheck) resolver(cfg *gateway.Config) {
+	_, err := gateway.Resolver(cfg)
+	if err == nil {
+		return
 	}
-	if len(errs) > 0 {
-		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
-		return nil, &errs
+	// "gateway: FILE: identity.x: message": put it at its line.
+	msg := strings.TrimPrefix(err.Error(), "gateway: "+cfg.File+": ")
+	path, rest, ok := strings.Cut(msg, ": ")
+	if !ok {
+		path, rest = "identity", msg
 	}
-	warnings = cfg.Warnings
-	// serve starts without a snapshot directory but cannot save the
-	// counters into it when it stops.
-	if n := yamlAt(root, "snapshot", "file"); n != nil && cfg.SnapshotFile != "" {
+	n := yamlAt(c.root, strings.Split(path, ".")...)
+	if n == nil {
+		n = yamlAt(c.root, "identity")
+	}
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	for _, l := range strings.Split(strings.TrimRight(rest, "\n"), "\n") {
+		c.errs = append(c.errs, rules.Problem{File: c.filename, Line: line, Path: path, Msg: l})
+	}
+}
+
+// warnings are the config's own, and a snapshot directory that does not
+// exist: serve starts without it but cannot save the counters into it
+// when it stops.
+func (c *gatewayCheck) warnings(cfg *gateway.Config) []string {
+	warnings := cfg.Warnings
+	if n := yamlAt(c.root, "snapshot", "file"); n != nil && cfg.SnapshotFile != "" {
 		d := filepath.Dir(cfg.SnapshotFile)
 		if st, err := os.Stat(d); err != nil || !st.IsDir() {
-			warnings = append(warnings, rules.Problem{File: filename, Line: n.Line, Path: "snapshot.file",
+			warnings = append(warnings, rules.Problem{File: c.filename, Line: n.Line, Path: "snapshot.file",
 				Msg: fmt.Sprintf("warning: directory %s does not exist: the counters cannot be saved there when serve stops", d)}.Error())
 		}
 	}
-	return warnings, nil
+	return warnings
 }
 
 // checkAddr checks a listen address as net.Listen("tcp", addr) would.

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/sluicehq/sluice/internal/config/didyoumean"
+	"github.com/sluicehq/sluice/internal/server/control"
 )
 
 // Every flag of every command also reads an environment variable: the
@@ -17,14 +21,29 @@ import (
 // the variable over the default. An empty variable is as if unset. A value
 // the flag refuses is a usage error naming the variable.
 //
+// A SLUICE_* variable that is none of the command's (nor one it reads
+// apart from its flags: otherEnv) stops it with a did-you-mean: a typo
+// would otherwise leave its flag on the default (sluice rls listening on
+// every interface).
+//
 // A command may also read another program's variables (sluice rls reads
 // envoyproxy/ratelimit's: rls_env.go); they come after SLUICE_*.
 
 // envPrefix starts the name of every flag's variable.
 const envPrefix = "SLUICE_"
 
-// lookupEnv reads the environment (os.LookupEnv).
-var lookupEnv = os.LookupEnv
+// lookupEnv reads the environment (os.LookupEnv); environ lists it.
+var (
+	lookupEnv = os.LookupEnv
+	environ   = os.Environ
+)
+
+// otherEnv are the SLUICE_* variables a command reads that are no flag's,
+// by flag set name.
+var otherEnv = map[string][]string{
+	"sluice serve": {control.TokenEnv},
+	"sluice rls":   {control.TokenEnv},
+}
 
 // envVar is the variable of the flag named name.
 func envVar(name string) string {
@@ -104,6 +123,7 @@ func applyEnv(fs *flag.FlagSet) error {
 		}
 		given[f.Name] = true
 	})
+	errs = append(errs, unknownEnv(fs)...)
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -128,6 +148,30 @@ func applyEnv(fs *flag.FlagSet) error {
 	}
 	addEnvNotes(fs, notes)
 	return nil
+}
+
+// unknownEnv refuses every set SLUICE_* variable that is not fs's, with
+// the closest of fs's as a did-you-mean. Values are never printed.
+func unknownEnv(fs *flag.FlagSet) []error {
+	names := otherEnv[fs.Name()]
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, envVar(f.Name)) })
+	var unknown []string
+	for _, kv := range environ() {
+		name, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, envPrefix) && v != "" && !slices.Contains(names, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	var errs []error
+	for _, name := range unknown {
+		msg := name + ": " + fs.Name() + " reads no such variable"
+		if c := didyoumean.Closest(name, names); c != "" {
+			msg += "; did you mean " + c + "?"
+		}
+		errs = append(errs, errors.New(msg))
+	}
+	return errs
 }
 
 // badEnv says that variable name's value v does not suit --flagName.

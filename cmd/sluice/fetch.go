@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -132,15 +133,44 @@ func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 		fs.PrintDefaults()
 	}
 	c := &fetchConfig{header: http.Header{}, refusedDelay: fetchRefusedDelay}
-	input := fs.String("i", "", "read URLs from `FILE`, one per line (# comments; - for stdin)")
+	text := c.define(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	var err error
+	if c.urls, err = fetchURLs(fs.Args(), *text.input); err != nil {
+		return nil, err
+	}
+	if err := c.checkBounds(*text.base); err != nil {
+		return nil, err
+	}
+	if err := c.resolve(text); err != nil {
+		return nil, err
+	}
+	c.backoff, err = fetchBackoff(*text.strategy, *text.base, c.maxDelay)
+	return c, err
+}
+
+// fetchFlagText holds the flags that are parsed into fetchConfig once the
+// command line has been read.
+type fetchFlagText struct {
+	input, strategy, adaptConc, budget *string
+	base                               *time.Duration
+}
+
+// define declares sluice fetch's flags on fs, into c or, for those parsed
+// afterwards, into the returned fetchFlagText.
+func (c *fetchConfig) define(fs *flag.FlagSet) fetchFlagText {
+	var text fetchFlagText
+	text.input = fs.String("i", "", "read URLs from `FILE`, one per line (# comments; - for stdin)")
 	fs.Float64Var(&c.rate, "rate", 0, "requests per second per host (0: adaptive, found by AIMD)")
 	fs.IntVar(&c.burst, "burst", 0, "most requests a host's bucket starts at once (0: 20 ms worth at the current rate)")
 	fs.IntVar(&c.conc, "concurrency", 4, "most requests in flight per host")
 	fs.BoolVar(&c.adapt, "adaptive", false, "adapt each host's rate with AIMD (the default without --rate; with --rate, start there)")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 7, "most attempts per URL, the first included")
 	fs.DurationVar(&c.maxDelay, "max-delay", 60*time.Second, "longest single wait; a longer Retry-After fails the URL at once")
-	strategy := fs.String("backoff", "equal", "backoff: equal, full, decorrelated, exponential or multiplicative")
-	base := fs.Duration("base-delay", 500*time.Millisecond, "backoff base delay")
+	text.strategy = fs.String("backoff", "equal", "backoff: equal, full, decorrelated, exponential or multiplicative")
+	text.base = fs.Duration("base-delay", 500*time.Millisecond, "backoff base delay")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "per-attempt timeout (0: none)")
 	fs.StringVar(&c.outDir, "o", "", "save bodies under `DIR` (DIR/host/path); default: discard")
 	fs.BoolVar(&c.json, "json", false, "print the summary as one JSON object")
@@ -149,16 +179,19 @@ func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 	fs.Var(fetchHeaders{c.header}, "header", "same as -H")
 	fs.StringVar(&c.userAgent, "A", fetchUserAgent(), "the User-Agent `string`")
 	fs.StringVar(&c.userAgent, "user-agent", fetchUserAgent(), "same as -A")
-	adaptConc := fs.String("adaptive-concurrency", "off", "make each host's cap on requests in flight adaptive, following the latency of its answers: off (--concurrency, fixed), gradient or vegas (at most --concurrency)")
-	budget := fs.String("budget", "pace", "what to do with the budget a server announces (RateLimit, X-RateLimit-*): pace (spread what remains until the reset) or spend (send it at once, then wait for the reset); neither sends more than remains")
+	text.adaptConc = fs.String("adaptive-concurrency", "off", "make each host's cap on requests in flight adaptive, following the latency of its answers: off (--concurrency, fixed), gradient or vegas (at most --concurrency)")
+	text.budget = fs.String("budget", "pace", "what to do with the budget a server announces (RateLimit, X-RateLimit-*): pace (spread what remains until the reset) or spend (send it at once, then wait for the reset); neither sends more than remains")
 	fs.BoolVar(&c.robots, "robots", true, "obey robots.txt for the -A user agent (--robots=false to ignore it)")
 	fs.BoolVar(&c.domain, "by-domain", false, "limit per registrable domain (www.example.com and img.example.com together) instead of per host")
-	if err := parseFlags(fs, args); err != nil {
-		return nil, err
-	}
-	urls := fs.Args()
-	if *input != "" {
-		more, err := fetchReadURLs(*input)
+	return text
+}
+
+// fetchURLs are the URLs given as arguments, then those of the file
+// input (none if empty), checked.
+func fetchURLs(args []string, input string) ([]*url.URL, error) {
+	urls := args
+	if input != "" {
+		more, err := fetchReadURLs(input)
 		if err != nil {
 			return nil, err
 		}
@@ -167,47 +200,56 @@ func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("%w: no URLs (give them as arguments or with -i FILE)", errUsage)
 	}
-	c.urls = make([]*url.URL, len(urls))
+	out := make([]*url.URL, len(urls))
 	for i, s := range urls {
 		u, err := url.Parse(s)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("%w: not an http(s) URL: %q (give the scheme: http://%s)", errUsage, s, strings.TrimPrefix(s, "//"))
 		}
-		c.urls[i] = u
+		out[i] = u
 	}
+	return out, nil
+}
+
+// checkBounds refuses the numeric flags out of their range; base is
+// --base-delay.
+func (c *fetchConfig) checkBounds(base time.Duration) error {
 	switch {
 	case c.rate < 0 || c.rate != c.rate:
-		return nil, fmt.Errorf("%w: --rate %v: want 0 (adaptive) or more", errUsage, c.rate)
+		return fmt.Errorf("%w: --rate %v: want 0 (adaptive) or more", errUsage, c.rate)
 	case c.burst < 0:
-		return nil, fmt.Errorf("%w: --burst %d is negative", errUsage, c.burst)
+		return fmt.Errorf("%w: --burst %d is negative", errUsage, c.burst)
 	case c.conc < 1:
-		return nil, fmt.Errorf("%w: --concurrency %d: want at least 1", errUsage, c.conc)
+		return fmt.Errorf("%w: --concurrency %d: want at least 1", errUsage, c.conc)
 	case c.maxAttempts < 1:
-		return nil, fmt.Errorf("%w: --max-attempts %d: want at least 1", errUsage, c.maxAttempts)
+		return fmt.Errorf("%w: --max-attempts %d: want at least 1", errUsage, c.maxAttempts)
 	case c.maxDelay <= 0:
-		return nil, fmt.Errorf("%w: --max-delay %v: want a positive duration", errUsage, c.maxDelay)
-	case *base <= 0:
-		return nil, fmt.Errorf("%w: --base-delay %v: want a positive duration", errUsage, *base)
+		return fmt.Errorf("%w: --max-delay %v: want a positive duration", errUsage, c.maxDelay)
+	case base <= 0:
+		return fmt.Errorf("%w: --base-delay %v: want a positive duration", errUsage, base)
 	case c.timeout < 0:
-		return nil, fmt.Errorf("%w: --timeout %v is negative (0: none)", errUsage, c.timeout)
+		return fmt.Errorf("%w: --timeout %v is negative (0: none)", errUsage, c.timeout)
 	}
-	switch *adaptConc {
+	return nil
+}
+
+// resolve parses --adaptive-concurrency and --budget into c.
+func (c *fetchConfig) resolve(text fetchFlagText) error {
+	switch *text.adaptConc {
 	case "off", "gradient", "vegas":
-		c.adaptConc = *adaptConc
+		c.adaptConc = *text.adaptConc
 	default:
-		return nil, fmt.Errorf("%w: --adaptive-concurrency %q: want off, gradient or vegas", errUsage, *adaptConc)
+		return fmt.Errorf("%w: --adaptive-concurrency %q: want off, gradient or vegas", errUsage, *text.adaptConc)
 	}
-	switch *budget {
+	switch *text.budget {
 	case "pace":
 		c.budgetMode = hostlimit.BudgetPace
 	case "spend":
 		c.budgetMode = hostlimit.BudgetSpend
 	default:
-		return nil, fmt.Errorf("%w: --budget %q: want pace or spend", errUsage, *budget)
+		return fmt.Errorf("%w: --budget %q: want pace or spend", errUsage, *text.budget)
 	}
-	var err error
-	c.backoff, err = fetchBackoff(*strategy, *base, c.maxDelay)
-	return c, err
+	return nil
 }
 
 func (c *fetchConfig) clientOptions(st *fetchStats) httpclient.Options {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,14 +17,15 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/internal/server/admin"
-	"github.com/sluicehq/sluice/internal/server/storeurl"
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // rlsGCPercent is --gc-percent's default: under bench/rls's load it cut
@@ -84,7 +86,7 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := store.Register(srv.Registry()); err != nil {
 		return err
 	}
-	if err := registerRuntimeMetrics(srv.Registry()); err != nil {
+	if err := admin.RegisterRuntime(srv.Registry()); err != nil {
 		return err
 	}
 	if err := setRLSAdmin(srv, store, f.adminTokenFile, f.onError); err != nil {
@@ -141,38 +143,7 @@ type rlsFlags struct {
 func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	fs := newFlagSet("rls", rlsSynopsis, stderr)
 	f := &rlsFlags{}
-	fs.StringVar(&f.configDir, "config-dir", "", "`DIR`ectory of envoyproxy/ratelimit YAML files (every *.yaml and *.yml), reloaded when they change")
-	fs.StringVar(&f.grpcListen, "grpc-listen", ":8081", "gRPC `ADDR`ess (envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health)")
-	fs.StringVar(&f.httpListen, "http-listen", ":8080", "HTTP `ADDR`ess (POST /json, /healthcheck, /readyz, /metrics); empty disables it")
-	fs.StringVar(&f.store, "store", storeurl.Memory, "where counters live: memory, or a redis://, rediss://, unix:// or redis-cluster://host:port,host:port `URL`; with Redis down at start, the server starts and --on-store-error answers until it is back")
-	fs.IntVar(&f.maxKeys, "max-keys", memstore.DefaultMaxKeys, "with the memory store, the most keys held: past it, keys back to full are dropped first and keys holding a denial or a used quota never, a new key being refused (--on-store-error) instead")
-	fs.DurationVar(&f.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "bound on each Redis call, from when it is queued; past it the call fails and --on-store-error applies (envoyproxy/ratelimit's REDIS_TIMEOUT is 10s; Envoy's filter gives up after 20ms by default)")
-	fs.StringVar(&f.keyPrefix, "key-prefix", redisstore.DefaultPrefix, "with Redis, the `PREFIX` of every key (envoyproxy/ratelimit's CACHE_KEY_PREFIX): fleets that share one Redis and must not share counters take different prefixes; no '{' or '}'")
-	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the bearer token of the admin API on the HTTP listener (/admin/: reset, override, enforce); without it $SLUICE_ADMIN_TOKEN; without either the API is refused. /status and /status.json are served either way")
-	fs.BoolVar(&f.dynMeta, "response-dynamic-metadata", false, "add envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA to every answer: the domain, the descriptors and the merged metadata of the rules that passed")
-	fs.BoolVar(&f.denyCache, "deny-cache", false, "with Redis, the Redis store's own cache of denials: a key denied is answered in process until its Retry-After, without a round trip and without stats (--local-cache-size-bytes is envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES, on any store)")
-	onError := fs.String("on-store-error", "error", "what to answer when the store cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
-	headers := fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) legacy (X-RateLimit-Limit, -Remaining, -Reset in seconds, Retry-After) or envoy (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED: legacy's choice as RateLimit-Limit, -Remaining, -Reset, no Retry-After)")
-	limitHeaderNames := fs.String("limit-header-names", "", "`LIMIT,REMAINING,RESET`: rename the three headers of --headers legacy or envoy (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER); an empty part keeps its name")
-	fs.DurationVar(&f.poll, "poll", rls.DefaultPollInterval, "how often to look for config changes")
-	fs.BoolVar(&f.parallel, "parallel-descriptors", true, "with Redis, apply the descriptors of one request concurrently (one round trip) rather than one after the other")
-	fs.BoolVar(&f.stopIncrement, "stop-increment-when-over-limit", false, "when one fixed-window descriptor of a request would go over its limit, do not charge the request's others (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT; one more store read per such descriptor)")
-	fs.BoolVar(&f.quotaMode, "quota-mode", false, "put every rule in quota_mode: a request is denied only when all its limited descriptors are over (envoyproxy/ratelimit's QUOTA_MODE)")
-	fs.BoolVar(&f.shadow, "shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
-	fs.IntVar(&f.gcPercent, "gc-percent", rlsGCPercent, "the Go garbage collector's target `PERCENT` (as GOGC): the server's live heap is a few MB, so a larger target spends a few MB more on less collection CPU; 0 keeps the runtime's (GOGC, else 100)")
-	fs.IntVar(&f.maxConns, "max-connections", 1024, "most connections open at once on each of the gRPC and HTTP listeners; past it, new connections wait in the listen backlog until one closes (each gRPC connection may hold up to about 40 MiB: see docs/security.md)")
-	fs.StringVar(&f.debugListen, "debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
-	fs.StringVar(&f.metricsListen, "metrics-listen", "", "`ADDR`ess serving /metrics alone, besides --http-listen's (envoyproxy/ratelimit's PROMETHEUS_ADDR); empty (the default): none")
-	fs.IntVar(&f.maxDetailed, "max-detailed-series", rls.DefaultMaxDetailedSeries, "metric keys each detailed_metric or value_to_metric rule may get from request values; later values count under <key>.__overflow__ (negative: none)")
-	fs.Float64Var(&f.nearRatio, "near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
-	metricLabels := fs.String("metric-labels", "envoy", "labels of the per-rule metrics: envoy (domain, key1, key2, as envoyproxy/ratelimit's Prometheus mapping, so its dashboards work) or sluice (domain and the whole key)")
-	fs.StringVar(&f.grpc, "grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
-	f.log = addLogFlags(fs)
-	fs.BoolVar(&f.healthyWithConfig, "healthy-with-config", false, "report not serving (gRPC health, /healthcheck, /readyz) until the configuration has a domain (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
-	storePW := addStorePasswordFlags(fs)
-	f.stats.add(fs)
-	f.tr.add(fs)
-	f.xds.add(fs)
+	text := f.define(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -188,53 +159,125 @@ func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
 	if err := f.xds.check(f.configDir); err != nil {
 		return nil, err
 	}
-	var err error
-	if f.store, err = storePW.apply(f.store); err != nil {
+	if err := f.resolve(text); err != nil {
 		return nil, err
 	}
-	if *headers == "envoy" {
+	if err := f.checkBounds(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// rlsFlagText holds the flags that are parsed into rlsFlags once the
+// command line has been read.
+type rlsFlagText struct {
+	onError, headers, limitHeaderNames, metricLabels *string
+	storePW                                          *storePassword
+}
+
+// define declares sluice rls's flags on fs, into f or, for those parsed
+// afterwards by resolve, into the returned rlsFlagText.
+func (f *rlsFlags) define(fs *flag.FlagSet) rlsFlagText {
+	var text rlsFlagText
+	fs.StringVar(&f.configDir, "config-dir", "", "`DIR`ectory of envoyproxy/ratelimit YAML files (every *.yaml and *.yml), reloaded when they change")
+	fs.StringVar(&f.grpcListen, "grpc-listen", ":8081", "gRPC `ADDR`ess (envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health)")
+	fs.StringVar(&f.httpListen, "http-listen", ":8080", "HTTP `ADDR`ess (POST /json, /healthcheck, /readyz, /metrics); empty disables it")
+	fs.StringVar(&f.store, "store", storeurl.Memory, "where counters live: memory, or a redis://, rediss://, unix:// or redis-cluster://host:port,host:port `URL`; with Redis down at start, the server starts and --on-store-error answers until it is back")
+	fs.IntVar(&f.maxKeys, "max-keys", memstore.DefaultMaxKeys, "with the memory store, the most keys held: past it, keys back to full are dropped first and keys holding a denial or a used quota never, a new key being refused (--on-store-error) instead")
+	fs.DurationVar(&f.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "bound on each Redis call, from when it is queued; past it the call fails and --on-store-error applies (envoyproxy/ratelimit's REDIS_TIMEOUT is 10s; Envoy's filter gives up after 20ms by default)")
+	fs.StringVar(&f.keyPrefix, "key-prefix", redisstore.DefaultPrefix, "with Redis, the `PREFIX` of every key (envoyproxy/ratelimit's CACHE_KEY_PREFIX): fleets that share one Redis and must not share counters take different prefixes; no '{' or '}'")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the bearer token of the admin API on the HTTP listener (/admin/: reset, override, enforce); without it $SLUICE_ADMIN_TOKEN; without either the API is refused. /status and /status.json are served either way")
+	fs.BoolVar(&f.dynMeta, "response-dynamic-metadata", false, "add envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA to every answer: the domain, the descriptors and the merged metadata of the rules that passed")
+	fs.BoolVar(&f.denyCache, "deny-cache", false, "with Redis, the Redis store's own cache of denials: a key denied is answered in process until its Retry-After, without a round trip and without stats (--local-cache-size-bytes is envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES, on any store)")
+	text.onError = fs.String("on-store-error", "error", "what to answer when the store cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
+	text.headers = fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) legacy (X-RateLimit-Limit, -Remaining, -Reset in seconds, Retry-After) or envoy (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED: legacy's choice as RateLimit-Limit, -Remaining, -Reset, no Retry-After)")
+	text.limitHeaderNames = fs.String("limit-header-names", "", "`LIMIT,REMAINING,RESET`: rename the three headers of --headers legacy or envoy (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER); an empty part keeps its name")
+	fs.DurationVar(&f.poll, "poll", rls.DefaultPollInterval, "how often to look for config changes")
+	fs.BoolVar(&f.parallel, "parallel-descriptors", true, "with Redis, apply the descriptors of one request concurrently (one round trip) rather than one after the other")
+	fs.BoolVar(&f.stopIncrement, "stop-increment-when-over-limit", false, "when one fixed-window descriptor of a request would go over its limit, do not charge the request's others (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT; one more store read per such descriptor)")
+	fs.BoolVar(&f.quotaMode, "quota-mode", false, "put every rule in quota_mode: a request is denied only when all its limited descriptors are over (envoyproxy/ratelimit's QUOTA_MODE)")
+	fs.BoolVar(&f.shadow, "shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
+	fs.IntVar(&f.gcPercent, "gc-percent", rlsGCPercent, "the Go garbage collector's target `PERCENT` (as GOGC): the server's live heap is a few MB, so a larger target spends a few MB more on less collection CPU; 0 keeps the runtime's (GOGC, else 100)")
+	fs.IntVar(&f.maxConns, "max-connections", 1024, "most connections open at once on each of the gRPC and HTTP listeners; past it, new connections wait in the listen backlog until one closes (each gRPC connection may hold up to about 40 MiB: see docs/security.md)")
+	fs.StringVar(&f.debugListen, "debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "`ADDR`ess serving /metrics alone, besides --http-listen's (envoyproxy/ratelimit's PROMETHEUS_ADDR); empty (the default): none")
+	fs.IntVar(&f.maxDetailed, "max-detailed-series", rls.DefaultMaxDetailedSeries, "metric keys each detailed_metric or value_to_metric rule may get from request values; later values count under <key>.__overflow__ (negative: none)")
+	fs.Float64Var(&f.nearRatio, "near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
+	text.metricLabels = fs.String("metric-labels", "envoy", "labels of the per-rule metrics: envoy (domain, key1, key2, as envoyproxy/ratelimit's Prometheus mapping, so its dashboards work) or sluice (domain and the whole key)")
+	fs.StringVar(&f.grpc, "grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
+	f.log = addLogFlags(fs)
+	fs.BoolVar(&f.healthyWithConfig, "healthy-with-config", false, "report not serving (gRPC health, /healthcheck, /readyz) until the configuration has a domain (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
+	text.storePW = addStorePasswordFlags(fs)
+	f.stats.add(fs)
+	f.tr.add(fs)
+	f.xds.add(fs)
+	return text
+}
+
+// resolve parses the flags define left as text into f.
+func (f *rlsFlags) resolve(text rlsFlagText) error {
+	var err error
+	if f.store, err = text.storePW.apply(f.store); err != nil {
+		return err
+	}
+	if *text.headers == "envoy" {
 		f.headers, f.headerNames = rls.HeadersLegacy, rls.EnvoyHeaderNames
-	} else if f.headers, err = rls.ParseHeaderMode(*headers); err != nil {
-		return nil, fmt.Errorf("%w: %v (or envoy)", errUsage, err)
+	} else if f.headers, err = rls.ParseHeaderMode(*text.headers); err != nil {
+		return fmt.Errorf("%w: %v (or envoy)", errUsage, err)
 	}
-	if *limitHeaderNames != "" {
-		parts := strings.Split(*limitHeaderNames, ",")
-		if len(parts) != 3 {
-			return nil, fmt.Errorf("%w: --limit-header-names %q: want three names, LIMIT,REMAINING,RESET", errUsage, *limitHeaderNames)
-		}
-		for i, dst := range []*string{&f.headerNames.Limit, &f.headerNames.Remaining, &f.headerNames.Reset} {
-			if n := strings.TrimSpace(parts[i]); n != "" {
-				if !httpguts.ValidHeaderFieldName(n) {
-					return nil, fmt.Errorf("%w: --limit-header-names: %q is not a valid header name", errUsage, n)
-				}
-				*dst = n
+	if err := parseLimitHeaderNames(*text.limitHeaderNames, &f.headerNames); err != nil {
+		return err
+	}
+	if f.metricLabels, err = rls.ParseMetricLabels(*text.metricLabels); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if f.onError, err = redisstore.ParsePolicy(*text.onError); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+// parseLimitHeaderNames renames names' headers after --limit-header-names
+// (LIMIT,REMAINING,RESET; an empty part keeps its name, empty v all).
+func parseLimitHeaderNames(v string, names *rls.HeaderNames) error {
+	if v == "" {
+		return nil
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) != 3 {
+		return fmt.Errorf("%w: --limit-header-names %q: want three names, LIMIT,REMAINING,RESET", errUsage, v)
+	}
+	for i, dst := range []*string{&names.Limit, &names.Remaining, &names.Reset} {
+		if n := strings.TrimSpace(parts[i]); n != "" {
+			if !httpguts.ValidHeaderFieldName(n) {
+				return fmt.Errorf("%w: --limit-header-names: %q is not a valid header name", errUsage, n)
 			}
+			*dst = n
 		}
 	}
-	if f.metricLabels, err = rls.ParseMetricLabels(*metricLabels); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if f.onError, err = redisstore.ParsePolicy(*onError); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
+	return nil
+}
+
+// checkBounds refuses the flags out of their range.
+func (f *rlsFlags) checkBounds() error {
 	if f.grpc != "lean" && f.grpc != "grpc-go" {
-		return nil, fmt.Errorf("%w: --grpc-server %q: want lean or grpc-go", errUsage, f.grpc)
+		return fmt.Errorf("%w: --grpc-server %q: want lean or grpc-go", errUsage, f.grpc)
 	}
 	if f.gcPercent < 0 {
-		return nil, fmt.Errorf("%w: --gc-percent %d is negative", errUsage, f.gcPercent)
+		return fmt.Errorf("%w: --gc-percent %d is negative", errUsage, f.gcPercent)
 	}
 	if f.maxConns < 1 {
-		return nil, fmt.Errorf("%w: --max-connections %d: want at least 1", errUsage, f.maxConns)
+		return fmt.Errorf("%w: --max-connections %d: want at least 1", errUsage, f.maxConns)
 	}
 	if f.maxKeys < 1024 || f.maxKeys > 1<<30 {
 		// As the gateway's max_keys: a bound, never none (negative would
 		// mean unbounded to memstore).
-		return nil, fmt.Errorf("%w: --max-keys %d: want 1024 to %d", errUsage, f.maxKeys, 1<<30)
+		return fmt.Errorf("%w: --max-keys %d: want 1024 to %d", errUsage, f.maxKeys, 1<<30)
 	}
 	if strings.ContainsAny(f.keyPrefix, "{}") {
-		return nil, fmt.Errorf("%w: --key-prefix %q: no '{' or '}' (sluice hash-tags keys itself)", errUsage, f.keyPrefix)
+		return fmt.Errorf("%w: --key-prefix %q: no '{' or '}' (sluice hash-tags keys itself)", errUsage, f.keyPrefix)
 	}
-	return f, nil
+	return nil
 }
 
 // rlsListeners are sluice rls's listeners; http and debug may be nil.
@@ -295,14 +338,23 @@ func (l *rlsListeners) attrs() []any {
 // connection may hold: h2grpc by its defaults (see its package doc),
 // grpc-go by rls.ServerOptions.
 func (f *rlsFlags) grpcServer(log *slog.Logger, tr rls.Transport) grpcServerImpl {
+	o := leanOptions(tr, log)
 	if f.grpc == "lean" {
-		return h2grpc.NewServer(leanOptions(tr, log))
+		return h2grpc.NewServer(o)
 	}
-	return grpc.NewServer(tr.GRPCOptions()...)
+	return grpc.NewServer(tr.GRPCOptions(func(c credentials.TransportCredentials) credentials.TransportCredentials {
+		return h2grpc.Guard(c, o)
+	})...)
 }
 
+// rlsDrainTimeout bounds sluice rls's drain: requests in flight get this
+// long to finish after SIGTERM. The deploy artefacts stop it after this
+// plus a margin (TestDeployStopTimeouts).
+const rlsDrainTimeout = 10 * time.Second
+
 // serveRLS serves until ctx is done or a server fails, then drains:
-// NOT_SERVING first, then requests in flight finish (10 s at most).
+// NOT_SERVING first, then requests in flight finish (rlsDrainTimeout at
+// most).
 func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImpl, l *rlsListeners) error {
 	var hs, ds *http.Server
 	if l.http != nil {
@@ -350,7 +402,7 @@ func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImp
 	}
 	srv.Shutdown()
 	stop()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), rlsDrainTimeout)
 	defer cancel()
 	if hs != nil {
 		hs.Shutdown(sctx)

@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/server/control"
-	"github.com/sluicehq/sluice/internal/server/storeurl"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // setRLSAdmin names the failure policy on the status page and turns on

@@ -605,87 +605,22 @@ func (e *upstreamEnv) store() {
 	typ := strings.ToLower(e.getOr("REDIS_TYPE", "SINGLE"))
 	addr := e.getOr("REDIS_URL", "/var/run/nutcracker/ratelimit.sock")
 	useTLS := e.boolVar("REDIS_TLS", false)
-	user, password := "", ""
-	if auth, ok := e.get("REDIS_AUTH"); ok {
-		// As upstream: USER:PASSWORD, or a password alone.
-		if u, p, found := strings.Cut(auth, ":"); found {
-			user, password = u, p
-		} else {
-			password = auth
-		}
-	}
+	user, password := e.redisAuth()
 	userinfo := ""
 	if user != "" {
 		userinfo = urlUser(user) + "@"
 	}
-	var store string
-	switch {
-	case socket != "tcp" && socket != "unix":
-		e.fail("REDIS_SOCKET_TYPE", socket, "want tcp or unix")
+	store, ok := e.redisURL(socket, typ, addr, userinfo, useTLS)
+	if !ok {
 		return
-	case typ != "single" && typ != "cluster" && typ != "sentinel":
-		e.fail("REDIS_TYPE", typ, "want SINGLE, CLUSTER or SENTINEL")
-		return
-	case strings.Contains(addr, "://"):
-		e.fail("REDIS_URL", addr, "want HOST:PORT or a socket path, as envoyproxy/ratelimit (REDIS_SOCKET_TYPE, REDIS_TLS and REDIS_AUTH say the rest)")
-		return
-	case typ == "sentinel":
-		// As upstream: MASTER,SENTINEL:PORT,…; the sentinels asked
-		// without TLS or a password.
-		parts := strings.Split(addr, ",")
-		for _, a := range parts[1:] {
-			if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
-				parts = nil
-				break
-			}
-		}
-		if len(parts) < 2 || strings.TrimSpace(parts[0]) == "" || strings.Contains(parts[0], ":") {
-			e.fail("REDIS_URL", addr, "want MASTER,HOST:PORT,… with REDIS_TYPE=SENTINEL (the master set's name, then the sentinels)")
-			return
-		}
-		if useTLS {
-			e.fail("REDIS_TLS", "true", "sluice asks the sentinels without TLS: REDIS_TLS=true with REDIS_TYPE=SENTINEL is not supported")
-			return
-		}
-		store = "redis-sentinel://" + userinfo + strings.Join(parts[1:], ",") + "/" + strings.TrimSpace(parts[0])
-	case socket == "unix":
-		if typ == "cluster" || useTLS {
-			e.fail("REDIS_SOCKET_TYPE", socket, "a Unix socket serves one Redis, without TLS: want tcp with REDIS_TYPE=CLUSTER or REDIS_TLS=true")
-			return
-		}
-		store = "unix://" + userinfo + addr
-	default:
-		for _, a := range strings.Split(addr, ",") {
-			if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
-				e.fail("REDIS_URL", addr, "want HOST:PORT (a comma-separated list with REDIS_TYPE=CLUSTER)")
-				return
-			}
-		}
-		scheme := "redis"
-		if useTLS {
-			scheme = "rediss"
-		}
-		if typ == "cluster" {
-			scheme += "-cluster"
-		} else if strings.Contains(addr, ",") {
-			e.fail("REDIS_URL", addr, "one HOST:PORT with REDIS_TYPE=SINGLE")
-			return
-		}
-		store = scheme + "://" + userinfo + addr
 	}
 	if useTLS {
 		// As upstream, the files are read only with REDIS_TLS.
-		q := url.Values{}
-		for _, p := range []struct{ name, param string }{{"REDIS_TLS_CACERT", "tls_ca"}, {"REDIS_TLS_CLIENT_CERT", "tls_cert"}, {"REDIS_TLS_CLIENT_KEY", "tls_key"}} {
-			if v, ok := e.get(p.name); ok {
-				q.Set(p.param, v)
-				from = append(from, p.name)
-			}
-		}
-		if q.Has("tls_cert") != q.Has("tls_key") {
-			e.fail("REDIS_TLS_CLIENT_CERT", e.getOr("REDIS_TLS_CLIENT_CERT", ""), "REDIS_TLS_CLIENT_CERT and REDIS_TLS_CLIENT_KEY go together")
+		q, names, ok := e.redisTLSFiles()
+		if !ok {
 			return
 		}
+		from = append(from, names...)
 		if len(q) > 0 {
 			store += "?" + q.Encode()
 		}
@@ -696,6 +631,110 @@ func (e *upstreamEnv) store() {
 	if password != "" {
 		e.set("store-password", password, "REDIS_AUTH")
 	}
+}
+
+// redisAuth splits REDIS_AUTH as upstream: USER:PASSWORD, or a password
+// alone.
+func (e *upstreamEnv) redisAuth() (user, password string) {
+	auth, ok := e.get("REDIS_AUTH")
+	if !ok {
+		return "", ""
+	}
+	if u, p, found := strings.Cut(auth, ":"); found {
+		return u, p
+	}
+	return "", auth
+}
+
+// redisURL is the store URL of REDIS_SOCKET_TYPE socket, REDIS_TYPE typ
+// (both lower case) and REDIS_URL addr, without the TLS files; false
+// when they do not fit (each failure reported).
+func (e *upstreamEnv) redisURL(socket, typ, addr, userinfo string, useTLS bool) (string, bool) {
+	switch {
+	case socket != "tcp" && socket != "unix":
+		e.fail("REDIS_SOCKET_TYPE", socket, "want tcp or unix")
+		return "", false
+	case typ != "single" && typ != "cluster" && typ != "sentinel":
+		e.fail("REDIS_TYPE", typ, "want SINGLE, CLUSTER or SENTINEL")
+		return "", false
+	case strings.Contains(addr, "://"):
+		e.fail("REDIS_URL", addr, "want HOST:PORT or a socket path, as envoyproxy/ratelimit (REDIS_SOCKET_TYPE, REDIS_TLS and REDIS_AUTH say the rest)")
+		return "", false
+	case typ == "sentinel":
+		return e.sentinelURL(addr, userinfo, useTLS)
+	case socket == "unix":
+		if typ == "cluster" || useTLS {
+			e.fail("REDIS_SOCKET_TYPE", socket, "a Unix socket serves one Redis, without TLS: want tcp with REDIS_TYPE=CLUSTER or REDIS_TLS=true")
+			return "", false
+		}
+		return "unix://" + userinfo + addr, true
+	default:
+		return e.tcpURL(typ, addr, userinfo, useTLS)
+	}
+}
+
+// sentinelURL is the store URL of REDIS_TYPE=SENTINEL: as upstream,
+// REDIS_URL is MASTER,SENTINEL:PORT,…; the sentinels are asked without
+// TLS or a password.
+func (e *upstreamEnv) sentinelURL(addr, userinfo string, useTLS bool) (string, bool) {
+	parts := strings.Split(addr, ",")
+	for _, a := range parts[1:] {
+		if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+			parts = nil
+			break
+		}
+	}
+	if len(parts) < 2 || strings.TrimSpace(parts[0]) == "" || strings.Contains(parts[0], ":") {
+		e.fail("REDIS_URL", addr, "want MASTER,HOST:PORT,… with REDIS_TYPE=SENTINEL (the master set's name, then the sentinels)")
+		return "", false
+	}
+	if useTLS {
+		e.fail("REDIS_TLS", "true", "sluice asks the sentinels without TLS: REDIS_TLS=true with REDIS_TYPE=SENTINEL is not supported")
+		return "", false
+	}
+	return "redis-sentinel://" + userinfo + strings.Join(parts[1:], ",") + "/" + strings.TrimSpace(parts[0]), true
+}
+
+// tcpURL is the store URL of one Redis (REDIS_TYPE=SINGLE) or a Cluster
+// over TCP, with or without TLS.
+func (e *upstreamEnv) tcpURL(typ, addr, userinfo string, useTLS bool) (string, bool) {
+	for _, a := range strings.Split(addr, ",") {
+		if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+			e.fail("REDIS_URL", addr, "want HOST:PORT (a comma-separated list with REDIS_TYPE=CLUSTER)")
+			return "", false
+		}
+	}
+	scheme := "redis"
+	if useTLS {
+		scheme = "rediss"
+	}
+	if typ == "cluster" {
+		scheme += "-cluster"
+	} else if strings.Contains(addr, ",") {
+		e.fail("REDIS_URL", addr, "one HOST:PORT with REDIS_TYPE=SINGLE")
+		return "", false
+	}
+	return scheme + "://" + userinfo + addr, true
+}
+
+// redisTLSFiles maps REDIS_TLS_CACERT, REDIS_TLS_CLIENT_CERT and
+// REDIS_TLS_CLIENT_KEY to the store URL's query, with the names of those
+// set; false when a client certificate comes without its key or the
+// other way round.
+func (e *upstreamEnv) redisTLSFiles() (url.Values, []string, bool) {
+	q := url.Values{}
+	var names []string
+	for _, p := range []struct{ name, param string }{{"REDIS_TLS_CACERT", "tls_ca"}, {"REDIS_TLS_CLIENT_CERT", "tls_cert"}, {"REDIS_TLS_CLIENT_KEY", "tls_key"}} {
+		if v, ok := e.get(p.name); ok {
+			q.Set(p.param, v)
+			names = append(names, p.name)
+		}
+	}
+	if q.Has("tls_cert") != q.Has("tls_key") {
+		e.fail("REDIS_TLS_CLIENT_CERT", e.getOr("REDIS_TLS_CLIENT_CERT", ""), "REDIS_TLS_CLIENT_CERT and REDIS_TLS_CLIENT_KEY go together")
+		return nil, nil, false
+	}
+	return q, names, true
 }
 
 // urlUser escapes a user name for a URL's userinfo.

@@ -16,48 +16,51 @@ import (
 
 const serveSynopsis = "[--config FILE] [--listen ADDR] [--admin-listen ADDR] [--watch-interval D]"
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// serveFlags are sluice serve's flags.
+type serveFlags struct {
+	configFile, listen, adminListen string
+	watchInterval                   time.Duration
+	logs                            *logFlags
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs := newFlagSet("serve", serveSynopsis, stderr)
-	configFile := fs.String("config", "", "gateway config `FILE` (YAML); without it, the built-in demo config (builtin:echo upstream, memory store, demo API key)")
-	listen := fs.String("listen", "", "listen on `ADDR` (host:port), overriding the config's listen")
-	adminListen := fs.String("admin-listen", "", "serve /metrics, /healthz and /readyz on `ADDR`, overriding the config's admin_listen")
-	watchInterval := fs.Duration("watch-interval", time.Second, "how often to look for changes to the config file and the files it reads (API keys, JWT key, rules_files)")
-	logs := addLogFlags(fs)
+	f := &serveFlags{}
+	fs.StringVar(&f.configFile, "config", "", "gateway config `FILE` (YAML); without it, the built-in demo config (builtin:echo upstream, memory store, demo API key)")
+	fs.StringVar(&f.listen, "listen", "", "listen on `ADDR` (host:port), overriding the config's listen")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "serve /metrics, /healthz and /readyz on `ADDR`, overriding the config's admin_listen")
+	fs.DurationVar(&f.watchInterval, "watch-interval", time.Second, "how often to look for changes to the config file and the files it reads (API keys, JWT key, rules_files)")
+	f.logs = addLogFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	if *watchInterval <= 0 {
-		return fmt.Errorf("%w: --watch-interval %v is not positive", errUsage, *watchInterval)
+	if f.watchInterval <= 0 {
+		return nil, fmt.Errorf("%w: --watch-interval %v is not positive", errUsage, f.watchInterval)
 	}
-	log := logs.logger(stderr)
+	return f, nil
+}
 
-	var watcher *gateway.FileWatcher
-	var cfg *gateway.Config
-	var err error
-	if *configFile == "" {
-		cfg, err = gateway.Default()
-	} else {
-		// Before the first read: a change made while starting is seen.
-		watcher = gateway.NewFileWatcher(*configFile)
-		cfg, err = gateway.ParseFile(*configFile)
-		if err == nil {
-			watcher.Set(gateway.ConfigFiles(cfg)...) // before New reads them
-		}
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
 	}
+	log := f.logs.logger(stderr)
+	cfg, watcher, err := loadServeConfig(f.configFile)
 	if err != nil {
 		return err
 	}
 	// The flags override the config's addresses without changing it, so
 	// that a reload compares the file with the file.
 	addr, adminAddr := cfg.Listen, cfg.AdminListen
-	if *listen != "" {
-		addr = *listen
+	if f.listen != "" {
+		addr = f.listen
 	}
-	if *adminListen != "" {
-		adminAddr = *adminListen
+	if f.adminListen != "" {
+		adminAddr = f.adminListen
 	}
 	g, err := gateway.New(ctx, cfg, gateway.Options{Logger: log})
 	if err != nil {
@@ -80,35 +83,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var wg sync.WaitGroup
 	wctx, stop := context.WithCancel(ctx)
 	defer func() { stop(); wg.Wait() }()
-	if *configFile != "" {
-		// One path for every reload: the gateway's, which logs and counts
-		// each outcome once and keeps watching the files the config reads.
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		reload := make(chan string)
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			defer signal.Stop(hup)
-			for {
-				select {
-				case <-wctx.Done():
-					return
-				case <-hup:
-					select {
-					case reload <- "SIGHUP":
-					case <-wctx.Done():
-						return
-					}
-				}
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			g.Watch(wctx, *configFile, watcher, *watchInterval, reload)
-		}()
+	if f.configFile != "" {
+		watchServeConfig(wctx, &wg, g, f, watcher)
 	}
-	source := *configFile
+	source := f.configFile
 	if source == "" {
 		source = "built-in default"
 	}
@@ -117,6 +95,54 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	err = g.Serve(ctx, ln, adm)
 	log.Info("sluice serve: stopped")
 	return err
+}
+
+// loadServeConfig reads the config file, or the built-in default without
+// one; with a file, the watcher of it and the files it reads.
+func loadServeConfig(configFile string) (*gateway.Config, *gateway.FileWatcher, error) {
+	if configFile == "" {
+		cfg, err := gateway.Default()
+		return cfg, nil, err
+	}
+	// Before the first read: a change made while starting is seen.
+	watcher := gateway.NewFileWatcher(configFile)
+	cfg, err := gateway.ParseFile(configFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	watcher.Set(gateway.ConfigFiles(cfg)...) // before New reads them
+	return cfg, watcher, nil
+}
+
+// watchServeConfig reloads g's config on SIGHUP and when its files
+// change, until ctx is done; wg counts its goroutines.
+func watchServeConfig(ctx context.Context, wg *sync.WaitGroup, g *gateway.Gateway, f *serveFlags, watcher *gateway.FileWatcher) {
+	// One path for every reload: the gateway's, which logs and counts
+	// each outcome once and keeps watching the files the config reads.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	reload := make(chan string)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				select {
+				case reload <- "SIGHUP":
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		g.Watch(ctx, f.configFile, watcher, f.watchInterval, reload)
+	}()
 }
 
 // redact hides a store URL's password.

@@ -78,23 +78,14 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return nil
 	}
-	var sc *simScenario
-	for i := range simScenarios {
-		if simScenarios[i].name == args[0] {
-			sc = &simScenarios[i]
-		}
-	}
+	sc := findSimScenario(args[0])
 	if sc == nil {
 		fmt.Fprintf(stderr, "sluice sim: unknown scenario %q\n\n", args[0])
 		simUsage(stderr)
 		return shown(errUsage)
 	}
 	fs := newFlagSet("sim "+sc.name, "[flags]", stderr)
-	seed := fs.Uint64("seed", 1, "random seed: the same seed prints the same bytes")
-	runs := fs.Int("runs", 0, "independent runs (0: the scenario's default)")
-	format := fs.String("format", "table", "output: table, json or csv")
-	svg := fs.String("svg", "", "write the figure as SVG to this `file`")
-	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	cf := defineSimFlags(fs)
 	start := sc.flags(fs)
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
@@ -110,16 +101,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return bad("unexpected arguments %q", fs.Args())
 	}
-	switch *format {
-	case "table", "json", "csv":
-	default:
-		return bad("--format %q: want table, json or csv", *format)
+	if err := cf.check(); err != nil {
+		return bad("%v", err)
 	}
-	if *runs < 0 {
-		return bad("--runs %d: want 0 or more", *runs)
-	}
-	c := simCommon{seed: *seed, runs: *runs}
-	if !*quiet {
+	c := simCommon{seed: cf.seed, runs: cf.runs}
+	if !cf.quiet {
 		c.progress = progressPrinter(stderr, "sluice sim "+sc.name)
 		c.log = stderr
 	}
@@ -133,23 +119,67 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if res == nil {
 		return nil // the scenario printed its own output
 	}
-	if err := res.Table().Write(stdout, *format); err != nil {
+	if err := res.Table().Write(stdout, cf.format); err != nil {
 		return err
 	}
-	if *svg != "" {
-		f, err := os.Create(*svg)
-		if err != nil {
-			return err
-		}
-		if err := res.Figure().WriteSVG(f); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
+	if cf.svg != "" {
+		return writeFile(cf.svg, res.Figure().WriteSVG)
 	}
 	return nil
+}
+
+// findSimScenario is the scenario called name, nil if none is.
+func findSimScenario(name string) *simScenario {
+	var sc *simScenario
+	for i := range simScenarios {
+		if simScenarios[i].name == name {
+			sc = &simScenarios[i]
+		}
+	}
+	return sc
+}
+
+// simFlags are the flags of every scenario.
+type simFlags struct {
+	seed        uint64
+	runs        int
+	format, svg string
+	quiet       bool
+}
+
+func defineSimFlags(fs *flag.FlagSet) *simFlags {
+	f := &simFlags{}
+	fs.Uint64Var(&f.seed, "seed", 1, "random seed: the same seed prints the same bytes")
+	fs.IntVar(&f.runs, "runs", 0, "independent runs (0: the scenario's default)")
+	fs.StringVar(&f.format, "format", "table", "output: table, json or csv")
+	fs.StringVar(&f.svg, "svg", "", "write the figure as SVG to this `file`")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+	return f
+}
+
+func (f *simFlags) check() error {
+	switch f.format {
+	case "table", "json", "csv":
+	default:
+		return fmt.Errorf("--format %q: want table, json or csv", f.format)
+	}
+	if f.runs < 0 {
+		return fmt.Errorf("--runs %d: want 0 or more", f.runs)
+	}
+	return nil
+}
+
+// writeFile creates the file name and writes it with write.
+func writeFile(name string, write func(io.Writer) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // progressPrinter returns a progress callback for runs long enough to need
@@ -367,118 +397,151 @@ func positive(pairs ...any) error {
 	return nil
 }
 
+// simOverloadFlags are the flags of "sluice sim overload".
+type simOverloadFlags struct {
+	capacity, fleetCap                      int
+	base, timeout, warmup, phase, bin       time.Duration
+	noise, critical, reserved, gradReserved float64
+	csvFile, cpuLimiter, only               string
+	cpu, shedders                           bool
+	cpuWork, cpuPhase, shedRamp             time.Duration
+}
+
 func simOverload(fs *flag.FlagSet) func(simCommon) (simResult, error) {
-	capacity := fs.Int("capacity", 100, "requests in flight the modelled server serves at --base each")
-	base := fs.Duration("base", 20*time.Millisecond, "no-load latency of the model")
-	noise := fs.Float64("noise", 0.1, "σ of the model's log-normal latency noise (0: none)")
-	timeout := fs.Duration("timeout", time.Second, "the client's deadline: slower responses are not goodput")
-	warmup := fs.Duration("warmup", 5*time.Second, "time at 0.5x before the phases, not reported (0: none)")
-	phase := fs.Duration("phase", 10*time.Second, "length of each phase")
-	bin := fs.Duration("bin", 250*time.Millisecond, "step of the time series")
-	csvFile := fs.String("csv", "", "write the time series (limit, in flight, p99, goodput per bin) as CSV to this `file`")
-	cpu := fs.Bool("cpu", false, "drive a CPU-bound HTTP server in its own process over loopback, in real time, instead of the model")
-	cpuWork := fs.Duration("cpu-work", 5*time.Millisecond, "with --cpu: CPU time per request")
-	cpuPhase := fs.Duration("cpu-phase", 2*time.Second, "with --cpu: length of each phase (real time)")
-	cpuLimiter := fs.String("cpu-limiter", "", "internal: be the --cpu server, behind this limiter (sluice-gradient, sluice-vegas, fixed:N, none)")
-	shedders := fs.Bool("shed", true, "also run the load shedders (sluice-shed-utilization, -fleet, -stack, -gradient) on requests with priority classes")
-	critical := fs.Float64("critical", sim.DefaultCritical, "share of critical requests; test, get and post split the rest evenly")
-	shedRamp := fs.Duration("shed-ramp", shed.DefaultRamp, "the utilization shedder's ramp (Stripe's: 120s)")
-	fleetCap := fs.Int("fleet-cap", 0, "the fleet shedder's in-flight cap (0: 1.5x --capacity)")
-	reserved := fs.Float64("reserved", 1.0/3, "share of the fleet cap reserved for critical requests (other classes are refused once the fleet's in-flight count reaches the rest)")
-	gradReserved := fs.Float64("gradient-reserved", 0.5, "share of sluice-shed-gradient's limit reserved for critical requests")
-	only := fs.String("only", "", "run only these contenders (comma-separated names; "+sim.OracleName+", the reference, always runs)")
-	return func(c simCommon) (simResult, error) {
-		if c.runs > 1 {
-			return nil, errors.New("overload runs each contender once on the same arrivals: --runs does not apply")
-		}
-		if *cpuLimiter != "" {
-			return nil, sim.ServeCPU(context.Background(), sim.CPUServerOptions{Limiter: *cpuLimiter, Work: *cpuWork}, os.Stdin, os.Stdout)
-		}
-		if err := positive("--base", *base, "--timeout", *timeout, "--phase", *phase, "--bin", *bin,
-			"--cpu-work", *cpuWork, "--cpu-phase", *cpuPhase); err != nil {
+	f := &simOverloadFlags{}
+	fs.IntVar(&f.capacity, "capacity", 100, "requests in flight the modelled server serves at --base each")
+	fs.DurationVar(&f.base, "base", 20*time.Millisecond, "no-load latency of the model")
+	fs.Float64Var(&f.noise, "noise", 0.1, "σ of the model's log-normal latency noise (0: none)")
+	fs.DurationVar(&f.timeout, "timeout", time.Second, "the client's deadline: slower responses are not goodput")
+	fs.DurationVar(&f.warmup, "warmup", 5*time.Second, "time at 0.5x before the phases, not reported (0: none)")
+	fs.DurationVar(&f.phase, "phase", 10*time.Second, "length of each phase")
+	fs.DurationVar(&f.bin, "bin", 250*time.Millisecond, "step of the time series")
+	fs.StringVar(&f.csvFile, "csv", "", "write the time series (limit, in flight, p99, goodput per bin) as CSV to this `file`")
+	fs.BoolVar(&f.cpu, "cpu", false, "drive a CPU-bound HTTP server in its own process over loopback, in real time, instead of the model")
+	fs.DurationVar(&f.cpuWork, "cpu-work", 5*time.Millisecond, "with --cpu: CPU time per request")
+	fs.DurationVar(&f.cpuPhase, "cpu-phase", 2*time.Second, "with --cpu: length of each phase (real time)")
+	fs.StringVar(&f.cpuLimiter, "cpu-limiter", "", "internal: be the --cpu server, behind this limiter (sluice-gradient, sluice-vegas, fixed:N, none)")
+	fs.BoolVar(&f.shedders, "shed", true, "also run the load shedders (sluice-shed-utilization, -fleet, -stack, -gradient) on requests with priority classes")
+	fs.Float64Var(&f.critical, "critical", sim.DefaultCritical, "share of critical requests; test, get and post split the rest evenly")
+	fs.DurationVar(&f.shedRamp, "shed-ramp", shed.DefaultRamp, "the utilization shedder's ramp (Stripe's: 120s)")
+	fs.IntVar(&f.fleetCap, "fleet-cap", 0, "the fleet shedder's in-flight cap (0: 1.5x --capacity)")
+	fs.Float64Var(&f.reserved, "reserved", 1.0/3, "share of the fleet cap reserved for critical requests (other classes are refused once the fleet's in-flight count reaches the rest)")
+	fs.Float64Var(&f.gradReserved, "gradient-reserved", 0.5, "share of sluice-shed-gradient's limit reserved for critical requests")
+	fs.StringVar(&f.only, "only", "", "run only these contenders (comma-separated names; "+sim.OracleName+", the reference, always runs)")
+	return f.run
+}
+
+func (f *simOverloadFlags) run(c simCommon) (simResult, error) {
+	if c.runs > 1 {
+		return nil, errors.New("overload runs each contender once on the same arrivals: --runs does not apply")
+	}
+	if f.cpuLimiter != "" {
+		return nil, sim.ServeCPU(context.Background(), sim.CPUServerOptions{Limiter: f.cpuLimiter, Work: f.cpuWork}, os.Stdin, os.Stdout)
+	}
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	var res *sim.OverloadResult
+	var err error
+	if f.cpu {
+		res, err = f.runCPU(c)
+	} else {
+		res, err = f.runModel(c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if f.csvFile != "" {
+		if err := writeFile(f.csvFile, func(w io.Writer) error { return res.Series().Write(w, "csv") }); err != nil {
 			return nil, err
 		}
-		switch {
-		case *capacity < 1 || *capacity > 100_000:
-			return nil, fmt.Errorf("--capacity %d: want 1 to 100000", *capacity)
-		case *noise < 0 || *noise > 2 || *noise != *noise:
-			return nil, fmt.Errorf("--noise %v: want 0 to 2", *noise)
-		case *warmup < 0:
-			return nil, fmt.Errorf("--warmup %v is negative", *warmup)
-		case *phase > time.Hour || *cpuPhase > time.Minute:
-			return nil, fmt.Errorf("--phase %v / --cpu-phase %v: at most an hour / a minute", *phase, *cpuPhase)
-		case *cpuWork > time.Second:
-			return nil, fmt.Errorf("--cpu-work %v: at most 1s", *cpuWork)
+	}
+	return res, nil
+}
+
+func (f *simOverloadFlags) check() error {
+	if err := positive("--base", f.base, "--timeout", f.timeout, "--phase", f.phase, "--bin", f.bin,
+		"--cpu-work", f.cpuWork, "--cpu-phase", f.cpuPhase); err != nil {
+		return err
+	}
+	switch {
+	case f.capacity < 1 || f.capacity > 100_000:
+		return fmt.Errorf("--capacity %d: want 1 to 100000", f.capacity)
+	case f.noise < 0 || f.noise > 2 || f.noise != f.noise:
+		return fmt.Errorf("--noise %v: want 0 to 2", f.noise)
+	case f.warmup < 0:
+		return fmt.Errorf("--warmup %v is negative", f.warmup)
+	case f.phase > time.Hour || f.cpuPhase > time.Minute:
+		return fmt.Errorf("--phase %v / --cpu-phase %v: at most an hour / a minute", f.phase, f.cpuPhase)
+	case f.cpuWork > time.Second:
+		return fmt.Errorf("--cpu-work %v: at most 1s", f.cpuWork)
+	}
+	return nil
+}
+
+// runCPU drives a real CPU-bound server, this binary as a child process.
+func (f *simOverloadFlags) runCPU(c simCommon) (*sim.OverloadResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	res, err := sim.OverloadCPU(context.Background(), sim.CPUOptions{Command: []string{exe, "sim", "overload"},
+		Work: f.cpuWork, Warmup: min(f.warmup, time.Second), Phase: f.cpuPhase, Bin: f.bin, Timeout: f.timeout,
+		Seed: c.seed, Log: c.log})
+	if err == nil && c.log != nil {
+		for _, run := range res.Runs {
+			fmt.Fprintf(c.log, "sluice sim overload --cpu: %s: p99 of a refusal at 5x: %v\n", run.Name, run.RejectionP99("5x"))
 		}
-		var res *sim.OverloadResult
-		var err error
-		if *cpu {
-			exe, err2 := os.Executable()
-			if err2 != nil {
-				return nil, err2
-			}
-			res, err = sim.OverloadCPU(context.Background(), sim.CPUOptions{Command: []string{exe, "sim", "overload"},
-				Work: *cpuWork, Warmup: min(*warmup, time.Second), Phase: *cpuPhase, Bin: *bin, Timeout: *timeout,
-				Seed: c.seed, Log: c.log})
-			if err == nil && c.log != nil {
-				for _, run := range res.Runs {
-					fmt.Fprintf(c.log, "sluice sim overload --cpu: %s: p99 of a refusal at 5x: %v\n", run.Name, run.RejectionP99("5x"))
-				}
-			}
-		} else {
-			o := sim.OverloadOptions{Seed: c.seed, Warmup: *warmup, Phase: *phase, Bin: *bin,
-				Model: sim.IOModel{Capacity: *capacity, Base: *base, Noise: *noise, Timeout: *timeout}}
-			if o.Mix, err = sim.NewClassMix(*critical, shed.Classes{}); err != nil {
-				return nil, fmt.Errorf("--critical: %w", err)
-			}
-			if *shedders {
-				if *shedRamp <= 0 || *fleetCap < 0 || *fleetCap > 1_000_000 || !(*reserved > 0) || !(*gradReserved > 0) {
-					return nil, fmt.Errorf("--shed-ramp %v / --fleet-cap %d / --reserved %v / --gradient-reserved %v: want a positive ramp, a cap of 0 to 1000000, shares above 0",
-						*shedRamp, *fleetCap, *reserved, *gradReserved)
-				}
-				sc, err := sim.ShedContenders(sim.ShedOptions{Workers: *capacity, Mix: o.Mix, Ramp: *shedRamp,
-					FleetCap: *fleetCap, Reserved: *reserved, GradientReserved: *gradReserved})
-				if err != nil {
-					return nil, fmt.Errorf("--reserved / --gradient-reserved: %w", err)
-				}
-				o.Contenders = append(sim.OverloadContenders(), sc...)
-			}
-			if *only != "" {
-				if o.Contenders, err = onlyContenders(o.Contenders, *only); err != nil {
-					return nil, err
-				}
-			}
-			if *noise == 0 {
-				o.Model.Noise = -1
-			}
-			if *warmup == 0 {
-				o.Warmup = -1
-			}
-			if c.log != nil {
-				o.Progress = func(done, total int) {
-					fmt.Fprintf(c.log, "sluice sim overload: %d of %d contenders done\n", done, total)
-				}
-			}
-			res, err = sim.Overload(o)
-		}
+	}
+	return res, err
+}
+
+// runModel runs the contenders against the modelled server.
+func (f *simOverloadFlags) runModel(c simCommon) (*sim.OverloadResult, error) {
+	o := sim.OverloadOptions{Seed: c.seed, Warmup: f.warmup, Phase: f.phase, Bin: f.bin,
+		Model: sim.IOModel{Capacity: f.capacity, Base: f.base, Noise: f.noise, Timeout: f.timeout}}
+	var err error
+	if o.Mix, err = sim.NewClassMix(f.critical, shed.Classes{}); err != nil {
+		return nil, fmt.Errorf("--critical: %w", err)
+	}
+	if f.shedders {
+		sc, err := f.shedContenders(o.Mix)
 		if err != nil {
 			return nil, err
 		}
-		if *csvFile != "" {
-			f, err := os.Create(*csvFile)
-			if err != nil {
-				return nil, err
-			}
-			if err := res.Series().Write(f, "csv"); err != nil {
-				f.Close()
-				return nil, err
-			}
-			if err := f.Close(); err != nil {
-				return nil, err
-			}
-		}
-		return res, nil
+		o.Contenders = append(sim.OverloadContenders(), sc...)
 	}
+	if f.only != "" {
+		if o.Contenders, err = onlyContenders(o.Contenders, f.only); err != nil {
+			return nil, err
+		}
+	}
+	if f.noise == 0 {
+		o.Model.Noise = -1
+	}
+	if f.warmup == 0 {
+		o.Warmup = -1
+	}
+	if c.log != nil {
+		o.Progress = func(done, total int) {
+			fmt.Fprintf(c.log, "sluice sim overload: %d of %d contenders done\n", done, total)
+		}
+	}
+	return sim.Overload(o)
+}
+
+// shedContenders are the load shedders of --shed, on requests of mix.
+func (f *simOverloadFlags) shedContenders(mix sim.ClassMix) ([]sim.OverloadContender, error) {
+	if f.shedRamp <= 0 || f.fleetCap < 0 || f.fleetCap > 1_000_000 || !(f.reserved > 0) || !(f.gradReserved > 0) {
+		return nil, fmt.Errorf("--shed-ramp %v / --fleet-cap %d / --reserved %v / --gradient-reserved %v: want a positive ramp, a cap of 0 to 1000000, shares above 0",
+			f.shedRamp, f.fleetCap, f.reserved, f.gradReserved)
+	}
+	sc, err := sim.ShedContenders(sim.ShedOptions{Workers: f.capacity, Mix: mix, Ramp: f.shedRamp,
+		FleetCap: f.fleetCap, Reserved: f.reserved, GradientReserved: f.gradReserved})
+	if err != nil {
+		return nil, fmt.Errorf("--reserved / --gradient-reserved: %w", err)
+	}
+	return sc, nil
 }
 
 // onlyContenders keeps the contenders named in the comma-separated list,

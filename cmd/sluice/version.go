@@ -3,15 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
 	"strings"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // buildInfo is what the binary says of its own build
@@ -91,25 +87,4 @@ func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	_, err := fmt.Fprintln(stdout, b)
 	return err
-}
-
-// registerRuntimeMetrics adds the Go runtime's collector (go_goroutines,
-// go_memstats_…, go_gc_duration_seconds), the process collector
-// (process_resident_memory_bytes, process_cpu_seconds_total,
-// process_open_fds, …) and go_build_info to reg; collectors already there
-// are kept.
-func registerRuntimeMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewBuildInfoCollector(),
-	} {
-		if err := reg.Register(c); err != nil {
-			var dup prometheus.AlreadyRegisteredError
-			if !errors.As(err, &dup) {
-				return err
-			}
-		}
-	}
-	return nil
 }

@@ -23,6 +23,9 @@
 //
 // When Redis cannot answer, Options.OnError decides: return the error,
 // allow, deny, or fall back to an in-process inflight.Memory. A breaker
-// stops waiting for a Redis that keeps failing. The scripts are in lua/
+// stops waiting for a Redis that keeps failing, and one call per
+// Options.BreakerTrial tries it again; with Options.Link the store uses
+// a rate limit store's link (redisstore.Store.Link): one breaker
+// per Cluster primary, shared by both stores. The scripts are in lua/
 // (Script returns them).
 package redisinflight

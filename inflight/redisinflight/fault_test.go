@@ -21,13 +21,7 @@ import (
 func ownServer(t *testing.T) (*redistest.Server, rueidis.Client) {
 	t.Helper()
 	srv := redistest.Start(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true,
-		Dialer: netDialer()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	return srv, client
+	return srv, serverClient(t, srv)
 }
 
 // TestFailurePolicies: with the server killed, Acquire follows OnError;

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/inflight"
+	"github.com/sluicehq/sluice/internal/redislink"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -67,18 +68,32 @@ type Options struct {
 	// lease cannot be given back elsewhere, and its TTL reclaims it.
 	OnError ratelimit.FailurePolicy
 	// BreakerThreshold is the number of consecutive failed calls that
-	// opens the breaker: while it is open (BreakerCooldown), calls fail
-	// at once with ErrUnavailable, without waiting for Redis; then one
-	// call goes through, and its success closes the breaker. Default 3;
-	// negative disables the breaker.
+	// opens the breaker: while it is open, calls fail at once with
+	// ErrUnavailable, without waiting for Redis, but for one call per
+	// BreakerTrial, which goes through: its success closes the breaker.
+	// Default 3; negative disables the breaker.
 	BreakerThreshold int
-	// BreakerCooldown is how long the breaker stays open. Default 1 s.
+	// BreakerTrial is the least time between two calls that try Redis
+	// while the breaker is open: decisions go back to Redis within about
+	// BreakerTrial (plus a round trip) after it answers again. Default
+	// (and when negative: this store has no background prober) 100 ms.
+	BreakerTrial time.Duration
+	// BreakerCooldown is the RetryAfter of FailDeny's denials. Default
+	// 1 s.
 	BreakerCooldown time.Duration
+	// Link, when set, is the link of the rate limit store on the same
+	// Redis (redisstore.Store.Link): its breakers (one per Cluster
+	// primary, named by the slot map that store reads), its callers'
+	// trials and its background prober then hold for both stores, and
+	// the Breaker options above are that store's. Nil: the store has a
+	// link of its own, one breaker for the whole Redis.
+	Link *redislink.Link
 	// Local configures the inflight.Memory of the FailLocal policy (its
 	// Now is set to this Options' Now).
 	Local inflight.MemoryOptions
-	// OnFailure, when set, is called with every failed call to Redis, for
-	// logging and metrics. It must not block.
+	// OnFailure, when set, is called with every failed call to Redis while
+	// the breaker is closed (not with the failed trials while it is open),
+	// for logging and metrics. It must not block.
 	OnFailure func(error)
 }
 
@@ -91,8 +106,9 @@ type Store struct {
 	local  *inflight.Memory
 	closed atomic.Bool
 
-	fails     atomic.Int64 // consecutive failed calls
-	openUntil atomic.Int64 // Unix ns until which the breaker is open
+	link   *redislink.Link
+	shared bool // link is a rate limit store's
+	policy atomic.Uint64
 }
 
 var _ inflight.Store = (*Store)(nil)
@@ -154,7 +170,14 @@ func New(client rueidis.Client, opts Options) (*Store, error) {
 	if opts.BreakerCooldown <= 0 {
 		opts.BreakerCooldown = DefaultBreakerCooldown
 	}
-	s := &Store{client: client, opts: opts, minTTL: "1"}
+	s := &Store{client: client, opts: opts, minTTL: "1", link: opts.Link, shared: opts.Link != nil}
+	if s.link == nil {
+		if opts.BreakerTrial < 0 {
+			opts.BreakerTrial = 0 // the default: nothing else would close the breaker
+		}
+		s.link = redislink.New(redislink.Options{Threshold: opts.BreakerThreshold, Cooldown: opts.BreakerCooldown,
+			Trial: opts.BreakerTrial, Unavailable: ErrUnavailable})
+	}
 	if opts.Now != nil {
 		s.minTTL = strconv.FormatInt(MinTTLWithNow.Milliseconds(), 10)
 	}
@@ -256,6 +279,7 @@ func (s *Store) Acquire(ctx context.Context, req inflight.Request) (inflight.Lea
 
 // fallback applies the failure policy to req after err.
 func (s *Store) fallback(ctx context.Context, req inflight.Request, err error) (inflight.Lease, inflight.Decision, error) {
+	s.policy.Add(1)
 	d := inflight.Decision{Cap: req.Cap}
 	switch s.opts.OnError {
 	case ratelimit.FailAllow:
@@ -382,17 +406,15 @@ func (s *Store) Peek(ctx context.Context, key string) (int64, error) {
 	return 0, err
 }
 
-// exec runs script within the timeout, through the breaker.
+// exec runs script within the timeout, through the breaker of the node
+// serving keys (one slot).
 func (s *Store) exec(ctx context.Context, script *rueidis.Lua, keys, args []string) (rueidis.RedisMessage, error) {
-	if until := s.openUntil.Load(); until != 0 {
-		if time.Now().UnixNano() < until {
-			return rueidis.RedisMessage{}, fmt.Errorf("%w: breaker open after %d failed calls", ErrUnavailable, s.fails.Load())
+	node := s.node(keys[0])
+	if _, err := node.Allow(); err != nil {
+		if s.shared {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		// The cooldown is over: this call probes; the others wait for
-		// another cooldown.
-		if !s.openUntil.CompareAndSwap(until, time.Now().Add(s.opts.BreakerCooldown).UnixNano()) {
-			return rueidis.RedisMessage{}, fmt.Errorf("%w: breaker open after %d failed calls", ErrUnavailable, s.fails.Load())
-		}
+		return rueidis.RedisMessage{}, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
@@ -402,38 +424,55 @@ func (s *Store) exec(ctx context.Context, script *rueidis.Lua, keys, args []stri
 		if ctx.Err() != nil {
 			return msg, ctx.Err() // the caller gave up: not Redis's failure
 		}
-		return msg, s.failed(s.classify(err))
+		return msg, s.failedAt(node, s.classify(err))
 	}
-	s.fails.Store(0)
-	s.openUntil.Store(0)
+	node.OK()
 	return msg, nil
 }
 
-// failed counts a failed call, opens the breaker at the threshold, and
-// returns err.
-func (s *Store) failed(err error) error {
-	n := s.fails.Add(1)
-	if t := s.opts.BreakerThreshold; t > 0 && n >= int64(t) {
-		s.openUntil.Store(time.Now().Add(s.opts.BreakerCooldown).UnixNano())
+// node returns the breaker of the node serving key: the link's Whole but
+// on a Cluster whose slot map the link knows.
+func (s *Store) node(key string) *redislink.Node {
+	if s.client.Mode() != rueidis.ClientModeCluster {
+		return s.link.Whole()
 	}
-	if s.opts.OnFailure != nil {
+	_, n := s.link.For(redislink.Slot(key))
+	return n
+}
+
+// failed counts a failed call to the node of the whole Redis (a reply
+// that does not parse), and returns err.
+func (s *Store) failed(err error) error { return s.failedAt(s.link.Whole(), err) }
+
+// failedAt counts a failed call to node, which opens its breaker at the
+// threshold, and returns err; OnFailure has it unless the breaker was
+// open (a failed trial).
+func (s *Store) failedAt(node *redislink.Node, err error) error {
+	open := node.Open()
+	node.Fail(err, false)
+	if !open && s.opts.OnFailure != nil {
 		s.opts.OnFailure(err)
 	}
 	return err
 }
 
+// Health returns the state of the store's link to Redis (the rate limit
+// store's, with Options.Link).
+func (s *Store) Health() redislink.Health { return s.link.Health() }
+
+// Stats are a Store's counters since it was made.
+type Stats struct {
+	// PolicyAnswers is the number of Acquire calls Options.OnError
+	// answered: Redis could not decide (a failed call, or the breaker
+	// open).
+	PolicyAnswers uint64
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats { return Stats{PolicyAnswers: s.policy.Load()} }
+
 func (s *Store) classify(err error) error {
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		msg := re.Error()
-		if strings.Contains(msg, "script") || strings.Contains(msg, "Lua") || strings.HasPrefix(msg, "WRONGTYPE") {
-			return fmt.Errorf("%w: redis replied %q", ErrScript, msg)
-		}
-		return fmt.Errorf("%w: redis replied %q", ErrUnavailable, msg)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: no reply within %v", ErrUnavailable, s.opts.Timeout)
-	}
-	return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	return redislink.Classify(err, s.opts.Timeout, ErrUnavailable, ErrScript, "")
 }
 
 // ints reads a reply of n integers.

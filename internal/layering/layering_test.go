@@ -17,17 +17,18 @@ const module = "github.com/sluicehq/sluice"
 // allowed is the one table of imports: for every package of the module,
 // the packages of the module it may import (directly; its own imports
 // then follow their rows). A package not listed fails the test, so a new
-// package states its place when it is added. The rows follow DESIGN.md's
+// package states its place when it is added. The rows follow the
 // layers, top to bottom; "std" marks the packages that may import nothing
 // but the standard library and each other (the core).
 var allowed = map[string][]string{
 	// The command: the only importer of the transport.
 	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
-		"internal/transport/h2grpc", "internal/server/admin", "internal/server/storeurl", "internal/server/tlsreload", "internal/server/control"},
+		"internal/transport/h2grpc", "internal/server/admin", "storeurl", "internal/server/tlsreload", "internal/server/control",
+		"internal/config/didyoumean"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
-		"internal/server/admin", "internal/server/eventlog", "internal/server/storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
+		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
 		"internal/server/status", "internal/server/control"},
 	"rls/xds": {"rules"},
 	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch", "internal/server/status", "internal/server/control"},
@@ -47,38 +48,41 @@ var allowed = map[string][]string{
 	"backoff":                  {},
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
-	"memstore":   {"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
-	"redisstore": {"memstore", "ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/transport/rawconn"},
+	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
+	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink"},
+	// The one link to Redis of both Redis stores: breakers, trials, health.
+	"internal/redislink": {},
+	// The store opener, beside the stores: a URL to a store, for both servers.
+	"storeurl": {"memstore", "redisstore", "ratelimit"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
 	"inflight/inflighttest":  {"inflight"},
-	"inflight/redisinflight": {"inflight", "ratelimit"},
+	"inflight/redisinflight": {"inflight", "ratelimit", "internal/redislink"},
 	// Load shedders by priority: the fleet shedder holds inflight leases.
 	"shed": {"inflight"},
 	// The algorithms, pure: the vocabulary only.
-	"internal/algorithm/gcra":       {"ratelimit"},
-	"internal/algorithm/window":     {"ratelimit"},
-	"internal/algorithm/slidinglog": {"ratelimit"},
+	"algorithm/gcra":       {"ratelimit"},
+	"algorithm/window":     {"ratelimit"},
+	"algorithm/slidinglog": {"ratelimit"},
 	// The vocabulary and its conformance suite.
 	"ratelimit":               {},
 	"ratelimit/ratelimittest": {"ratelimit"},
 	// Simulations drive the real pure components.
-	"sim": {"adaptive", "backoff", "inflight", "memstore", "ratelimit", "retry", "shed", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog"},
+	"sim": {"adaptive", "backoff", "inflight", "memstore", "ratelimit", "retry", "shed", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
 	// What both servers share, below them.
 	"internal/server/admin":      {},
 	"internal/server/eventlog":   {},
 	"internal/server/rlheader":   {"ratelimit", "internal/server/sfv"},
 	"internal/server/sfv":        {},
-	"internal/server/storeurl":   {"memstore", "redisstore", "ratelimit"},
 	"internal/server/watch":      {},
 	"internal/server/topk":       {},
-	"internal/server/status":     {"internal/server/topk"},
-	"internal/server/control":    {"ratelimit"},
+	"internal/server/status":     {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},
+	"internal/server/control":    {"ratelimit", "internal/server/eventlog"},
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
 	"internal/config/didyoumean": {},
-	"internal/transport/h2grpc":  {"internal/transport/rawconn"},
+	"internal/transport/h2grpc":  {"internal/transport/rawconn", "internal/algorithm/gcra", "ratelimit"},
 	"internal/transport/rawconn": {},
 	// Test-only packages and test harnesses.
 	"internal/testharness/redistest": {},
@@ -89,8 +93,70 @@ var allowed = map[string][]string{
 	"abuse":                          {},
 }
 
+// modules is the one table of third-party imports: for every module the
+// repository uses, the packages that may import it directly. The core
+// (below) imports none; Redis, gRPC and Prometheus stay where they are
+// needed, so a user of the middleware or the client pulls in none of them.
+var modules = map[string][]string{
+	"github.com/redis/rueidis":               {"internal/redislink", "redisstore", "inflight/redisinflight"},
+	"github.com/prometheus/client_golang":    {"cmd/sluice", "gateway", "rls", "rls/xds", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload", "internal/server/admin"},
+	"google.golang.org/grpc":                 {"cmd/sluice", "rls", "rls/xds", "internal/transport/h2grpc"},
+	"google.golang.org/protobuf":             {"rls", "rls/xds", "internal/transport/h2grpc"},
+	"google.golang.org/genproto/googleapis":  {"rls/xds"},
+	"github.com/envoyproxy/go-control-plane": {"rls", "rls/xds"},
+	"github.com/lyft/gostats":                {"rls"},
+	"go.yaml.in/yaml/v3":                     {"internal/config/yamlnode", "rules", "gateway", "cmd/sluice"},
+	"golang.org/x/net":                       {"cmd/sluice", "gateway", "rls", "httpclient", "internal/transport/h2grpc"},
+	"golang.org/x/term":                      {"cmd/sluice"},
+	// The client's parsers of what servers send: maintained libraries
+	// rather than string splitting of our own.
+	"github.com/dunglas/httpsfv":  {"httpclient"},
+	"github.com/temoto/robotstxt": {"robots"},
+}
+
+// moduleOf is the row of modules that holds the import path p, or "".
+func moduleOf(p string) string {
+	best := ""
+	for m := range modules {
+		if (p == m || strings.HasPrefix(p, m+"/")) && len(m) > len(best) {
+			best = m
+		}
+	}
+	return best
+}
+
+// TestThirdPartyImportsFollowTheTable: every import of a third-party
+// package is allowed by its module's row, and every row is used.
+func TestThirdPartyImportsFollowTheTable(t *testing.T) {
+	used := map[string]bool{}
+	for _, p := range packages(t) {
+		for _, imp := range p.imports {
+			if isStd(imp) || strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			m := moduleOf(imp)
+			if m == "" {
+				t.Errorf("%s imports %s, whose module has no row in internal/layering's modules table: add one (and say why the project needs it)", p.path, imp)
+				continue
+			}
+			if !slices.Contains(modules[m], p.path) {
+				t.Errorf("%s imports %s, which the row of %s does not allow", p.path, imp, m)
+				continue
+			}
+			used[m+" "+p.path] = true
+		}
+	}
+	for m, importers := range modules {
+		for _, p := range importers {
+			if !used[m+" "+p] {
+				t.Errorf("the modules table lets %s import %s, which it does not: remove it from the row", p, m)
+			}
+		}
+	}
+}
+
 // core may import only the standard library (and each other).
-var core = []string{"ratelimit", "internal/algorithm/gcra", "internal/algorithm/window", "internal/algorithm/slidinglog", "memstore", "backoff", "retry", "adaptive", "breaker", "inflight"}
+var core = []string{"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog", "memstore", "backoff", "retry", "adaptive", "breaker", "inflight"}
 
 type pkg struct {
 	path    string   // relative to the module
@@ -162,8 +228,7 @@ func TestImportsFollowTheTable(t *testing.T) {
 	}
 }
 
-// TestCoreIsStandardLibraryOnly: the core packages (DESIGN.md,
-// Conventions) import only the standard library and each other.
+// TestCoreIsStandardLibraryOnly: the core packages import only the standard library and each other.
 func TestCoreIsStandardLibraryOnly(t *testing.T) {
 	byPath := map[string]pkg{}
 	for _, p := range packages(t) {

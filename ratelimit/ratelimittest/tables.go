@@ -180,7 +180,7 @@ func Tables() []Table {
 				// 73 days (a fifth) into that window: 4·4/5 + 6 = 9.2, so
 				// one more is refused. Exactly, it would pass from a
 				// quarter of the window on (4·3/4 + 6 + 1 = 10), 91 days 6
-				// hours in. In doubles (the formula's, see internal/algorithm/window)
+				// hours in. In doubles (the formula's, see algorithm/window)
 				// it passes 10 ns sooner: the sums +6 and +1 round an
 				// estimate 4·(year−e)/year of up to 3 + 2^-50 down to 10,
 				// which holds while year−e, rounded to the 4 ns doubles

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -63,14 +65,21 @@ type API struct {
 	// Targets returns the store keys identity has on rule ("" every rule).
 	// An identity that is a store key names itself.
 	Targets func(ctx context.Context, identity, rule string) ([]Target, error)
-	// Rules returns the names of the rules that may be changed.
-	Rules func() []string
+	// Rules returns the IDs of the rules that rule names: a rule's ID, or
+	// a name several rules may share; none when it names no rule that may
+	// be changed. Enforcements are kept by ID.
+	Rules func(rule string) []string
 	// Resetter forgets a key (the store); nil refuses resets.
 	Resetter ratelimit.Resetter
 	Logger   *slog.Logger
 	// Actions counts every call: sluice_admin_actions_total{action,result}
 	// (NewActions).
 	Actions *prometheus.CounterVec
+	// Events, when not nil, takes the calls refused for their token
+	// (eventlog.Unauthorized, rule "admin_token", the caller's address),
+	// so a flood of bad tokens writes a bounded number of lines; nil logs
+	// each one.
+	Events *eventlog.Log
 }
 
 // NewActions registers and returns sluice_admin_actions_total.
@@ -155,7 +164,12 @@ func (a *API) guard(action string, h func(ctx context.Context, req *request) (an
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			a.count(action, "unauthorized")
-			a.log().Warn("admin: unauthorized call", "action", action, "remote", r.RemoteAddr)
+			if a.Events != nil {
+				host, _, _ := net.SplitHostPort(r.RemoteAddr)
+				a.Events.Report(eventlog.Unauthorized, "admin_token", host, nil)
+			} else {
+				a.log().Warn("admin: unauthorized call", "action", action, "remote", r.RemoteAddr)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-admin"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a valid bearer token is required"})
 			return
@@ -210,18 +224,19 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-func (a *API) knownRule(rule string) error {
+// knownRule returns the IDs of the rules rule names.
+func (a *API) knownRule(rule string) ([]string, error) {
 	if rule == "" {
-		return invalid("rule is required")
+		return nil, invalid("rule is required")
 	}
+	var ids []string
 	if a.Rules != nil {
-		for _, r := range a.Rules() {
-			if r == rule {
-				return nil
-			}
-		}
+		ids = a.Rules(rule)
 	}
-	return invalid("no rule named %q", rule)
+	if len(ids) == 0 {
+		return nil, invalid("no rule named %q", rule)
+	}
+	return ids, nil
 }
 
 func (a *API) targets(ctx context.Context, req *request) ([]Target, error) {
@@ -232,7 +247,7 @@ func (a *API) targets(ctx context.Context, req *request) ([]Target, error) {
 		return nil, invalid("identity is longer than 1024 bytes")
 	}
 	if req.Rule != "" {
-		if err := a.knownRule(req.Rule); err != nil {
+		if _, err := a.knownRule(req.Rule); err != nil {
 			return nil, err
 		}
 	}
@@ -330,25 +345,31 @@ func (a *API) deleteOverride(ctx context.Context, req *request) (any, []any, err
 
 func (a *API) setEnforce(ctx context.Context, req *request) (any, []any, error) {
 	attrs := []any{"rule", req.Rule}
-	if err := a.knownRule(req.Rule); err != nil {
+	ids, err := a.knownRule(req.Rule)
+	if err != nil {
 		return nil, attrs, err
 	}
 	if req.Percent == nil || !(*req.Percent >= 0 && *req.Percent <= 100) {
 		return nil, attrs, invalid("percent: want a number from 0 to 100")
 	}
-	if err := a.Control.SetEnforce(ctx, req.Rule, *req.Percent); err != nil {
-		return nil, attrs, err
+	for _, id := range ids {
+		if err := a.Control.SetEnforce(ctx, id, *req.Percent); err != nil {
+			return nil, attrs, err
+		}
 	}
-	return Enforcement{Rule: req.Rule, Percent: *req.Percent}, append(attrs, "percent", *req.Percent), nil
+	return Enforcement{Rule: req.Rule, Percent: *req.Percent}, append(attrs, "ids", ids, "percent", *req.Percent), nil
 }
 
 func (a *API) deleteEnforce(ctx context.Context, req *request) (any, []any, error) {
 	attrs := []any{"rule", req.Rule}
-	if err := a.knownRule(req.Rule); err != nil {
+	ids, err := a.knownRule(req.Rule)
+	if err != nil {
 		return nil, attrs, err
 	}
-	if err := a.Control.DeleteEnforce(ctx, req.Rule); err != nil {
-		return nil, attrs, err
+	for _, id := range ids {
+		if err := a.Control.DeleteEnforce(ctx, id); err != nil {
+			return nil, attrs, err
+		}
 	}
 	return map[string]string{"rule": req.Rule, "enforce": "as configured"}, attrs, nil
 }

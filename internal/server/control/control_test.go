@@ -145,7 +145,12 @@ func TestAPIAuth(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	api := &control.API{Control: control.New(ctx, control.Options{}), Actions: actions, Resetter: store,
-		Rules: func() []string { return []string{"per-ip"} },
+		Rules: func(rule string) []string {
+			if rule == "per-ip" {
+				return []string{"per-ip"}
+			}
+			return nil
+		},
 		Targets: func(_ context.Context, id, rule string) ([]control.Target, error) {
 			return []control.Target{{Rule: "per-ip", Key: "sl:gcra:1000ms:d_ip_" + id + "_"}}, nil
 		}}

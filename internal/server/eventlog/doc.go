@@ -5,7 +5,7 @@
 // that fails fails for every request, and a limit that denies denies every
 // request of a flood. One log line per event writes as many lines a second
 // as the service answers requests. A Log counts events instead, per kind
-// (StoreError, ShadowDenied, Denied) and rule, and writes one line per
+// (StoreError, ShadowDenied, Denied, Unauthorized) and rule, and writes one line per
 // (kind, rule) per interval (10 s by default) with the count, a few sample
 // keys and the last error:
 //
@@ -21,7 +21,7 @@
 // overflow=true. A pair is forgotten after an interval without events.
 // Rule names and keys are cut to MaxKeyLen bytes, and a line keeps at most
 // Options.Samples keys. So an interval has at most one summary per
-// tracked pair, MaxRules first lines and 3 overflow lines: 2·MaxRules+3
+// tracked pair, MaxRules first lines and one overflow line per kind (4): 2·MaxRules+4
 // lines whatever the request rate, in bounded memory.
 //
 // Report is the hot path: once its pair is tracked and the interval's

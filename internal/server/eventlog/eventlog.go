@@ -25,6 +25,11 @@ const (
 	// Denied is a request refused by a rule: logged at slog.LevelInfo as
 	// "over limit".
 	Denied
+	// Unauthorized is a request whose credential was refused (401): logged
+	// at slog.LevelWarn as "credential refused", its rule the reason
+	// (identity.Reason) and its keys the callers' addresses, never the
+	// credential.
+	Unauthorized
 
 	numKinds
 )
@@ -36,10 +41,11 @@ var kinds = [numKinds]struct {
 	StoreError:   {"store_error", "store failed", slog.LevelError},
 	ShadowDenied: {"shadow_denied", "over limit in shadow mode", slog.LevelInfo},
 	Denied:       {"denied", "over limit", slog.LevelInfo},
+	Unauthorized: {"unauthorized", "credential refused", slog.LevelWarn},
 }
 
-// String returns the kind's name in logs: store_error, shadow_denied or
-// denied.
+// String returns the kind's name in logs: store_error, shadow_denied,
+// denied or unauthorized.
 func (k Kind) String() string {
 	if k >= numKinds {
 		return "unknown"

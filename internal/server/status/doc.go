@@ -15,4 +15,11 @@
 // script, a meta refresh; a small inline SVG of denials per minute) and
 // as /status.json. The page's lookup box peeks (never charges) one
 // identity on every rule through the server's Source.
+//
+// A Door is what both servers hand the page and the admin API
+// (internal/server/control): the lookup, the admin API's targets and rule
+// IDs, the enforcement percentages, and the admin API's adjustments of a
+// check, written once over rules.Check; a server gives it only how an
+// identity becomes checks and how its store peeks. A rule's ID (RuleID)
+// is its descriptor path, the same through either server.
 package status

@@ -69,7 +69,8 @@ type Top struct {
 
 // Peek is one rule's state for one identity, read without charging.
 type Peek struct {
-	Rule       string  `json:"rule"`
+	Rule       string  `json:"rule"` // the rule's ID (RuleID)
+	Name       string  `json:"name"` // its name, as headers and metrics show it
 	Key        string  `json:"key"`
 	Limit      string  `json:"limit"`
 	Quota      int64   `json:"quota"`

@@ -160,3 +160,66 @@ func BenchmarkRecordAllowed(b *testing.B) {
 		}
 	})
 }
+
+// TestEnforcedColumnFollowsTheAdminAPI: a shadow rule the admin API
+// enforces on 10% or 100% of identities shows that percentage in the
+// page's Enforced column, as /status.json's enforce_percent does (the page
+// said "shadow" whatever the percentage).
+func TestEnforcedColumnFollowsTheAdminAPI(t *testing.T) {
+	rec := status.NewRecorder(status.Options{})
+	rec.SetRules([]status.RuleInfo{
+		{ID: "ten", Name: "ten", Shadow: true},
+		{ID: "all", Name: "all", Shadow: true},
+		{ID: "dark", Name: "dark", Shadow: true},
+		{ID: "plain", Name: "plain"},
+		{ID: "half", Name: "half"},
+	})
+	percent := map[string]float64{"ten": 10, "all": 100, "dark": 0, "plain": 100, "half": 50}
+	srv := &status.Server{Name: "gateway", Recorder: rec, Enforce: func(id string) float64 { return percent[id] }}
+	mux := http.NewServeMux()
+	srv.Register(mux)
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	res, err := http.Get(ts.URL + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	cells := enforcedCells(string(b))
+	want := map[string]string{"ten": "10%", "all": "100%", "dark": "shadow", "plain": "100%", "half": "50%"}
+	for name, w := range want {
+		if got := cells[name]; got != w {
+			t.Errorf("rule %s: got Enforced %q, want %q", name, got, w)
+		}
+	}
+}
+
+// enforcedCells reads the rules table: rule name -> its Enforced cell's
+// text.
+func enforcedCells(page string) map[string]string {
+	out := map[string]string{}
+	for _, row := range strings.Split(page, "<tr>")[1:] {
+		_, rest, ok := strings.Cut(row, `<a href="#rule-`)
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, `"`)
+		tds := strings.Split(row, "<td")
+		if len(tds) < 5 { // Rule, Limit, Algorithm, Enforced, ...
+			continue
+		}
+		_, cell, _ := strings.Cut(tds[4], ">")
+		cell, _, _ = strings.Cut(cell, "</td>")
+		for strings.Contains(cell, "<") { // drop tags
+			i := strings.IndexByte(cell, '<')
+			j := strings.IndexByte(cell[i:], '>')
+			if j < 0 {
+				break
+			}
+			cell = cell[:i] + cell[i+j+1:]
+		}
+		out[name] = strings.TrimSpace(cell)
+	}
+	return out
+}

@@ -107,10 +107,7 @@ func (t *TopK) RecordAt(key string, at time.Time) {
 		key = key[:t.maxKey]
 	}
 	now := at.UnixNano()
-	s := &t.shards[0]
-	if len(t.shards) > 1 {
-		s = &t.shards[maphash.String(t.seed, key)%uint64(len(t.shards))]
-	}
+	s := t.shardFor(key)
 	s.mu.Lock()
 	s.total++
 	if c := s.idx[key]; c != nil {
@@ -138,6 +135,14 @@ func (t *TopK) RecordAt(key string, at time.Time) {
 	s.idx[k] = c
 	s.down(0)
 	s.mu.Unlock()
+}
+
+// shardFor is the shard that counts key (already cut to maxKey).
+func (t *TopK) shardFor(key string) *shard {
+	if len(t.shards) == 1 {
+		return &t.shards[0]
+	}
+	return &t.shards[maphash.String(t.seed, key)%uint64(len(t.shards))]
 }
 
 // Top returns the n heaviest keys, heaviest first (ties: the most recent

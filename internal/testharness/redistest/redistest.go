@@ -363,11 +363,12 @@ func (s *Server) Close() {
 // URL returns redis://127.0.0.1:port.
 func (s *Server) URL() string { return "redis://" + s.Addr }
 
-// Cluster is a Redis Cluster of masters without replicas, all on
-// 127.0.0.1.
+// Cluster is a Redis Cluster on 127.0.0.1: masters, and replicas when
+// StartClusterReplicas made it.
 type Cluster struct {
-	Nodes []*Server
-	dir   string
+	Nodes    []*Server
+	replicas int // per master
+	dir      string
 }
 
 // StartCluster starts a cluster of masters nodes (at least 1) for tb and
@@ -378,12 +379,80 @@ type Cluster struct {
 func StartCluster(tb testing.TB, masters int) *Cluster {
 	tb.Helper()
 	Require(tb)
-	c, err := startCluster(tb.TempDir(), masters)
+	c, err := startCluster(tb.TempDir(), masters, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(c.Close)
 	return c
+}
+
+// StartClusterReplicas starts a cluster of masters (at least 3), each
+// with replicas replicas, joined by redis-cli --cluster create, for tb,
+// and stops it when tb ends. It returns once every replica has synced
+// with its master, so that a master killed then fails over. Its nodes
+// time out after nodeTimeout (cluster-node-timeout; 0: 2 s): a killed
+// master's replica takes over about 2 nodeTimeout + 1 s later.
+func StartClusterReplicas(tb testing.TB, masters, replicas int, nodeTimeout time.Duration) *Cluster {
+	tb.Helper()
+	Require(tb)
+	if masters < 3 || replicas < 1 {
+		tb.Fatalf("redistest: a cluster with replicas needs 3 masters or more and 1 replica or more, not %d and %d", masters, replicas)
+	}
+	var extra []string
+	if nodeTimeout > 0 {
+		extra = []string{"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10)}
+	}
+	c, err := startCluster(tb.TempDir(), masters, replicas, extra...)
+	if err == nil {
+		err = c.waitReplicas(StartTimeout)
+	}
+	if err != nil {
+		if c != nil {
+			c.Close()
+		}
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// waitReplicas waits until every replica reports its link to its master
+// up.
+func (c *Cluster) waitReplicas(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		up, want := 0, len(c.Nodes)/(1+c.replicas)*c.replicas
+		for _, n := range c.Nodes {
+			v, _ := n.Do("INFO", "replication")
+			if info, _ := v.(string); strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
+				up++
+			}
+		}
+		if up >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: %d of %d replicas synced after %v", up, want, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Masters returns the running nodes that are masters now (ROLE).
+func (c *Cluster) Masters() []*Server {
+	var out []*Server
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		if v, err := n.Do("ROLE"); err == nil {
+			if r, _ := v.([]any); len(r) > 0 && r[0] == "master" {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // StartClusterProcess is StartCluster outside tests: the caller must Close.
@@ -395,7 +464,7 @@ func StartClusterProcess(masters int) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	c, err := startCluster(dir, masters)
+	c, err := startCluster(dir, masters, 0)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -404,13 +473,13 @@ func StartClusterProcess(masters int) (*Cluster, error) {
 	return c, nil
 }
 
-func startCluster(dir string, masters int) (*Cluster, error) {
+func startCluster(dir string, masters, replicas int, extra ...string) (*Cluster, error) {
 	if masters < 1 {
 		return nil, fmt.Errorf("redistest: a cluster needs at least 1 master, not %d", masters)
 	}
-	c := &Cluster{}
-	for i := 0; i < masters; i++ {
-		s, err := startServer(dir, true)
+	c := &Cluster{replicas: replicas}
+	for i := 0; i < masters*(1+replicas); i++ {
+		s, err := startServer(dir, true, extra...)
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -441,7 +510,7 @@ func (c *Cluster) create() error {
 		return err
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(c.replicas), "--cluster-yes")
 	out, err := exec.Command(cli, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("redistest: redis-cli --cluster create: %v: %s", err, bytes.TrimSpace(out))
@@ -616,7 +685,7 @@ func SharedCluster(tb testing.TB) *Cluster {
 	if sharedCluster == nil && sharedCErr == nil {
 		dir, err := sharedTemp()
 		if err == nil {
-			sharedCluster, err = startCluster(dir, 3)
+			sharedCluster, err = startCluster(dir, 3, 0)
 		}
 		sharedCErr = err
 	}
@@ -670,4 +739,79 @@ var prefixes atomic.Int64
 // test, such as "TestApply/gcra#3:".
 func Prefix(tb testing.TB) string {
 	return fmt.Sprintf("%s#%d:", tb.Name(), prefixes.Add(1))
+}
+
+// Outage is a way a server goes away (Down) and comes back (Up, which
+// returns once it answers), for tests of the way back to Redis.
+type Outage struct {
+	Name     string
+	Down, Up func(*Server) error
+}
+
+// Outages are the ways a server goes away that a store must come back
+// from: killed and restarted with its data (SAVE first), killed and
+// restarted empty (its scripts gone too), and paused then continued
+// (silent, then answering the commands it queued).
+var Outages = []Outage{
+	{"restart", func(s *Server) error {
+		if _, err := s.Do("SAVE"); err != nil {
+			return err
+		}
+		s.Kill()
+		return nil
+	}, (*Server).Restart},
+	{"restart empty", func(s *Server) error { s.Kill(); return nil }, (*Server).Restart},
+	{"paused", (*Server).Pause, (*Server).Resume},
+}
+
+// Back measures a store's way back to Redis through an Outage, in
+// requests: Run makes Call every Pace until the store's breaker opens
+// (Connected false) and a few more, brings the server back, and counts
+// how many of the next After calls the failure policy answered
+// (PolicyAnswers, the store's counter). A count, not a time: each call
+// waits Pace first, so a slow machine fits fewer calls in an interval,
+// not more.
+type Back struct {
+	Call          func() error // one request; an error fails the test once Redis is back
+	Connected     func() bool
+	PolicyAnswers func() uint64
+	Pace          time.Duration
+	After         int
+}
+
+// Run runs b through o on srv and returns the calls after Redis answers
+// again that the failure policy answered.
+func (b Back) Run(tb testing.TB, srv *Server, o Outage) uint64 {
+	tb.Helper()
+	wait := func(what string, f func() bool) {
+		tb.Helper()
+		for deadline := time.Now().Add(StartTimeout); !f(); time.Sleep(b.Pace) {
+			if time.Now().After(deadline) {
+				tb.Fatalf("redistest: %s: still not so after %v", what, StartTimeout)
+			}
+		}
+	}
+	wait("decided by Redis", func() bool { return b.Call() == nil && b.Connected() })
+	if err := o.Down(srv); err != nil {
+		tb.Fatal(err)
+	}
+	wait("the breaker open", func() bool { b.Call(); return !b.Connected() })
+	for range 5 {
+		b.Call()
+		time.Sleep(b.Pace)
+	}
+	if err := o.Up(srv); err != nil {
+		tb.Fatal(err)
+	}
+	if v, err := srv.Do("PING"); err != nil || v != "PONG" {
+		tb.Fatalf("redistest: PING after the outage: %v, %v", v, err)
+	}
+	before := b.PolicyAnswers()
+	for range b.After {
+		time.Sleep(b.Pace)
+		if err := b.Call(); err != nil {
+			tb.Fatalf("redistest: after Redis is back: %v", err)
+		}
+	}
+	return b.PolicyAnswers() - before
 }

@@ -37,6 +37,11 @@ func BenchmarkUnary(b *testing.B) {
 	}{
 		{"h2grpc", func() server { return h2grpc.NewServer(h2grpc.Options{}) }, insecure.NewCredentials()},
 		{"grpc-go", func() server { return grpc.NewServer() }, insecure.NewCredentials()},
+		// With Guard, as sluice rls --grpc-server grpc-go serves: its
+		// cost is reading the frames as they pass.
+		{"grpc-go-guard", func() server {
+			return grpc.NewServer(grpc.Creds(h2grpc.Guard(insecure.NewCredentials(), h2grpc.Options{})))
+		}, insecure.NewCredentials()},
 		// Over TLS 1.3: the record layer's cost on both sides.
 		{"h2grpc-tls", func() server { return h2grpc.NewServer(h2grpc.Options{TLS: srvTLS}) }, cliTLS},
 		{"grpc-go-tls", func() server { return grpc.NewServer(grpc.Creds(credentials.NewTLS(srvTLS))) }, cliTLS},

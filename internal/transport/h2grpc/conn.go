@@ -20,7 +20,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/internal/algorithm/gcra"
 	"github.com/sluicehq/sluice/internal/transport/rawconn"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 const (
@@ -74,6 +76,7 @@ type conn struct {
 	hexisting   *stream // the stream it continues (trailers), if any
 	contStream  uint32  // a header block on this stream awaits CONTINUATION
 	gotSettings bool
+	resetTAT    int64 // the reset bound's state (GCRA)
 
 	handlers sync.WaitGroup // dispatched handlers
 
@@ -85,7 +88,8 @@ type conn struct {
 	closed          bool // ending: frames are no longer written
 	streams         map[uint32]*stream
 	active          uint32 // streams open, or whose handlers run
-	opened          uint64 // streams opened, ever (MaxConnectionIdle)
+	running         uint32 // handlers running
+	progress        uint64 // requests received whole, ever (MaxConnectionIdle)
 	lastID          uint32 // the highest stream the client has opened
 	goingAway       bool   // GOAWAY sent: no new streams
 	sendWin         int64  // the connection's send window
@@ -102,6 +106,8 @@ type conn struct {
 	recvPending int64
 	reserveFree int64     // the large-message reserve left to grant
 	reserveQ    []*stream // streams waiting for a grant, in order
+
+	wd watchdog // StreamLimits, under mu
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -252,12 +258,12 @@ func (c *conn) startTimers() (stop func()) {
 				c.mu.Unlock()
 				return
 			}
-			if c.active == 0 && c.opened == mark {
+			if c.running == 0 && c.progress == mark {
 				c.mu.Unlock()
 				c.drainWith("max_idle")
 				return
 			}
-			mark = c.opened
+			mark = c.progress
 			c.mu.Unlock()
 			if !stopped.Load() {
 				idle.Reset(o.MaxConnectionIdle)
@@ -265,8 +271,14 @@ func (c *conn) startTimers() (stop func()) {
 		})
 		idle.Reset(o.MaxConnectionIdle)
 	}
+	c.mu.Lock()
+	c.wd.init(c.srv.lim.tick, c.onTick)
+	c.mu.Unlock()
 	return func() {
 		stopped.Store(true)
+		c.mu.Lock()
+		c.wd.stopLocked()
+		c.mu.Unlock()
 		if age != nil {
 			age.Stop()
 		}
@@ -401,9 +413,22 @@ func (c *conn) roomLocked(st *stream, n int) bool {
 			return true
 		}
 		c.kickLocked()
-		c.cond.Wait()
+		c.waitForClientLocked(st)
 	}
 	return false
+}
+
+// waitForClientLocked waits for the client to make room for st's answer:
+// window, or room in the send queue. The watchdog ends the connection
+// once one write of st's has waited WriteTimeout. c.mu is held (and
+// released while waiting).
+func (c *conn) waitForClientLocked(st *stream) {
+	if !st.stalled {
+		st.stalled = true
+		st.stallSince = c.wd.tick
+		c.wd.armLocked(c.closed)
+	}
+	c.cond.Wait()
 }
 
 // writer flushes what the reader queues.
@@ -452,10 +477,12 @@ func (c *conn) flush() {
 		b := c.wbuf
 		c.wbuf, c.spare = c.spare[:0], nil
 		c.writing = len(b)
+		c.wd.armLocked(c.closed)
 		c.mu.Unlock()
 		_, err := c.rw.Write(b)
 		c.mu.Lock()
 		c.writing = 0
+		c.wd.writes++
 		c.cond.Broadcast() // handlers may wait for room in the queue
 		if cap(b) <= 256<<10 {
 			c.spare = b[:0]
@@ -695,9 +722,10 @@ func (c *conn) open(id uint32, end bool) error {
 	}
 	c.mu.Lock()
 	st.sendWin = c.peerInitWin
+	st.since = c.wd.tick
 	c.streams[id] = st
 	c.active++
-	c.opened++
+	c.wd.armLocked(c.closed)
 	c.mu.Unlock()
 	if end {
 		return c.endRequest(st)
@@ -732,9 +760,31 @@ func appendRST(b []byte, id uint32, code http2.ErrCode) []byte {
 	return appendUint32(b, uint32(code))
 }
 
-// resetID resets a stream the server keeps no state for.
+// resetID resets a stream the server keeps no state for. A reset other
+// than a refusal is the client's doing, and counts against its bound.
 func (c *conn) resetID(id uint32, code http2.ErrCode) error {
+	if code != http2.ErrCodeRefusedStream {
+		if err := c.countReset(); err != nil {
+			return err
+		}
+	}
 	return c.queue(func(b []byte) []byte { return appendRST(b, id, code) })
+}
+
+// countReset charges one stream reset against the client's bound
+// (StreamLimits.ResetRate and ResetBurst, as a GCRA bucket): past it, the
+// connection ends. Called by the reading goroutine.
+func (c *conn) countReset() error {
+	lim := &c.srv.lim
+	if !lim.boundResets {
+		return nil
+	}
+	var d ratelimit.Decision
+	c.resetTAT = gcra.StepCost(c.resetTAT, time.Now().UnixNano(), 1, false, 0, &lim.resets, &d)
+	if !d.Allowed {
+		return connError{http2.ErrCodeEnhanceYourCalm, "too many streams reset"}
+	}
+	return nil
 }
 
 // reset resets st: its handler, if running, is canceled and its frames
@@ -871,6 +921,8 @@ func (c *conn) releaseLocked() {
 func (c *conn) endRequest(st *stream) error {
 	c.mu.Lock()
 	st.dispatched = true
+	c.running++
+	c.progress++
 	if st.need > 0 {
 		// The message is cut short: it needs no more credit.
 		c.unwaitLocked(st)
@@ -895,47 +947,11 @@ func (c *conn) onData(flags http2.Flags, id uint32, p []byte) error {
 	if err != nil {
 		return err
 	}
-	n, pad := int64(len(p)), int64(len(p)-len(data))
 	end := flags.Has(http2.FlagDataEndStream)
-	c.mu.Lock()
-	if c.recvWin -= n; c.recvWin < 0 {
-		c.mu.Unlock()
-		return connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
+	st, limit, err := c.takeData(id, int64(len(p)), int64(len(data)), end)
+	if st == nil || err != nil {
+		return err
 	}
-	st := c.streams[id]
-	if st == nil || st.dispatched {
-		// Late data on a stream already answered or reset, or data after
-		// the request's end.
-		c.giveBackLocked(n)
-		c.kickLocked()
-		opened := id <= c.lastID
-		c.mu.Unlock()
-		if st != nil {
-			return c.reset(st, http2.ErrCodeStreamClosed)
-		}
-		if !opened {
-			return protocolError("DATA on a stream not opened")
-		}
-		return nil
-	}
-	if st.recvBytes += n; st.recvBytes > st.recvLimit {
-		c.mu.Unlock()
-		return connError{http2.ErrCodeFlowControl, "DATA beyond the stream's window"}
-	}
-	st.held += int64(len(data))
-	if pad > 0 {
-		// Padding is consumed on arrival, on the stream too: the credit a
-		// stream is granted is for its message.
-		c.giveBackLocked(pad)
-		if !end {
-			st.recvLimit += pad
-			c.wbuf = appendWindowUpdate(c.wbuf, id, pad)
-		}
-		c.kickLocked()
-	}
-	limit := st.recvLimit
-	c.mu.Unlock()
-
 	size := st.appendBody(data, limit)
 	max := c.srv.opts.MaxRecvMsgSize
 	if st.msgLen < 0 && size >= 5 {
@@ -969,6 +985,52 @@ func (c *conn) onData(flags http2.Flags, id uint32, p []byte) error {
 	return nil
 }
 
+// takeData counts a DATA frame of n bytes, of which dataLen are data
+// (the rest padding), against the windows, and returns the stream whose
+// request the data is for and its receive window; no stream for data
+// the server drops (late, or after the request's end).
+func (c *conn) takeData(id uint32, n, dataLen int64, end bool) (*stream, int64, error) {
+	c.mu.Lock()
+	if c.recvWin -= n; c.recvWin < 0 {
+		c.mu.Unlock()
+		return nil, 0, connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
+	}
+	st := c.streams[id]
+	if st == nil || st.dispatched {
+		// Late data on a stream already answered or reset, or data after
+		// the request's end.
+		c.giveBackLocked(n)
+		c.kickLocked()
+		opened := id <= c.lastID
+		c.mu.Unlock()
+		switch {
+		case st != nil:
+			return nil, 0, c.reset(st, http2.ErrCodeStreamClosed)
+		case !opened:
+			return nil, 0, protocolError("DATA on a stream not opened")
+		}
+		return nil, 0, nil
+	}
+	if st.recvBytes += n; st.recvBytes > st.recvLimit {
+		c.mu.Unlock()
+		return nil, 0, connError{http2.ErrCodeFlowControl, "DATA beyond the stream's window"}
+	}
+	st.held += dataLen
+	if pad := n - dataLen; pad > 0 {
+		// Padding is consumed on arrival, on the stream too: the credit a
+		// stream is granted is for its message.
+		c.giveBackLocked(pad)
+		if !end {
+			st.recvLimit += pad
+			c.wbuf = appendWindowUpdate(c.wbuf, id, pad)
+		}
+		c.kickLocked()
+	}
+	limit := st.recvLimit
+	c.mu.Unlock()
+	return st, limit, nil
+}
+
 func (c *conn) onReset(id uint32, p []byte) error {
 	if id == 0 {
 		return protocolError("RST_STREAM on stream 0")
@@ -978,7 +1040,7 @@ func (c *conn) onReset(id uint32, p []byte) error {
 	}
 	if st := c.stream(id); st != nil {
 		c.drop(st)
-		return nil
+		return c.countReset()
 	}
 	if !c.closedID(id) {
 		return protocolError("RST_STREAM on a stream not opened")
@@ -1127,7 +1189,7 @@ func (c *conn) appendDataLocked(st *stream, data []byte) error {
 			// The client may be waiting for what is queued before it
 			// grants more; or the queue is full.
 			c.kickLocked()
-			c.cond.Wait()
+			c.waitForClientLocked(st)
 		}
 		c.wbuf = appendFrameHeader(c.wbuf, int(n), http2.FrameData, 0, st.id)
 		c.wbuf = append(c.wbuf, data[:n]...)

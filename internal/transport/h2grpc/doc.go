@@ -57,8 +57,15 @@
 //   - Connection age and idleness, as grpc-go's keepalive
 //     MaxConnectionAge, MaxConnectionAgeGrace (with its ±10% jitter) and
 //     MaxConnectionIdle: GOAWAY, then the connection closes once its
-//     calls have finished or the grace has run out. A client that never
-//     sends its preface is closed after 20 s.
+//     calls have finished or the grace has run out. Idleness is the
+//     lack of progress (no request received whole, no handler running),
+//     not of open streams. A client that never sends its preface is
+//     closed after 20 s.
+//   - Streams that must progress (StreamLimits): a request must arrive
+//     whole within RequestTimeout, a write of an answer may wait on the
+//     client (window, send queue) for WriteTimeout, and a client may
+//     reset ResetRate streams a second past ResetBurst; past any, the
+//     connection ends. Guard holds grpc-go's server to the same.
 //
 // # What one connection holds
 //

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/internal/algorithm/gcra"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Options configures a Server. The zero value serves with the defaults,
@@ -78,11 +81,103 @@ type Options struct {
 	// positive, bounds how long the calls in flight then have before the
 	// connection is closed; zero waits for them.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
-	// MaxConnectionIdle, when positive, ends a connection that has had no
-	// call open for that long (checked every MaxConnectionIdle, so after
+	// MaxConnectionIdle, when positive, ends a connection that has made
+	// no progress for that long (checked every MaxConnectionIdle, so after
 	// one to two of it) with a GOAWAY, so that connections a client
 	// opened and left do not hold slots of a bounded listener forever.
+	// Progress is a request received whole, or a handler running: a
+	// stream whose request never ends, or one the client opens and resets,
+	// does not keep a connection busy.
 	MaxConnectionIdle time.Duration
+
+	StreamLimits
+}
+
+// StreamLimits make every stream of a connection progress, and bound how
+// fast a client may reset them. A connection with a stream stalled past
+// RequestTimeout or WriteTimeout, or past its resets, is ended: its slot
+// (LimitListener) is free again. The timeouts are checked four times
+// per the shorter of them, so a stalled stream ends its connection
+// between one and one and a quarter of its timeout.
+type StreamLimits struct {
+	// RequestTimeout bounds the time from a call's HEADERS until its
+	// request has arrived whole (END_STREAM); past it the connection gets
+	// GOAWAY NO_ERROR "stalled_request" and is closed. Default 5 s
+	// (Envoy writes a request at once, and waits 20 ms for its answer);
+	// negative: none.
+	RequestTimeout time.Duration
+	// WriteTimeout bounds the time one write of a call's answer (its
+	// headers, a message, its end) may wait on the client: for flow
+	// control window, a zero SETTINGS_INITIAL_WINDOW_SIZE included, or for
+	// room in the send queue; past it the connection gets GOAWAY NO_ERROR
+	// "stalled_write" and is closed. A write to the socket that has not
+	// returned after WriteTimeout closes the connection at once. Default
+	// 5 s; negative: none.
+	WriteTimeout time.Duration
+	// ResetRate bounds the streams a second a client may reset, with
+	// ResetBurst at once: its RST_STREAM on a stream the server still
+	// serves, and the streams the server resets for the client's errors.
+	// Past it the connection gets GOAWAY ENHANCE_YOUR_CALM and is closed.
+	// Default 200 a second, burst 1000 (nghttp2's burst; its rate is 33):
+	// Envoy resets each call it gives up on, and an Envoy whose calls
+	// time out for a moment is not to be cut off. Negative: none.
+	ResetRate, ResetBurst int
+}
+
+// Defaults of StreamLimits.
+const (
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultWriteTimeout   = 5 * time.Second
+	DefaultResetRate      = 200
+	DefaultResetBurst     = 1000
+)
+
+// WithDefaults returns l with its zero fields set to the defaults.
+func (l StreamLimits) WithDefaults() StreamLimits {
+	if l.RequestTimeout == 0 {
+		l.RequestTimeout = DefaultRequestTimeout
+	}
+	if l.WriteTimeout == 0 {
+		l.WriteTimeout = DefaultWriteTimeout
+	}
+	if l.ResetRate == 0 {
+		l.ResetRate = DefaultResetRate
+	}
+	if l.ResetBurst == 0 {
+		l.ResetBurst = DefaultResetBurst
+	}
+	return l
+}
+
+// ticks are StreamLimits in ticks of the watchdog that checks them.
+type ticks struct {
+	tick           time.Duration // 0: no timeout to check
+	request, write uint32        // the timeouts in ticks; 0: none
+	resets         gcra.Params
+	boundResets    bool
+}
+
+// ticks derives the watchdog's period and the reset bound from l (with
+// defaults).
+func (l StreamLimits) ticks() ticks {
+	var t ticks
+	for _, d := range []time.Duration{l.RequestTimeout, l.WriteTimeout} {
+		if d > 0 && (t.tick == 0 || d/4 < t.tick) {
+			t.tick = max(d/4, 1)
+		}
+	}
+	in := func(d time.Duration) uint32 {
+		if d <= 0 || t.tick <= 0 {
+			return 0
+		}
+		return uint32(min((d+t.tick-1)/t.tick, 1<<30))
+	}
+	t.request, t.write = in(l.RequestTimeout), in(l.WriteTimeout)
+	if l.ResetRate > 0 && l.ResetBurst > 0 {
+		t.boundResets = true
+		t.resets = gcra.NewParams(ratelimit.Limit{Rate: int64(l.ResetRate), Period: time.Second, Burst: int64(l.ResetBurst)})
+	}
+	return t
 }
 
 const (
@@ -108,6 +203,7 @@ type limits struct {
 	connWin   int64 // the connection's receive window
 	reserve   int64 // the part of connWin granted to large messages
 	sendQueue int   // Options.MaxSendQueue
+	ticks
 }
 
 func (o Options) withDefaults() Options {
@@ -134,6 +230,7 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.StreamLimits = o.StreamLimits.WithDefaults()
 	if o.TLS != nil {
 		o.TLS = o.TLS.Clone()
 		o.TLS.NextProtos = []string{"h2"}
@@ -155,6 +252,7 @@ func (o Options) limits() limits {
 		connWin:   conn,
 		reserve:   max(conn-streams-windowUpdateAt, large),
 		sendQueue: o.MaxSendQueue,
+		ticks:     o.StreamLimits.ticks(),
 	}
 }
 

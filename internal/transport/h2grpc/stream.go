@@ -20,6 +20,7 @@ import (
 type stream struct {
 	c        *conn
 	id       uint32
+	since    uint32 // the watchdog's tick when it opened (set before the stream is shared)
 	m        *method
 	ctx      callCtx
 	encoding string
@@ -30,12 +31,14 @@ type stream struct {
 	msgLen    int64 // the request message's declared length; -1 until its prefix is in
 
 	// Under c.mu.
-	dispatched  bool  // the request is complete and its handler runs
-	recvLimit   int64 // the stream's receive window in all: the initial one and what was granted
-	held        int64 // request bytes counted against the connection's window
-	grant       int64 // credit granted from the connection's large-message reserve
-	need        int64 // credit waited for (in c.reserveQ); 0 if none
-	released    bool  // held and grant have been given back
+	dispatched  bool   // the request is complete and its handler runs
+	stalled     bool   // a write of the answer waits on the client
+	stallSince  uint32 // the watchdog's tick when it began to wait
+	recvLimit   int64  // the stream's receive window in all: the initial one and what was granted
+	held        int64  // request bytes counted against the connection's window
+	grant       int64  // credit granted from the connection's large-message reserve
+	need        int64  // credit waited for (in c.reserveQ); 0 if none
+	released    bool   // held and grant have been given back
 	sendWin     int64
 	reset       bool // reset by either side, or the connection ended: write nothing
 	headersSent bool
@@ -195,6 +198,7 @@ func (st *stream) finish(out *[]byte, s *status.Status) {
 		delete(c.streams, st.id)
 	}
 	st.reset = true
+	c.running--
 	c.releaseLocked()
 	flush := c.startFlushLocked()
 	c.mu.Unlock()
@@ -250,6 +254,7 @@ func (st *stream) SendHeader(md metadata.MD) error {
 	}
 	st.header = metadata.Join(st.header, md)
 	ok := st.sendHeadersLocked()
+	st.stalled = false
 	flush := c.startFlushLocked()
 	c.mu.Unlock()
 	if flush {
@@ -286,6 +291,7 @@ func (st *stream) SendMsg(m any) error {
 		st.sendHeadersLocked() // on failure appendDataLocked fails too
 	}
 	err = c.appendDataLocked(st, *out)
+	st.stalled = false
 	flush := c.startFlushLocked()
 	c.mu.Unlock()
 	if flush {
