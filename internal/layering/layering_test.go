@@ -82,7 +82,7 @@ var allowed = map[string][]string{
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
 	"internal/config/didyoumean": {},
-	"internal/transport/h2grpc":  {"internal/transport/rawconn", "internal/algorithm/gcra", "ratelimit"},
+	"internal/transport/h2grpc":  {"internal/transport/rawconn", "algorithm/gcra", "ratelimit"},
 	"internal/transport/rawconn": {},
 	// Test-only packages and test harnesses.
 	"internal/testharness/redistest": {},

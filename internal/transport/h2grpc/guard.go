@@ -10,7 +10,7 @@ import (
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/sluicehq/sluice/internal/algorithm/gcra"
+	"github.com/sluicehq/sluice/algorithm/gcra"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 

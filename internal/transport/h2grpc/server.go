@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/sluicehq/sluice/internal/algorithm/gcra"
+	"github.com/sluicehq/sluice/algorithm/gcra"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
