@@ -168,10 +168,7 @@ func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 			g.log.Info("gateway: state restored", "file", g.snapFile, "keys", g.mem.Len())
 		}
 	}
-	if err := g.openJournal(cfg); err != nil {
-		st.Close()
-		return err
-	}
+	g.openJournal(cfg)
 	return nil
 }
 
@@ -181,30 +178,30 @@ func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 // logged, and the whole records before it replayed. A damaged journal
 // does not keep the gateway down either: its whole records before the
 // damage are replayed, the file is kept aside (renamed, never
-// overwritten) for the operator, and a new journal starts. After a
-// replay the state is written to a snapshot at once, which compacts the
-// journal.
-func (g *Gateway) openJournal(cfg *Config) error {
+// overwritten) for the operator, and a new journal starts. Nor does a
+// journal that cannot be opened (as a snapshot that cannot be written):
+// the gateway logs it and serves without one. After a replay the state
+// is written to a snapshot at once, which compacts the journal.
+func (g *Gateway) openJournal(cfg *Config) {
 	file := cfg.JournalFile()
 	if file == "" {
-		return nil
+		return
 	}
 	opts := memstore.JournalOptions{Interval: cfg.JournalEvery, Logger: g.log}
 	rep, err := g.mem.OpenJournal(file, opts)
 	var je *memstore.JournalError
 	if errors.As(err, &je) {
 		kept := fmt.Sprintf("%s.damaged-%d", file, time.Now().Unix())
-		if e := os.Rename(file, kept); e != nil {
-			return fmt.Errorf("gateway: %w (and keeping it aside failed: %v)", err, e)
+		err = os.Rename(file, kept)
+		if err == nil {
+			g.log.Error("gateway: journal damaged: replayed up to the damage, kept the file aside, started a new journal",
+				"file", file, "offset", je.Offset, "reason", je.Reason, "kept", kept, "replayed", rep.Records)
+			_, err = g.mem.OpenJournal(file, opts)
 		}
-		g.log.Error("gateway: journal damaged: replayed up to the damage, kept the file aside, started a new journal",
-			"file", file, "offset", je.Offset, "reason", je.Reason, "kept", kept, "replayed", rep.Records)
-		rep2, e := g.mem.OpenJournal(file, opts)
-		rep.Records += rep2.Records
-		err = e
 	}
 	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
+		g.log.Error("gateway: journal not opened: a crash loses the quotas' charges since the last snapshot", "file", file, "err", err)
+		return
 	}
 	if rep.Torn > 0 {
 		g.log.Warn("gateway: journal's last record was cut short (a crash while writing it); replayed the whole records before it",
@@ -216,7 +213,6 @@ func (g *Gateway) openJournal(cfg *Config) error {
 			g.log.Error("gateway: snapshot after the journal's replay failed", "err", err)
 		}
 	}
-	return nil
 }
 
 // bindRules binds cfg's rules to the store once for every route and

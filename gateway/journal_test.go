@@ -1,6 +1,10 @@
 package gateway_test
 
 import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,5 +44,25 @@ func TestParseJournal(t *testing.T) {
 		if cfg.JournalFile() != tc.file || cfg.JournalEvery != tc.every {
 			t.Errorf("%s: journal %q every %v, want %q every %v", tc.snapshot, cfg.JournalFile(), cfg.JournalEvery, tc.file, tc.every)
 		}
+	}
+}
+
+// TestJournalNotOpenedKeepsServing: a journal that cannot be opened (here
+// its path is a directory) does not keep the gateway down, as a snapshot
+// that cannot be written does not: it is logged and the gateway serves.
+func TestJournalNotOpenedKeepsServing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	must(t, os.Mkdir(filepath.Join(dir, "state.snap.journal"), 0o755))
+	cfg, err := gateway.Parse(filepath.Join(dir, "gw.yaml"), []byte("upstream: builtin:echo\nsnapshot: {file: state.snap}\nroutes:\n  - path: /\n"))
+	must(t, err)
+	var log bytes.Buffer
+	g, err := gateway.New(t.Context(), cfg, gateway.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatalf("New = %v, want the gateway to start without its journal", err)
+	}
+	must(t, g.Close())
+	if !strings.Contains(log.String(), `msg="gateway: journal not opened: a crash loses the quotas' charges since the last snapshot"`) {
+		t.Errorf("log:\n%s\nwants the journal's failure", log.String())
 	}
 }

@@ -57,6 +57,8 @@ func (s *Store) OpenJournal(path string, opts JournalOptions) (JournalReplay, er
 		if err != nil {
 			f.Close()
 		}
+	default:
+		err = fmt.Errorf("memstore: journal: %w", err)
 	}
 	if err != nil {
 		return rep, err
