@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -57,6 +58,10 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 		t.d.fields(v, "snapshot", map[string]func(k, v *yaml.Node){
 			"file":     func(k, v *yaml.Node) { t.c.SnapshotFile = t.rel(t.d.str(v, "snapshot.file")) },
 			"interval": func(k, v *yaml.Node) { t.c.SnapshotEvery = t.d.duration(v, "snapshot.interval") },
+			"journal":  func(k, v *yaml.Node) { t.c.Journal = t.d.boolean(v, "snapshot.journal") },
+			"journal_interval": func(k, v *yaml.Node) {
+				t.c.JournalEvery = t.d.boundedDuration(v, "snapshot.journal_interval", time.Millisecond, time.Minute)
+			},
 		})
 	},
 	"headers":        (*top).headers,
@@ -147,7 +152,7 @@ func (d *decoder) newTop(root *yaml.Node) *top {
 		readFile: d.readFile,
 		File:     d.file, Listen: DefaultListen, AdminListen: DefaultAdminListen,
 		UpstreamTimeout: DefaultUpstreamTimeout, ShutdownTimeout: DefaultShutdownTimeout,
-		Store: "memory", SnapshotEvery: DefaultSnapshotEvery, OnStoreError: ratelimit.FailAllow,
+		Store: "memory", SnapshotEvery: DefaultSnapshotEvery, Journal: true, JournalEvery: DefaultJournalEvery, OnStoreError: ratelimit.FailAllow,
 		Identity: IdentityConfig{ForwardUserHeader: DefaultForwardUserHeader,
 			ForwardTierHeader: DefaultForwardTierHeader, ForwardKindHeader: DefaultForwardKindHeader},
 		UpstreamIdleConnections: DefaultUpstreamIdleConnections,

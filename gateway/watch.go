@@ -163,6 +163,7 @@ func (g *Gateway) swap(cfg *Config) error {
 		{"admin_listen", old.AdminListen, cfg.AdminListen},
 		{"store", redact.URL(old.Store), redact.URL(cfg.Store)},
 		{"snapshot.file", old.SnapshotFile, cfg.SnapshotFile},
+		{"snapshot.journal, snapshot.journal_interval", old.JournalFile() + " " + old.JournalEvery.String(), cfg.JournalFile() + " " + cfg.JournalEvery.String()},
 		{"max_keys", fmt.Sprint(old.MaxKeys), fmt.Sprint(cfg.MaxKeys)},
 		{"connections (max, idle_timeout, read_header_timeout, max_header_bytes)", restartConn(old.Connections), restartConn(cfg.Connections)},
 		{"admin_connections", fmt.Sprint(old.AdminConnections), fmt.Sprint(cfg.AdminConnections)},

@@ -229,6 +229,9 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 			gauge("max_keys", "The memory store's bound on keys.", func() float64 { return float64(m.Stats().MaxKeys) }),
 			counter("store", "evictions_total", "Memory store keys dropped to make room before their state had decayed.", func() float64 { return float64(m.Stats().Evictions) }),
 			counter("store", "refusals_total", "New memory store keys refused because every key held state that must not be lost (the failure policy answered).", func() float64 { return float64(m.Stats().Refusals) }),
+			counter("store", "journal_records_total", "Quota charges recorded in the memory store's journal (zero without one).", func() float64 { return float64(m.Stats().JournalRecords) }),
+			counter("store", "journal_dropped_total", "Journal records dropped because the journal's buffer was full (the key's next record makes up for it).", func() float64 { return float64(m.Stats().JournalDropped) }),
+			counter("store", "journal_errors_total", "Journal writes or syncs that failed (their records lost; the error is logged).", func() float64 { return float64(m.Stats().JournalErrors) }),
 		)
 	}
 	if r := s.Redis; r != nil {
