@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
+	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"github.com/sluicehq/sluice/shed"
 	"github.com/sluicehq/sluice/storeurl"
 )
@@ -471,7 +472,7 @@ func (g *Gateway) concurrencyState() (*concurrency, error) {
 // client), for the in-flight caps and the fleet shedder.
 func (c *concurrency) inflightStore(cfg *Config) inflight.Store {
 	return c.g.st.InFlight(storeurl.InFlightOptions{OnError: cfg.OnStoreError, MaxKeys: cfg.MaxKeys, Timeout: 250 * time.Millisecond,
-		OnFailure: func(err error) { c.g.log.Debug("gateway: in-flight store call failed", "err", err) }})
+		OnFailure: func(err error) { c.g.events.Report(eventlog.StoreError, "in-flight", "", err) }})
 }
 
 // utilization returns the utilization shedder for u and classes, the one

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
+	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -28,6 +29,10 @@ const (
 	DefaultUpstreamTimeout = 30 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultSnapshotEvery   = time.Minute
+	// DefaultJournalEvery is snapshot.journal_interval's default: with the
+	// memory store and a snapshot file, a crash loses at most this much of
+	// the quotas' charges.
+	DefaultJournalEvery = memstore.DefaultJournalInterval
 
 	// Connection limits of the public listener (connections) and of the
 	// admin listener (admin_connections); see ConnConfig.
@@ -67,14 +72,19 @@ type Config struct {
 	SnapshotFile    string        // snapshot.file: the memory store's state across restarts ("" none)
 	MaxKeys         int           // max_keys: the memory store's bound on keys (memstore.DefaultMaxKeys)
 	SnapshotEvery   time.Duration // snapshot.interval
-	Headers         httplimit.HeaderMode
-	OnStoreError    ratelimit.FailurePolicy // on_store_error: allow (default), deny, local or error; fail_closed: true is error
-	ResetJitter     float64                 // reset_jitter: spread fixed-window Retry-After over up to this fraction of the window (0: none)
-	Shadow          bool                    // shadow: every rule in shadow mode
-	Disabled        bool                    // disabled: the kill switch for all limiting
-	DisabledRules   []string                // disabled_rules: the kill switch per rule (by name)
-	Domain          string                  // domain: the rules domain; defaults to the only one
-	Pprof           bool                    // pprof: serve net/http/pprof on the admin listener
+	// Journal (snapshot.journal, default true with snapshot.file) keeps a
+	// journal of the quotas' charges beside the snapshot, JournalFile,
+	// written every JournalEvery (snapshot.journal_interval).
+	Journal       bool
+	JournalEvery  time.Duration
+	Headers       httplimit.HeaderMode
+	OnStoreError  ratelimit.FailurePolicy // on_store_error: allow (default), deny, local or error; fail_closed: true is error
+	ResetJitter   float64                 // reset_jitter: spread fixed-window Retry-After over up to this fraction of the window (0: none)
+	Shadow        bool                    // shadow: every rule in shadow mode
+	Disabled      bool                    // disabled: the kill switch for all limiting
+	DisabledRules []string                // disabled_rules: the kill switch per rule (by name)
+	Domain        string                  // domain: the rules domain; defaults to the only one
+	Pprof         bool                    // pprof: serve net/http/pprof on the admin listener
 	// RateLimitEndpoint (rate_limit_endpoint) is the path on the public
 	// listener where a caller reads its own limits (GET, GitHub's
 	// /rate_limit; see ratelimitendpoint.go); "" turns it off.
@@ -113,6 +123,16 @@ type Config struct {
 	// readFile reads the files the config names (the embedded files for
 	// Default); nil means os.ReadFile.
 	readFile func(string) ([]byte, error)
+}
+
+// JournalFile is the memory store's journal of quota charges: the
+// snapshot file's name with ".journal" added, or "" when there is none
+// (no snapshot.file, or snapshot.journal: false).
+func (c *Config) JournalFile() string {
+	if c.SnapshotFile == "" || !c.Journal {
+		return ""
+	}
+	return c.SnapshotFile + ".journal"
 }
 
 func (c *Config) read(name string) ([]byte, error) {

@@ -2,6 +2,7 @@ package storeurl
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"net/url"
 	"strconv"
 	"strings"
@@ -34,13 +35,13 @@ func takeLease(raw string) (string, *redisstore.LeaseOptions, error) {
 	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return "", nil, fmt.Errorf("URL %s: query: %v", redisstore.RedactURL(raw), err)
+		return "", nil, fmt.Errorf("URL %s: query: %v", redact.URL(raw), redact.Error(raw, err))
 	}
 	if !q.Has(ParamLease) && !q.Has(ParamLeaseInstances) {
 		return raw, nil, nil
 	}
 	bad := func(msg string, args ...any) (string, *redisstore.LeaseOptions, error) {
-		return "", nil, fmt.Errorf("URL %s: %s", redisstore.RedactURL(raw), fmt.Sprintf(msg, args...))
+		return "", nil, fmt.Errorf("URL %s: %s", redact.URL(raw), fmt.Sprintf(msg, args...))
 	}
 	if len(q[ParamLease]) > 1 || len(q[ParamLeaseInstances]) > 1 {
 		return bad("%s and %s may be given once", ParamLease, ParamLeaseInstances)

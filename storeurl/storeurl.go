@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"log/slog"
 	"sync"
 
@@ -83,7 +84,7 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 		return &Store{Store: m, Memory: m, url: Memory}, nil
 	}
 	ro := opts.Redis
-	safe := Redact(raw)
+	safe := redact.URL(raw)
 	raw, lease, err := takeLease(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store %w", err)
@@ -237,6 +238,9 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 			gauge("max_keys", "The memory store's bound on keys.", func() float64 { return float64(m.Stats().MaxKeys) }),
 			counter("store", "evictions_total", "Memory store keys dropped to make room before their state had decayed.", func() float64 { return float64(m.Stats().Evictions) }),
 			counter("store", "refusals_total", "New memory store keys refused because every key held state that must not be lost (the failure policy answered).", func() float64 { return float64(m.Stats().Refusals) }),
+			counter("store", "journal_records_total", "Quota charges recorded in the memory store's journal (zero without one).", func() float64 { return float64(m.Stats().JournalRecords) }),
+			counter("store", "journal_dropped_total", "Journal records dropped because the journal's buffer was full (the key's next record makes up for it).", func() float64 { return float64(m.Stats().JournalDropped) }),
+			counter("store", "journal_errors_total", "Journal writes or syncs that failed (their records lost; the error is logged).", func() float64 { return float64(m.Stats().JournalErrors) }),
 		)
 	}
 	if r := s.Redis; r != nil {
@@ -266,6 +270,3 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 	}
 	return nil
 }
-
-// Redact hides a store URL's password (redisstore.RedactURL).
-func Redact(raw string) string { return redisstore.RedactURL(raw) }

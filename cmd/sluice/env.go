@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/config/didyoumean"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/server/control"
 	"github.com/sluicehq/sluice/rls/runner"
 )
@@ -48,17 +49,6 @@ var otherEnv = map[string][]string{
 // envVar is the variable of the flag named name.
 func envVar(name string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
-// secretFlag reports whether the flag named name holds a secret, whose
-// value is never printed, in an error or a log.
-func secretFlag(name string) bool {
-	for _, s := range []string{"password", "secret", "token"} {
-		if strings.Contains(name, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // foreignEnv reads another program's variables for a command: the flag
@@ -170,10 +160,10 @@ func unknownEnv(fs *flag.FlagSet) []error {
 
 // badEnv says that variable name's value v does not suit --flagName.
 func badEnv(name, flagName, v string, err error) error {
-	if secretFlag(flagName) {
+	if redact.Secret(flagName) || redact.Secret(name) {
 		return fmt.Errorf("%s: invalid value for --%s", name, flagName)
 	}
-	return fmt.Errorf("%s=%q: invalid value for --%s: %v", name, v, flagName, err)
+	return fmt.Errorf("%s=%q: invalid value for --%s: %v", name, redact.URL(v), flagName, redact.Error(v, err))
 }
 
 // envNotes holds, by flag set, what reading the environment has to say

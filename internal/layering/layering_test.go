@@ -23,17 +23,17 @@ const module = "github.com/sluicehq/sluice"
 var allowed = map[string][]string{
 	// The command.
 	"cmd/sluice": {"gateway", "rls/runner", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
-		"internal/server/control", "internal/config/didyoumean"},
+		"internal/server/control", "internal/config/didyoumean", "internal/redact"},
 	// The RLS assembled (as gateway is the gateway): flags to store, server,
 	// rules' source, gRPC server and listeners. With cmd/sluice, the only
 	// importer of the transport.
 	"rls/runner": {"rls", "rls/xds", "rules", "memstore", "redisstore", "ratelimit", "storeurl",
-		"internal/transport/h2grpc", "internal/server/admin", "internal/server/tlsreload", "internal/server/control"},
+		"internal/transport/h2grpc", "internal/server/admin", "internal/server/tlsreload", "internal/server/control", "internal/redact"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "adaptive",
 		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
-		"internal/server/status", "internal/server/control"},
+		"internal/server/status", "internal/server/control", "internal/redact"},
 	"rls/xds": {"rules"},
 	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch", "internal/server/status", "internal/server/control"},
 	// The middleware and who is calling.
@@ -53,12 +53,12 @@ var allowed = map[string][]string{
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
-	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink"},
+	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/redact"},
 	// The one link to Redis of both Redis stores: breakers, trials, health.
 	"internal/redislink": {},
 	// The store opener, beside the stores: a URL to a server's stores (rate
 	// limits, in-flight leases) on one client, for both servers.
-	"storeurl": {"memstore", "redisstore", "ratelimit", "inflight", "inflight/redisinflight"},
+	"storeurl": {"memstore", "redisstore", "ratelimit", "inflight", "inflight/redisinflight", "internal/redact"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
@@ -89,6 +89,8 @@ var allowed = map[string][]string{
 	"internal/config/didyoumean": {},
 	"internal/transport/h2grpc":  {"internal/transport/rawconn", "algorithm/gcra", "ratelimit"},
 	"internal/transport/rawconn": {},
+	// The one redactor, below every layer that handles a URL or a secret.
+	"internal/redact": {},
 	// Test-only packages and test harnesses.
 	"internal/testharness/redistest": {},
 	"internal/testharness/twodoors":  {},

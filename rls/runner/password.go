@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/sluicehq/sluice/storeurl"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // storePassword is --store-password and --store-password-file: the Redis
@@ -59,7 +59,7 @@ func (p *storePassword) apply(store string) (string, error) {
 	if at := strings.LastIndex(host, "@"); at >= 0 {
 		user, rest = host[:at], rest[at+1:]
 		if strings.Contains(user, ":") {
-			return "", fmt.Errorf("%w: --store %s has a password already, and one is given apart", ErrUsage, storeurl.Redact(store))
+			return "", fmt.Errorf("%w: --store %s has a password already, and one is given apart", ErrUsage, redact.URL(store))
 		}
 	}
 	return scheme + "://" + user + ":" + urlPassword(pw) + "@" + rest, nil
