@@ -605,14 +605,15 @@ type routeLayers struct {
 	c        *concurrency
 	cfg      *Config
 	identity httplimit.Identifier
+	refusals *httplimit.Refusals // every layer's, the rate limits' too
 	util     *shed.Utilization
 	fleet    *shed.Fleet
 	priority httplimit.Priority
 }
 
 // concurrencyFor prepares cfg's layers.
-func (g *Gateway) concurrencyFor(cfg *Config, id httplimit.Identifier) (*routeLayers, error) {
-	rl := &routeLayers{cfg: cfg, identity: id}
+func (g *Gateway) concurrencyFor(cfg *Config, id httplimit.Identifier, refusals *httplimit.Refusals) (*routeLayers, error) {
+	rl := &routeLayers{cfg: cfg, identity: id, refusals: refusals}
 	needStore := cfg.InFlight != nil && cfg.InFlight.Max > 0
 	for _, r := range cfg.Routes {
 		needStore = needStore || (r.InFlight != nil && r.InFlight.Max > 0)
@@ -687,7 +688,8 @@ func (rl *routeLayers) wrap(i int, limit func(http.Handler) http.Handler, next h
 	}
 	r := rl.cfg.Routes[i]
 	if a := r.Adaptive; a != nil {
-		next = adaptive.Middleware(rl.c.limiter(adaptiveRoute(i, r), *a), next)
+		name := adaptiveRoute(i, r)
+		next = (&httplimit.Adaptive{Limiter: rl.c.limiter(name, *a), Name: name, Refusals: rl.refusals}).Handler(next)
 	}
 	ifc := rl.cfg.InFlight
 	if r.InFlight != nil {
@@ -695,7 +697,7 @@ func (rl *routeLayers) wrap(i int, limit func(http.Handler) http.Handler, next h
 	}
 	if ifc != nil && ifc.Max > 0 {
 		m := &httplimit.InFlight{Store: rl.c.inflightStore(rl.cfg), Max: ifc.Max, TTL: ifc.TTL, RetryAfter: ifc.RetryAfter,
-			Identity: rl.identity, Headers: rl.cfg.Headers, OnStoreError: rl.cfg.OnStoreError, Logger: rl.c.g.log,
+			Identity: rl.identity, Headers: rl.cfg.Headers, OnStoreError: rl.cfg.OnStoreError, Refusals: rl.refusals, Logger: rl.c.g.log,
 			Observe: func(e httplimit.InFlightEvent) { rl.c.inFlight.WithLabelValues(e.Outcome.String()).Inc() }}
 		next = m.Handler(next)
 	}
@@ -713,7 +715,7 @@ func (rl *routeLayers) wrap(i int, limit func(http.Handler) http.Handler, next h
 	}
 	cs := p.Classes
 	sm := &httplimit.Shedder{Utilization: rl.util, Fleet: rl.fleet, Priority: p, Identity: rl.identity,
-		RetryAfter: retry, OnStoreError: rl.cfg.OnStoreError, Logger: rl.c.g.log,
+		RetryAfter: retry, OnStoreError: rl.cfg.OnStoreError, Refusals: rl.refusals, Logger: rl.c.g.log,
 		Observe: func(e httplimit.ShedEvent) {
 			rl.c.shedVec.WithLabelValues(e.Shedder, cs.Name(e.Class), e.Outcome.String()).Inc()
 		}}

@@ -414,11 +414,13 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		return nil, err
 	}
 	observe := g.ops.observer(g.metrics.observer(ruleNames(cfg), g.events))
+	refusals := &httplimit.Refusals{Observe: g.ops.refused(g.metrics.refused(g.events)),
+		UnavailableRetryAfter: redisstore.DefaultBreakerCooldown}
 	set, err := g.bindRules(cfg)
 	if err != nil {
 		return nil, err
 	}
-	layers, err := g.concurrencyFor(cfg, res) // in_flight, shedding, adaptive (concurrency.go)
+	layers, err := g.concurrencyFor(cfg, res, refusals) // in_flight, shedding, adaptive (concurrency.go)
 	if err != nil {
 		return nil, err
 	}
@@ -446,6 +448,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			RefundOn:      refundHook(rc.RefundOn, rc.RefundOnGateway),
 			RefundBudget:  rc.RefundBudget,
 			Observe:       observe,
+			Refusals:      refusals,
 			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
 		}

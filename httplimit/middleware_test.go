@@ -323,7 +323,7 @@ func TestStoreFailure(t *testing.T) {
 	for _, tc := range []struct {
 		p    ratelimit.FailurePolicy
 		want int
-	}{{ratelimit.FailError, 503}, {ratelimit.FailAllow, 200}, {ratelimit.FailDeny, 429}, {ratelimit.FailLocal, 200}} {
+	}{{ratelimit.FailError, 503}, {ratelimit.FailAllow, 200}, {ratelimit.FailDeny, 503}, {ratelimit.FailLocal, 200}} {
 		rec := &recorder{}
 		mw := &httplimit.Middleware{Store: failing{}, Rules: mustRules(t, testRules), Domain: "test",
 			Descriptors: identityDescriptors(), OnStoreError: tc.p, Observe: rec.observe}

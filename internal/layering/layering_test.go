@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"rls/xds": {"rules"},
 	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch", "internal/server/status", "internal/server/control"},
 	// The middleware and who is calling.
-	"httplimit": {"identity", "rules", "ratelimit", "inflight", "shed", "internal/server/rlheader", "internal/server/sfv"},
+	"httplimit": {"identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "internal/server/rlheader", "internal/server/sfv"},
 	"identity":  {},
 	// The policy file.
 	"rules": {"ratelimit", "internal/config/yamlnode"},
@@ -68,8 +68,9 @@ var allowed = map[string][]string{
 	// The vocabulary and its conformance suite.
 	"ratelimit":               {},
 	"ratelimit/ratelimittest": {"ratelimit"},
-	// Simulations drive the real pure components.
-	"sim": {"adaptive", "backoff", "inflight", "memstore", "ratelimit", "retry", "shed", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
+	// Simulations drive the real pure components (and the CPU-bound
+	// overload server the real adaptive middleware, httplimit.Adaptive).
+	"sim": {"adaptive", "httplimit", "backoff", "inflight", "memstore", "ratelimit", "retry", "shed", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
 	// What both servers share, below them.
 	"internal/server/admin":      {},
 	"internal/server/eventlog":   {},

@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/server/eventlog"
+	"github.com/sluicehq/sluice/internal/server/status"
+)
+
+// Every layer of a route (the shedders, the rate limits, the in-flight
+// cap, the adaptive limit) refuses through the config's one
+// httplimit.Refusals, whose observer is refused: each refusal is counted
+// (sluice_gateway_refusals_total), reported to the aggregated log and
+// recorded on the status page under its policy. The rate limits'
+// decisions other than refusals (allowed, shadow denials, store errors)
+// come from the middleware's Observe, as before.
+
+// newRefusalsVec is sluice_gateway_refusals_total.
+func newRefusalsVec() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Subsystem: "gateway", Name: "refusals_total",
+		Help: "Requests refused, by layer (rate_limit, in_flight, shed, adaptive) and cause (over_limit, unavailable: the layer's store could not decide).",
+	}, []string{"layer", "cause"})
+}
+
+// refused returns the counting and logging half of the refusals'
+// observer; its counters are looked up once, here.
+func (m *metrics) refused(events *eventlog.Log) func(httplimit.Refusal) {
+	var byLayer [4][2]prometheus.Counter
+	for l := range byLayer {
+		for c := range byLayer[l] {
+			byLayer[l][c] = m.refusals.WithLabelValues(httplimit.Layer(l).String(), httplimit.Cause(c).String())
+		}
+	}
+	return func(rf httplimit.Refusal) {
+		if int(rf.Layer) < len(byLayer) && int(rf.Cause) < len(byLayer[0]) {
+			byLayer[rf.Layer][rf.Cause].Inc()
+		}
+		switch {
+		case rf.Cause == httplimit.OverLimit:
+			events.Report(eventlog.Denied, rf.Policy, rf.Key, nil)
+		case rf.Layer != httplimit.LayerRateLimit: // a rule's store errors are its decisions' (metrics.observer)
+			events.Report(eventlog.StoreError, rf.Policy, rf.Key, rf.Err)
+		}
+	}
+}
+
+// refused wraps next with the status page's recording: a refusal over a
+// limit is a denial of its policy's row; a store that could not decide is
+// a store error of the in-flight and shedding rows (a rule's store errors
+// are recorded by observer, refused or not).
+func (o *ops) refused(next func(httplimit.Refusal)) func(httplimit.Refusal) {
+	return func(rf httplimit.Refusal) {
+		next(rf)
+		switch {
+		case rf.Cause == httplimit.OverLimit:
+			o.rec.Rule(rf.Policy).Record(status.Denied, rf.Key)
+		case rf.Layer != httplimit.LayerRateLimit:
+			o.rec.Rule(rf.Policy).Record(status.StoreError, rf.Key)
+		}
+	}
+}
+
+// layerInfos are the status page's rows for cfg's layers other than the
+// rate limits: the in-flight cap, the shedders, the adaptive limits, each
+// named by the policy its refusals carry.
+func layerInfos(cfg *Config) []status.RuleInfo {
+	var out []status.RuleInfo
+	var inFlight []string
+	if f := cfg.InFlight; f != nil && f.Max > 0 {
+		inFlight = append(inFlight, strconv.FormatInt(f.Max, 10))
+	}
+	var adaptive []string
+	for i, r := range cfg.Routes {
+		if r.InFlight != nil && r.InFlight.Max > 0 {
+			inFlight = append(inFlight, "routes["+strconv.Itoa(i)+"] "+strconv.FormatInt(r.InFlight.Max, 10))
+		}
+		if a := r.Adaptive; a != nil {
+			adaptive = append(adaptive, adaptiveRoute(i, r))
+		}
+	}
+	if len(inFlight) > 0 {
+		out = append(out, status.RuleInfo{ID: httplimit.DefaultInFlightPolicy, Name: httplimit.DefaultInFlightPolicy,
+			Domain: cfg.Domain, Limit: strings.Join(inFlight, ", ") + " in flight per caller", Algorithm: "in_flight"})
+	}
+	if s := cfg.Shedding; s != nil && (s.Utilization != nil || s.Fleet != nil) {
+		var what []string
+		if s.Utilization != nil {
+			what = append(what, "utilization capacity "+strconv.FormatInt(s.Utilization.Capacity, 10))
+		}
+		if s.Fleet != nil {
+			what = append(what, "fleet cap "+strconv.FormatInt(s.Fleet.Cap, 10))
+		}
+		out = append(out, status.RuleInfo{ID: httplimit.ShedPolicy, Name: httplimit.ShedPolicy, Domain: cfg.Domain,
+			Limit: strings.Join(what, ", "), Algorithm: "shedding"})
+	}
+	if len(adaptive) > 0 {
+		out = append(out, status.RuleInfo{ID: httplimit.DefaultAdaptivePolicy, Name: httplimit.DefaultAdaptivePolicy,
+			Domain: cfg.Domain, Limit: strings.Join(adaptive, ", "), Algorithm: "adaptive"})
+	}
+	return out
+}
