@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/inflight/redisinflight"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -493,12 +494,20 @@ func (c *concurrency) inflightStore(cfg *Config) inflight.Store {
 	if c.store != nil {
 		return c.store
 	}
+	// The stores return their failures and the layers' on_store_error
+	// answers them, as for the rate limits (a deny is then "limiter
+	// unavailable", not "too many in flight"); only local is the store's
+	// own, a memory fallback.
 	if cfg.Store == "memory" || cfg.Store == "" {
-		m := inflight.NewMemory(inflight.MemoryOptions{MaxKeys: cfg.MaxKeys, OnFull: cfg.OnStoreError})
+		m := inflight.NewMemory(inflight.MemoryOptions{MaxKeys: cfg.MaxKeys})
 		c.store, c.closeSt = m, m.Close
 		return c.store
 	}
-	ls := &lazyRedis{rs: c.g.st.Redis, opts: redisinflight.Options{OnError: cfg.OnStoreError, Timeout: 250 * time.Millisecond,
+	var onError ratelimit.FailurePolicy
+	if cfg.OnStoreError == ratelimit.FailLocal {
+		onError = ratelimit.FailLocal
+	}
+	ls := &lazyRedis{rs: c.g.st.Redis, opts: redisinflight.Options{OnError: onError, Timeout: 250 * time.Millisecond,
 		Link:      c.g.st.Redis.Link(),
 		OnFailure: func(err error) { c.g.events.Report(eventlog.StoreError, "in-flight", "", err) }}}
 	c.store, c.closeSt = ls, ls.Close

@@ -131,13 +131,13 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 	// The Redis store falls back to a local memory store itself with
 	// on_store_error: local; otherwise it returns errors, and the
-	// middleware applies the policy (allow skips the rule, deny answers
-	// 429, error 503). With Redis down at start the gateway starts anyway.
+	// middleware applies the policy (allow skips the rule, deny and error
+	// answer 503, deny with Retry-After). With Redis down at start the gateway starts anyway.
 	var ro redisstore.Options
 	if cfg.OnStoreError == ratelimit.FailLocal {
 		ro.OnError = redisstore.Local
 	}
-	st, err := storeurl.Open(ctx, cfg.Store, storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, Logger: g.log})
+	st, err := storeurl.Open(ctx, cfg.Store, storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, OnStoreError: cfg.OnStoreError, Logger: g.log})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
