@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
@@ -79,7 +80,7 @@ type Middleware struct {
 	Domain string
 	// Descriptors build the request's descriptors; each is matched to at
 	// most one rule.
-	Descriptors []Descriptor
+	Descriptors []action.Descriptor
 	// Identity resolves the caller. Nil means every caller is anonymous,
 	// identified by the IP of RemoteAddr.
 	Identity Identifier
@@ -171,7 +172,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		return next
 	}
 	h := &handler{m: *m, next: next}
-	h.m.Descriptors = append([]Descriptor(nil), m.Descriptors...)
+	h.m.Descriptors = append([]action.Descriptor(nil), m.Descriptors...)
 	if len(m.DisabledRules) > 0 {
 		h.disabled = make(map[string]bool, len(m.DisabledRules))
 		for _, n := range m.DisabledRules {

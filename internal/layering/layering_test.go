@@ -27,13 +27,15 @@ var allowed = map[string][]string{
 		"internal/config/didyoumean", "internal/redact"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
-	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
+	"gateway": {"httplimit", "httplimit/action", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
 		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
 		"internal/server/status", "internal/server/control", "internal/redact"},
 	"rls/xds": {"rules"},
 	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch", "internal/server/status", "internal/server/control"},
 	// The middleware and who is calling.
-	"httplimit": {"identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "internal/server/rlheader", "internal/server/sfv"},
+	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "internal/server/rlheader", "internal/server/sfv"},
+	// Envoy's rate_limits actions and sluice's: request -> descriptor entries.
+	"httplimit/action": {"identity", "rules"},
 	"identity":  {},
 	// The policy file.
 	"rules": {"ratelimit", "internal/config/yamlnode"},
