@@ -84,3 +84,26 @@ func TestDenyPolicyAnswersLimiterUnavailable(t *testing.T) {
 		return errors.New("no log line for the outage")
 	})
 }
+
+// The same outage behind sluice rls --on-store-error deny: gRPC has no
+// "unavailable" answer but an error (the error policy's, for Envoy's
+// failure_mode_deny), so deny stays OVER_LIMIT (Envoy's 429); but its
+// headers no longer say the quota is whole again (RateLimit t=0), and
+// Retry-After is the breaker's cooldown.
+func TestRLSDenyPolicyHeadersAfterRedisDies(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	r := startRLS(t, redisRules(t, 1000), "--store", rs.URL(), "--on-store-error", "deny", "--headers", "ietf")
+	c := &http.Client{Timeout: 10 * time.Second}
+	if code, body, err := r.tryDecide(c, "abuse", 1, [][2]string{{"k", "v"}}); err != nil || code != http.StatusOK {
+		t.Fatalf("Redis up: %d %s %v", code, body, err)
+	}
+	rs.Kill()
+	code, body, err := r.tryDecide(c, "abuse", 1, [][2]string{{"k", "v"}})
+	if err != nil || code != http.StatusTooManyRequests {
+		t.Fatalf("Redis killed, --on-store-error deny: %d %s %v, want 429 (OVER_LIMIT)", code, body, err)
+	}
+	if !strings.Contains(body, `r=0;t=1`) || !strings.Contains(body, `"Retry-After"`) {
+		t.Errorf("OVER_LIMIT for a store that cannot decide: %s, want RateLimit r=0;t=1 (not t=0) and a Retry-After", body)
+	}
+}

@@ -413,9 +413,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	observe := g.ops.observer(g.metrics.observer(ruleNames(cfg), g.events))
-	refusals := &httplimit.Refusals{Observe: g.ops.refused(g.metrics.refused(g.events)),
-		UnavailableRetryAfter: redisstore.DefaultBreakerCooldown}
+	observe, refusals := g.observers(cfg) // refusals.go
 	set, err := g.bindRules(cfg)
 	if err != nil {
 		return nil, err

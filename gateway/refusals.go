@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"github.com/sluicehq/sluice/internal/server/status"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // Every layer of a route (the shedders, the rate limits, the in-flight
@@ -18,6 +19,16 @@ import (
 // recorded on the status page under its policy. The rate limits'
 // decisions other than refusals (allowed, shadow denials, store errors)
 // come from the middleware's Observe, as before.
+
+// observers returns cfg's two hooks: the rate limit middleware's Observe
+// (every rule decision: metrics, log, status page) and the one Refusals
+// of every layer.
+func (g *Gateway) observers(cfg *Config) (func(httplimit.Event), *httplimit.Refusals) {
+	// The deny policy's Retry-After: the Redis store's breaker cooldown
+	// (the gateway keeps redisstore's and redisinflight's default, 1 s).
+	return g.ops.observer(g.metrics.observer(ruleNames(cfg), g.events)),
+		&httplimit.Refusals{Observe: g.ops.refused(g.metrics.refused(g.events)), UnavailableRetryAfter: redisstore.DefaultBreakerCooldown}
+}
 
 // newRefusalsVec is sluice_gateway_refusals_total.
 func newRefusalsVec() *prometheus.CounterVec {

@@ -34,6 +34,14 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// policy names, for the logs, what answers while Redis is away.
+func (o Options) policy() string {
+	if o.Redis.OnError == redisstore.ReturnError {
+		return o.OnStoreError.String()
+	}
+	return o.Redis.OnError.String()
+}
+
 // Store is an opened store.
 type Store struct {
 	ratelimit.Store
@@ -87,10 +95,7 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 		return &Store{Store: m, Memory: m, url: Memory}, nil
 	}
 	ro := opts.Redis
-	policy := ro.OnError.String() // what answers while Redis is away, for the logs
-	if ro.OnError == redisstore.ReturnError {
-		policy = opts.OnStoreError.String()
-	}
+	policy := opts.policy()
 	safe := redact.URL(raw)
 	raw, lease, err := takeLease(raw)
 	if err != nil {
