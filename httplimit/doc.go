@@ -25,6 +25,13 @@
 //	3      in-flight   [InFlight]   429 (the caller)      a lease in the store, released at the end     no
 //	4      adaptive    [Adaptive]   503 (the server)      a token of the limiter, released at the end   yes, to see the status
 //
+// Measured on the admitted path, memory stores, 2 shared cores
+// (go test -run '^$' -bench 'Middleware' -benchmem ./httplimit, 2026-12-01):
+// shed 0 allocations (utilization) or 4 and 256 B (with the fleet), rate
+// limit 3 and 168 B for one rule (0.7 µs of CPU), in-flight 10 and 360 B,
+// adaptive 1 and 24 B (the recorder). A refusal costs its problem body:
+// 12 allocations and 480 B for a rate limit 429 (BenchmarkRefusal).
+//
 // They share one identify step ([Identify]: the caller, or 401 for a bad
 // credential), one refusal writer ([Refusals]: status, Retry-After and
 // the application/problem+json body; the RateLimit headers are each

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
@@ -53,6 +54,21 @@ func BenchmarkInFlightMiddleware(b *testing.B) {
 		w := &nopWriter{h: http.Header{}}
 		for pb.Next() {
 			clear(w.h)
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
+// BenchmarkAdaptiveMiddleware is the adaptive limit's admitted path: a
+// token, the response recorder, the release by the answer.
+func BenchmarkAdaptiveMiddleware(b *testing.B) {
+	lim := adaptive.NewGradient(adaptive.GradientOptions{LimiterOptions: adaptive.LimiterOptions{Initial: 1 << 20, Max: 1 << 20}})
+	h := (&httplimit.Adaptive{Limiter: lim}).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		r := httptest.NewRequest("GET", "/", nil)
+		w := &nopWriter{h: http.Header{}}
+		for pb.Next() {
 			h.ServeHTTP(w, r)
 		}
 	})
