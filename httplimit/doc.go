@@ -30,7 +30,7 @@
 // shed 0 allocations (utilization) or 4 and 256 B (with the fleet), rate
 // limit 3 and 168 B for one rule (0.7 µs of CPU), in-flight 10 and 360 B,
 // adaptive 1 and 24 B (the recorder). A refusal costs its problem body:
-// 12 allocations and 480 B for a rate limit 429 (BenchmarkRefusal).
+// 12 allocations and about 500 B for a rate limit 429 (BenchmarkRefusal).
 //
 // They share one identify step ([Identify]: the caller, or 401 for a bad
 // credential), one refusal writer ([Refusals]: status, Retry-After and

@@ -2,9 +2,8 @@ package httplimit_test
 
 import (
 	"net/http"
-	"net/http/httptest"
+	"net/url"
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -26,18 +25,11 @@ descriptors:
     rate_limit: {name: per-ip, algorithm: token_bucket, unit: hour, requests_per_unit: 1}
 `)
 	h := (&httplimit.Middleware{Store: store, Rules: set, Domain: "test", Descriptors: identityDescriptors()}).Handler(ok)
-	var n atomic.Int64
+	for i := range 250 { // every client's one request of the hour, spent
+		h.ServeHTTP(&nopWriter{h: http.Header{}}, &http.Request{Method: "GET", RemoteAddr: "10.0.0." + strconv.Itoa(i) + ":1", URL: &url.URL{Path: "/"}})
+	}
 	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = "10.0.0." + strconv.Itoa(int(n.Add(1)%250)) + ":1"
-		w := &nopWriter{h: http.Header{}}
-		h.ServeHTTP(w, r) // spends the hour's one request
-		for pb.Next() {
-			clear(w.h)
-			h.ServeHTTP(w, r)
-		}
-	})
+	serveParallel(b, h)
 }
 
 // BenchmarkInFlightMiddleware is the in-flight cap's admitted path on the
@@ -45,31 +37,14 @@ descriptors:
 func BenchmarkInFlightMiddleware(b *testing.B) {
 	store := inflight.NewMemory(inflight.MemoryOptions{})
 	defer store.Close()
-	h := (&httplimit.InFlight{Store: store, Max: 1 << 20}).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	var n atomic.Int64
 	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = "10.0.0." + strconv.Itoa(int(n.Add(1)%250)) + ":1"
-		w := &nopWriter{h: http.Header{}}
-		for pb.Next() {
-			clear(w.h)
-			h.ServeHTTP(w, r)
-		}
-	})
+	serveParallel(b, (&httplimit.InFlight{Store: store, Max: 1 << 20}).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 }
 
 // BenchmarkAdaptiveMiddleware is the adaptive limit's admitted path: a
 // token, the response recorder, the release by the answer.
 func BenchmarkAdaptiveMiddleware(b *testing.B) {
 	lim := adaptive.NewGradient(adaptive.GradientOptions{LimiterOptions: adaptive.LimiterOptions{Initial: 1 << 20, Max: 1 << 20}})
-	h := (&httplimit.Adaptive{Limiter: lim}).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		r := httptest.NewRequest("GET", "/", nil)
-		w := &nopWriter{h: http.Header{}}
-		for pb.Next() {
-			h.ServeHTTP(w, r)
-		}
-	})
+	serveParallel(b, (&httplimit.Adaptive{Limiter: lim}).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 }
