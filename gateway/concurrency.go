@@ -698,7 +698,8 @@ func (rl *routeLayers) wrap(i int, limit func(http.Handler) http.Handler, next h
 	r := rl.cfg.Routes[i]
 	if a := r.Adaptive; a != nil {
 		name := adaptiveRoute(i, r)
-		next = (&httplimit.Adaptive{Limiter: rl.c.limiter(name, *a), Name: name, Refusals: rl.refusals}).Handler(next)
+		next = (&httplimit.Adaptive{Limiter: rl.c.limiter(name, *a), Name: name, Refusals: rl.refusals}).Handler(
+			rl.c.g.ops.countAdmitted(httplimit.DefaultAdaptivePolicy, next))
 	}
 	ifc := rl.cfg.InFlight
 	if r.InFlight != nil {
@@ -707,7 +708,12 @@ func (rl *routeLayers) wrap(i int, limit func(http.Handler) http.Handler, next h
 	if ifc != nil && ifc.Max > 0 {
 		m := &httplimit.InFlight{Store: rl.c.inflightStore(rl.cfg), Max: ifc.Max, TTL: ifc.TTL, RetryAfter: ifc.RetryAfter,
 			Identity: rl.identity, Headers: rl.cfg.Headers, OnStoreError: rl.cfg.OnStoreError, Refusals: rl.refusals, Logger: rl.c.g.log,
-			Observe: func(e httplimit.InFlightEvent) { rl.c.inFlight.WithLabelValues(e.Outcome.String()).Inc() }}
+			Observe: func(e httplimit.InFlightEvent) {
+				rl.c.inFlight.WithLabelValues(e.Outcome.String()).Inc()
+				if e.Outcome == httplimit.Allowed {
+					rl.c.g.ops.admitted(httplimit.DefaultInFlightPolicy)
+				}
+			}}
 		next = m.Handler(next)
 	}
 	h := limit(next)
@@ -723,10 +729,17 @@ func (rl *routeLayers) wrap(i int, limit func(http.Handler) http.Handler, next h
 		retry = rl.cfg.Shedding.RetryAfter
 	}
 	cs := p.Classes
+	last := "utilization" // the shedder whose admission admits (the status page's count)
+	if rl.fleet != nil {
+		last = "fleet"
+	}
 	sm := &httplimit.Shedder{Utilization: rl.util, Fleet: rl.fleet, Priority: p, Identity: rl.identity,
 		RetryAfter: retry, OnStoreError: rl.cfg.OnStoreError, Refusals: rl.refusals, Logger: rl.c.g.log,
 		Observe: func(e httplimit.ShedEvent) {
 			rl.c.shedVec.WithLabelValues(e.Shedder, cs.Name(e.Class), e.Outcome.String()).Inc()
+			if e.Outcome == httplimit.Allowed && e.Shedder == last {
+				rl.c.g.ops.admitted(httplimit.ShedPolicy)
+			}
 		}}
 	return sm.Handler(h)
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -74,6 +75,20 @@ func (o *ops) refused(next func(httplimit.Refusal)) func(httplimit.Refusal) {
 			o.rec.Rule(rf.Policy).Record(status.StoreError, rf.Key)
 		}
 	}
+}
+
+// admitted counts an admitted request on the status row of a layer other
+// than the rate limits (whose decisions come through observer), so that
+// its denial rate has a denominator.
+func (o *ops) admitted(row string) { o.rec.Rule(row).Record(status.Allowed, "") }
+
+// countAdmitted is next counted on row: behind the adaptive limit, it
+// runs for the requests the limit admitted.
+func (o *ops) countAdmitted(row string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o.admitted(row)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // layerInfos are the status page's rows for cfg's layers other than the

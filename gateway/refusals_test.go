@@ -49,14 +49,20 @@ routes:
 		t.Fatalf("a request with the fleet at its cap: %d %s, want 503 shed", r.code, r.body)
 	}
 	p := statusJSON(t, s, "")
-	for _, want := range []struct{ row, who string }{
-		{"in-flight", "inflight:ip:127.0.7.1"},
-		{"adaptive", "routes[0] /adaptive/"},
-		{"shed", "fleet:get"},
+	// Admitted: the fleet let through all but the last request (5), the
+	// in-flight cap all it saw but the second (4), the adaptive limit one.
+	for _, want := range []struct {
+		row     string
+		allowed uint64
+		who     string
+	}{
+		{"in-flight", 4, "inflight:ip:127.0.7.1"},
+		{"adaptive", 1, "routes[0] /adaptive/"},
+		{"shed", 5, "fleet:get"},
 	} {
 		r := ruleOf(t, p, want.row)
-		if r.Denied != 1 || len(r.TopDenied) != 1 || r.TopDenied[0].Who != want.who {
-			t.Errorf("row %s: denied %d, top %+v; want 1 denial of %s", want.row, r.Denied, r.TopDenied, want.who)
+		if r.Denied != 1 || r.Allowed != want.allowed || len(r.TopDenied) != 1 || r.TopDenied[0].Who != want.who {
+			t.Errorf("row %s: allowed %d denied %d, top %+v; want %d allowed and 1 denial of %s", want.row, r.Allowed, r.Denied, r.TopDenied, want.allowed, want.who)
 		}
 	}
 	m := get(t, http.DefaultClient, s.admin+"/metrics").body
