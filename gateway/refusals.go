@@ -68,11 +68,15 @@ func (m *metrics) refused(events *eventlog.Log) func(httplimit.Refusal) {
 func (o *ops) refused(next func(httplimit.Refusal)) func(httplimit.Refusal) {
 	return func(rf httplimit.Refusal) {
 		next(rf)
+		row := rf.Policy // the other layers' rows are named by their policy
+		if rf.Rule != nil {
+			row = status.RuleID(rf.Rule)
+		}
 		switch {
 		case rf.Cause == httplimit.OverLimit:
-			o.rec.Rule(rf.Policy).Record(status.Denied, rf.Key)
+			o.rec.Rule(row).Record(status.Denied, rf.Key)
 		case rf.Layer != httplimit.LayerRateLimit:
-			o.rec.Rule(rf.Policy).Record(status.StoreError, rf.Key)
+			o.rec.Rule(row).Record(status.StoreError, rf.Key)
 		}
 	}
 }
@@ -90,6 +94,37 @@ func (o *ops) countAdmitted(row string, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// ruleIDs are the admin API's rules that rule names: the page's rows
+// without the other layers' (an override or a percentage applies to a
+// rule's checks; on the in-flight row it would show and do nothing).
+func (o *ops) ruleIDs(rule string) []string {
+	ids := o.door.RuleIDs(rule)
+	out := ids[:0]
+	for _, id := range ids {
+		if rl := o.rec.Rule(id); rl == nil || !layerRow(rl.Info()) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// layerRow reports whether in is one of layerInfos' rows.
+func layerRow(in status.RuleInfo) bool {
+	// No rule's algorithm is spelt so (gcra, token_bucket, …, quota).
+	switch in.Algorithm {
+	case layerInFlight, layerShedding, layerAdaptive:
+		return true
+	}
+	return false
+}
+
+// The algorithms of layerInfos' rows.
+const (
+	layerInFlight = "in_flight"
+	layerShedding = "shedding"
+	layerAdaptive = "adaptive"
+)
 
 // layerInfos are the status page's rows for cfg's layers other than the
 // rate limits: the in-flight cap, the shedders, the adaptive limits, each
@@ -111,7 +146,7 @@ func layerInfos(cfg *Config) []status.RuleInfo {
 	}
 	if len(inFlight) > 0 {
 		out = append(out, status.RuleInfo{ID: httplimit.DefaultInFlightPolicy, Name: httplimit.DefaultInFlightPolicy,
-			Domain: cfg.Domain, Limit: strings.Join(inFlight, ", ") + " in flight per caller", Algorithm: "in_flight"})
+			Domain: cfg.Domain, Limit: strings.Join(inFlight, ", ") + " in flight per caller", Algorithm: layerInFlight})
 	}
 	if s := cfg.Shedding; s != nil && (s.Utilization != nil || s.Fleet != nil) {
 		var what []string
@@ -122,11 +157,11 @@ func layerInfos(cfg *Config) []status.RuleInfo {
 			what = append(what, "fleet cap "+strconv.FormatInt(s.Fleet.Cap, 10))
 		}
 		out = append(out, status.RuleInfo{ID: httplimit.ShedPolicy, Name: httplimit.ShedPolicy, Domain: cfg.Domain,
-			Limit: strings.Join(what, ", "), Algorithm: "shedding"})
+			Limit: strings.Join(what, ", "), Algorithm: layerShedding})
 	}
 	if len(adaptive) > 0 {
 		out = append(out, status.RuleInfo{ID: httplimit.DefaultAdaptivePolicy, Name: httplimit.DefaultAdaptivePolicy,
-			Domain: cfg.Domain, Limit: strings.Join(adaptive, ", "), Algorithm: "adaptive"})
+			Domain: cfg.Domain, Limit: strings.Join(adaptive, ", "), Algorithm: layerAdaptive})
 	}
 	return out
 }

@@ -20,6 +20,7 @@ func TestStatusShowsEveryLayersRefusalsE2E(t *testing.T) {
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstream: %s
+admin_token_file: token.txt
 in_flight: {max: 1}
 shedding:
   fleet: {cap: 3, reserved: 0}
@@ -27,7 +28,7 @@ routes:
   - path: /adaptive/
     adaptive: {algorithm: gradient, initial: 1, min: 1, max: 1}
   - path: /
-`, up.URL))
+`, up.URL), "token.txt", adminToken+"\n")
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer up.Release()
@@ -64,6 +65,10 @@ routes:
 		if r.Denied != 1 || r.Allowed != want.allowed || len(r.TopDenied) != 1 || r.TopDenied[0].Who != want.who {
 			t.Errorf("row %s: allowed %d denied %d, top %+v; want %d allowed and 1 denial of %s", want.row, r.Allowed, r.Denied, r.TopDenied, want.allowed, want.who)
 		}
+	}
+	// The rows are not rules: the admin API does not take them.
+	if r := adminCall(t, s, "POST", "/admin/enforce", adminToken, `{"rule":"in-flight","percent":50}`); r.code != http.StatusBadRequest {
+		t.Errorf("enforce on the in-flight row: %d %s, want 400 (no such rule)", r.code, r.body)
 	}
 	m := get(t, http.DefaultClient, s.admin+"/metrics").body
 	for _, want := range []string{

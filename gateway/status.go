@@ -60,7 +60,7 @@ func newOps(ctx context.Context, g *Gateway) (*ops, error) {
 		Shadow: func() bool { return o.g.Config().Shadow }}
 	o.page = &status.Server{Name: "gateway", Recorder: o.rec, Logger: g.log, Store: o.storeInfo, Lookup: o.door.Lookup,
 		Enforce: o.door.Enforce, Notes: o.notes}
-	o.api = &control.API{Control: o.control, Token: o.adminToken, Targets: o.door.Targets, Rules: o.door.RuleIDs, Logger: g.log, Actions: actions, Events: g.events}
+	o.api = &control.API{Control: o.control, Token: o.adminToken, Targets: o.door.Targets, Rules: o.ruleIDs, Logger: g.log, Actions: actions, Events: g.events}
 	switch {
 	case g.st.Redis != nil:
 		o.api.Resetter = g.st.Redis

@@ -131,7 +131,7 @@ func (h *inFlightHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.observe(ev)
 		switch m.OnStoreError {
 		case ratelimit.FailError, ratelimit.FailDeny:
-			m.Refusals.Write(w, m.Headers, m.Refusals.unavailable(LayerInFlight, m.OnStoreError, m.Policy, key, "in-flight", err))
+			m.Refusals.Write(w, m.Headers, m.Refusals.unavailable(LayerInFlight, m.OnStoreError, nil, m.Policy, key, "in-flight", err))
 			return
 		}
 		h.next.ServeHTTP(w, r)

@@ -286,7 +286,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	denied, failed := h.charge(ctx, as)
 	if failed {
 		a := &as[denied]
-		h.m.Refusals.Write(w, h.m.Headers, h.m.Refusals.unavailable(LayerRateLimit, ratelimit.FailError, a.policy, a.Request.Key, "rate limit", a.err))
+		h.m.Refusals.Write(w, h.m.Headers, h.m.Refusals.unavailable(LayerRateLimit, ratelimit.FailError, a.Rule, a.policy, a.Request.Key, "rate limit", a.err))
 		return
 	}
 	if denied >= 0 {
@@ -478,10 +478,10 @@ func quotaReset(d ratelimit.Decision, end, now time.Time) ratelimit.Decision {
 // failed under the deny policy.
 func (h *handler) deny(w http.ResponseWriter, a *applied) {
 	if a.err != nil {
-		h.m.Refusals.Write(w, h.m.Headers, h.m.Refusals.unavailable(LayerRateLimit, ratelimit.FailDeny, a.policy, a.Request.Key, "rate limit", a.err))
+		h.m.Refusals.Write(w, h.m.Headers, h.m.Refusals.unavailable(LayerRateLimit, ratelimit.FailDeny, a.Rule, a.policy, a.Request.Key, "rate limit", a.err))
 		return
 	}
-	rf := Refusal{Layer: LayerRateLimit, Status: http.StatusTooManyRequests, Policy: a.policy, Key: a.Request.Key,
+	rf := Refusal{Layer: LayerRateLimit, Status: http.StatusTooManyRequests, Policy: a.policy, Rule: a.Rule, Key: a.Request.Key,
 		RetryAfter: a.d.RetryAfter, Detail: "rate limit " + strconv.Quote(a.policy) + " exceeded"}
 	switch {
 	case a.d.Unsatisfiable:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/rules"
 )
 
 // Layer names an admission layer: the one that refused a request.
@@ -68,6 +69,8 @@ type Refusal struct {
 	// in-flight policy, "shed", the adaptive policy. The body names it
 	// (except in the Opaque header mode); a status page shows it as a row.
 	Policy string
+	// Rule is the rate limit's rule that refused; nil for the other layers.
+	Rule *rules.Rule
 	// Key is who or what was refused: the store key of a rate limit, the
 	// caller's in-flight key, the shedder and class ("utilization:get"),
 	// the adaptive limiter's name.
@@ -135,8 +138,8 @@ func (rs *Refusals) Write(w http.ResponseWriter, mode HeaderMode, rf Refusal) {
 // policy (FailDeny or FailError): 503, naming the cause. Deny tells when
 // to come back (the breaker's cooldown); error reports the failure and
 // promises nothing.
-func (rs *Refusals) unavailable(l Layer, policy ratelimit.FailurePolicy, name, key, what string, err error) Refusal {
-	rf := Refusal{Layer: l, Cause: Unavailable, Status: http.StatusServiceUnavailable, Policy: name, Key: key, Err: err,
+func (rs *Refusals) unavailable(l Layer, policy ratelimit.FailurePolicy, rule *rules.Rule, name, key, what string, err error) Refusal {
+	rf := Refusal{Layer: l, Cause: Unavailable, Status: http.StatusServiceUnavailable, Policy: name, Rule: rule, Key: key, Err: err,
 		Detail: "limiter unavailable: the " + what + " store cannot decide"}
 	if policy == ratelimit.FailDeny {
 		rf.RetryAfter = rs.unavailableRetry()

@@ -165,7 +165,7 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.observe(ShedEvent{Shedder: "fleet", Class: c, Outcome: StoreError, Err: err})
 			switch m.OnStoreError {
 			case ratelimit.FailError, ratelimit.FailDeny:
-				m.Refusals.Write(w, IETF, m.Refusals.unavailable(LayerShed, m.OnStoreError, ShedPolicy, "fleet:"+m.Priority.Classes.Name(c), "fleet", err))
+				m.Refusals.Write(w, IETF, m.Refusals.unavailable(LayerShed, m.OnStoreError, nil, ShedPolicy, "fleet:"+m.Priority.Classes.Name(c), "fleet", err))
 				return
 			}
 		case !d.Allowed:
