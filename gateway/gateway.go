@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
@@ -652,16 +653,9 @@ func (g *Gateway) Snapshot() error {
 
 func (g *Gateway) snapshotLoop(every time.Duration) {
 	defer g.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.stop:
-			return
-		case <-t.C:
-			if err := g.Snapshot(); err != nil {
-				g.log.Error("gateway: periodic snapshot failed", "err", err)
-			}
+	tick.Loop(g.stop, every, func(time.Time) {
+		if err := g.Snapshot(); err != nil {
+			g.log.Error("gateway: periodic snapshot failed", "err", err)
 		}
-	}
+	})
 }
