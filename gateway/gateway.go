@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
@@ -131,13 +132,13 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 	// The Redis store falls back to a local memory store itself with
 	// on_store_error: local; otherwise it returns errors, and the
-	// middleware applies the policy (allow skips the rule, deny answers
-	// 429, error 503). With Redis down at start the gateway starts anyway.
+	// middleware applies the policy (allow skips the rule, deny and error
+	// answer 503, deny with Retry-After). With Redis down at start the gateway starts anyway.
 	var ro redisstore.Options
 	if cfg.OnStoreError == ratelimit.FailLocal {
 		ro.OnError = redisstore.Local
 	}
-	st, err := storeurl.Open(ctx, cfg.Store, storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, Logger: g.log})
+	st, err := storeurl.Open(ctx, cfg.Store, storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, OnStoreError: cfg.OnStoreError, Logger: g.log})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
@@ -413,12 +414,12 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	observe := g.ops.observer(g.metrics.observer(ruleNames(cfg), g.events))
+	observe, refusals := g.observers(cfg) // refusals.go
 	set, err := g.bindRules(cfg)
 	if err != nil {
 		return nil, err
 	}
-	layers, err := g.concurrencyFor(cfg, res) // in_flight, shedding, adaptive (concurrency.go)
+	layers, err := g.concurrencyFor(cfg, res, refusals) // in_flight, shedding, adaptive (concurrency.go)
 	if err != nil {
 		return nil, err
 	}
@@ -446,6 +447,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			RefundOn:      refundHook(rc.RefundOn, rc.RefundOnGateway),
 			RefundBudget:  rc.RefundBudget,
 			Observe:       observe,
+			Refusals:      refusals,
 			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
 		}
@@ -651,16 +653,9 @@ func (g *Gateway) Snapshot() error {
 
 func (g *Gateway) snapshotLoop(every time.Duration) {
 	defer g.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.stop:
-			return
-		case <-t.C:
-			if err := g.Snapshot(); err != nil {
-				g.log.Error("gateway: periodic snapshot failed", "err", err)
-			}
+	tick.Loop(g.stop, every, func(time.Time) {
+		if err := g.Snapshot(); err != nil {
+			g.log.Error("gateway: periodic snapshot failed", "err", err)
 		}
-	}
+	})
 }

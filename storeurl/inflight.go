@@ -14,10 +14,12 @@ import (
 
 // InFlightOptions configures the in-flight store (Store.InFlight).
 type InFlightOptions struct {
-	// OnError is what the store does when it cannot decide: the memory
-	// store's OnFull (a new key with the table full), the Redis store's
-	// OnError (Redis unavailable).
+	// OnError is what the Redis store does when Redis cannot decide
+	// (redisinflight.Options.OnError).
 	OnError ratelimit.FailurePolicy
+	// OnFull is what the memory store does for a new key when it is full
+	// (inflight.MemoryOptions.OnFull).
+	OnFull ratelimit.FailurePolicy
 	// MaxKeys bounds the memory store's keys (inflight.MemoryOptions).
 	MaxKeys int
 	// Timeout bounds each Redis call (redisinflight.Options.Timeout).
@@ -45,7 +47,7 @@ func (s *Store) InFlight(o InFlightOptions) inflight.Store {
 		return s.inflight
 	}
 	if s.Memory != nil {
-		s.inflight = inflight.NewMemory(inflight.MemoryOptions{MaxKeys: o.MaxKeys, OnFull: o.OnError})
+		s.inflight = inflight.NewMemory(inflight.MemoryOptions{MaxKeys: o.MaxKeys, OnFull: o.OnFull})
 		return s.inflight
 	}
 	s.inflight = &lazyRedis{rs: s.Redis, opts: redisinflight.Options{OnError: o.OnError, Timeout: o.Timeout,

@@ -26,8 +26,21 @@ type Options struct {
 	// Redis configures a Redis store. Its OnHealth is set by Open to log
 	// when Redis is lost and back.
 	Redis redisstore.Options
+	// OnStoreError is the failure policy the server applies above a store
+	// that returns its errors (Redis.OnError ReturnError: the gateway's
+	// allow, deny and error), named in the logs; otherwise the logs name
+	// Redis.OnError.
+	OnStoreError ratelimit.FailurePolicy
 	// Logger receives the store's health changes. Nil discards.
 	Logger *slog.Logger
+}
+
+// policy names, for the logs, what answers while Redis is away.
+func (o Options) policy() string {
+	if o.Redis.OnError == redisstore.ReturnError {
+		return o.OnStoreError.String()
+	}
+	return o.Redis.OnError.String()
 }
 
 // Store is an opened store.
@@ -84,6 +97,7 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 		return &Store{Store: m, Memory: m, url: Memory}, nil
 	}
 	ro := opts.Redis
+	policy := opts.policy()
 	safe := redact.URL(raw)
 	raw, lease, err := takeLease(raw)
 	if err != nil {
@@ -119,7 +133,7 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 		if h.Connected {
 			log.Info("store: redis is back", "store", safe, "health", h.String())
 		} else {
-			log.Error("store: redis is unavailable; the failure policy answers", "store", safe, "on_store_error", ro.OnError.String(), "health", h.String())
+			log.Error("store: redis is unavailable; the failure policy answers", "store", safe, "on_store_error", policy, "health", h.String())
 		}
 		if next != nil {
 			next(h)
@@ -131,7 +145,7 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 	}
 	if h := r.Health(); !h.Connected {
 		log.Error("store: redis is unavailable at start; serving with the failure policy and reconnecting in the background",
-			"store", safe, "on_store_error", ro.OnError.String(), "err", h.LastError)
+			"store", safe, "on_store_error", policy, "err", h.LastError)
 	}
 	st := &Store{Store: r, Redis: r, url: safe}
 	if lease != nil {

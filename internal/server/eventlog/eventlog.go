@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/internal/tick"
 	"log"
 	"log/slog"
 	"slices"
@@ -178,16 +179,7 @@ func New(logger *slog.Logger, opts Options) *Log {
 
 func (l *Log) run() {
 	defer close(l.done)
-	t := time.NewTicker(l.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			l.Flush()
-		case <-l.stop:
-			return
-		}
-	}
+	tick.Loop(l.stop, l.interval, func(time.Time) { l.Flush() })
 }
 
 // Report records one event of kind for rule, about key (a request's
