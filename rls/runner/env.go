@@ -202,7 +202,7 @@ type EnvSetting struct {
 // ReadUpstreamEnv reads envoyproxy/ratelimit's variables through lookup:
 // the flag values they give, notes on the variables read that set no
 // flag (why they need none), and an error naming each variable sluice
-// cannot honour. fs, when not nil, holds the notes of what it refuses.
+// cannot honour. fs is the command's flag set, and may be nil.
 func ReadUpstreamEnv(lookup func(string) (string, bool), fs *flag.FlagSet) ([]EnvSetting, []string, error) {
 	e := &upstreamEnv{lookup: lookup, fs: fs}
 	e.listeners()
