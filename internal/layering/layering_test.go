@@ -25,8 +25,8 @@ var allowed = map[string][]string{
 	"cmd/sluice": {"gateway", "rls/runner", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
 		"internal/server/control", "internal/config/didyoumean", "internal/redact"},
 	// The RLS assembled (as gateway is the gateway): flags to store, server,
-	// rules' source, gRPC server and listeners. With cmd/sluice, the only
-	// importer of the transport.
+	// rules' source, gRPC server and listeners. The only importer of the
+	// transport.
 	"rls/runner": {"rls", "rls/xds", "rules", "memstore", "redisstore", "ratelimit", "storeurl",
 		"internal/transport/h2grpc", "internal/server/admin", "internal/server/tlsreload", "internal/server/control", "internal/redact"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
