@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -93,7 +94,7 @@ type Middleware struct {
 	// malformed value from a trusted proxy is answered 400.
 	CostHeader string
 	// Headers selects the response headers. The zero value is IETF.
-	Headers HeaderMode
+	Headers header.Mode
 	// Shadow puts every rule in shadow mode: would-be denials are observed
 	// and logged, never enforced.
 	Shadow bool

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
@@ -89,7 +90,7 @@ func TestLeaseRuleRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	set, _ := rules.NewSet(cfg)
-	s, err := rls.New(store, set, rls.Options{Leased: leased, Headers: rls.HeadersOff})
+	s, err := rls.New(store, set, rls.Options{Leased: leased, Headers: header.Off})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestLeaseRuleMemoryWarns(t *testing.T) {
 	var logs syncBuffer
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	s, err := rls.New(store, nil, rls.Options{Headers: rls.HeadersOff, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s, err := rls.New(store, nil, rls.Options{Headers: header.Off, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,16 +28,16 @@ var allowed = map[string][]string{
 	// rules' source, gRPC server and listeners. The only importer of the
 	// transport.
 	"rls/runner": {"rls", "rls/xds", "rules", "memstore", "redisstore", "ratelimit", "storeurl",
-		"internal/transport/h2grpc", "internal/server/admin", "internal/server/tlsreload", "internal/server/control", "internal/redact"},
+		"internal/transport/h2grpc", "internal/server/admin", "internal/server/tlsreload", "internal/server/control", "internal/redact", "ratelimit/header"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "httplimit/action", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "adaptive",
 		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
-		"internal/server/status", "internal/server/control", "internal/redact", "internal/tick"},
+		"internal/server/status", "internal/server/control", "internal/redact", "internal/tick", "ratelimit/header"},
 	"rls/xds": {"rules"},
-	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch", "internal/server/status", "internal/server/control", "internal/tick"},
+	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "internal/server/status", "internal/server/control", "internal/tick"},
 	// The middleware and who is calling.
-	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "internal/server/rlheader", "internal/server/sfv"},
+	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "ratelimit/header", "internal/server/sfv"},
 	// Envoy's rate_limits actions and sluice's: request -> descriptor entries.
 	"httplimit/action": {"identity", "rules"},
 	"identity":         {},
@@ -81,7 +81,7 @@ var allowed = map[string][]string{
 	// What both servers share, below them.
 	"internal/server/admin":      {},
 	"internal/server/eventlog":   {"internal/tick"},
-	"internal/server/rlheader":   {"ratelimit", "internal/server/sfv"},
+	"ratelimit/header":           {"ratelimit", "internal/server/sfv"},
 	"internal/server/sfv":        {},
 	"internal/server/watch":      {"internal/tick"},
 	"internal/server/topk":       {},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rls"
 )
 
@@ -39,17 +40,17 @@ func TestRLSUpstreamFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.metricLabels != rls.MetricLabelsEnvoy || f.headers != rls.HeadersOff || f.headerNames != (rls.HeaderNames{}) {
+	if f.metricLabels != rls.MetricLabelsEnvoy || f.headers != header.Off || f.headerNames != (header.Names{}) {
 		t.Errorf("defaults: labels %v, headers %v, names %+v; want envoy labels and no headers", f.metricLabels, f.headers, f.headerNames)
 	}
 	if f, err = parse("--metric-labels", "sluice"); err != nil || f.metricLabels != rls.MetricLabelsSluice {
 		t.Errorf("--metric-labels sluice: %v, %v", f, err)
 	}
-	if f, err = parse("--headers", "envoy"); err != nil || f.headers != rls.HeadersLegacy || f.headerNames != rls.EnvoyHeaderNames {
+	if f, err = parse("--headers", "envoy"); err != nil || f.headers != header.Legacy || f.headerNames != header.EnvoyNames {
 		t.Errorf("--headers envoy: %+v, %v", f, err)
 	}
 	f, err = parse("--headers", "envoy", "--limit-header-names", "X-L,,X-R")
-	want := rls.EnvoyHeaderNames
+	want := header.EnvoyNames
 	want.Limit, want.Reset = "X-L", "X-R"
 	if err != nil || f.headerNames != want {
 		t.Errorf("--limit-header-names X-L,,X-R: %+v, %v; want %+v", f, err, want)

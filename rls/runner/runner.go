@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
@@ -185,12 +186,12 @@ type Config struct {
 	denyCache, parallel, shadow, stopIncrement, quotaMode       bool
 	dynMeta                                                     bool
 	onError                                                     ratelimit.FailurePolicy
-	headers                                                     ratelimit.HeaderMode
+	headers                                                     header.Mode
 	poll                                                        time.Duration
 	gcPercent, maxDetailed, maxKeys, maxConns                   int
 	nearRatio                                                   float64
 	metricLabels                                                rls.MetricLabels
-	headerNames                                                 rls.HeaderNames
+	headerNames                                                 header.Names
 	metricsListen                                               string
 	healthyWithConfig                                           bool
 	stats                                                       rlsStatsFlags
@@ -276,8 +277,8 @@ func (f *Config) resolve(text rlsFlagText) error {
 		return err
 	}
 	if *text.headers == "envoy" {
-		f.headers, f.headerNames = rls.HeadersLegacy, rls.EnvoyHeaderNames
-	} else if f.headers, err = rls.ParseHeaderMode(*text.headers); err != nil {
+		f.headers, f.headerNames = header.Legacy, header.EnvoyNames
+	} else if f.headers, err = header.ParseMode(*text.headers); err != nil {
 		return fmt.Errorf("%w: %v (or envoy)", ErrUsage, err)
 	}
 	if err := parseLimitHeaderNames(*text.limitHeaderNames, &f.headerNames); err != nil {
@@ -294,7 +295,7 @@ func (f *Config) resolve(text rlsFlagText) error {
 
 // parseLimitHeaderNames renames names' headers after --limit-header-names
 // (LIMIT,REMAINING,RESET; an empty part keeps its name, empty v all).
-func parseLimitHeaderNames(v string, names *rls.HeaderNames) error {
+func parseLimitHeaderNames(v string, names *header.Names) error {
 	if v == "" {
 		return nil
 	}
