@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
@@ -513,16 +514,7 @@ func countEnforced(as []applied) int {
 	return n
 }
 
-func wait(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func wait(ctx context.Context, d time.Duration) bool { return tick.Sleep(ctx, d) == nil }
 
 func remoteIP(addr string) netip.Addr {
 	if ap, err := netip.ParseAddrPort(addr); err == nil {

@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"rls/xds": {"rules"},
 	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "internal/server/status", "internal/server/control", "internal/tick"},
 	// The middleware and who is calling.
-	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "ratelimit/header", "internal/server/sfv"},
+	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "ratelimit/header", "internal/server/sfv", "internal/tick"},
 	// Envoy's rate_limits actions and sluice's: request -> descriptor entries.
 	"httplimit/action": {"identity", "rules"},
 	"identity":         {},
@@ -49,7 +49,7 @@ var allowed = map[string][]string{
 	"robots":                   {},
 	"httpclient/clientmetrics": {"httpclient", "breaker"},
 	"hostlimit":                {"adaptive", "backoff", "memstore", "ratelimit", "retry"},
-	"retry":                    {"backoff"},
+	"retry":                    {"backoff", "internal/tick"},
 	"breaker":                  {"backoff"},
 	"backoff":                  {},
 	"adaptive":                 {},
@@ -73,7 +73,7 @@ var allowed = map[string][]string{
 	"algorithm/window":     {"ratelimit"},
 	"algorithm/slidinglog": {"ratelimit"},
 	// The vocabulary and its conformance suite.
-	"ratelimit":               {},
+	"ratelimit":               {"internal/tick"},
 	"ratelimit/ratelimittest": {"ratelimit"},
 	// Simulations drive the real pure components (and the CPU-bound
 	// overload server the real adaptive middleware, httplimit.Adaptive).
