@@ -5,15 +5,15 @@
 // Nothing is re-implemented for the simulation, so what it shows is what
 // production code does.
 //
-// A [Sim] is a virtual clock and a queue of events ordered by time (ties in
+// A [engine] is a virtual clock and a queue of events ordered by time (ties in
 // the order they were scheduled), with a PCG random source seeded per run.
 // No real clock is read and no goroutine races another, so the same seed
 // gives the same result, byte for byte; independent runs may execute in
-// parallel because each has its own Sim and writes its own result slot.
+// parallel because each has its own engine and writes its own result slot.
 //
 // Each scenario is a function from an Options struct (whose zero value is
-// the scenario as published) to a result with typed rows, a [Table] (stable
-// text, JSON or CSV) and a [Figure] (SVG, drawn with the standard library):
+// the scenario as published) to a result with typed rows, a [table] (stable
+// text, JSON or CSV) and a [figure] (SVG, drawn with the standard library):
 //
 //	Brooker      Brooker's "Exponential Backoff And Jitter" (2015): N clients,
 //	             one row, optimistic concurrency; calls and completion time
@@ -32,8 +32,8 @@
 //	             limit) against a home region per key (exact, a cross-region
 //	             round trip for the other region's requests)
 //
-// OverloadCPU is the one part that is not a simulation: it drives a real
-// CPU-bound HTTP server (ServeCPU) in a process of its own over loopback,
+// overloadCPU is the one part that is not a simulation: it drives a real
+// CPU-bound HTTP server (serveCPU) in a process of its own over loopback,
 // in real time, for a bounded time; its figures depend on the machine.
 //
 // The command "sluice sim NAME" runs them; docs/simulations.md shows each
