@@ -28,7 +28,7 @@ func defaultAIMDPhases() []aimdPhase {
 	}
 }
 
-// aimdOptions configures [AIMD]. The zero value is the default scenario.
+// aimdOptions configures [aimd]. The zero value is the default scenario.
 type aimdOptions struct {
 	Seed       uint64
 	Runs       int              // 0 means 1; the table averages over runs
@@ -49,7 +49,7 @@ type aimdRow struct {
 	Throttled  float64 // fraction of requests answered 429
 }
 
-// aimdResult is the outcome of [AIMD].
+// aimdResult is the outcome of [aimd].
 type aimdResult struct {
 	Options aimdOptions
 	Rows    []aimdRow // one per phase, then the whole run (Phase 0)
@@ -94,7 +94,7 @@ func (o aimdOptions) withDefaults() (aimdOptions, error) {
 	return o, nil
 }
 
-// AIMD runs one client whose rate is set by sluice's adaptive.AIMD against a
+// aimd runs one client whose rate is set by sluice's adaptive.AIMD against a
 // server whose capacity is hidden and changes by phase. The server is a
 // token bucket (algorithm/gcra, the step memstore runs) of Limit per second
 // with a burst of a tenth of a second's worth; it answers 429 without

@@ -15,7 +15,7 @@ func brookerStrategies() []string {
 	return []string{"no-backoff", "exponential", "full-jitter", "equal-jitter", "decorrelated-jitter"}
 }
 
-// brookerOptions configures [Brooker]. The zero value reproduces Brooker's
+// brookerOptions configures [brooker]. The zero value reproduces Brooker's
 // study.
 type brookerOptions struct {
 	Seed       uint64
@@ -41,7 +41,7 @@ type brookerRow struct {
 	MeanCalls float64       // write attempts, failed ones included
 }
 
-// brookerResult is the outcome of [Brooker].
+// brookerResult is the outcome of [brooker].
 type brookerResult struct {
 	Options brookerOptions // with defaults filled in
 	Rows    []brookerRow   // by strategy (in Options.Strategies order), then clients
@@ -84,7 +84,7 @@ func (o brookerOptions) withDefaults() (brookerOptions, error) {
 	return o, nil
 }
 
-// Brooker reproduces the model of Marc Brooker's "Exponential Backoff And
+// brooker reproduces the model of Marc Brooker's "Exponential Backoff And
 // Jitter" (AWS Architecture Blog, 2015): Clients clients each make one
 // optimistic-concurrency write to one shared row. A client reads the row's
 // version, then writes conditionally on it; the write fails if another

@@ -32,7 +32,7 @@ func defaultBursts() []bucketsBurst {
 	}
 }
 
-// bucketsOptions configures [Buckets]. The zero value is the default trace.
+// bucketsOptions configures [buckets]. The zero value is the default trace.
 type bucketsOptions struct {
 	Seed       uint64
 	Rate       int64          // the limit, per second, for every algorithm; 0 means 10
@@ -60,7 +60,7 @@ type bucketsRow struct {
 	Peak1s    int // the most admitted requests served in any one second
 }
 
-// bucketsResult is the outcome of [Buckets].
+// bucketsResult is the outcome of [buckets].
 type bucketsResult struct {
 	Options  bucketsOptions
 	Rows     []bucketsRow
@@ -92,7 +92,7 @@ func (o bucketsOptions) withDefaults() (bucketsOptions, error) {
 	return o, nil
 }
 
-// Buckets sends one bursty arrival trace (Poisson background traffic plus
+// buckets sends one bursty arrival trace (Poisson background traffic plus
 // Bursts, drawn from the PCG stream (Seed, 0)) through four limiters of
 // Rate per second: the token bucket and the leaky bucket queue
 // (algorithm/gcra, Burst tokens or slots), the fixed window and the sliding

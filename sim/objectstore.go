@@ -15,8 +15,8 @@ import (
 // errThrottled is the error of a throttled write, for retry.Next.
 var errThrottled = errors.New("throttled")
 
-// objectStoreOptions configures [ObjectStore]. The zero value is seed 002's
-// worked example.
+// objectStoreOptions configures [objectStore]. The zero value is the
+// object-store throttling example's numbers.
 type objectStoreOptions struct {
 	Seed        uint64
 	Runs        int           // independent runs; 0 means 1
@@ -40,7 +40,7 @@ type objectStoreRow struct {
 	Throttled int           // 429 answers
 }
 
-// objectStoreResult is the outcome of [ObjectStore].
+// objectStoreResult is the outcome of [objectStore].
 type objectStoreResult struct {
 	Options objectStoreOptions
 	Rows    []objectStoreRow // backoff, then retry-immediately
@@ -84,17 +84,17 @@ func (o objectStoreOptions) withDefaults() (objectStoreOptions, error) {
 	return o, nil
 }
 
-// ObjectStore reproduces seed 002's worked example: Requests writes to one
+// objectStore reproduces the object-store throttling example: Requests writes to one
 // prefix leave a client at once; the prefix accepts Budget writes per Tick
 // (a fixed window in a memstore whose clock is the simulation's) and
 // answers 429 to the rest. Each leg to and from the store takes
 // |N(Net, NetSD)|. A throttled write is retried, up to MaxAttempts tries in
 // all, after
 //
-//   - backoff: backoff.EqualJitter with Base, which is the seed's
+//   - backoff: backoff.EqualJitter with Base, which is the example's
 //     pseudocode exactly: before retry n it waits Base·2^(n-1) plus a uniform
 //     jitter of up to as much again (100–200 ms, 200–400 ms, 400–800 ms);
-//   - retry-immediately: backoff.Constant(0), the seed's contrast.
+//   - retry-immediately: backoff.Constant(0), the example's contrast.
 //
 // The retry decisions are retry.Next's, the step retry.Do takes, so the
 // simulation runs the client's real retry logic. Counts are summed over Runs; Elapsed is the slowest run. Run r uses the
@@ -241,7 +241,7 @@ func (r *objectStoreResult) Figure() figure {
 		})
 	}
 	return figure{
-		Title: fmt.Sprintf("%d writes into a budget of %d per %v tick (seed 002), first run", o.Requests, o.Budget, o.Tick),
+		Title: fmt.Sprintf("%d writes into a budget of %d per %v tick, first run", o.Requests, o.Budget, o.Tick),
 		Plots: plots,
 	}
 }

@@ -44,7 +44,7 @@ func (m IOModel) withDefaults() IOModel {
 	return m
 }
 
-// Latency returns the latency of a request admitted with inflight
+// latency returns the latency of a request admitted with inflight
 // requests in flight (itself included) while the server has capacity
 // (a fraction of Capacity); r draws the noise.
 func (m IOModel) latency(inflight int, capacity float64, r *rand.Rand) time.Duration {
@@ -56,7 +56,7 @@ func (m IOModel) latency(inflight int, capacity float64, r *rand.Rand) time.Dura
 	return time.Duration(float64(m.Base) * f)
 }
 
-// Throughput returns the most requests a second the server completes at
+// throughput returns the most requests a second the server completes at
 // capacity (a fraction of Capacity).
 func (m IOModel) throughput(capacity float64) float64 {
 	m = m.withDefaults()
@@ -177,7 +177,7 @@ func OverloadContenders() []OverloadContender {
 	}
 }
 
-// overloadOptions configures [Overload]. The zero value is the default.
+// overloadOptions configures [overload]. The zero value is the default.
 type overloadOptions struct {
 	Seed        uint64
 	Model       IOModel
@@ -188,7 +188,7 @@ type overloadOptions struct {
 	Progress    func(done, total int) // called as contenders finish
 	SteadyAfter time.Duration         // the start of a phase left out of its p99; 0 means 2 s
 	// Mix is the requests' priority classes, drawn for each arrival from a
-	// stream of the seed's own (so the arrivals and latencies are the same
+	// PCG stream of its own, (Seed, 3) (so the arrivals and latencies are the same
 	// whatever the mix); zero means defaultClassMix. Contenders that are
 	// ClassAdmitters see the class; the rows of all show the success of
 	// each class.
@@ -241,7 +241,7 @@ func (o overloadOptions) withDefaults() (overloadOptions, error) {
 	return o, nil
 }
 
-// Overload runs the I/O-bound model against each contender, on the same
+// overload runs the I/O-bound model against each contender, on the same
 // arrivals (a Poisson process per phase, the same draws for all), in
 // virtual time.
 func overload(o overloadOptions) (*overloadResult, error) {
@@ -460,7 +460,7 @@ type OverloadRow struct {
 	MeanLimit    float64       // NaN when the contender shows no limit
 }
 
-// overloadResult is the outcome of [Overload] (or of [summarize] on
+// overloadResult is the outcome of [overload] (or of [summarize] on
 // runs made elsewhere, in real time).
 type overloadResult struct {
 	Rows      []OverloadRow
@@ -626,8 +626,8 @@ func orNil(v float64) any {
 	return v
 }
 
-// Table returns one row per contender and phase, with the fields of issue
-// 17: limiter, phase, goodput_ratio, p99_ratio, settle_s,
+// Table returns one row per contender and phase, with the fields
+// limiter, phase, goodput_ratio, p99_ratio, settle_s,
 // false_reject_rate, critical_success; then, when the requests had
 // classes, success_<class> for each class, first shed first.
 func (r *overloadResult) Table() table {

@@ -22,7 +22,7 @@ type classMix struct {
 }
 
 // defaultCritical is the share of critical traffic in the default mix
-// (issue 17's target: 30% critical at 2x).
+// (the shedders' target: 30% critical at 2x).
 const defaultCritical = 0.3
 
 // newClassMix returns the mix of classes (shed.DefaultClasses when it has

@@ -38,7 +38,7 @@ func rowsByName(res *overloadResult) map[string]OverloadRow {
 	return rows
 }
 
-// TestOverloadShedTargets: issue 17's shedding targets, with 30% critical
+// TestOverloadShedTargets: the shedders' targets, with 30% critical
 // traffic at 2x: at least 99.9% of the critical requests succeed, the
 // lowest class is shed first, and goodput stays at the oracle's.
 func TestOverloadShedTargets(t *testing.T) {

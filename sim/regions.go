@@ -51,7 +51,7 @@ const (
 	designExact regionDesign = iota
 	// designPerRegion gives each region its own Redis: a client is limited
 	// separately in each region it reaches, so it may get up to twice its
-	// limit (the seed's "accept 2x").
+	// limit (the rate-limiting design article's "accept 2x").
 	designPerRegion
 	// designHome keeps each key's state in one home region chosen by
 	// hashing the key (half the keys in each, whatever their traffic):
@@ -73,8 +73,8 @@ func (d regionDesign) String() string {
 	return fmt.Sprintf("regionDesign(%d)", uint8(d))
 }
 
-// regionsOptions configures [Regions]. The zero value is the seed's
-// exercise: 1,000 requests a minute per key with a burst of 200, two
+// regionsOptions configures [regions]. The zero value is the rate-limiting
+// design article's exercise: 1,000 requests a minute per key with a burst of 200, two
 // regions 70 ms apart.
 type regionsOptions struct {
 	Seed      uint64
@@ -104,7 +104,7 @@ type regionsRow struct {
 	LatencyP50, LatencyP99 time.Duration
 }
 
-// regionsResult is the outcome of [Regions].
+// regionsResult is the outcome of [regions].
 type regionsResult struct {
 	Options regionsOptions
 	Rows    []regionsRow // scenario by scenario, the designs in order
@@ -166,7 +166,7 @@ type arrival struct {
 	decide [numDesigns]time.Duration
 }
 
-// Regions runs each scenario's traffic for Keys clients, each with a key of
+// regions runs each scenario's traffic for Keys clients, each with a key of
 // its own, through the three designs (exact, per-region, home), every
 // decision made by algorithm/gcra's token bucket step at the
 // virtual instant the request reaches the state's region. Key k's arrivals,

@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// smallRegions is the seed's exercise on fewer keys and a shorter run, so
+// smallRegions is the rate-limiting design article's exercise on fewer keys and a shorter run, so
 // that the test is quick; the figures of docs/scale.md use the defaults.
 func smallRegions() regionsOptions {
 	return regionsOptions{Seed: 1, Keys: 6, Duration: time.Minute}

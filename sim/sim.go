@@ -18,10 +18,10 @@ var epoch = time.Unix(472_222*3600, 0).UTC()
 // random source. Nothing in it reads the real clock, so a run is a pure
 // function of its seed.
 //
-// The zero engine is not usable; call [newEngine]. A engine is not safe for concurrent
-// use: run independent simulations in separate Sims.
+// The zero engine is not usable; call [newEngine]. An engine is not safe
+// for concurrent use: run independent simulations in separate engines.
 type engine struct {
-	// Rand is the run's random source, a PCG seeded by New. Scenarios draw
+	// Rand is the run's random source, a PCG seeded by newEngine. Scenarios draw
 	// every random number from it, in event order.
 	Rand *rand.Rand
 
@@ -30,7 +30,7 @@ type engine struct {
 	q   queue
 }
 
-// New returns a simulation at virtual time zero whose random source is the
+// newEngine returns a simulation at virtual time zero whose random source is the
 // PCG generator seeded with (seed, stream). Use one stream per run so that
 // runs are independent and can execute in any order.
 func newEngine(seed, stream uint64) *engine {

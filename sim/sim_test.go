@@ -193,7 +193,7 @@ func TestBrookerBadOptions(t *testing.T) {
 	}
 }
 
-func TestObjectStoreSeed002(t *testing.T) {
+func TestObjectStoreExample(t *testing.T) {
 	t.Parallel()
 	const runs = 200
 	r, err := objectStore(objectStoreOptions{Seed: 1, Runs: runs})

@@ -17,7 +17,7 @@ type figure struct {
 	Plots []chart
 }
 
-// chart is one chart: series drawn as lines over shared x and y axes. A
+// chart is one plot of a figure: series drawn as lines over shared x and y axes. A
 // linear y axis always includes zero.
 type chart struct {
 	Title          string

@@ -11,7 +11,8 @@ import (
 	"text/tabwriter"
 )
 
-// ErrFormat is returned by [table.Write] for an unknown output format.
+// ErrFormat is returned by [Result.WriteTable] for an unknown output
+// format.
 var ErrFormat = errors.New("sim: unknown format")
 
 // formats lists the output formats of table.Write.
@@ -23,9 +24,10 @@ type column struct {
 	Prec int    // decimals printed for float64 values
 }
 
-// Table is a scenario's result: columns and rows of values. Each value is a
-// string, an int, a float64 or nil (no value: null in JSON). Its output is stable: the same table always
-// prints the same bytes, so other tools can read it.
+// table is a scenario's result: columns and rows of values. Each value is
+// a string, an int, a float64 or nil (no value: null in JSON). Its output
+// is stable: the same table always prints the same bytes, so other tools
+// can read it.
 type table struct {
 	Columns []column
 	Rows    [][]any

@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// windowsOptions configures [Windows]. The zero value is the default trace.
+// windowsOptions configures [windows]. The zero value is the default trace.
 type windowsOptions struct {
 	Seed    uint64
 	Sources int             // keys, each its own Poisson source; 0 means 200
@@ -47,7 +47,7 @@ func (r windowsRow) Wrong() float64 {
 	return float64(r.WronglyAllowed+r.WronglyDenied) / float64(r.Requests)
 }
 
-// windowsResult is the outcome of [Windows].
+// windowsResult is the outcome of [windows].
 type windowsResult struct {
 	Options windowsOptions
 	Rows    []windowsRow // by load class, then "all"
@@ -86,7 +86,7 @@ func (o windowsOptions) withDefaults() (windowsOptions, error) {
 	return o, nil
 }
 
-// Windows compares the sliding window counter (algorithm/window) with the
+// windows compares the sliding window counter (algorithm/window) with the
 // exact sliding window log (algorithm/slidinglog) on a long trace of many
 // Poisson sources, Cloudflare's accuracy study in miniature.
 //
@@ -117,7 +117,7 @@ func windows(o windowsOptions) (*windowsResult, error) {
 	return w.result(), nil
 }
 
-// windowsSource is one key of [Windows]' trace.
+// windowsSource is one key of [windows]' trace.
 type windowsSource struct {
 	load  float64
 	class int
@@ -150,7 +150,7 @@ func windowsSources(s *engine, o windowsOptions) (srcs []*windowsSource, sample 
 	return srcs, sample
 }
 
-// windowsRun is one run of [Windows]: the requests it makes of the
+// windowsRun is one run of [windows]: the requests it makes of the
 // algorithms, and the rows it fills.
 type windowsRun struct {
 	s      *engine

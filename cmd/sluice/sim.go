@@ -160,4 +160,3 @@ func progressPrinter(w io.Writer, label string) func(done, total int) {
 		}
 	}
 }
-
