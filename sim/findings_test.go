@@ -21,8 +21,8 @@ func TestFindings(t *testing.T) {
 		// requests miss the 1 s deadline; sluice's limiters keep the
 		// oracle's goodput at a p99 near the no-load one.
 		{"overload", func(b *strings.Builder) error {
-			res, err := overload(overloadOptions{Seed: 1, Model: IOModel{Capacity: 20},
-				Warmup: time.Second, Phase: 2 * time.Second})
+			res, err := overload(overloadOptions{RealTimeOptions: RealTimeOptions{Seed: 1, Model: IOModel{Capacity: 20},
+				Warmup: time.Second, Phase: 2 * time.Second}})
 			if err != nil {
 				return err
 			}
@@ -48,9 +48,9 @@ none             goodput 0.02 of the oracle's, p99 38.67x no-load
 			if err != nil {
 				return err
 			}
-			res, err := overload(overloadOptions{Seed: 1, Model: IOModel{Capacity: 20},
+			res, err := overload(overloadOptions{RealTimeOptions: RealTimeOptions{Seed: 1, Model: IOModel{Capacity: 20},
 				Warmup: time.Second, Phase: 2 * time.Second,
-				Contenders: append(OverloadContenders()[2:3], sc...)}) // the oracle, then the shedders
+				Contenders: append(OverloadContenders()[2:3], sc...)}}) // the oracle, then the shedders
 			if err != nil {
 				return err
 			}

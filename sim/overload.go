@@ -179,19 +179,16 @@ func OverloadContenders() []OverloadContender {
 
 // overloadOptions configures [overload]. The zero value is the default.
 type overloadOptions struct {
-	Seed        uint64
-	Model       IOModel
-	Warmup      time.Duration         // at 0.5x, not reported; 0 means 5 s, negative none
-	Phase       time.Duration         // length of each phase; 0 means 10 s
-	Bin         time.Duration         // time series step; 0 means 250 ms
-	Contenders  []OverloadContender   // nil means OverloadContenders()
+	// The seed, the model, the phases and the contenders, as RealTime
+	// takes them; its Progress is RealTime's, unused in virtual time.
+	RealTimeOptions
 	Progress    func(done, total int) // called as contenders finish
 	SteadyAfter time.Duration         // the start of a phase left out of its p99; 0 means 2 s
 	// Mix is the requests' priority classes, drawn for each arrival from a
-	// PCG stream of its own, (Seed, 3) (so the arrivals and latencies are the same
-	// whatever the mix); zero means defaultClassMix. Contenders that are
-	// ClassAdmitters see the class; the rows of all show the success of
-	// each class.
+	// PCG stream of its own, (Seed, 3) (so the arrivals and latencies are
+	// the same whatever the mix); zero means defaultClassMix. Contenders
+	// that are classAdmitters see the class; the rows of all show the
+	// success of each class.
 	Mix classMix
 }
 
@@ -439,24 +436,26 @@ func (r *runRecord) Sample(t time.Duration, limit, inflight int) {
 type OverloadRow struct {
 	Limiter, Phase string
 	GoodputRatio   float64 // goodput over the oracle's in the same phase; NaN if the oracle had none
-	P99Ratio       float64 // p99 of admitted requests (past SteadyAfter) over the no-load p99; NaN if none completed
+	P99Ratio       float64 // P99 over the no-load p99; NaN if none completed
 	// SettleS is the time from the phase's start after which every bin has
 	// a p99 within 3x the no-load p99, with at least 90% of the oracle's
 	// goodput from there to the phase's end; NaN if the phase ends
 	// unsettled.
 	SettleS         float64
 	FalseRejectRate float64 // refusals while the server was under capacity, over arrivals
-	// CriticalSuccess is, for a contender that sees the classes (a
-	// classAdmitter), the share of the requests of the last class (the
-	// critical one) arriving in the phase that succeeded (admitted and
-	// answered within the deadline); NaN for the others.
+	// CriticalSuccess is, for a contender that sees the requests'
+	// priority classes (the load shedders of "sluice sim overload"), the
+	// share of the requests of the last class (the critical one) arriving
+	// in the phase that succeeded (admitted and answered within the
+	// deadline); NaN for the others.
 	CriticalSuccess float64
-	// ClassSuccess is the same share for every class, in the order of
-	// overloadResult.Classes, for every contender (NaN: no arrivals of
-	// that class); nil when no classes were recorded.
+	// ClassSuccess is the same share for every class, first shed first
+	// (the table's success_<class> columns), for every contender (NaN: no
+	// arrivals of that class); nil when no classes were recorded
+	// (RealTime records none).
 	ClassSuccess []float64
 	Goodput      float64       // completed within the deadline, per second
-	P99          time.Duration // of admitted requests, past SteadyAfter
+	P99          time.Duration // of admitted requests, leaving out the start of the phase (a quarter of it, at most 2 s)
 	MeanLimit    float64       // NaN when the contender shows no limit
 }
 

@@ -119,8 +119,8 @@ func (f *overloadFlags) runCPU(c Options) (*overloadResult, error) {
 
 // runModel runs the contenders against the modelled server.
 func (f *overloadFlags) runModel(c Options) (*overloadResult, error) {
-	o := overloadOptions{Seed: c.Seed, Warmup: f.warmup, Phase: f.phase, Bin: f.bin,
-		Model: IOModel{Capacity: f.capacity, Base: f.base, Noise: f.noise, Timeout: f.timeout}}
+	o := overloadOptions{RealTimeOptions: RealTimeOptions{Seed: c.Seed, Warmup: f.warmup, Phase: f.phase, Bin: f.bin,
+		Model: IOModel{Capacity: f.capacity, Base: f.base, Noise: f.noise, Timeout: f.timeout}}}
 	var err error
 	if o.Mix, err = newClassMix(f.critical, shed.Classes{}); err != nil {
 		return nil, fmt.Errorf("--critical: %w", err)

@@ -10,8 +10,8 @@ import (
 // smallOverload is a bounded run: 2 s phases, a 1 s warm-up, 20 requests
 // in flight of capacity.
 func smallOverload(seed uint64) overloadOptions {
-	return overloadOptions{Seed: seed, Model: IOModel{Capacity: 20, Base: 20 * time.Millisecond},
-		Warmup: time.Second, Phase: 2 * time.Second, SteadyAfter: 500 * time.Millisecond}
+	return overloadOptions{RealTimeOptions: RealTimeOptions{Seed: seed, Model: IOModel{Capacity: 20, Base: 20 * time.Millisecond},
+		Warmup: time.Second, Phase: 2 * time.Second}, SteadyAfter: 500 * time.Millisecond}
 }
 
 func TestOverloadDeterministic(t *testing.T) {
@@ -83,10 +83,10 @@ func TestOverloadRows(t *testing.T) {
 
 func TestOverloadOptions(t *testing.T) {
 	for _, o := range []overloadOptions{
-		{Phase: time.Second, Bin: 2 * time.Second},
-		{Phase: time.Second, SteadyAfter: time.Second},
-		{Phase: -time.Second},
-		{Contenders: OverloadContenders()[:2]},
+		{RealTimeOptions: RealTimeOptions{Phase: time.Second, Bin: 2 * time.Second}},
+		{RealTimeOptions: RealTimeOptions{Phase: time.Second}, SteadyAfter: time.Second},
+		{RealTimeOptions: RealTimeOptions{Phase: -time.Second}},
+		{RealTimeOptions: RealTimeOptions{Contenders: OverloadContenders()[:2]}},
 	} {
 		if _, err := overload(o); err == nil {
 			t.Errorf("Overload(%+v): no error", o)

@@ -57,8 +57,7 @@ func (r *OverloadResult) RejectionP99(limiter, phase string) time.Duration {
 // alike. The rows are those of the virtual scenario, and each phase's
 // goodput is compared with the oracle's from the same run.
 func RealTime(ctx context.Context, o RealTimeOptions) (*OverloadResult, error) {
-	oo, err := overloadOptions{Seed: o.Seed, Model: o.Model, Warmup: o.Warmup, Phase: o.Phase, Bin: o.Bin,
-		Contenders: o.Contenders}.withDefaults()
+	oo, err := overloadOptions{RealTimeOptions: o}.withDefaults()
 	if err != nil {
 		return nil, err
 	}
