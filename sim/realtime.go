@@ -101,8 +101,11 @@ func RealTime(ctx context.Context, o RealTimeOptions) (*OverloadResult, error) {
 func realTimeRun(ctx context.Context, o overloadOptions, phases []overloadPhase, c OverloadContender, start time.Time) *runRecord {
 	m := o.Model
 	run := newRunRecord(c.Name, phases, o.Bin)
-	var mu sync.Mutex // guards run, inflight, noise and the admitter's calls
+	var mu sync.Mutex // guards run, inflight, noise, stopped and the admitter's calls
 	inflight := 0
+	// stopped is set when the run is over: callbacks still pending (a
+	// late timer, a lagging sample) then leave run alone.
+	stopped := false
 	noise := rand.New(rand.NewPCG(o.Seed, 2))
 	arrivals := rand.New(rand.NewPCG(o.Seed, 1))
 	phase := func(t time.Duration) overloadPhase {
@@ -121,7 +124,9 @@ func realTimeRun(ctx context.Context, o overloadOptions, phases []overloadPhase,
 		for t := o.Bin; t <= end && ctx.Err() == nil; t += o.Bin {
 			time.Sleep(time.Until(start.Add(t)))
 			mu.Lock()
-			run.Sample(t, adm.Limit(), inflight)
+			if !stopped {
+				run.Sample(t, adm.Limit(), inflight)
+			}
 			mu.Unlock()
 		}
 	})
@@ -132,7 +137,9 @@ func realTimeRun(ctx context.Context, o overloadOptions, phases []overloadPhase,
 			defer wg.Done()
 			mu.Lock()
 			defer mu.Unlock()
-			f()
+			if !stopped {
+				f()
+			}
 		})
 	}
 	for at := time.Duration(0); at < end && ctx.Err() == nil; {
@@ -170,6 +177,9 @@ func realTimeRun(ctx context.Context, o overloadOptions, phases []overloadPhase,
 	// Requests still in the server when the run ends are not waited for
 	// past the deadline: their slots no longer matter.
 	waitUntil(&wg, 2*m.Timeout)
+	mu.Lock()
+	stopped = true
+	mu.Unlock()
 	return run
 }
 
