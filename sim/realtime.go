@@ -98,6 +98,23 @@ func RealTime(ctx context.Context, o RealTimeOptions) (*OverloadResult, error) {
 
 // realTimeRun drives one contender: an arrival loop on the wall clock, a
 // timer per admitted request, a sample per bin.
+// phaseOrLast is the phase at t, or the last one past the end.
+func phaseOrLast(phases []overloadPhase, t time.Duration) overloadPhase {
+	if i := phaseAt(phases, t); i >= 0 {
+		return phases[i]
+	}
+	return phases[len(phases)-1]
+}
+
+// everyBin calls f at each multiple of bin after start, up to end, while
+// ctx lasts.
+func everyBin(ctx context.Context, start time.Time, bin, end time.Duration, f func(t time.Duration)) {
+	for t := bin; t <= end && ctx.Err() == nil; t += bin {
+		time.Sleep(time.Until(start.Add(t)))
+		f(t)
+	}
+}
+
 func realTimeRun(ctx context.Context, o overloadOptions, phases []overloadPhase, c OverloadContender, start time.Time) *runRecord {
 	m := o.Model
 	run := newRunRecord(c.Name, phases, o.Bin)
@@ -108,12 +125,7 @@ func realTimeRun(ctx context.Context, o overloadOptions, phases []overloadPhase,
 	stopped := false
 	noise := rand.New(rand.NewPCG(o.Seed, 2))
 	arrivals := rand.New(rand.NewPCG(o.Seed, 1))
-	phase := func(t time.Duration) overloadPhase {
-		if i := phaseAt(phases, t); i >= 0 {
-			return phases[i]
-		}
-		return phases[len(phases)-1]
-	}
+	phase := func(t time.Duration) overloadPhase { return phaseOrLast(phases, t) }
 	capa := func() int {
 		return max(1, int(math.Round(float64(m.Capacity)*phase(time.Since(start)).Capacity)))
 	}
@@ -121,14 +133,13 @@ func realTimeRun(ctx context.Context, o overloadOptions, phases []overloadPhase,
 	end := phases[len(phases)-1].End
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for t := o.Bin; t <= end && ctx.Err() == nil; t += o.Bin {
-			time.Sleep(time.Until(start.Add(t)))
+		everyBin(ctx, start, o.Bin, end, func(t time.Duration) {
 			mu.Lock()
 			if !stopped {
 				run.Sample(t, adm.Limit(), inflight)
 			}
 			mu.Unlock()
-		}
+		})
 	})
 	// after runs f under mu once d has passed.
 	after := func(d time.Duration, f func()) {
