@@ -206,19 +206,7 @@ func (o *ops) checksFor(cfg *Config, r *http.Request, id identity.Identity) ([]r
 	var descs []rules.Descriptor
 	for _, rc := range cfg.Routes {
 		for _, d := range rc.Descriptors {
-			var entries []rules.Entry
-			ok := true
-			for _, a := range d.Actions {
-				e, produced := a.Entry(r, id)
-				if !produced {
-					ok = false
-					break
-				}
-				if e.Key != "" {
-					entries = append(entries, e)
-				}
-			}
-			if ok && len(entries) > 0 {
+			if entries, ok := d.AppendEntries(nil, r, id); ok && len(entries) > 0 {
 				descs = append(descs, rules.Descriptor{Entries: entries})
 			}
 		}

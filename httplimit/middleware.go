@@ -335,18 +335,9 @@ func (h *handler) resolve(sc *scratch, r *http.Request, id identity.Identity, co
 	m := &h.m
 	entries, descs := sc.entries[:0], sc.descs[:0]
 	for _, d := range m.Descriptors {
-		start, ok := len(entries), true
-		for _, a := range d.Actions {
-			e, produced := a.Entry(r, id)
-			if !produced {
-				ok = false
-				break
-			}
-			if e.Key != "" {
-				entries = append(entries, e)
-			}
-		}
-		if !ok || len(entries) == start {
+		start := len(entries)
+		var ok bool
+		if entries, ok = d.AppendEntries(entries, r, id); !ok || len(entries) == start {
 			entries = entries[:start]
 			continue
 		}

@@ -32,6 +32,24 @@ type Descriptor struct {
 	Actions []Action
 }
 
+// AppendEntries appends to dst the entries d's actions produce for r and
+// id, in order. ok is false when an action produced nothing: then, as in
+// Envoy, the descriptor is not sent, and dst is returned as it was. An
+// action may produce an entry with an empty key (none is appended).
+func (d Descriptor) AppendEntries(dst []rules.Entry, r *http.Request, id identity.Identity) (out []rules.Entry, ok bool) {
+	start := len(dst)
+	for _, a := range d.Actions {
+		e, produced := a.Entry(r, id)
+		if !produced {
+			return dst[:start], false
+		}
+		if e.Key != "" {
+			dst = append(dst, e)
+		}
+	}
+	return dst, true
+}
+
 func keyOr(k, def string) string {
 	if k == "" {
 		return def
