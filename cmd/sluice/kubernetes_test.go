@@ -56,20 +56,15 @@ func decodeManifest(t *testing.T, name string, b []byte) *k8sObjects {
 		case " ":
 			continue // empty (a comment, or a template that rendered nothing)
 		case "apps/v1 Deployment":
-			d := &appsv1.Deployment{}
-			objs.deployments, into = append(objs.deployments, d), d
+			into = appendNew(&objs.deployments)
 		case "v1 Service":
-			s := &corev1.Service{}
-			objs.services, into = append(objs.services, s), s
+			into = appendNew(&objs.services)
 		case "v1 ConfigMap":
-			c := &corev1.ConfigMap{}
-			objs.configMaps, into = append(objs.configMaps, c), c
+			into = appendNew(&objs.configMaps)
 		case "v1 Secret":
-			s := &corev1.Secret{}
-			objs.secrets, into = append(objs.secrets, s), s
+			into = appendNew(&objs.secrets)
 		case "policy/v1 PodDisruptionBudget":
-			p := &policyv1.PodDisruptionBudget{}
-			objs.pdbs, into = append(objs.pdbs, p), p
+			into = appendNew(&objs.pdbs)
 		default:
 			t.Fatalf("%s: document %d: %s %s: a kind this test does not know", name, i, head.APIVersion, head.Kind)
 		}
@@ -78,6 +73,13 @@ func decodeManifest(t *testing.T, name string, b []byte) *k8sObjects {
 		}
 	}
 	return objs
+}
+
+// appendNew appends a new T to l and returns it.
+func appendNew[T any](l *[]*T) *T {
+	v := new(T)
+	*l = append(*l, v)
+	return v
 }
 
 // secretValue is key of the Secret or ConfigMap named name, if objs has it.
