@@ -447,12 +447,13 @@ func TestHelmChart(t *testing.T) {
 		name string
 		set  []string
 		want []string // the commands rendered, in order
+		warn bool     // the notes warn of per-pod memory stores
 	}{
-		{"default", nil, []string{"serve"}},
-		{"rls only", []string{"gateway.enabled=false", "rls.enabled=true"}, []string{"rls"}},
+		{"default", nil, []string{"serve"}, true},
+		{"rls only", []string{"gateway.enabled=false", "rls.enabled=true"}, []string{"rls"}, true},
 		{"both, Redis and secrets", []string{"rls.enabled=true", "storeURL=redis://:pw@redis.redis.svc:6379/0",
-			"secrets.adminToken=t0ken", "secrets.apiKeys=457c6a6848a0bbde7277ab01d5b82d9dbd88e96ca457819589954be69b69b1ad alice pro"}, []string{"serve", "rls"}},
-		{"existingSecret", []string{"rls.enabled=true", "existingSecret=mine", "gateway.pdb.minAvailable=1"}, []string{"serve", "rls"}},
+			"secrets.adminToken=t0ken", "secrets.apiKeys=457c6a6848a0bbde7277ab01d5b82d9dbd88e96ca457819589954be69b69b1ad alice pro"}, []string{"serve", "rls"}, false},
+		{"existingSecret", []string{"rls.enabled=true", "existingSecret=mine", "gateway.pdb.minAvailable=1"}, []string{"serve", "rls"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"template", "rel", chart, "--namespace", "sluice"}
@@ -472,6 +473,50 @@ func TestHelmChart(t *testing.T) {
 			if tc.name == "both, Redis and secrets" && !bytes.Contains(out, []byte("store: redis://:pw@")) {
 				t.Errorf("the gateway's config has not storeURL as its store:\n%s", out)
 			}
+			notes := helmNotes(t, helm, chart, args[3:])
+			for _, cmd := range tc.want {
+				if line := "sluice " + cmd + ": "; !strings.Contains(notes, line) {
+					t.Errorf("NOTES.txt has no %q line:\n%s", line, notes)
+				}
+			}
+			if warned := strings.Contains(notes, "WARNING: no storeURL"); warned != tc.warn {
+				t.Errorf("NOTES.txt warns of memory stores: %v, want %v:\n%s", warned, tc.warn, notes)
+			}
 		})
 	}
+}
+
+// helmNotes renders the chart's NOTES.txt, which helm template leaves
+// out, from a copy of the chart where it is a named template that a YAML
+// template quotes.
+func helmNotes(t *testing.T, helm, chart string, args []string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "sluice")
+	if err := os.CopyFS(dir, os.DirFS(chart)); err != nil {
+		t.Fatal(err)
+	}
+	tpl := filepath.Join(dir, "templates")
+	notes, err := os.ReadFile(filepath.Join(tpl, "NOTES.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{
+		"NOTES.txt":  "",
+		"_notes.tpl": `{{- define "test.notes" -}}` + string(notes) + `{{- end -}}`,
+		"notes.yaml": `notes: {{ include "test.notes" . | toJson }}`,
+	} {
+		if err := os.WriteFile(filepath.Join(tpl, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args = append([]string{"template", "rel", dir, "--show-only", "templates/notes.yaml"}, args...)
+	out, err := exec.Command(helm, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	var doc struct{ Notes string }
+	if err := yaml.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("the notes: %v\n%s", err, out)
+	}
+	return doc.Notes
 }
