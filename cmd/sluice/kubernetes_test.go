@@ -263,9 +263,9 @@ func parseAs(t *testing.T, where, cmd string, args []string, env map[string]stri
 			values["config"], values["listen"], values["admin-listen"] = f.configFile, f.listen, f.adminListen
 		}
 	case "rls":
-		var f *rlsFlags
-		if f, err = parseRLSFlags(args, &stderr); err == nil {
-			values["config-dir"], values["http-listen"], values["grpc-listen"] = f.configDir, f.httpListen, f.grpcListen
+		cfg, _, perr := parseRLSFlags(args, &stderr)
+		if err = perr; err == nil {
+			values["config-dir"], values["http-listen"], values["grpc-listen"] = cfg.Where()
 		}
 	}
 	if err != nil {

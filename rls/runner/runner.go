@@ -200,6 +200,12 @@ type Config struct {
 	text                                                        rlsFlagText
 }
 
+// Where reports what the flags name: the rules' directory and the HTTP
+// and gRPC listen addresses (for deploy checks and start-up lines).
+func (f *Config) Where() (configDir, httpListen, grpcListen string) {
+	return f.configDir, f.httpListen, f.grpcListen
+}
+
 // AddFlags declares f's flags on fs; Check reads them once fs is parsed.
 func (f *Config) AddFlags(fs *flag.FlagSet) {
 	f.text = f.define(fs)
