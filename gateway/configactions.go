@@ -91,15 +91,26 @@ func (d *decoder) boolTo(dst *bool, p, field string) func(k, v *yaml.Node) {
 
 func (d *decoder) requestHeaders(v *yaml.Node, p string) action.Action {
 	var x action.RequestHeaders
-	d.fields(v, p, map[string]func(k, v *yaml.Node){
-		"header_name":    d.strTo(&x.HeaderName, p, "header_name"),
-		"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key"),
-		"skip_if_absent": d.boolTo(&x.SkipIfAbsent, p, "skip_if_absent"),
-	})
-	if x.HeaderName == "" || x.DescriptorKey == "" {
-		d.add(v.Line, p, "header_name and descriptor_key are required")
-	}
+	// Returned even when refused: CheckAction checks the header name too.
+	d.keyedSource(v, p, "header_name", &x.HeaderName, &x.DescriptorKey, &x.SkipIfAbsent)
 	return x
+}
+
+// keyedSource decodes what request_headers, query_parameters and cookie
+// share: the name of what is read (under nameField), descriptor_key and
+// skip_if_absent. It reports false, after saying so, when the name or the
+// key is missing.
+func (d *decoder) keyedSource(v *yaml.Node, p, nameField string, name, key *string, skip *bool) bool {
+	d.fields(v, p, map[string]func(k, v *yaml.Node){
+		nameField:        d.strTo(name, p, nameField),
+		"descriptor_key": d.strTo(key, p, "descriptor_key"),
+		"skip_if_absent": d.boolTo(skip, p, "skip_if_absent"),
+	})
+	if *name == "" || *key == "" {
+		d.add(v.Line, p, "%s and descriptor_key are required", nameField)
+		return false
+	}
+	return true
 }
 
 func (d *decoder) genericKey(v *yaml.Node, p string) action.Action {
@@ -116,23 +127,30 @@ func (d *decoder) genericKey(v *yaml.Node, p string) action.Action {
 
 func (d *decoder) headerValueMatch(v *yaml.Node, p string) action.Action {
 	var x action.HeaderValueMatch
+	d.valueMatch(v, p, &x.DescriptorValue, &x.DescriptorKey, &x.DontExpectMatch, "headers", "header matcher",
+		func(v *yaml.Node, p string) { x.Headers = append(x.Headers, d.headerMatcher(v, p)) })
+	return x
+}
+
+// valueMatch decodes what header_value_match and query_parameter_value_match
+// share: descriptor_value (required), descriptor_key, expect_match, and the
+// list under listKey (at least one), each of whose items add decodes.
+func (d *decoder) valueMatch(v *yaml.Node, p string, value, key *string, dontExpect *bool, listKey, what string, add func(v *yaml.Node, p string)) {
+	n := 0
 	d.fields(v, p, map[string]func(k, v *yaml.Node){
-		"descriptor_value": d.strTo(&x.DescriptorValue, p, "descriptor_value"),
-		"descriptor_key":   d.strTo(&x.DescriptorKey, p, "descriptor_key"),
-		"expect_match":     func(k, v *yaml.Node) { x.DontExpectMatch = !d.boolean(v, yamlnode.Join(p, "expect_match")) },
-		"headers": func(k, v *yaml.Node) {
-			d.list(v, yamlnode.Join(p, "headers"), func(_ int, v *yaml.Node, p string) {
-				x.Headers = append(x.Headers, d.headerMatcher(v, p))
-			})
+		"descriptor_value": d.strTo(value, p, "descriptor_value"),
+		"descriptor_key":   d.strTo(key, p, "descriptor_key"),
+		"expect_match":     func(k, v *yaml.Node) { *dontExpect = !d.boolean(v, yamlnode.Join(p, "expect_match")) },
+		listKey: func(k, v *yaml.Node) {
+			d.list(v, yamlnode.Join(p, listKey), func(_ int, v *yaml.Node, p string) { n++; add(v, p) })
 		},
 	})
-	if x.DescriptorValue == "" {
+	if *value == "" {
 		d.add(v.Line, p, "descriptor_value is required")
 	}
-	if len(x.Headers) == 0 {
-		d.add(v.Line, yamlnode.Join(p, "headers"), "want at least one header matcher")
+	if n == 0 {
+		d.add(v.Line, yamlnode.Join(p, listKey), "want at least one %s", what)
 	}
-	return x
 }
 
 func (d *decoder) maskedRemoteAddress(v *yaml.Node, p string) action.Action {
@@ -157,13 +175,7 @@ func (d *decoder) maskedRemoteAddress(v *yaml.Node, p string) action.Action {
 
 func (d *decoder) queryParameters(v *yaml.Node, p string) action.Action {
 	var x action.QueryParameters
-	d.fields(v, p, map[string]func(k, v *yaml.Node){
-		"query_parameter_name": d.strTo(&x.QueryParameterName, p, "query_parameter_name"),
-		"descriptor_key":       d.strTo(&x.DescriptorKey, p, "descriptor_key"),
-		"skip_if_absent":       d.boolTo(&x.SkipIfAbsent, p, "skip_if_absent"),
-	})
-	if x.QueryParameterName == "" || x.DescriptorKey == "" {
-		d.add(v.Line, p, "query_parameter_name and descriptor_key are required")
+	if !d.keyedSource(v, p, "query_parameter_name", &x.QueryParameterName, &x.DescriptorKey, &x.SkipIfAbsent) {
 		return nil // reported here, not again by CheckAction
 	}
 	return x
@@ -172,22 +184,8 @@ func (d *decoder) queryParameters(v *yaml.Node, p string) action.Action {
 func (d *decoder) queryParameterValueMatch(v *yaml.Node, p string) action.Action {
 	var x action.QueryParameterValueMatch
 	before := len(d.errs)
-	d.fields(v, p, map[string]func(k, v *yaml.Node){
-		"descriptor_value": d.strTo(&x.DescriptorValue, p, "descriptor_value"),
-		"descriptor_key":   d.strTo(&x.DescriptorKey, p, "descriptor_key"),
-		"expect_match":     func(k, v *yaml.Node) { x.DontExpectMatch = !d.boolean(v, yamlnode.Join(p, "expect_match")) },
-		"query_parameters": func(k, v *yaml.Node) {
-			d.list(v, yamlnode.Join(p, "query_parameters"), func(_ int, v *yaml.Node, p string) {
-				x.QueryParameters = append(x.QueryParameters, d.queryMatcher(v, p))
-			})
-		},
-	})
-	if x.DescriptorValue == "" {
-		d.add(v.Line, p, "descriptor_value is required")
-	}
-	if len(x.QueryParameters) == 0 {
-		d.add(v.Line, yamlnode.Join(p, "query_parameters"), "want at least one query parameter matcher")
-	}
+	d.valueMatch(v, p, &x.DescriptorValue, &x.DescriptorKey, &x.DontExpectMatch, "query_parameters", "query parameter matcher",
+		func(v *yaml.Node, p string) { x.QueryParameters = append(x.QueryParameters, d.queryMatcher(v, p)) })
 	if len(d.errs) != before {
 		return nil // reported here, not again by CheckAction
 	}
@@ -196,13 +194,7 @@ func (d *decoder) queryParameterValueMatch(v *yaml.Node, p string) action.Action
 
 func (d *decoder) cookie(v *yaml.Node, p string) action.Action {
 	var x action.Cookie
-	d.fields(v, p, map[string]func(k, v *yaml.Node){
-		"cookie_name":    d.strTo(&x.CookieName, p, "cookie_name"),
-		"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key"),
-		"skip_if_absent": d.boolTo(&x.SkipIfAbsent, p, "skip_if_absent"),
-	})
-	if x.CookieName == "" || x.DescriptorKey == "" {
-		d.add(v.Line, p, "cookie_name and descriptor_key are required")
+	if !d.keyedSource(v, p, "cookie_name", &x.CookieName, &x.DescriptorKey, &x.SkipIfAbsent) {
 		return nil // reported here, not again by CheckAction
 	}
 	return x
