@@ -72,13 +72,24 @@ func roll(s State, now, w int64) (State, int64) {
 	return State{Start: ws}, now
 }
 
-// Fixed applies req at now (Unix ns) to a fixed window. req must be valid.
-func Fixed(s State, now int64, req ratelimit.Request) (State, ratelimit.Decision) {
-	lim := req.Limit.Normalize()
-	d := ratelimit.Decision{Limit: lim}
+// begin is req's normalized limit and the decision's start; none when
+// the limit admits nothing (rate 0), and d is then the whole decision: a
+// peek is allowed, anything more unsatisfiable.
+func begin(req ratelimit.Request) (lim ratelimit.Limit, d ratelimit.Decision, none bool) {
+	lim = req.Limit.Normalize()
+	d.Limit = lim
 	if lim.Rate == 0 {
 		d.Allowed = req.N == 0
 		d.Unsatisfiable = req.N > 0
+		return lim, d, true
+	}
+	return lim, d, false
+}
+
+// Fixed applies req at now (Unix ns) to a fixed window. req must be valid.
+func Fixed(s State, now int64, req ratelimit.Request) (State, ratelimit.Decision) {
+	lim, d, none := begin(req)
+	if none {
 		return s, d
 	}
 	w := int64(lim.Period)
@@ -146,11 +157,8 @@ func earliest(prev, curr, from, w, n, rate int64) (int64, bool) {
 // Sliding applies req at now (Unix ns) to a sliding window counter. req must
 // be valid.
 func Sliding(s State, now int64, req ratelimit.Request) (State, ratelimit.Decision) {
-	lim := req.Limit.Normalize()
-	d := ratelimit.Decision{Limit: lim}
-	if lim.Rate == 0 {
-		d.Allowed = req.N == 0
-		d.Unsatisfiable = req.N > 0
+	lim, d, none := begin(req)
+	if none {
 		return s, d
 	}
 	w := int64(lim.Period)

@@ -62,31 +62,32 @@ type State struct {
 // AppendPolicy appends the RateLimit-Policy value of ps to b. It depends
 // only on each policy's name, quota and window, not on the request, so a
 // caller can cache it.
-func AppendPolicy(b []byte, ps []State) []byte {
-	for i := range ps {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = sfv.AppendString(b, ps[i].Name)
-		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, ps[i].Quota, 10)
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, ps[i].Window, 10)
-	}
-	return b
-}
+func AppendPolicy(b []byte, ps []State) []byte { return appendMembers(b, ps, true) }
 
 // AppendRateLimit appends the RateLimit value of ps to b.
-func AppendRateLimit(b []byte, ps []State) []byte {
+func AppendRateLimit(b []byte, ps []State) []byte { return appendMembers(b, ps, false) }
+
+// appendMembers appends one list member a policy: its name and either q
+// and w (policy) or r and t.
+func appendMembers(b []byte, ps []State, policy bool) []byte {
+	k1, k2 := ";r=", ";t="
+	if policy {
+		k1, k2 = ";q=", ";w="
+	}
 	for i := range ps {
+		p := &ps[i]
+		v1, v2 := max(0, p.Remaining), max(0, p.Reset)
+		if policy {
+			v1, v2 = p.Quota, p.Window
+		}
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = sfv.AppendString(b, ps[i].Name)
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, max(0, ps[i].Remaining), 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, max(0, ps[i].Reset), 10)
+		b = sfv.AppendString(b, p.Name)
+		b = append(b, k1...)
+		b = strconv.AppendInt(b, v1, 10)
+		b = append(b, k2...)
+		b = strconv.AppendInt(b, v2, 10)
 	}
 	return b
 }
