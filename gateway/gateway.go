@@ -136,7 +136,7 @@ func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 	// 429, error 503). With Redis down at start the gateway starts anyway.
 	var ro redisstore.Options
 	if cfg.OnStoreError == ratelimit.FailLocal {
-		ro.OnError = redisstore.Local
+		ro.OnError = ratelimit.FailLocal
 	}
 	st, err := storeurl.Open(ctx, cfg.Store, storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, Logger: g.log})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // Apply decides req in Redis. A denial is a Decision; an error means Redis
-// could not decide and Options.OnError is ReturnError (or the request is
+// could not decide and Options.OnError is ratelimit.FailError (or the request is
 // invalid, or the store closed).
 func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	return s.apply(ctx, req, true)

@@ -79,9 +79,9 @@
 // watchdog checks every quarter of the timeout, so a wait lasts at most
 // 1.25·Timeout. After BreakerThreshold consecutive failures a breaker
 // stops calling Redis, so an outage does not add a timeout to every
-// request. Options.OnError then chooses: ReturnError (the default: the
-// caller decides), Allow (fail open, as Stripe does), Deny (fail closed),
-// or Local (an in-process memstore applying the same limits until Redis
+// request. Options.OnError (a ratelimit.FailurePolicy) then chooses: FailError (the
+// default: the caller decides), FailAllow (fail open, as Stripe does),
+// FailDeny (fail closed), or FailLocal (an in-process memstore applying the same limits until Redis
 // answers again; each instance then enforces the limit alone, so n
 // instances admit up to n times it). There is a breaker per node (a
 // standalone server is one; on a Cluster, each primary of the slot map):

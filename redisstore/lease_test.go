@@ -430,7 +430,7 @@ func TestLeaseBoundReached(t *testing.T) {
 // cannot give back are lost (under-admission), never spent twice.
 func TestLeaseRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := redisstore.Open(context.Background(), "redis://"+srv.Addr, redisstore.Options{OnError: redisstore.Deny, Timeout: time.Second, RequireAtStart: true})
+	s, err := redisstore.Open(context.Background(), "redis://"+srv.Addr, redisstore.Options{OnError: ratelimit.FailDeny, Timeout: time.Second, RequireAtStart: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -231,7 +231,7 @@ func (f *rlsFlags) resolve(text rlsFlagText) error {
 	if f.metricLabels, err = rls.ParseMetricLabels(*text.metricLabels); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if f.onError, err = redisstore.ParsePolicy(*text.onError); err != nil {
+	if f.onError, err = ratelimit.ParseFailurePolicy(*text.onError); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return nil
