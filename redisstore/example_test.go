@@ -24,7 +24,7 @@ func ExampleOpen() {
 
 	store, err := redisstore.Open(ctx, "redis://"+srv.Addr, redisstore.Options{
 		OnError: ratelimit.FailLocal, // Redis down: each instance limits alone
-		Timeout: time.Second,      // default 100 ms
+		Timeout: time.Second,         // default 100 ms
 	})
 	if err != nil {
 		log.Fatal(err)
