@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 )
 
-// leaseGatewayConfig has a route under a leased rule (one global key, hot)
+// leaseGatewayConfig has a route under a prefetched rule (one global key, hot)
 // and a route under an exact per-IP rule, on STORE.
 const leaseGatewayConfig = `
 listen: 127.0.0.1:0
@@ -32,17 +32,17 @@ rules:
   descriptors:
     - key: generic_key
       value: hot
-      rate_limit: {name: hot, algorithm: token_bucket, unit: second, requests_per_unit: 100000, burst: 1000000, lease: true}
+      rate_limit: {name: hot, algorithm: token_bucket, unit: second, requests_per_unit: 100000, burst: 1000000, prefetch: true}
     - key: remote_address
       rate_limit: {name: per-ip, unit: hour, requests_per_unit: 5}
 `
 
-// TestLeaseRuleGateway: sluice serve decides a lease: true rule through
-// the Redis store's leased view, a hot key's requests in process once it
-// holds a slice (sluice_redis_lease_*), while the per-IP rule stays exact; on
+// TestPrefetchRuleGateway: sluice serve decides a prefetch: true rule through
+// the Redis store's prefetch view, a hot key's requests in process once it
+// holds a slice (sluice_redis_prefetch_*), while the per-IP rule stays exact; on
 // the memory store the rule is exact and the gateway warns once, naming
 // the rule's file:line.
-func TestLeaseRuleGateway(t *testing.T) {
+func TestPrefetchRuleGateway(t *testing.T) {
 	t.Parallel()
 	t.Run("redis", func(t *testing.T) {
 		if testing.Short() {
@@ -56,21 +56,21 @@ func TestLeaseRuleGateway(t *testing.T) {
 		const n = 400
 		for i := range n {
 			if r := get(t, c, s.url+"/hot"); r.code != 200 {
-				t.Fatalf("request %d to the leased rule: %d, want 200 (far within its burst)", i, r.code)
+				t.Fatalf("request %d to the prefetched rule: %d, want 200 (far within its burst)", i, r.code)
 			}
 		}
-		// Every request of the hot key was decided by the leased view: in
+		// Every request of the hot key was decided by the prefetch view: in
 		// process (local), by a slice taken for it, or exactly while the
 		// key was still cold. How many were local depends on how many
 		// requests a slice's lifetime (100 ms) sees, which a loaded machine
 		// lowers; some must be (rules' and rls's tests, in process, see
 		// most).
-		local, _ := strconv.Atoi(metric(t, s, "sluice_redis_lease_local_total "))
-		exact, _ := strconv.Atoi(metric(t, s, "sluice_redis_lease_exact_total "))
-		slices, _ := strconv.Atoi(metric(t, s, "sluice_redis_lease_slices_total "))
-		t.Logf("leased rule, %d requests: %d local, %d exact, %d slices", n, local, exact, slices)
+		local, _ := strconv.Atoi(metric(t, s, "sluice_redis_prefetch_local_total "))
+		exact, _ := strconv.Atoi(metric(t, s, "sluice_redis_prefetch_exact_total "))
+		slices, _ := strconv.Atoi(metric(t, s, "sluice_redis_prefetch_slices_total "))
+		t.Logf("prefetched rule, %d requests: %d local, %d exact, %d slices", n, local, exact, slices)
 		if local+exact+slices != n || local == 0 {
-			t.Errorf("leased rule: %d local + %d exact + %d slices for %d requests; want all through the view, some local", local, exact, slices, n)
+			t.Errorf("prefetched rule: %d local + %d exact + %d slices for %d requests; want all through the view, some local", local, exact, slices, n)
 		}
 		var got []int
 		for range 7 {
@@ -79,8 +79,8 @@ func TestLeaseRuleGateway(t *testing.T) {
 		if fmt.Sprint(got) != "[200 200 200 200 200 429 429]" {
 			t.Errorf("exact per-IP rule: %v, want exactly 5 admitted", got)
 		}
-		if after, _ := strconv.Atoi(metric(t, s, "sluice_redis_lease_local_total ")); after != local {
-			t.Errorf("the exact rule's requests went through the leased view: local %d, then %d", local, after)
+		if after, _ := strconv.Atoi(metric(t, s, "sluice_redis_prefetch_local_total ")); after != local {
+			t.Errorf("the exact rule's requests went through the prefetch view: local %d, then %d", local, after)
 		}
 	})
 	t.Run("memory", func(t *testing.T) {
@@ -90,9 +90,9 @@ func TestLeaseRuleGateway(t *testing.T) {
 		s := startWith(t, cfg, gateway.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		c := clientFrom(t, "127.0.0.4")
 		if r := get(t, c, s.url+"/hot"); r.code != 200 {
-			t.Fatalf("leased rule on the memory store: %d, want 200", r.code)
+			t.Fatalf("prefetched rule on the memory store: %d, want 200", r.code)
 		}
-		if got := logs.String(); strings.Count(got, "lease: true has no effect on the memory store") != 1 || !strings.Contains(got, "gateway.yaml:") || !strings.Contains(got, "rule=lease.generic_key_hot") {
+		if got := logs.String(); strings.Count(got, "prefetch: true has no effect on the memory store") != 1 || !strings.Contains(got, "gateway.yaml:") || !strings.Contains(got, "rule=lease.generic_key_hot") {
 			t.Errorf("log:\n%s\nwant one warning naming lease.generic_key_hot at gateway.yaml:LINE", got)
 		}
 	})

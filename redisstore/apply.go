@@ -16,7 +16,7 @@ func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 }
 
 // apply is Apply; without fb, a failure is returned as an error instead of
-// going to Options.OnError (leased mode takes and returns slices with it).
+// going to Options.OnError (prefetch mode takes and returns slices with it).
 // It sends req down one path, each in a file of its own: the denial cache
 // (denycache.go), the failure policy while the breaker of req's node is
 // open (failure.go), a caller's trial of that node (trial.go), plain

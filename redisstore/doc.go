@@ -59,15 +59,15 @@
 // of the command time; its decisions are the script's (Options.ScriptOnly
 // turns it off; docs/redis.md says when it applies and its transients).
 //
-// # Hot keys: leased mode
+// # Hot keys: prefetch mode
 //
 // One Redis primary decides about 100–200k requests a second for one key.
-// NewLeased wraps a Store so that an instance takes a slice of a hot key's
+// NewPrefetch wraps a Store so that an instance takes a slice of a hot key's
 // budget in one script call, decides from it in process, and gives back
 // what it did not spend; slices are sized from the key's observed rate and
 // cold keys stay exact. Over-admission is at most (instances) × (largest
 // slice), 1% of the capacity with the defaults and up to 10 instances, and
-// 0 for the fixed window. See Leased.
+// 0 for the fixed window. See Prefetch.
 //
 // # Failures
 //

@@ -20,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// leaseConfig has a hot rule with lease: true and an exact rule, as
+// leaseConfig has a hot rule with prefetch: true and an exact rule, as
 // docs/rules.md shows them.
 const leaseConfig = `domain: lease
 descriptors:
@@ -30,7 +30,7 @@ descriptors:
       unit: second
       requests_per_unit: 100000
       burst: 1000000
-      lease: true
+      prefetch: true
   - key: user
     rate_limit:
       unit: hour
@@ -61,12 +61,12 @@ func redisCalls(t *testing.T, s *redistest.Server) int64 {
 	return n
 }
 
-// TestLeaseRuleRedis: on its own redis-server, a config with a leased rule
-// and an exact one. The leased rule's hot key is answered mostly in
+// TestPrefetchRuleRedis: on its own redis-server, a config with a prefetched rule
+// and an exact one. The prefetched rule's hot key is answered mostly in
 // process: redis-server runs far fewer commands than decisions (INFO
 // commandstats). The exact rule costs a command a decision at least and
 // admits exactly its limit, then OVER_LIMIT.
-func TestLeaseRuleRedis(t *testing.T) {
+func TestPrefetchRuleRedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: no Redis")
 	}
@@ -79,17 +79,17 @@ func TestLeaseRuleRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	leased, err := redisstore.NewLeased(store, redisstore.LeaseOptions{ExactOthers: true})
+	prefetched, err := redisstore.NewPrefetch(store, redisstore.PrefetchOptions{ExactOthers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer leased.Close()
+	defer prefetched.Close()
 	cfg, err := rules.Parse("lease.yaml", []byte(leaseConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
 	set, _ := rules.NewSet(cfg)
-	s, err := rls.New(store, set, rls.Options{Leased: leased, Headers: rls.HeadersOff})
+	s, err := rls.New(store, set, rls.Options{Prefetch: prefetched, Headers: rls.HeadersOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +113,13 @@ func TestLeaseRuleRedis(t *testing.T) {
 	const n = 2000
 	c0 := redisCalls(t, srv)
 	if ok, _ := ask("tenant", n); ok != n {
-		t.Errorf("leased rule: %d of %d OK, within its burst", ok, n)
+		t.Errorf("prefetched rule: %d of %d OK, within its burst", ok, n)
 	}
 	hot := redisCalls(t, srv) - c0
-	st := leased.Stats()
-	t.Logf("leased rule: %d decisions, %d redis-server commands; lease stats %+v", n, hot, st)
+	st := prefetched.Stats()
+	t.Logf("prefetched rule: %d decisions, %d redis-server commands; prefetch stats %+v", n, hot, st)
 	if hot > n/4 || st.Local < n/2 {
-		t.Errorf("leased rule: %d redis-server commands and %d local decisions for %d decisions; want most local", hot, st.Local, n)
+		t.Errorf("prefetched rule: %d redis-server commands and %d local decisions for %d decisions; want most local", hot, st.Local, n)
 	}
 	c1 := redisCalls(t, srv)
 	if ok, over := ask("user", 80); ok != 50 || over != 30 {
@@ -130,15 +130,15 @@ func TestLeaseRuleRedis(t *testing.T) {
 	if exact < 80 {
 		t.Errorf("exact rule: %d redis-server commands for 80 decisions, want one each at least", exact)
 	}
-	if st2 := leased.Stats(); st2.Local+st2.Exact != st.Local+st.Exact {
-		t.Errorf("the exact rule went through the leased view: %+v, then %+v", st, st2)
+	if st2 := prefetched.Stats(); st2.Local+st2.Exact != st.Local+st.Exact {
+		t.Errorf("the exact rule went through the prefetch view: %+v, then %+v", st, st2)
 	}
 }
 
-// TestLeaseRuleMemoryWarns: without a leased view (the memory store), a
-// lease: true rule is decided exactly, and each load says so once per
+// TestPrefetchRuleMemoryWarns: without a prefetch view (the memory store), a
+// prefetch: true rule is decided exactly, and each load says so once per
 // rule, with its file:line.
-func TestLeaseRuleMemoryWarns(t *testing.T) {
+func TestPrefetchRuleMemoryWarns(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "lease.yaml"), []byte(leaseConfig), 0o644); err != nil {
@@ -156,7 +156,7 @@ func TestLeaseRuleMemoryWarns(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "lease.yaml")
-	if got := logs.String(); strings.Count(got, "lease: true has no effect") != 1 || !strings.Contains(got, "at="+file+":3") || !strings.Contains(got, "rule=lease.tenant") {
+	if got := logs.String(); strings.Count(got, "prefetch: true has no effect") != 1 || !strings.Contains(got, "at="+file+":3") || !strings.Contains(got, "rule=lease.tenant") {
 		t.Errorf("log:\n%s\nwant one warning for lease.tenant at %s:3", got, file)
 	}
 	if s.Rules().Store() != store {

@@ -189,12 +189,12 @@ type Options struct {
 	// window nobody has hit yet, and calendar quota periods. Nil means
 	// time.Now.
 	Now func() time.Time
-	// Leased is the store that rules with lease: true decide with: a
-	// leased view of the Redis store (redisstore.Leased) over the same
+	// Prefetch is the store that rules with prefetch: true decide with: a
+	// prefetch view of the Redis store (redisstore.Prefetch) over the same
 	// Redis as the store. Nil (the memory store): those rules are decided
 	// by the store, exactly, and a warning names each of them once (with
 	// its file:line).
-	Leased ratelimit.Store
+	Prefetch ratelimit.Store
 }
 
 // Server answers ShouldRateLimit. Create it with New; it is safe for
@@ -203,9 +203,9 @@ type Server struct {
 	pb.UnimplementedRateLimitServiceServer
 
 	store     ratelimit.Store
-	leased    ratelimit.Store // Options.Leased
+	prefetched    ratelimit.Store // Options.Prefetch
 	warnMu    sync.Mutex
-	warned    map[string]bool           // "file:line key" of the lease: true rules warned about (bind)
+	warned    map[string]bool           // "file:line key" of the prefetch: true rules warned about (bind)
 	set       atomic.Pointer[rules.Set] // bound to store (bind)
 	log       *slog.Logger
 	reg       *prometheus.Registry
@@ -242,7 +242,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 	}
 	s := &Server{
 		store:       store,
-		leased:      opts.Leased,
+		prefetched:      opts.Prefetch,
 		log:         opts.Logger,
 		reg:         opts.Registry,
 		headers:     opts.Headers,
@@ -375,27 +375,27 @@ func (s *Server) swap(set *rules.Set) error {
 
 // bind prepares set's rules on the store once, for every request to come
 // (rules.Set.Bind): each rule's own algorithm and limit, and, for a fixed
-// window, the one applyEnvoyWindow charges. Rules with lease: true go to
-// the leased view, when there is one; without one they are exact, with a
+// window, the one applyEnvoyWindow charges. Rules with prefetch: true go to
+// the prefetch view, when there is one; without one they are exact, with a
 // warning.
 func (s *Server) bind(set *rules.Set) (*rules.Set, error) {
-	if s.leased == nil {
+	if s.prefetched == nil {
 		// Once per rule: a reload of the same file does not say it again.
 		s.warnMu.Lock()
 		defer s.warnMu.Unlock()
 		seen := s.warned
 		s.warned = make(map[string]bool)
-		for _, r := range set.LeasedRules() {
+		for _, r := range set.PrefetchRules() {
 			at := fmt.Sprintf("%s:%d", r.File, r.Line)
 			s.warned[at+" "+r.Key] = true
 			if seen[at+" "+r.Key] {
 				continue
 			}
-			s.log.Warn("rls: lease: true has no effect without a Redis store: the rule is decided exactly (the memory store decides every rule in process already)",
+			s.log.Warn("rls: prefetch: true has no effect without a Redis store: the rule is decided exactly (the memory store decides every rule in process already)",
 				slog.String("rule", r.Key), slog.String("at", at))
 		}
 	}
-	return set.Bind(s.store, rules.BindOptions{Leased: s.leased, Variant: envoyWindowVariant})
+	return set.Bind(s.store, rules.BindOptions{Prefetch: s.prefetched, Variant: envoyWindowVariant})
 }
 
 // envoyWindowVariant is the limit applyEnvoyWindow charges for a fixed

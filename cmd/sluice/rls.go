@@ -64,18 +64,18 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if sd != nil {
 		defer sd.Close() // after srv: deferred calls run last first
 	}
-	// Rules with lease: true decide through the Redis store's leased view
+	// Rules with prefetch: true decide through the Redis store's prefetch view
 	// (made on first use, closed with the store); on the memory store they
 	// are exact, with a warning.
-	var leased ratelimit.Store
+	var prefetched ratelimit.Store
 	if store.Redis != nil {
-		l, err := store.LeasedView()
+		l, err := store.PrefetchView()
 		if err != nil {
 			return fmt.Errorf("rls: %w", err)
 		}
-		leased = l
+		prefetched = l
 	}
-	srv, err := rls.New(store, set, rls.Options{Leased: leased, Statsd: sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
+	srv, err := rls.New(store, set, rls.Options{Prefetch: prefetched, Statsd: sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
 		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
 		MetricLabels: f.metricLabels, HeaderNames: f.headerNames, StopIncrementWhenOverLimit: f.stopIncrement,
 		QuotaMode: f.quotaMode, HealthyWithConfig: f.healthyWithConfig})
