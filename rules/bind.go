@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -14,7 +15,7 @@ import (
 // BindOptions configures Set.Bind. The zero value binds every rule to the
 // store.
 type BindOptions struct {
-	// Prefetch is the store that rules with prefetch: true decide with: a
+	// Prefetch is the store that rules with prefetch: true decide with: the
 	// prefetch view of the Redis store (redisstore.Prefetch), which answers a
 	// hot key from slices of its budget taken ahead. Nil: they decide
 	// with the store, exactly, like every other rule; that is what the
@@ -46,7 +47,8 @@ type binding struct {
 // reload and swap the bound Set in, so that rules and bindings change
 // together.
 //
-// A rule the store cannot bind is an error (an *Errors, each problem at
+// A prefetch: true rule whose algorithm is not Prefetchable, and a rule
+// the store cannot bind, are errors (an *Errors, each problem at
 // the rule's file:line), and no Set is returned: a server keeps its last
 // good one. A store that is not a Binder is not an error: the rule is
 // decided by the store's Apply, as without Bind.
@@ -62,8 +64,16 @@ func (s *Set) Bind(store ratelimit.Store, opts BindOptions) (*Set, error) {
 		for i, r := range c.rules {
 			b := &c.binds[i]
 			b.store = store
-			if r.Prefetch && opts.Prefetch != nil {
-				b.store = opts.Prefetch
+			if r.Prefetch {
+				// The one rule of what may be prefetched, at every load
+				// (the parser refuses such a rule too, at its field).
+				if err := r.Algorithm.Prefetchable(); err != nil {
+					errs = append(errs, Problem{File: r.File, Line: r.Line, Path: r.Key, Msg: strings.TrimPrefix(err.Error(), "ratelimit: ")})
+					continue
+				}
+				if opts.Prefetch != nil {
+					b.store = opts.Prefetch
+				}
 			}
 			if r.Unlimited || r.Quota != nil || r.seq != i {
 				continue // nothing to prepare: a quota's limit changes with its period
@@ -107,8 +117,8 @@ func (b *binding) add(a ratelimit.Algorithm, l ratelimit.Limit) error {
 // Store returns the store s is bound to (Set.Bind), or nil.
 func (s *Set) Store() ratelimit.Store { return s.store }
 
-// PrefetchRules returns the rules of s with prefetch: true, in domain and file
-// order: a server whose store has no prefetch view warns about them.
+// PrefetchRules returns the rules of s with prefetch: true, in domain and
+// file order: a server whose store has no prefetch view warns about them.
 func (s *Set) PrefetchRules() []*Rule {
 	var out []*Rule
 	for _, dom := range s.domains {

@@ -469,7 +469,7 @@ func (p *parser) rateLimitFields(n *yaml.Node, path string) *rateLimitFields {
 			}
 			f.alg = a
 		},
-		"burst": func(k, v *yaml.Node) { f.burstNode, f.burst = v, integer(v, "burst", 1, math.MaxInt64) },
+		"burst":    func(k, v *yaml.Node) { f.burstNode, f.burst = v, integer(v, "burst", 1, math.MaxInt64) },
 		"prefetch": func(k, v *yaml.Node) { p.prefetch(f, v, "prefetch", path) },
 		"lease":    func(k, v *yaml.Node) { p.prefetch(f, v, "lease", path) },
 		"window": func(k, v *yaml.Node) {
