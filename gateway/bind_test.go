@@ -11,9 +11,9 @@ import (
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 )
 
-// leaseGatewayConfig has a route under a prefetched rule (one global key, hot)
+// prefetchGatewayConfig has a route under a prefetched rule (one global key, hot)
 // and a route under an exact per-IP rule, on STORE.
-const leaseGatewayConfig = `
+const prefetchGatewayConfig = `
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstream: builtin:echo
@@ -28,7 +28,7 @@ routes:
       - actions:
           - remote_address: {}
 rules:
-  domain: lease
+  domain: prefetch
   descriptors:
     - key: generic_key
       value: hot
@@ -50,7 +50,7 @@ func TestPrefetchRuleGateway(t *testing.T) {
 		}
 		redistest.Require(t)
 		t.Parallel()
-		cfg := strings.Replace(leaseGatewayConfig, "STORE", redistest.Start(t).URL()+"?timeout=5s", 1)
+		cfg := strings.Replace(prefetchGatewayConfig, "STORE", redistest.Start(t).URL()+"?timeout=5s", 1)
 		s := startWith(t, cfg, gateway.Options{})
 		c := clientFrom(t, "127.0.0.3")
 		const n = 400
@@ -86,14 +86,45 @@ func TestPrefetchRuleGateway(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		t.Parallel()
 		var logs lockedBuffer
-		cfg := strings.Replace(leaseGatewayConfig, "STORE", "memory", 1)
+		cfg := strings.Replace(prefetchGatewayConfig, "STORE", "memory", 1)
 		s := startWith(t, cfg, gateway.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		c := clientFrom(t, "127.0.0.4")
 		if r := get(t, c, s.url+"/hot"); r.code != 200 {
 			t.Fatalf("prefetched rule on the memory store: %d, want 200", r.code)
 		}
-		if got := logs.String(); strings.Count(got, "prefetch: true has no effect on the memory store") != 1 || !strings.Contains(got, "gateway.yaml:") || !strings.Contains(got, "rule=lease.generic_key_hot") {
-			t.Errorf("log:\n%s\nwant one warning naming lease.generic_key_hot at gateway.yaml:LINE", got)
+		if got := logs.String(); strings.Count(got, "prefetch: true has no effect on the memory store") != 1 || !strings.Contains(got, "gateway.yaml:") || !strings.Contains(got, "rule=prefetch.generic_key_hot") {
+			t.Errorf("log:\n%s\nwant one warning naming prefetch.generic_key_hot at gateway.yaml:LINE", got)
 		}
 	})
+}
+
+// TestPrefetchDeprecatedSpellings: lease: true (a rule's) and lease=on (the
+// store URL's), prefetch's old spellings, still load: the config's
+// Warnings (what sluice check prints) name each at its file:line, and the
+// gateway logs the rule's once at load.
+func TestPrefetchDeprecatedSpellings(t *testing.T) {
+	t.Parallel()
+	old := strings.Replace(prefetchGatewayConfig, "prefetch: true", "lease: true", 1)
+	cfg, err := gateway.Parse("gateway.yaml", []byte(strings.Replace(old, "STORE", "redis://127.0.0.1:1?lease=on", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"gateway.yaml:5: store: warning: URL parameter lease is deprecated (a lease is now only the in-flight slot): write prefetch=on, which means the same",
+		"gateway.yaml:20: rules.descriptors[0].rate_limit.lease: warning: lease is deprecated (it now means the in-flight slot only): write prefetch: true, which means the same",
+	}
+	if fmt.Sprint(cfg.Warnings) != fmt.Sprint(want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(cfg.Warnings, "\n"), strings.Join(want, "\n"))
+	}
+	if r := cfg.Rules.PrefetchRules(); len(r) != 1 {
+		t.Errorf("PrefetchRules: %v, want the lease: true rule", r)
+	}
+	var logs lockedBuffer
+	s := startWith(t, strings.Replace(old, "STORE", "memory", 1), gateway.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if r := get(t, clientFrom(t, "127.0.0.5"), s.url+"/hot"); r.code != 200 {
+		t.Fatalf("lease: true rule: %d, want 200", r.code)
+	}
+	if got := logs.String(); strings.Count(got, "lease is deprecated") != 1 || !strings.Contains(got, "at=gateway.yaml:20") {
+		t.Errorf("log:\n%s\nwant one deprecation warning at gateway.yaml:20", got)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // top is the decoding of a config's top level: the Config being filled,
@@ -174,6 +175,10 @@ func (t *top) store(v *yaml.Node) {
 	}
 	if u, err := url.Parse(t.c.Store); err != nil || !slices.Contains(storeSchemes, u.Scheme) {
 		t.d.add(v.Line, "store", "want memory or a redis://, rediss://, redis-cluster://, rediss-cluster://, redis-sentinel:// or unix:// URL, got %q", t.c.Store)
+		return
+	}
+	for _, w := range storeurl.Warnings(t.c.Store) { // lease=, prefetch='s old spelling
+		t.c.Warnings = append(t.c.Warnings, rules.Problem{File: t.d.file, Line: v.Line, Path: "store", Msg: "warning: " + w}.Error())
 	}
 }
 
@@ -253,6 +258,14 @@ func (t *top) ruleSet(data []byte) {
 	set, err := rules.NewSet(t.cfgs...)
 	if err != nil {
 		t.d.rulesErrors(err, "")
+		return
+	}
+	for _, p := range set.Warnings() { // lease: true, prefetch's old spelling
+		if p.File == t.d.file {
+			p.Path = yamlnode.Join("rules", p.Path)
+		}
+		p.Msg = "warning: " + p.Msg
+		t.c.Warnings = append(t.c.Warnings, p.Error())
 	}
 	t.c.Rules = set
 }

@@ -180,6 +180,9 @@ func (g *Gateway) bindRules(cfg *Config) (*rules.Set, error) {
 	if cfg.Rules == nil {
 		return nil, nil
 	}
+	for _, p := range cfg.Rules.Warnings() { // lease: true, prefetch's old spelling
+		g.log.Warn("gateway: "+p.Msg, "at", fmt.Sprintf("%s:%d", p.File, p.Line), "path", p.Path)
+	}
 	var opts rules.BindOptions
 	if lr := cfg.Rules.PrefetchRules(); len(lr) > 0 {
 		l, err := g.st.PrefetchView()

@@ -20,9 +20,9 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// leaseConfig has a hot rule with prefetch: true and an exact rule, as
+// prefetchConfig has a hot rule with prefetch: true and an exact rule, as
 // docs/rules.md shows them.
-const leaseConfig = `domain: lease
+const prefetchConfig = `domain: prefetch
 descriptors:
   - key: tenant
     rate_limit:
@@ -84,7 +84,7 @@ func TestPrefetchRuleRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prefetched.Close()
-	cfg, err := rules.Parse("lease.yaml", []byte(leaseConfig))
+	cfg, err := rules.Parse("prefetch.yaml", []byte(prefetchConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestPrefetchRuleRedis(t *testing.T) {
 	defer s.Close()
 	ask := func(key string, n int) (ok, over int) {
 		t.Helper()
-		req := &pb.RateLimitRequest{Domain: "lease", Descriptors: []*commonpb.RateLimitDescriptor{d(key, "acme")}}
+		req := &pb.RateLimitRequest{Domain: "prefetch", Descriptors: []*commonpb.RateLimitDescriptor{d(key, "acme")}}
 		for range n {
 			resp, err := s.ShouldRateLimit(ctx, req)
 			if err != nil {
@@ -141,7 +141,7 @@ func TestPrefetchRuleRedis(t *testing.T) {
 func TestPrefetchRuleMemoryWarns(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "lease.yaml"), []byte(leaseConfig), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "prefetch.yaml"), []byte(prefetchConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
@@ -155,14 +155,14 @@ func TestPrefetchRuleMemoryWarns(t *testing.T) {
 	if err := s.Load(dir); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dir, "lease.yaml")
-	if got := logs.String(); strings.Count(got, "prefetch: true has no effect") != 1 || !strings.Contains(got, "at="+file+":3") || !strings.Contains(got, "rule=lease.tenant") {
-		t.Errorf("log:\n%s\nwant one warning for lease.tenant at %s:3", got, file)
+	file := filepath.Join(dir, "prefetch.yaml")
+	if got := logs.String(); strings.Count(got, "prefetch: true has no effect") != 1 || !strings.Contains(got, "at="+file+":3") || !strings.Contains(got, "rule=prefetch.tenant") {
+		t.Errorf("log:\n%s\nwant one warning for prefetch.tenant at %s:3", got, file)
 	}
 	if s.Rules().Store() != store {
 		t.Errorf("the loaded rules are not bound to the store")
 	}
-	req := &pb.RateLimitRequest{Domain: "lease", Descriptors: []*commonpb.RateLimitDescriptor{d("tenant", "acme")}, HitsAddend: 1000000}
+	req := &pb.RateLimitRequest{Domain: "prefetch", Descriptors: []*commonpb.RateLimitDescriptor{d("tenant", "acme")}, HitsAddend: 1000000}
 	for i, want := range []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT} {
 		resp, err := s.ShouldRateLimit(context.Background(), req)
 		if err != nil {
@@ -171,5 +171,42 @@ func TestPrefetchRuleMemoryWarns(t *testing.T) {
 		if resp.OverallCode != want {
 			t.Errorf("request %d of the whole burst: %v, want %v (exact)", i, resp.OverallCode, want)
 		}
+	}
+}
+
+// TestPrefetchDeprecatedLease: lease: true, prefetch's old spelling, still
+// sends the rule to the prefetch store, and the load says it is deprecated
+// in one warning line with its file:line; a reload of the same file does
+// not say it again.
+func TestPrefetchDeprecatedLease(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "prefetch.yaml")
+	if err := os.WriteFile(file, []byte(strings.Replace(prefetchConfig, "prefetch: true", "lease: true", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	store, pf := memstore.New(memstore.Options{}), memstore.New(memstore.Options{})
+	defer store.Close()
+	defer pf.Close()
+	s, err := rls.New(store, nil, rls.Options{Prefetch: pf, Headers: rls.HeadersOff, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 2 {
+		if err := s.Load(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := logs.String(); strings.Count(got, "level=WARN") != 1 || strings.Count(got, "lease is deprecated") != 1 || !strings.Contains(got, "at="+file+":9") || !strings.Contains(got, "write prefetch: true") {
+		t.Errorf("log:\n%s\nwant one deprecation warning at %s:9", got, file)
+	}
+	req := &pb.RateLimitRequest{Domain: "prefetch", Descriptors: []*commonpb.RateLimitDescriptor{d("tenant", "acme")}}
+	if resp, err := s.ShouldRateLimit(context.Background(), req); err != nil || resp.OverallCode != pb.RateLimitResponse_OK {
+		t.Fatalf("ShouldRateLimit: %v, %v", resp, err)
+	}
+	if store.Len() != 0 || pf.Len() != 1 {
+		t.Errorf("store holds %d keys, the prefetch store %d; want the lease: true rule's key in the prefetch store", store.Len(), pf.Len())
 	}
 }

@@ -202,26 +202,26 @@ type Options struct {
 type Server struct {
 	pb.UnimplementedRateLimitServiceServer
 
-	store     ratelimit.Store
-	prefetched    ratelimit.Store // Options.Prefetch
-	warnMu    sync.Mutex
-	warned    map[string]bool           // "file:line key" of the prefetch: true rules warned about (bind)
-	set       atomic.Pointer[rules.Set] // bound to store (bind)
-	log       *slog.Logger
-	reg       *prometheus.Registry
-	m         *metrics
-	health    *health.Server
-	headers   HeaderMode
-	names     rlheader.Names
-	nearRatio float64
-	parallel  bool
-	shadow    bool
-	stopIncr  bool
-	quota     bool // global quota mode
-	now       func() time.Time
-	scratch   sync.Pool // *scratch
-	loaded    atomic.Pointer[loaded]
-	events    *eventlog.Log // store failures and denials, aggregated
+	store      ratelimit.Store
+	prefetched ratelimit.Store // Options.Prefetch
+	warnMu     sync.Mutex
+	warned     map[string]bool           // "file:line key" (or path) of what warnOnce said
+	set        atomic.Pointer[rules.Set] // bound to store (bind)
+	log        *slog.Logger
+	reg        *prometheus.Registry
+	m          *metrics
+	health     *health.Server
+	headers    HeaderMode
+	names      rlheader.Names
+	nearRatio  float64
+	parallel   bool
+	shadow     bool
+	stopIncr   bool
+	quota      bool // global quota mode
+	now        func() time.Time
+	scratch    sync.Pool // *scratch
+	loaded     atomic.Pointer[loaded]
+	events     *eventlog.Log // store failures and denials, aggregated
 
 	storeStatus func() (bool, string)
 	dynMeta     bool
@@ -242,7 +242,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 	}
 	s := &Server{
 		store:       store,
-		prefetched:      opts.Prefetch,
+		prefetched:  opts.Prefetch,
 		log:         opts.Logger,
 		reg:         opts.Registry,
 		headers:     opts.Headers,
@@ -379,23 +379,36 @@ func (s *Server) swap(set *rules.Set) error {
 // the prefetch view, when there is one; without one they are exact, with a
 // warning.
 func (s *Server) bind(set *rules.Set) (*rules.Set, error) {
-	if s.prefetched == nil {
-		// Once per rule: a reload of the same file does not say it again.
-		s.warnMu.Lock()
-		defer s.warnMu.Unlock()
-		seen := s.warned
-		s.warned = make(map[string]bool)
-		for _, r := range set.PrefetchRules() {
-			at := fmt.Sprintf("%s:%d", r.File, r.Line)
-			s.warned[at+" "+r.Key] = true
-			if seen[at+" "+r.Key] {
-				continue
-			}
+	s.warnOnce(set)
+	return set.Bind(s.store, rules.BindOptions{Prefetch: s.prefetched, Variant: envoyWindowVariant})
+}
+
+// warnOnce logs what set says that works but should be said otherwise (a
+// deprecated spelling; prefetch: true without a Redis store), once: a
+// reload of the same file does not say it again.
+func (s *Server) warnOnce(set *rules.Set) {
+	s.warnMu.Lock()
+	defer s.warnMu.Unlock()
+	seen := s.warned
+	s.warned = make(map[string]bool)
+	once := func(key string) bool {
+		s.warned[key] = true
+		return !seen[key]
+	}
+	for _, p := range set.Warnings() {
+		if at := fmt.Sprintf("%s:%d", p.File, p.Line); once(at + " " + p.Path) {
+			s.log.Warn("rls: "+p.Msg, slog.String("at", at), slog.String("path", p.Path))
+		}
+	}
+	if s.prefetched != nil {
+		return
+	}
+	for _, r := range set.PrefetchRules() {
+		if at := fmt.Sprintf("%s:%d", r.File, r.Line); once(at + " " + r.Key) {
 			s.log.Warn("rls: prefetch: true has no effect without a Redis store: the rule is decided exactly (the memory store decides every rule in process already)",
 				slog.String("rule", r.Key), slog.String("at", at))
 		}
 	}
-	return set.Bind(s.store, rules.BindOptions{Prefetch: s.prefetched, Variant: envoyWindowVariant})
 }
 
 // envoyWindowVariant is the limit applyEnvoyWindow charges for a fixed
