@@ -124,7 +124,7 @@ func TestPrefetchDeprecatedSpellings(t *testing.T) {
 	if r := get(t, clientFrom(t, "127.0.0.5"), s.url+"/hot"); r.code != 200 {
 		t.Fatalf("lease: true rule: %d, want 200", r.code)
 	}
-	if got := logs.String(); strings.Count(got, "lease is deprecated") != 1 || !strings.Contains(got, "at=gateway.yaml:20") {
+	if got := logs.String(); strings.Count(got, "lease is deprecated") != 1 || !strings.Contains(got, "gateway.yaml:20 ") {
 		t.Errorf("log:\n%s\nwant one deprecation warning at gateway.yaml:20", got)
 	}
 }
