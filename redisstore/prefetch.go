@@ -36,7 +36,7 @@ type PrefetchOptions struct {
 	// long as at most 10 instances share the key. Defaults 10 and 0.01.
 	Instances int
 	MaxShare  float64
-	// MinSlice is the smallest slice worth leasing. A key stays exact (one
+	// MinSlice is the smallest slice worth prefetching. A key stays exact (one
 	// Redis call a decision, as Store.Apply) when its largest slice is
 	// below MinSlice (a small limit), or when this instance saw fewer than
 	// MinSlice events of it in the last TTL (a cold key). Default 8.
@@ -79,13 +79,15 @@ type PrefetchStats struct {
 // keys and small limits are decided exactly, one Redis call each, as
 // Store.Apply decides them.
 //
-// It decides GCRA, TokenBucket and FixedWindow. LeakyBucket (its Delay is
-// a place in a queue that only the shared state knows),
-// SlidingWindowCounter and SlidingWindowLog (the estimate and the log
-// depend on when each event happened, which a slice taken ahead of time
-// does not record) are refused with an error wrapping
-// ratelimit.ErrInvalidRequest (or, with PrefetchOptions.ExactOthers, decided
-// exactly by the Store). Peeks (N 0) and refunds go to Redis.
+// It decides the algorithms ratelimit.Algorithm.Prefetchable allows (the
+// one rule, which the rules parser and Set.Bind apply too): GCRA,
+// TokenBucket and FixedWindow. LeakyBucket (its Delay is a place in a
+// queue that only the shared state knows), SlidingWindowCounter and
+// SlidingWindowLog (the estimate and the log depend on when each event
+// happened, which a slice taken ahead of time does not record) are
+// refused with Prefetchable's error (wrapping ratelimit.ErrInvalidRequest),
+// or, with PrefetchOptions.ExactOthers, decided exactly by the Store.
+// Peeks (N 0) and refunds go to Redis.
 //
 // # Bound on over-admission
 //
@@ -164,7 +166,7 @@ type prefetchEntry struct {
 // Prefetch first.
 func NewPrefetch(s *Store, o PrefetchOptions) (*Prefetch, error) {
 	if o.TTL < 0 || o.Instances < 0 || o.MaxShare < 0 || o.MaxShare > 1 || o.MinSlice < 0 || o.MaxKeys < 0 {
-		return nil, fmt.Errorf("redisstore: lease options: negative value or MaxShare above 1: %+v", o)
+		return nil, fmt.Errorf("redisstore: prefetch options: negative value or MaxShare above 1: %+v", o)
 	}
 	if o.TTL == 0 {
 		o.TTL = DefaultPrefetchTTL

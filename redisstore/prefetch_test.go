@@ -104,15 +104,20 @@ func TestPrefetchConformanceHot(t *testing.T) {
 	})
 }
 
-// TestPrefetchRefuses checks that prefetch mode refuses the algorithms it does
-// not decide, with an error that says which it does.
+// TestPrefetchRefuses checks that prefetch mode decides every algorithm
+// ratelimit.Algorithm.Prefetchable allows and refuses the others with its
+// answer: the one rule, the rules engine's too.
 func TestPrefetchRefuses(t *testing.T) {
 	e := standalone(t)
 	l := newPrefetch(t, newStore(t, e, redisstore.Options{}), redisstore.PrefetchOptions{})
-	for _, alg := range []ratelimit.Algorithm{ratelimit.LeakyBucket, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
-		_, err := l.Apply(context.Background(), ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(10), Algorithm: alg, N: 1})
-		if !errors.Is(err, ratelimit.ErrInvalidRequest) || !strings.Contains(err.Error(), "prefetch mode") {
-			t.Errorf("%v: err %v, want ErrInvalidRequest naming prefetch mode", alg, err)
+	for _, alg := range ratelimit.Algorithms() {
+		_, err := l.Apply(context.Background(), ratelimit.Request{Key: "k" + alg.String(), Limit: ratelimit.PerSecond(10), Algorithm: alg, N: 1})
+		why := alg.Prefetchable()
+		if why == nil && err != nil {
+			t.Errorf("%v: err %v, want it decided", alg, err)
+		}
+		if why != nil && (!errors.Is(err, ratelimit.ErrInvalidRequest) || err == nil || err.Error() != why.Error()) {
+			t.Errorf("%v: err %v, want Prefetchable's %q", alg, err, why)
 		}
 	}
 	if _, err := redisstore.NewPrefetch(newStore(t, e, redisstore.Options{}), redisstore.PrefetchOptions{MaxShare: 2}); err == nil {
@@ -170,8 +175,8 @@ func TestPrefetchColdKeysExact(t *testing.T) {
 // and runs several copies of the test binary as children
 // (TestPrefetchChild), each a prefetched store hammering one key.
 const (
-	childEnv      = "SLUICE_LEASE_CHILD"
-	leaseChildren = 4
+	childEnv      = "SLUICE_PREFETCH_CHILD"
+	prefetchChildren = 4
 	childWorkers  = 8
 )
 
@@ -258,7 +263,7 @@ func TestPrefetchChild(t *testing.T) {
 		st.Local, st.Exact, st.Takes, st.Returned, strings.Join(ws, ","))
 }
 
-// TestPrefetchOverAdmission runs leaseChildren processes, each a prefetched store
+// TestPrefetchOverAdmission runs prefetchChildren processes, each a prefetched store
 // with the default options and childWorkers goroutines hammering one key
 // of one real redis-server, and checks the stated bound: the events
 // admitted never exceed what exact mode admits in the same time plus
@@ -291,9 +296,9 @@ func TestPrefetchOverAdmission(t *testing.T) {
 				admitted, calls, start, end, local, exact, takes, returned int64
 				windows                                                    map[int64]int64
 			}
-			results := make([]result, leaseChildren)
+			results := make([]result, prefetchChildren)
 			var wg sync.WaitGroup
-			for c := range leaseChildren {
+			for c := range prefetchChildren {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -348,9 +353,9 @@ func TestPrefetchOverAdmission(t *testing.T) {
 				}
 			}
 			slice := lim.Capacity(tc.alg) * int64(redisstore.DefaultPrefetchMaxShare*1000) / (1000 * redisstore.DefaultPrefetchInstances)
-			bound := leaseChildren * slice
+			bound := prefetchChildren * slice
 			t.Logf("%v %v: %d processes × %d goroutines, %d decisions in %v (%.0f/s), %d admitted, %d local, %d slices taken, %d events given back; largest slice %d, bound %d",
-				tc.alg, lim, leaseChildren, childWorkers, calls, time.Duration(last-first), float64(calls)/time.Duration(last-first).Seconds(), total, local, takes, returned, slice, bound)
+				tc.alg, lim, prefetchChildren, childWorkers, calls, time.Duration(last-first), float64(calls)/time.Duration(last-first).Seconds(), total, local, takes, returned, slice, bound)
 			if takes == 0 || local == 0 {
 				t.Errorf("the key was never prefetched (%d slices, %d local decisions): the test checks nothing", takes, local)
 			}
@@ -368,7 +373,7 @@ func TestPrefetchOverAdmission(t *testing.T) {
 			exact := lim.Burst + int64(float64(lim.Rate)*float64(last-first)/float64(lim.Period))
 			t.Logf("exact-mode bound %d, admitted %d: over-admission %d (%.3f%% of the burst; stated bound %d)", exact, total, total-exact, 100*float64(total-exact)/float64(lim.Burst), bound)
 			if total > exact+bound {
-				t.Errorf("admitted %d, more than the exact bound %d + %d instances × slice %d", total, exact, leaseChildren, slice)
+				t.Errorf("admitted %d, more than the exact bound %d + %d instances × slice %d", total, exact, prefetchChildren, slice)
 			}
 		})
 	}
