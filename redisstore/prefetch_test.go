@@ -175,9 +175,9 @@ func TestPrefetchColdKeysExact(t *testing.T) {
 // and runs several copies of the test binary as children
 // (TestPrefetchChild), each a prefetched store hammering one key.
 const (
-	childEnv      = "SLUICE_PREFETCH_CHILD"
+	childEnv         = "SLUICE_PREFETCH_CHILD"
 	prefetchChildren = 4
-	childWorkers  = 8
+	childWorkers     = 8
 )
 
 // TestPrefetchChild is one instance of TestPrefetchOverAdmission; alone it
