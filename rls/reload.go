@@ -9,6 +9,10 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
+// DefaultPollInterval is how often Watch looks at the directory when
+// given no interval.
+const DefaultPollInterval = watch.DefaultInterval
+
 // Load reads every YAML file of dir (as rules.LoadDir) and swaps the
 // configuration in. A bad directory (one that cannot be read, or a file in
 // it that cannot be read, parsed or validated, or rules the store refuses
@@ -32,7 +36,7 @@ func (s *Server) Load(dir string) error {
 	return nil
 }
 
-// Watch polls dir every interval (zero means once a second) and
+// Watch polls dir every interval (zero means DefaultPollInterval) and
 // calls Load when the content of its YAML files changes (files added,
 // removed or edited) from what the last Load of dir read, or, without one,
 // from what Watch saw first. It returns when ctx is done, with nil. Run it
