@@ -56,7 +56,8 @@ descriptors:
 // whatever the failure policy said: a full outage.
 //
 // Bound: `sluice serve` and `sluice rls` start anyway; their failure
-// policy answers from the first request (allow: 200, deny: 429); when a
+// policy answers from the first request (allow: 200, deny: 503 from the
+// gateway, OVER_LIMIT from the RLS); when a
 // redis-server comes up on the port they go back to Redis by themselves
 // (within the store's reconnect backoff, 5 s at most between probes,
 // here 15 s with slack), which the limits show (a rule of 2 an hour
@@ -97,7 +98,12 @@ func TestRedisDownAtStart(t *testing.T) {
 		}, r.http})
 	}
 	for _, d := range doors {
+		// deny: the gateway answers 503 "limiter unavailable"; the RLS
+		// OVER_LIMIT, which its HTTP door (as Envoy) answers 429.
 		want := map[string]int{"allow": http.StatusOK, "deny": http.StatusTooManyRequests}[d.policy]
+		if d.name == "serve/deny" {
+			want = http.StatusServiceUnavailable
+		}
 		for i := 0; i < 2*n; i++ {
 			code, err := d.ask()
 			if err != nil || code != want {

@@ -42,7 +42,7 @@
 // no-load latency (minRTT) to the latency now, and settles where latency
 // starts to rise (Netflix's concurrency-limits, Envoy's
 // adaptive_concurrency filter). Both implement [Limiter]: Acquire admits
-// or refuses at once (a server answers 503, see [Middleware]; a client
+// or refuses at once (a server answers 503, see httplimit.Adaptive; a client
 // fails fast or waits), and the [Token] it returns is released with Done,
 // Dropped or Ignore. Acquire and release allocate nothing.
 //

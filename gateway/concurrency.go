@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"math"
 	"net/http"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/inflight/redisinflight"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
+	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/shed"
 )
@@ -492,14 +494,22 @@ func (c *concurrency) inflightStore(cfg *Config) inflight.Store {
 	if c.store != nil {
 		return c.store
 	}
+	// The stores return their failures and the layers' on_store_error
+	// answers them, as for the rate limits (a deny is then "limiter
+	// unavailable", not "too many in flight"); only local is the store's
+	// own, a memory fallback.
 	if cfg.Store == "memory" || cfg.Store == "" {
-		m := inflight.NewMemory(inflight.MemoryOptions{MaxKeys: cfg.MaxKeys, OnFull: cfg.OnStoreError})
+		m := inflight.NewMemory(inflight.MemoryOptions{MaxKeys: cfg.MaxKeys})
 		c.store, c.closeSt = m, m.Close
 		return c.store
 	}
-	ls := &lazyRedis{rs: c.g.st.Redis, opts: redisinflight.Options{OnError: cfg.OnStoreError, Timeout: 250 * time.Millisecond,
+	var onError ratelimit.FailurePolicy
+	if cfg.OnStoreError == ratelimit.FailLocal {
+		onError = ratelimit.FailLocal
+	}
+	ls := &lazyRedis{rs: c.g.st.Redis, opts: redisinflight.Options{OnError: onError, Timeout: 250 * time.Millisecond,
 		Link:      c.g.st.Redis.Link(),
-		OnFailure: func(err error) { c.g.log.Debug("gateway: in-flight store call failed", "err", err) }}}
+		OnFailure: func(err error) { c.g.events.Report(eventlog.StoreError, "in-flight", "", err) }}}
 	c.store, c.closeSt = ls, ls.Close
 	return c.store
 }
@@ -604,14 +614,15 @@ type routeLayers struct {
 	c        *concurrency
 	cfg      *Config
 	identity httplimit.Identifier
+	refusals *httplimit.Refusals // every layer's, the rate limits' too
 	util     *shed.Utilization
 	fleet    *shed.Fleet
 	priority httplimit.Priority
 }
 
 // concurrencyFor prepares cfg's layers.
-func (g *Gateway) concurrencyFor(cfg *Config, id httplimit.Identifier) (*routeLayers, error) {
-	rl := &routeLayers{cfg: cfg, identity: id}
+func (g *Gateway) concurrencyFor(cfg *Config, id httplimit.Identifier, refusals *httplimit.Refusals) (*routeLayers, error) {
+	rl := &routeLayers{cfg: cfg, identity: id, refusals: refusals}
 	needStore := cfg.InFlight != nil && cfg.InFlight.Max > 0
 	for _, r := range cfg.Routes {
 		needStore = needStore || (r.InFlight != nil && r.InFlight.Max > 0)
@@ -686,7 +697,9 @@ func (rl *routeLayers) wrap(i int, limit func(http.Handler) http.Handler, next h
 	}
 	r := rl.cfg.Routes[i]
 	if a := r.Adaptive; a != nil {
-		next = adaptive.Middleware(rl.c.limiter(adaptiveRoute(i, r), *a), next)
+		name := adaptiveRoute(i, r)
+		next = (&httplimit.Adaptive{Limiter: rl.c.limiter(name, *a), Name: name, Refusals: rl.refusals}).Handler(
+			rl.c.g.ops.countAdmitted(httplimit.DefaultAdaptivePolicy, next))
 	}
 	ifc := rl.cfg.InFlight
 	if r.InFlight != nil {
@@ -694,8 +707,13 @@ func (rl *routeLayers) wrap(i int, limit func(http.Handler) http.Handler, next h
 	}
 	if ifc != nil && ifc.Max > 0 {
 		m := &httplimit.InFlight{Store: rl.c.inflightStore(rl.cfg), Max: ifc.Max, TTL: ifc.TTL, RetryAfter: ifc.RetryAfter,
-			Identity: rl.identity, Headers: rl.cfg.Headers, OnStoreError: rl.cfg.OnStoreError, Logger: rl.c.g.log,
-			Observe: func(e httplimit.InFlightEvent) { rl.c.inFlight.WithLabelValues(e.Outcome.String()).Inc() }}
+			Identity: rl.identity, Headers: rl.cfg.Headers, OnStoreError: rl.cfg.OnStoreError, Refusals: rl.refusals, Logger: rl.c.g.log,
+			Observe: func(e httplimit.InFlightEvent) {
+				rl.c.inFlight.WithLabelValues(e.Outcome.String()).Inc()
+				if e.Outcome == httplimit.Allowed {
+					rl.c.g.ops.admitted(httplimit.DefaultInFlightPolicy)
+				}
+			}}
 		next = m.Handler(next)
 	}
 	h := limit(next)
@@ -711,10 +729,17 @@ func (rl *routeLayers) wrap(i int, limit func(http.Handler) http.Handler, next h
 		retry = rl.cfg.Shedding.RetryAfter
 	}
 	cs := p.Classes
+	last := "utilization" // the shedder whose admission admits (the status page's count)
+	if rl.fleet != nil {
+		last = "fleet"
+	}
 	sm := &httplimit.Shedder{Utilization: rl.util, Fleet: rl.fleet, Priority: p, Identity: rl.identity,
-		RetryAfter: retry, OnStoreError: rl.cfg.OnStoreError, Logger: rl.c.g.log,
+		RetryAfter: retry, OnStoreError: rl.cfg.OnStoreError, Refusals: rl.refusals, Logger: rl.c.g.log,
 		Observe: func(e httplimit.ShedEvent) {
 			rl.c.shedVec.WithLabelValues(e.Shedder, cs.Name(e.Class), e.Outcome.String()).Inc()
+			if e.Outcome == httplimit.Allowed && e.Shedder == last {
+				rl.c.g.ops.admitted(httplimit.ShedPolicy)
+			}
 		}}
 	return sm.Handler(h)
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
@@ -67,14 +68,19 @@ type Config struct {
 	SnapshotFile    string        // snapshot.file: the memory store's state across restarts ("" none)
 	MaxKeys         int           // max_keys: the memory store's bound on keys (memstore.DefaultMaxKeys)
 	SnapshotEvery   time.Duration // snapshot.interval
-	Headers         httplimit.HeaderMode
-	OnStoreError    ratelimit.FailurePolicy // on_store_error: allow (default), deny, local or error; fail_closed: true is error
-	ResetJitter     float64                 // reset_jitter: spread fixed-window Retry-After over up to this fraction of the window (0: none)
-	Shadow          bool                    // shadow: every rule in shadow mode
-	Disabled        bool                    // disabled: the kill switch for all limiting
-	DisabledRules   []string                // disabled_rules: the kill switch per rule (by name)
-	Domain          string                  // domain: the rules domain; defaults to the only one
-	Pprof           bool                    // pprof: serve net/http/pprof on the admin listener
+	// Journal (snapshot.journal, default true with snapshot.file) keeps a
+	// journal of the quotas' charges beside the snapshot, JournalFile,
+	// written every JournalEvery (snapshot.journal_interval).
+	Journal       bool
+	JournalEvery  time.Duration
+	Headers       httplimit.HeaderMode
+	OnStoreError  ratelimit.FailurePolicy // on_store_error: allow (default), deny, local or error; fail_closed: true is error
+	ResetJitter   float64                 // reset_jitter: spread fixed-window Retry-After over up to this fraction of the window (0: none)
+	Shadow        bool                    // shadow: every rule in shadow mode
+	Disabled      bool                    // disabled: the kill switch for all limiting
+	DisabledRules []string                // disabled_rules: the kill switch per rule (by name)
+	Domain        string                  // domain: the rules domain; defaults to the only one
+	Pprof         bool                    // pprof: serve net/http/pprof on the admin listener
 	// RateLimitEndpoint (rate_limit_endpoint) is the path on the public
 	// listener where a caller reads its own limits (GET, GitHub's
 	// /rate_limit; see ratelimitendpoint.go); "" turns it off.
@@ -113,6 +119,16 @@ type Config struct {
 	// readFile reads the files the config names (the embedded files for
 	// Default); nil means os.ReadFile.
 	readFile func(string) ([]byte, error)
+}
+
+// JournalFile is the memory store's journal of quota charges: the
+// snapshot file's name with ".journal" added, or "" when there is none
+// (no snapshot.file, or snapshot.journal: false).
+func (c *Config) JournalFile() string {
+	if c.SnapshotFile == "" || !c.Journal {
+		return ""
+	}
+	return c.SnapshotFile + ".journal"
 }
 
 func (c *Config) read(name string) ([]byte, error) {
@@ -300,7 +316,7 @@ type Route struct {
 	UpstreamTimeout time.Duration
 	Cost            int64
 	CostHeader      string
-	Descriptors     []httplimit.Descriptor
+	Descriptors     []action.Descriptor
 	// RefundOn (refund_on) lists the upstream's response statuses on
 	// which what a request was charged is given back (refund.go); empty:
 	// never. RefundOnGateway holds the gateway's own failures refund_on
@@ -494,7 +510,7 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 		"cost_header": func(k, v *yaml.Node) {
 			p := yamlnode.Join(path, "cost_header")
 			r.CostHeader = d.str(v, p)
-			if _, err := httplimit.CheckHeader(r.CostHeader); err != nil {
+			if _, err := action.CheckHeader(r.CostHeader); err != nil {
 				d.add(v.Line, p, "%v", err)
 			} else if strings.HasPrefix(r.CostHeader, ":") || strings.EqualFold(r.CostHeader, "Host") {
 				d.add(v.Line, p, "%s cannot carry a cost: name a request header a trusted proxy sets", r.CostHeader)
@@ -542,10 +558,10 @@ func (d *decoder) methods(n *yaml.Node, path string) []string {
 
 // rateLimits decodes a route's rate_limits: Envoy's list of descriptors,
 // each a list of actions.
-func (d *decoder) rateLimits(n *yaml.Node, path string, c *Config) []httplimit.Descriptor {
-	var descs []httplimit.Descriptor
+func (d *decoder) rateLimits(n *yaml.Node, path string, c *Config) []action.Descriptor {
+	var descs []action.Descriptor
 	d.list(n, path, func(_ int, v *yaml.Node, p string) {
-		var desc httplimit.Descriptor
+		var desc action.Descriptor
 		n := 0
 		d.fields(v, p, map[string]func(k, v *yaml.Node){
 			"actions": func(k, v *yaml.Node) {
@@ -566,12 +582,12 @@ func (d *decoder) rateLimits(n *yaml.Node, path string, c *Config) []httplimit.D
 	return descs
 }
 
-// checkAction checks the header names that a reads (httplimit.CheckAction,
+// checkAction checks the header names that a reads (action.Check,
 // which sluice check used to run on its own): an unknown pseudo-header or
 // an invalid name is a problem, a header Go's server never shows a
 // handler a warning in c.Warnings.
-func (d *decoder) checkAction(c *Config, a httplimit.Action, n *yaml.Node, path string) {
-	ws, ps := httplimit.CheckAction(a)
+func (d *decoder) checkAction(c *Config, a action.Action, n *yaml.Node, path string) {
+	ws, ps := action.Check(a)
 	for _, p := range ps {
 		d.add(lineIn(n, p.Path), yamlnode.Join(path, p.Path), "%s", p.Msg)
 	}
@@ -638,8 +654,8 @@ func (d *decoder) noClusterNames(v *yaml.Node, path, what string) {
 // query_parameters: Envoy's QueryParameterMatcher, a name and either a
 // string_match (exact, prefix, suffix, contains or safe_regex, with
 // ignore_case) or a present_match.
-func (d *decoder) queryMatcher(n *yaml.Node, path string) httplimit.QueryParameterMatcher {
-	var m httplimit.QueryParameterMatcher
+func (d *decoder) queryMatcher(n *yaml.Node, path string) action.QueryParameterMatcher {
+	var m action.QueryParameterMatcher
 	specs := 0
 	d.fields(n, path, map[string]func(k, v *yaml.Node){
 		"name": func(k, v *yaml.Node) { m.Name = d.str(v, yamlnode.Join(path, "name")) },
@@ -663,7 +679,7 @@ func (d *decoder) queryMatcher(n *yaml.Node, path string) httplimit.QueryParamet
 						}
 						// Envoy's exact: "" matches an empty value only, which
 						// Exact "" (no condition) would not say.
-						m.SafeRegex, _ = httplimit.CompileSafeRegex("")
+						m.SafeRegex, _ = action.CompileSafeRegex("")
 					}
 				}
 			}
@@ -681,7 +697,7 @@ func (d *decoder) queryMatcher(n *yaml.Node, path string) httplimit.QueryParamet
 						"regex":      func(k, v *yaml.Node) { expr = d.str(v, yamlnode.Join(rp, "regex")) },
 						"google_re2": func(k, v *yaml.Node) {}, // deprecated in Envoy; Go's regexp is RE2
 					})
-					re, err := httplimit.CompileSafeRegex(expr)
+					re, err := action.CompileSafeRegex(expr)
 					switch {
 					case expr == "":
 						d.add(v.Line, yamlnode.Join(rp, "regex"), "missing regex")
@@ -706,8 +722,8 @@ func (d *decoder) queryMatcher(n *yaml.Node, path string) httplimit.QueryParamet
 	return m
 }
 
-func (d *decoder) headerMatcher(n *yaml.Node, path string) httplimit.HeaderMatcher {
-	var m httplimit.HeaderMatcher
+func (d *decoder) headerMatcher(n *yaml.Node, path string) action.HeaderMatcher {
+	var m action.HeaderMatcher
 	sm := func(k, v *yaml.Node) {
 		p := yamlnode.Join(path, "string_match")
 		d.fields(v, p, map[string]func(k, v *yaml.Node){

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/gateway"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -52,19 +52,19 @@ rules:
 	if len(acts) != 5 {
 		t.Fatalf("actions = %#v", acts)
 	}
-	if a := acts[0].(httplimit.MaskedRemoteAddress); a != (httplimit.MaskedRemoteAddress{V4PrefixMaskLen: 24, V6PrefixMaskLen: 56}) {
+	if a := acts[0].(action.MaskedRemoteAddress); a != (action.MaskedRemoteAddress{V4PrefixMaskLen: 24, V6PrefixMaskLen: 56}) {
 		t.Errorf("masked_remote_address = %#v", a)
 	}
-	if a := acts[1].(httplimit.MaskedRemoteAddress); a != (httplimit.MaskedRemoteAddress{}) {
+	if a := acts[1].(action.MaskedRemoteAddress); a != (action.MaskedRemoteAddress{}) {
 		t.Errorf("masked_remote_address {} = %#v", a)
 	}
-	if a := acts[2].(httplimit.QueryParameters); a != (httplimit.QueryParameters{QueryParameterName: "user", DescriptorKey: "qu", SkipIfAbsent: true}) {
+	if a := acts[2].(action.QueryParameters); a != (action.QueryParameters{QueryParameterName: "user", DescriptorKey: "qu", SkipIfAbsent: true}) {
 		t.Errorf("query_parameters = %#v", a)
 	}
-	if a := acts[4].(httplimit.Cookie); a != (httplimit.Cookie{CookieName: "sid", DescriptorKey: "session"}) {
+	if a := acts[4].(action.Cookie); a != (action.Cookie{CookieName: "sid", DescriptorKey: "session"}) {
 		t.Errorf("cookie = %#v", a)
 	}
-	qvm := acts[3].(httplimit.QueryParameterValueMatch)
+	qvm := acts[3].(action.QueryParameterValueMatch)
 	if qvm.DescriptorValue != "export" || qvm.DontExpectMatch || len(qvm.QueryParameters) != 5 ||
 		qvm.QueryParameters[0].Exact != "CSV" || !qvm.QueryParameters[0].IgnoreCase ||
 		qvm.QueryParameters[1].SafeRegex == nil || qvm.QueryParameters[2].Present == nil || *qvm.QueryParameters[2].Present {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -107,20 +108,20 @@ rules:
 		t.Fatal(err)
 	}
 	got := cfg.Routes[0].Descriptors[0].Actions
-	want := []httplimit.Action{
-		httplimit.RequestHeaders{HeaderName: "X-Tenant", DescriptorKey: "tenant", SkipIfAbsent: true},
+	want := []action.Action{
+		action.RequestHeaders{HeaderName: "X-Tenant", DescriptorKey: "tenant", SkipIfAbsent: true},
 		nil,
-		httplimit.IdentityKey{UserKey: "u", IPKey: "ip"},
-		httplimit.Tier{Default: "free"},
-		httplimit.Method{},
-		httplimit.Path{DescriptorKey: "p"},
+		action.IdentityKey{UserKey: "u", IPKey: "ip"},
+		action.Tier{Default: "free"},
+		action.Method{},
+		action.Path{DescriptorKey: "p"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("actions = %#v, want %d", got, len(want))
 	}
 	for i := range want {
 		if i == 1 {
-			hv := got[1].(httplimit.HeaderValueMatch)
+			hv := got[1].(action.HeaderValueMatch)
 			if hv.DescriptorValue != "admin" || !hv.DontExpectMatch || len(hv.Headers) != 3 || hv.Headers[0].Exact != "yes" || hv.Headers[2].Prefix != "a" {
 				t.Errorf("action 1 = %#v", hv)
 			}

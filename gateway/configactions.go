@@ -3,7 +3,7 @@ package gateway
 import (
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
 )
 
@@ -15,10 +15,10 @@ import (
 // path. A decoder that already reported a problem returns nil, so that
 // CheckAction does not report it again. Envoy's destination_cluster and
 // source_cluster are refused with the reason (see noClusterNames).
-var actionKeys = map[string]func(d *decoder, v *yaml.Node, p string) httplimit.Action{
-	"remote_address": func(d *decoder, v *yaml.Node, p string) httplimit.Action {
+var actionKeys = map[string]func(d *decoder, v *yaml.Node, p string) action.Action{
+	"remote_address": func(d *decoder, v *yaml.Node, p string) action.Action {
 		d.fields(v, p, nil)
-		return httplimit.RemoteAddress{}
+		return action.RemoteAddress{}
 	},
 	"request_headers":             (*decoder).requestHeaders,
 	"generic_key":                 (*decoder).genericKey,
@@ -27,37 +27,37 @@ var actionKeys = map[string]func(d *decoder, v *yaml.Node, p string) httplimit.A
 	"query_parameters":            (*decoder).queryParameters,
 	"query_parameter_value_match": (*decoder).queryParameterValueMatch,
 	"cookie":                      (*decoder).cookie,
-	"destination_cluster": func(d *decoder, v *yaml.Node, p string) httplimit.Action {
+	"destination_cluster": func(d *decoder, v *yaml.Node, p string) action.Action {
 		d.noClusterNames(v, p, "route")
 		return nil
 	},
-	"source_cluster": func(d *decoder, v *yaml.Node, p string) httplimit.Action {
+	"source_cluster": func(d *decoder, v *yaml.Node, p string) action.Action {
 		d.noClusterNames(v, p, "caller")
 		return nil
 	},
-	"identity": func(d *decoder, v *yaml.Node, p string) httplimit.Action {
-		var x httplimit.IdentityKey
+	"identity": func(d *decoder, v *yaml.Node, p string) action.Action {
+		var x action.IdentityKey
 		d.fields(v, p, map[string]func(k, v *yaml.Node){
 			"user_key": d.strTo(&x.UserKey, p, "user_key"),
 			"ip_key":   d.strTo(&x.IPKey, p, "ip_key"),
 		})
 		return x
 	},
-	"tier": func(d *decoder, v *yaml.Node, p string) httplimit.Action {
-		var x httplimit.Tier
+	"tier": func(d *decoder, v *yaml.Node, p string) action.Action {
+		var x action.Tier
 		d.fields(v, p, map[string]func(k, v *yaml.Node){
 			"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key"),
 			"default":        d.strTo(&x.Default, p, "default"),
 		})
 		return x
 	},
-	"method": func(d *decoder, v *yaml.Node, p string) httplimit.Action {
-		var x httplimit.Method
+	"method": func(d *decoder, v *yaml.Node, p string) action.Action {
+		var x action.Method
 		d.fields(v, p, map[string]func(k, v *yaml.Node){"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key")})
 		return x
 	},
-	"path": func(d *decoder, v *yaml.Node, p string) httplimit.Action {
-		var x httplimit.Path
+	"path": func(d *decoder, v *yaml.Node, p string) action.Action {
+		var x action.Path
 		d.fields(v, p, map[string]func(k, v *yaml.Node){"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key")})
 		return x
 	},
@@ -65,12 +65,12 @@ var actionKeys = map[string]func(d *decoder, v *yaml.Node, p string) httplimit.A
 
 // action decodes one rate_limits action: a mapping with exactly one of
 // actionKeys.
-func (d *decoder) action(n *yaml.Node, path string) httplimit.Action {
+func (d *decoder) action(n *yaml.Node, path string) action.Action {
 	if n.Kind != yaml.MappingNode || len(n.Content) != 2 {
 		d.add(n.Line, path, "want a mapping with exactly one action (remote_address, masked_remote_address, request_headers, query_parameters, generic_key, header_value_match, query_parameter_value_match, identity, tier, method, path or cookie), got %s", yamlnode.Kind(n))
 		return nil
 	}
-	var a httplimit.Action
+	var a action.Action
 	handlers := make(map[string]func(k, v *yaml.Node), len(actionKeys))
 	for key, decode := range actionKeys {
 		handlers[key] = func(_, v *yaml.Node) { a = decode(d, v, yamlnode.Join(path, key)) }
@@ -89,8 +89,8 @@ func (d *decoder) boolTo(dst *bool, p, field string) func(k, v *yaml.Node) {
 	return func(_, v *yaml.Node) { *dst = d.boolean(v, yamlnode.Join(p, field)) }
 }
 
-func (d *decoder) requestHeaders(v *yaml.Node, p string) httplimit.Action {
-	var x httplimit.RequestHeaders
+func (d *decoder) requestHeaders(v *yaml.Node, p string) action.Action {
+	var x action.RequestHeaders
 	d.fields(v, p, map[string]func(k, v *yaml.Node){
 		"header_name":    d.strTo(&x.HeaderName, p, "header_name"),
 		"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key"),
@@ -102,8 +102,8 @@ func (d *decoder) requestHeaders(v *yaml.Node, p string) httplimit.Action {
 	return x
 }
 
-func (d *decoder) genericKey(v *yaml.Node, p string) httplimit.Action {
-	var x httplimit.GenericKey
+func (d *decoder) genericKey(v *yaml.Node, p string) action.Action {
+	var x action.GenericKey
 	d.fields(v, p, map[string]func(k, v *yaml.Node){
 		"descriptor_value": d.strTo(&x.DescriptorValue, p, "descriptor_value"),
 		"descriptor_key":   d.strTo(&x.DescriptorKey, p, "descriptor_key"),
@@ -114,8 +114,8 @@ func (d *decoder) genericKey(v *yaml.Node, p string) httplimit.Action {
 	return x
 }
 
-func (d *decoder) headerValueMatch(v *yaml.Node, p string) httplimit.Action {
-	var x httplimit.HeaderValueMatch
+func (d *decoder) headerValueMatch(v *yaml.Node, p string) action.Action {
+	var x action.HeaderValueMatch
 	d.fields(v, p, map[string]func(k, v *yaml.Node){
 		"descriptor_value": d.strTo(&x.DescriptorValue, p, "descriptor_value"),
 		"descriptor_key":   d.strTo(&x.DescriptorKey, p, "descriptor_key"),
@@ -135,8 +135,8 @@ func (d *decoder) headerValueMatch(v *yaml.Node, p string) httplimit.Action {
 	return x
 }
 
-func (d *decoder) maskedRemoteAddress(v *yaml.Node, p string) httplimit.Action {
-	var x httplimit.MaskedRemoteAddress
+func (d *decoder) maskedRemoteAddress(v *yaml.Node, p string) action.Action {
+	var x action.MaskedRemoteAddress
 	mask := func(field string, bits int64, dst *int) func(k, v *yaml.Node) {
 		return func(k, v *yaml.Node) {
 			fp := yamlnode.Join(p, field)
@@ -155,8 +155,8 @@ func (d *decoder) maskedRemoteAddress(v *yaml.Node, p string) httplimit.Action {
 	return x
 }
 
-func (d *decoder) queryParameters(v *yaml.Node, p string) httplimit.Action {
-	var x httplimit.QueryParameters
+func (d *decoder) queryParameters(v *yaml.Node, p string) action.Action {
+	var x action.QueryParameters
 	d.fields(v, p, map[string]func(k, v *yaml.Node){
 		"query_parameter_name": d.strTo(&x.QueryParameterName, p, "query_parameter_name"),
 		"descriptor_key":       d.strTo(&x.DescriptorKey, p, "descriptor_key"),
@@ -169,8 +169,8 @@ func (d *decoder) queryParameters(v *yaml.Node, p string) httplimit.Action {
 	return x
 }
 
-func (d *decoder) queryParameterValueMatch(v *yaml.Node, p string) httplimit.Action {
-	var x httplimit.QueryParameterValueMatch
+func (d *decoder) queryParameterValueMatch(v *yaml.Node, p string) action.Action {
+	var x action.QueryParameterValueMatch
 	before := len(d.errs)
 	d.fields(v, p, map[string]func(k, v *yaml.Node){
 		"descriptor_value": d.strTo(&x.DescriptorValue, p, "descriptor_value"),
@@ -194,8 +194,8 @@ func (d *decoder) queryParameterValueMatch(v *yaml.Node, p string) httplimit.Act
 	return x
 }
 
-func (d *decoder) cookie(v *yaml.Node, p string) httplimit.Action {
-	var x httplimit.Cookie
+func (d *decoder) cookie(v *yaml.Node, p string) action.Action {
+	var x action.Cookie
 	d.fields(v, p, map[string]func(k, v *yaml.Node){
 		"cookie_name":    d.strTo(&x.CookieName, p, "cookie_name"),
 		"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key"),

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -8,11 +9,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
@@ -56,6 +59,10 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 		t.d.fields(v, "snapshot", map[string]func(k, v *yaml.Node){
 			"file":     func(k, v *yaml.Node) { t.c.SnapshotFile = t.rel(t.d.str(v, "snapshot.file")) },
 			"interval": func(k, v *yaml.Node) { t.c.SnapshotEvery = t.d.duration(v, "snapshot.interval") },
+			"journal":  func(k, v *yaml.Node) { t.c.Journal = t.d.boolean(v, "snapshot.journal") },
+			"journal_interval": func(k, v *yaml.Node) {
+				t.c.JournalEvery = t.d.boundedDuration(v, "snapshot.journal_interval", time.Millisecond, time.Minute)
+			},
 		})
 	},
 	"headers":        (*top).headers,
@@ -146,7 +153,7 @@ func (d *decoder) newTop(root *yaml.Node) *top {
 		readFile: d.readFile,
 		File:     d.file, Listen: DefaultListen, AdminListen: DefaultAdminListen,
 		UpstreamTimeout: DefaultUpstreamTimeout, ShutdownTimeout: DefaultShutdownTimeout,
-		Store: "memory", SnapshotEvery: DefaultSnapshotEvery, OnStoreError: ratelimit.FailAllow,
+		Store: "memory", SnapshotEvery: DefaultSnapshotEvery, Journal: true, JournalEvery: memstore.DefaultJournalInterval, OnStoreError: ratelimit.FailAllow,
 		Identity: IdentityConfig{ForwardUserHeader: DefaultForwardUserHeader,
 			ForwardTierHeader: DefaultForwardTierHeader, ForwardKindHeader: DefaultForwardKindHeader},
 		UpstreamIdleConnections: DefaultUpstreamIdleConnections,
@@ -161,7 +168,7 @@ func (t *top) upstream(v *yaml.Node) {
 	}
 	u, err := url.Parse(t.c.Upstream)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		t.d.add(v.Line, "upstream", "want an http:// or https:// URL or %s, got %q", BuiltinEcho, t.c.Upstream)
+		t.d.add(v.Line, "upstream", "want an http:// or https:// URL or %s, got %q", BuiltinEcho, redact.URL(t.c.Upstream))
 	}
 }
 
@@ -173,8 +180,12 @@ func (t *top) store(v *yaml.Node) {
 	if t.c.Store == "memory" {
 		return
 	}
-	if u, err := url.Parse(t.c.Store); err != nil || !slices.Contains(storeSchemes, u.Scheme) {
-		t.d.add(v.Line, "store", "want memory or a redis://, rediss://, redis-cluster://, rediss-cluster://, redis-sentinel:// or unix:// URL, got %q", t.c.Store)
+	u, err := url.Parse(t.c.Store)
+	if errors.Is(redact.Error(t.c.Store, err), redact.ErrUnencoded) {
+		t.d.add(v.Line, "store", "%q: %v", redact.URL(t.c.Store), redact.ErrUnencoded)
+		return
+	} else if err != nil || !slices.Contains(storeSchemes, u.Scheme) {
+		t.d.add(v.Line, "store", "want memory or a redis://, rediss://, redis-cluster://, rediss-cluster://, redis-sentinel:// or unix:// URL, got %q", redact.URL(t.c.Store))
 		return
 	}
 	for _, w := range storeurl.Warnings(t.c.Store) { // lease=, prefetch='s old spelling
@@ -308,7 +319,7 @@ func (t *top) defaults() {
 		c.MaxKeys = memstore.DefaultMaxKeys
 	}
 	if c.SnapshotFile != "" && c.Store != "memory" {
-		t.d.add(t.root.Line, "snapshot", "snapshots are for the memory store; %s keeps its own state", c.Store)
+		t.d.add(t.root.Line, "snapshot", "snapshots are for the memory store; %s keeps its own state", redact.URL(c.Store))
 	}
 	c.Connections = c.Connections.withDefaults(DefaultConnections())
 	c.AdminConnections = c.AdminConnections.withDefaults(DefaultAdminConnections())

@@ -49,5 +49,7 @@
 // it reads (API keys, JWT key, rules), changes. With the memory store, a
 // snapshot file keeps state (calendar quotas above all) across restarts:
 // it is written periodically and on [Gateway.Close], and restored by
-// [New].
+// [New]; a journal beside it (snapshot.journal, on by default) carries
+// the quotas' charges across a crash, losing at most
+// snapshot.journal_interval (1 s) of them.
 package gateway

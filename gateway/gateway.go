@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
@@ -132,13 +132,13 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 	// The Redis store falls back to a local memory store itself with
 	// on_store_error: local; otherwise it returns errors, and the
-	// middleware applies the policy (allow skips the rule, deny answers
-	// 429, error 503). With Redis down at start the gateway starts anyway.
+	// middleware applies the policy (allow skips the rule, deny and error
+	// answer 503, deny with Retry-After). With Redis down at start the gateway starts anyway.
 	var ro redisstore.Options
 	if cfg.OnStoreError == ratelimit.FailLocal {
 		ro.OnError = ratelimit.FailLocal
 	}
-	st, err := storeurl.Open(ctx, cfg.Store, storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, Logger: g.log})
+	st, err := storeurl.Open(ctx, cfg.Store, storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, OnStoreError: cfg.OnStoreError, Logger: g.log})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
@@ -169,7 +169,51 @@ func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 			g.log.Info("gateway: state restored", "file", g.snapFile, "keys", g.mem.Len())
 		}
 	}
+	g.openJournal(cfg)
 	return nil
+}
+
+// openJournal replays the memory store's journal of quota charges (the
+// charges since the snapshot, lost by a crash otherwise) and keeps
+// recording to it. A torn last record is the crash the journal is for:
+// logged, and the whole records before it replayed. A damaged journal
+// does not keep the gateway down either: its whole records before the
+// damage are replayed, the file is kept aside (renamed, never
+// overwritten) for the operator, and a new journal starts. Nor does a
+// journal that cannot be opened (as a snapshot that cannot be written):
+// the gateway logs it and serves without one. After a replay the state
+// is written to a snapshot at once, which compacts the journal.
+func (g *Gateway) openJournal(cfg *Config) {
+	file := cfg.JournalFile()
+	if file == "" {
+		return
+	}
+	opts := memstore.JournalOptions{Interval: cfg.JournalEvery, Logger: g.log}
+	rep, err := g.mem.OpenJournal(file, opts)
+	var je *memstore.JournalError
+	if errors.As(err, &je) {
+		kept := fmt.Sprintf("%s.damaged-%d", file, time.Now().Unix())
+		err = os.Rename(file, kept)
+		if err == nil {
+			g.log.Error("gateway: journal damaged: replayed up to the damage, kept the file aside, started a new journal",
+				"file", file, "offset", je.Offset, "reason", je.Reason, "kept", kept, "replayed", rep.Records)
+			_, err = g.mem.OpenJournal(file, opts)
+		}
+	}
+	if err != nil {
+		g.log.Error("gateway: journal not opened: a crash loses the quotas' charges since the last snapshot", "file", file, "err", err)
+		return
+	}
+	if rep.Torn > 0 {
+		g.log.Warn("gateway: journal's last record was cut short (a crash while writing it); replayed the whole records before it",
+			"file", file, "offset", rep.TornAt, "bytes", rep.Torn)
+	}
+	if rep.Records > 0 || je != nil {
+		g.log.Info("gateway: journal replayed", "file", file, "records", rep.Records, "skipped", rep.Skipped)
+		if err := g.Snapshot(); err != nil {
+			g.log.Error("gateway: snapshot after the journal's replay failed", "err", err)
+		}
+	}
 }
 
 // bindRules binds cfg's rules to the store once for every route and
@@ -203,9 +247,6 @@ func (g *Gateway) bindRules(cfg *Config) (*rules.Set, error) {
 	}
 	return set, nil
 }
-
-// RedactURL hides a store URL's password, for logs (redisstore.RedactURL).
-func RedactURL(s string) string { return storeurl.Redact(s) }
 
 // Store returns the gateway's store.
 func (g *Gateway) Store() ratelimit.Store { return g.store }
@@ -376,12 +417,12 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	observe := g.ops.observer(g.metrics.observer(ruleNames(cfg), g.events))
+	observe, refusals := g.observers(cfg) // refusals.go
 	set, err := g.bindRules(cfg)
 	if err != nil {
 		return nil, err
 	}
-	layers, err := g.concurrencyFor(cfg, res) // in_flight, shedding, adaptive (concurrency.go)
+	layers, err := g.concurrencyFor(cfg, res, refusals) // in_flight, shedding, adaptive (concurrency.go)
 	if err != nil {
 		return nil, err
 	}
@@ -409,6 +450,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			RefundOn:      refundHook(rc.RefundOn, rc.RefundOnGateway),
 			RefundBudget:  rc.RefundBudget,
 			Observe:       observe,
+			Refusals:      refusals,
 			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
 		}
@@ -494,7 +536,9 @@ func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *i
 				return // the client went away
 			}
 			markFailure(r.Context(), failure) // for refund_on: the gateway's own answer, not the upstream's
-			g.log.Warn("gateway: upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			// Counted per upstream, one line an interval: an
+			// upstream outage must not become a logging outage.
+			g.events.Report(eventlog.UpstreamError, target.Host, r.URL.Path, err)
 			httplimit.WriteProblem(w, httplimit.Problem{Status: status, Detail: "the upstream did not answer"})
 		},
 	}
@@ -533,7 +577,7 @@ func (g *Gateway) Serve(ctx context.Context, ln, admin net.Listener) error {
 	pc := cfg.Connections.withDefaults(DefaultConnections())
 	plim := newConnLimiter(pc.Max, g.conns, "public")
 	pub := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: pc.ReadHeaderTimeout, IdleTimeout: pc.IdleTimeout,
-		MaxHeaderBytes: pc.MaxHeaderBytes, ConnState: plim.connState, ErrorLog: slogErrorLog(g.log)}
+		MaxHeaderBytes: pc.MaxHeaderBytes, ConnState: plim.connState, ErrorLog: g.events.ErrorLog("listen")}
 	var adm *http.Server
 	errc := make(chan error, 2)
 	go func() {
@@ -549,7 +593,7 @@ func (g *Gateway) Serve(ctx context.Context, ln, admin net.Listener) error {
 		alim := newConnLimiter(ac.Max, g.conns, "admin")
 		adm = &http.Server{Handler: withDeadlines(g.AdminHandler(), ac.ReadTimeout, ac.WriteTimeout),
 			ReadHeaderTimeout: ac.ReadHeaderTimeout, IdleTimeout: ac.IdleTimeout, MaxHeaderBytes: ac.MaxHeaderBytes,
-			ConnState: alim.connState, ErrorLog: slogErrorLog(g.log)}
+			ConnState: alim.connState, ErrorLog: g.events.ErrorLog("admin_listen")}
 		go func() { errc <- adm.Serve(alim.listener(admin)) }()
 		n++
 	}
@@ -598,45 +642,23 @@ func (g *Gateway) Close() error {
 
 // Snapshot writes the memory store's state to the snapshot file (through
 // a temporary file and a rename, so a crash never leaves half a
-// snapshot). It does nothing for other stores.
+// snapshot) and compacts its journal (memstore.Store.SaveSnapshot). It
+// does nothing for other stores.
 func (g *Gateway) Snapshot() error {
 	if g.mem == nil || g.snapFile == "" {
 		return nil
 	}
-	dir := filepath.Dir(g.snapFile)
-	f, err := os.CreateTemp(dir, filepath.Base(g.snapFile)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("gateway: snapshot: %w", err)
-	}
-	err = g.mem.Snapshot(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if e := f.Close(); err == nil {
-		err = e
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), g.snapFile)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("gateway: snapshot: %w", err)
+	if err := g.mem.SaveSnapshot(g.snapFile); err != nil {
+		return fmt.Errorf("gateway: %w", err)
 	}
 	return nil
 }
 
 func (g *Gateway) snapshotLoop(every time.Duration) {
 	defer g.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.stop:
-			return
-		case <-t.C:
-			if err := g.Snapshot(); err != nil {
-				g.log.Error("gateway: periodic snapshot failed", "err", err)
-			}
+	tick.Loop(g.stop, every, func(time.Time) {
+		if err := g.Snapshot(); err != nil {
+			g.log.Error("gateway: periodic snapshot failed", "err", err)
 		}
-	}
+	})
 }

@@ -15,6 +15,7 @@ type metrics struct {
 	storeErrors   *prometheus.CounterVec
 	latency       prometheus.Histogram
 	reloads       *prometheus.CounterVec
+	refusals      *prometheus.CounterVec // every layer's refusals (refusals.go)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -40,8 +41,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sluice", Subsystem: "gateway", Name: "config_reloads_total",
 			Help: "Config reloads by result (ok, invalid).",
 		}, []string{"result"}),
+		refusals: newRefusalsVec(),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.shadowDenials, m.storeErrors, m.latency, m.reloads} {
+	for _, c := range []prometheus.Collector{m.decisions, m.shadowDenials, m.storeErrors, m.latency, m.reloads, m.refusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -73,8 +75,9 @@ func (m *metrics) countersFor(rule string) *ruleCounters {
 // observer returns the httplimit.Middleware.Observe hook for a config
 // whose rules are named names: their counters are looked up once, here,
 // so that the hot path does not hash label values.
-// observer counts every decision and reports store failures, shadow
-// denials and denials to the aggregated log.
+// observer counts every decision and reports store failures and shadow
+// denials to the aggregated log (denials are refusals: refused reports
+// them, whichever layer made them).
 func (m *metrics) observer(names []string, events *eventlog.Log) func(httplimit.Event) {
 	byRule := make(map[string]*ruleCounters, len(names))
 	for _, n := range names {
@@ -97,8 +100,6 @@ func (m *metrics) observer(names []string, events *eventlog.Log) func(httplimit.
 		case httplimit.StoreError:
 			rc.storeErr.Inc()
 			events.Report(eventlog.StoreError, e.Policy, e.Key, e.Err)
-		case httplimit.Denied:
-			events.Report(eventlog.Denied, e.Policy, e.Key, nil)
 		}
 		if e.Latency > 0 {
 			m.latency.Observe(e.Latency.Seconds())

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
@@ -68,8 +67,11 @@ func (h *rateLimitEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	who := id.Key()
 	own, err := h.o.ownLimit.Apply(ctx, ratelimit.Request{Key: who, Limit: rateLimitEndpointLimit, N: 1})
 	if err == nil && !own.Allowed {
-		w.Header().Set("Retry-After", strconv.FormatInt(max(1, ratelimit.DurationCeil(own.RetryAfter)), 10))
-		httplimit.WriteProblem(w, httplimit.Problem{Status: http.StatusTooManyRequests, Detail: "too many calls to " + h.cfg.RateLimitEndpoint})
+		// The endpoint's own limit, not a layer of the routes: written as
+		// every refusal is, observed by none.
+		(*httplimit.Refusals)(nil).Write(w, httplimit.IETF, httplimit.Refusal{Layer: httplimit.LayerRateLimit,
+			Status: http.StatusTooManyRequests, Key: who, RetryAfter: max(time.Second, own.RetryAfter),
+			Detail: "too many calls to " + h.cfg.RateLimitEndpoint})
 		return
 	}
 	checks, err := h.o.checksFor(h.cfg, r, id)

@@ -280,7 +280,7 @@ const ownFailureConfig = `
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstream: UPSTREAM
-upstream_timeout: 100ms
+upstream_timeout: 1s
 routes:
   - path: /upstream/
     refund_on: [502, 504]
@@ -302,6 +302,9 @@ rules:
 // upstream's answers only; upstream_timeout and upstream_unreachable the
 // gateway's only. A refunded request leaves the next one the same
 // remaining; a charged one lowers it.
+//
+// upstream_timeout is 1 s, not less: an upstream's own quick answer must
+// not be overtaken by the gateway's timeout on a loaded machine.
 func TestRefundOnGatewayOwnFailures(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

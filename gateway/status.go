@@ -60,7 +60,7 @@ func newOps(ctx context.Context, g *Gateway) (*ops, error) {
 		Shadow: func() bool { return o.g.Config().Shadow }}
 	o.page = &status.Server{Name: "gateway", Recorder: o.rec, Logger: g.log, Store: o.storeInfo, Lookup: o.door.Lookup,
 		Enforce: o.door.Enforce, Notes: o.notes}
-	o.api = &control.API{Control: o.control, Token: o.adminToken, Targets: o.door.Targets, Rules: o.door.RuleIDs, Logger: g.log, Actions: actions, Events: g.events}
+	o.api = &control.API{Control: o.control, Token: o.adminToken, Targets: o.door.Targets, Rules: o.ruleIDs, Logger: g.log, Actions: actions, Events: g.events}
 	switch {
 	case g.st.Redis != nil:
 		o.api.Resetter = g.st.Redis
@@ -91,7 +91,7 @@ func (o *ops) configure(cfg *Config, mux *http.ServeMux, res cachedIdentity) err
 	}
 	o.token.Store(&tok)
 	o.resolver.Store(res.Resolver)
-	o.rec.SetRules(ruleInfos(cfg))
+	o.rec.SetRules(append(ruleInfos(cfg), layerInfos(cfg)...)) // layerInfos: refusals.go
 	return nil
 }
 
@@ -115,7 +115,9 @@ func ruleInfos(cfg *Config) []status.RuleInfo {
 	return out
 }
 
-// observer wraps the metrics' Observe hook with the page's recording.
+// observer wraps the metrics' Observe hook with the page's recording of
+// the rules' decisions; their denials are recorded as refusals (refused,
+// refusals.go), with every other layer's.
 func (o *ops) observer(next func(httplimit.Event)) func(httplimit.Event) {
 	return func(e httplimit.Event) {
 		next(e)
@@ -123,8 +125,6 @@ func (o *ops) observer(next func(httplimit.Event)) func(httplimit.Event) {
 		switch e.Outcome {
 		case httplimit.Allowed:
 			out = status.Allowed
-		case httplimit.Denied:
-			out = status.Denied
 		case httplimit.ShadowDenied:
 			out = status.ShadowDenied
 		case httplimit.StoreError:

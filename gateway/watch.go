@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"slices"
 	"time"
 
@@ -160,8 +161,9 @@ func (g *Gateway) swap(cfg *Config) error {
 	for _, c := range []struct{ name, old, new string }{
 		{"listen", old.Listen, cfg.Listen},
 		{"admin_listen", old.AdminListen, cfg.AdminListen},
-		{"store", RedactURL(old.Store), RedactURL(cfg.Store)},
+		{"store", redact.URL(old.Store), redact.URL(cfg.Store)},
 		{"snapshot.file", old.SnapshotFile, cfg.SnapshotFile},
+		{"snapshot.journal, snapshot.journal_interval", old.JournalFile() + " " + old.JournalEvery.String(), cfg.JournalFile() + " " + cfg.JournalEvery.String()},
 		{"max_keys", fmt.Sprint(old.MaxKeys), fmt.Sprint(cfg.MaxKeys)},
 		{"connections (max, idle_timeout, read_header_timeout, max_header_bytes)", restartConn(old.Connections), restartConn(cfg.Connections)},
 		{"admin_connections", fmt.Sprint(old.AdminConnections), fmt.Sprint(cfg.AdminConnections)},

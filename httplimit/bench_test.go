@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -35,12 +36,12 @@ descriptors:
 	// decision or (-sampled) one in SuggestedLatencySampling.
 	for _, tc := range []struct {
 		name     string
-		ds       []httplimit.Descriptor
+		ds       []action.Descriptor
 		observe  bool
 		sampling int
 	}{
 		{"one-rule", identityDescriptors(), false, 0},
-		{"two-rules", identityDescriptors(httplimit.GenericKey{DescriptorValue: "global"}), false, 0},
+		{"two-rules", identityDescriptors(action.GenericKey{DescriptorValue: "global"}), false, 0},
 		{"one-rule-observe", identityDescriptors(), true, 0},
 		{"one-rule-observe-sampled", identityDescriptors(), true, httplimit.SuggestedLatencySampling},
 	} {

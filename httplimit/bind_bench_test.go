@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
@@ -37,10 +38,10 @@ descriptors:
 `
 	for _, tc := range []struct {
 		name string
-		ds   []httplimit.Descriptor
+		ds   []action.Descriptor
 	}{
 		{"one-rule", identityDescriptors()},
-		{"two-rules", identityDescriptors(httplimit.GenericKey{DescriptorValue: "global"})},
+		{"two-rules", identityDescriptors(action.GenericKey{DescriptorValue: "global"})},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			store := memstore.New(memstore.Options{})

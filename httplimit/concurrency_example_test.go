@@ -2,10 +2,12 @@ package httplimit_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"time"
 
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/shed"
@@ -70,7 +72,51 @@ func ExampleShedder() {
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	fmt.Println("first:", w.Code)
 	// Output:
-	// while busy: 503 Retry-After 2 {"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the fleet is at capacity: \"get\" requests are being shed"}
+	// while busy: 503 Retry-After 2 {"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the fleet is at capacity: \"get\" requests are being shed","policy":"shed"}
 	//
 	// first: 200
+}
+
+// An adaptive limit in front of a handler: over the limit, a request is answered
+// 503 with Retry-After and a problem+json body, and the handler is not
+// called.
+func ExampleAdaptive() {
+	l := adaptive.NewVegas(adaptive.VegasOptions{LimiterOptions: adaptive.LimiterOptions{Initial: 1, Max: 1}})
+	release := make(chan struct{})
+	started := make(chan struct{})
+	h := (&httplimit.Adaptive{Limiter: l}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		io.WriteString(w, "ok\n")
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	first := make(chan string)
+	go func() {
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			first <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		first <- resp.Status + " " + string(b)
+	}()
+	<-started // the one slot is taken
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.Status, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"))
+	fmt.Print(string(body))
+	close(release)
+	fmt.Print(<-first)
+	// Output:
+	// 503 Service Unavailable 1 application/problem+json
+	// {"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the server is at its concurrency limit; retry after the delay in Retry-After","policy":"adaptive"}
+	// 200 OK ok
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -30,7 +31,7 @@ descriptors:
 		Store:       store,
 		Rules:       set,
 		Domain:      "api",
-		Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.RemoteAddress{}}}},
+		Descriptors: []action.Descriptor{{Actions: []action.Action{action.RemoteAddress{}}}},
 	}
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "hello")

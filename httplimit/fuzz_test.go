@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/identity"
 )
 
@@ -29,12 +30,12 @@ func FuzzMiddleware(f *testing.F) {
 		f.Fatal(err)
 	}
 	mw := &httplimit.Middleware{Store: newStore(f), Rules: mustRules(f, testRules), Domain: "test", Identity: res, CostHeader: "X-Cost",
-		Descriptors: identityDescriptors(httplimit.GenericKey{DescriptorValue: "global"}, httplimit.Path{}, httplimit.Tier{Default: "none"},
-			httplimit.RequestHeaders{HeaderName: "X-Forwarded-For", DescriptorKey: "xff"},
-			httplimit.MaskedRemoteAddress{V4PrefixMaskLen: 24, V6PrefixMaskLen: 56},
-			httplimit.QueryParameters{QueryParameterName: "user", DescriptorKey: "query_user"},
-			httplimit.QueryParameterValueMatch{DescriptorValue: "csv", QueryParameters: []httplimit.QueryParameterMatcher{{Name: "fmt", Prefix: "c"}}},
-			httplimit.Cookie{CookieName: "sid", DescriptorKey: "session", SkipIfAbsent: true})}
+		Descriptors: identityDescriptors(action.GenericKey{DescriptorValue: "global"}, action.Path{}, action.Tier{Default: "none"},
+			action.RequestHeaders{HeaderName: "X-Forwarded-For", DescriptorKey: "xff"},
+			action.MaskedRemoteAddress{V4PrefixMaskLen: 24, V6PrefixMaskLen: 56},
+			action.QueryParameters{QueryParameterName: "user", DescriptorKey: "query_user"},
+			action.QueryParameterValueMatch{DescriptorValue: "csv", QueryParameters: []action.QueryParameterMatcher{{Name: "fmt", Prefix: "c"}}},
+			action.Cookie{CookieName: "sid", DescriptorKey: "session", SkipIfAbsent: true})}
 	h := mw.Handler(ok)
 	f.Fuzz(func(t *testing.T, cost, key, xff, path, remote string) {
 		r := httptest.NewRequest("GET", "/", nil)

@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"unsafe"
 
@@ -41,6 +40,7 @@ func ParseHeaderMode(s string) (HeaderMode, error) {
 // setHeaders writes the headers of mode for the enforced rules of as;
 // denied is the index of the rule that denied (-1: none). pc caches the
 // RateLimit-Policy value, which depends on the rules, not the request.
+// Retry-After is the refusal's (Refusals.Write), not written here.
 func setHeaders(h http.Header, mode HeaderMode, pc *policyCache, as []applied, denied int) {
 	if mode == Opaque {
 		return
@@ -67,6 +67,9 @@ func setHeaders(h http.Header, mode HeaderMode, pc *policyCache, as []applied, d
 	// One array holds every header's value: one allocation for all.
 	vals := make([]string, 0, 3)
 	rlheader.Write(mode, ps, func(name, value string) {
+		if name == rlheader.RetryAfter {
+			return
+		}
 		vals = append(vals, value)
 		n := len(vals)
 		h[canonical(name)] = vals[n-1 : n : n]
@@ -80,9 +83,9 @@ type ietfValues struct {
 	b [64]byte
 }
 
-// setIETF sets RateLimit-Policy to policy (the cached value of ps),
-// RateLimit, and Retry-After when a policy is over. An admitted request
-// whose RateLimit value fits ietfValues.b costs one allocation.
+// setIETF sets RateLimit-Policy to policy (the cached value of ps) and
+// RateLimit. An admitted request whose RateLimit value fits ietfValues.b
+// costs one allocation.
 func setIETF(h http.Header, policy string, ps []rlheader.State) {
 	iv := new(ietfValues)
 	b := rlheader.AppendRateLimit(iv.b[:0], ps)
@@ -96,9 +99,6 @@ func setIETF(h http.Header, policy string, ps []rlheader.State) {
 	iv.v[0] = policy
 	h["Ratelimit-Policy"] = iv.v[0:1:1]
 	h["Ratelimit"] = iv.v[1:2:2]
-	if retry := rlheader.RetryAfterOf(ps); retry > 0 {
-		h["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
-	}
 }
 
 // policyCache holds the last RateLimit-Policy value a handler wrote and

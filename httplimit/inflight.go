@@ -2,14 +2,12 @@ package httplimit
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/internal/server/sfv"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -76,9 +74,13 @@ type InFlight struct {
 	// DefaultInFlightRetryAfter.
 	RetryAfter time.Duration
 	// OnStoreError is what happens when the store cannot decide:
-	// FailError (the zero value) answers 503, FailDeny 429, FailAllow and
-	// FailLocal let the request through without a lease.
+	// FailError (the zero value) answers 503, FailDeny 503 "limiter
+	// unavailable" with Retry-After (Refusals.UnavailableRetryAfter),
+	// FailAllow and FailLocal let the request through without a lease.
 	OnStoreError ratelimit.FailurePolicy
+	// Refusals writes the refusals and reports each to its observer (see
+	// Middleware.Refusals).
+	Refusals *Refusals
 	// Observe, when set, is called for every decision (for metrics). It
 	// must be fast and safe for concurrent use.
 	Observe func(InFlightEvent)
@@ -117,7 +119,7 @@ type inFlightHandler struct {
 
 func (h *inFlightHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := &h.m
-	id, ok := resolveIdentity(w, r, m.Identity, m.Logger)
+	id, ok := Identify(w, r, m.Identity, m.Logger)
 	if !ok {
 		return
 	}
@@ -128,11 +130,8 @@ func (h *inFlightHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ev.Outcome, ev.Err = StoreError, err
 		m.observe(ev)
 		switch m.OnStoreError {
-		case ratelimit.FailError:
-			writeProblem(w, http.StatusServiceUnavailable, "the in-flight store is unavailable", "")
-			return
-		case ratelimit.FailDeny:
-			h.deny(w, inflight.Decision{Cap: m.Max, InFlight: m.Max})
+		case ratelimit.FailError, ratelimit.FailDeny:
+			m.Refusals.Write(w, m.Headers, m.Refusals.unavailable(LayerInFlight, m.OnStoreError, nil, m.Policy, key, "in-flight", err))
 			return
 		}
 		h.next.ServeHTTP(w, r)
@@ -141,7 +140,7 @@ func (h *inFlightHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !d.Allowed {
 		ev.Outcome = Denied
 		m.observe(ev)
-		h.deny(w, d)
+		h.deny(w, key, d)
 		return
 	}
 	m.observe(ev)
@@ -161,45 +160,21 @@ func (h *inFlightHandler) setHeaders(hd http.Header, d inflight.Decision) {
 }
 
 // deny answers 429 for a caller with too many requests in flight.
-func (h *inFlightHandler) deny(w http.ResponseWriter, d inflight.Decision) {
+func (h *inFlightHandler) deny(w http.ResponseWriter, key string, d inflight.Decision) {
 	m := &h.m
-	if m.Headers == Opaque {
-		writeProblem(w, http.StatusTooManyRequests, "", "")
-		return
-	}
 	h.setHeaders(w.Header(), d)
-	w.Header().Set("Retry-After", strconv.FormatInt(int64(ratelimit.DurationCeil(m.RetryAfter)), 10))
-	detail := "too many requests in flight: at most " + strconv.FormatInt(m.Max, 10) + " at once"
+	rf := Refusal{Layer: LayerInFlight, Status: http.StatusTooManyRequests, Policy: m.Policy, Key: key, RetryAfter: m.RetryAfter,
+		Detail: "too many requests in flight: at most " + strconv.FormatInt(m.Max, 10) + " at once"}
 	if d.Unsatisfiable {
-		detail = "the request weighs more than the in-flight limit " + strconv.Quote(m.Policy)
+		rf.Detail, rf.RetryAfter = "the request weighs more than the in-flight limit "+strconv.Quote(m.Policy), 0
 	}
-	writeProblem(w, http.StatusTooManyRequests, detail, m.Policy)
+	m.Refusals.Write(w, m.Headers, rf)
 }
 
 func (m *InFlight) observe(e InFlightEvent) {
 	if m.Observe != nil {
 		m.Observe(e)
 	}
-}
-
-// resolveIdentity resolves the caller with res (nil: by RemoteAddr); a bad
-// credential is answered 401, a resolver failure 500.
-func resolveIdentity(w http.ResponseWriter, r *http.Request, res Identifier, log *slog.Logger) (identity.Identity, bool) {
-	if res == nil {
-		return identity.Identity{IP: remoteIP(r.RemoteAddr)}, true
-	}
-	id, err := res.Resolve(r)
-	if err == nil {
-		return id, true
-	}
-	if errors.Is(err, identity.ErrUnauthorized) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-		writeProblem(w, http.StatusUnauthorized, "invalid credentials", "")
-		return id, false
-	}
-	log.Error("httplimit: identify caller", "err", err)
-	writeProblem(w, http.StatusInternalServerError, "cannot identify the caller", "")
-	return id, false
 }
 
 // leaseHolder is what holds a lease: an inflight.Store, a shed.Fleet.

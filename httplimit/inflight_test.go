@@ -145,7 +145,7 @@ func TestInFlightStoreErrors(t *testing.T) {
 		policy ratelimit.FailurePolicy
 		want   int
 	}{
-		{ratelimit.FailError, 503}, {ratelimit.FailDeny, 429}, {ratelimit.FailAllow, 200}, {ratelimit.FailLocal, 200},
+		{ratelimit.FailError, 503}, {ratelimit.FailDeny, 503}, {ratelimit.FailAllow, 200}, {ratelimit.FailLocal, 200},
 	} {
 		var got []httplimit.Outcome
 		h := (&httplimit.InFlight{Store: store, Max: 5, OnStoreError: tc.policy,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -27,7 +28,7 @@ descriptors:
 		var ran []time.Duration
 		start := time.Now()
 		mw := &httplimit.Middleware{Store: store, Rules: set, Domain: "test",
-			Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.RemoteAddress{}}}}}
+			Descriptors: []action.Descriptor{{Actions: []action.Action{action.RemoteAddress{}}}}}
 		h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = append(ran, time.Since(start)) }))
 		for i := range 3 {
 			if w := do(h, "192.0.2.1:1"); w.Code != 200 {

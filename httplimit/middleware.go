@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
@@ -80,7 +80,7 @@ type Middleware struct {
 	Domain string
 	// Descriptors build the request's descriptors; each is matched to at
 	// most one rule.
-	Descriptors []Descriptor
+	Descriptors []action.Descriptor
 	// Identity resolves the caller. Nil means every caller is anonymous,
 	// identified by the IP of RemoteAddr.
 	Identity Identifier
@@ -111,8 +111,9 @@ type Middleware struct {
 	DisabledRules []string
 	// OnStoreError is what happens when the store fails for a rule (a
 	// Redis store applies its own policy first; what reaches here is what
-	// it returns): FailError (the zero value) answers 503, FailDeny 429,
-	// FailAllow and FailLocal skip the rule.
+	// it returns): FailError (the zero value) answers 503, FailDeny 503
+	// "limiter unavailable" with Retry-After (Refusals.UnavailableRetryAfter)
+	// and the rule's headers at r=0, FailAllow and FailLocal skip the rule.
 	OnStoreError ratelimit.FailurePolicy
 	// RefundOn, when set, is called with each admitted request and the
 	// status of its response; when it returns true, what every rule
@@ -147,6 +148,10 @@ type Middleware struct {
 	// limit for one identity) and its Shadow (percentage enforcement). It
 	// must be fast and safe for concurrent use.
 	Adjust func(r *http.Request, c *rules.Check)
+	// Refusals writes the 429s and 503s and reports each to its observer;
+	// nil writes them and observes nothing. Give every admission layer of a
+	// server the same one (see Refusals).
+	Refusals *Refusals
 	// LatencySampling n > 1 measures Event.Latency for one decision in n,
 	// chosen at random, and leaves it 0 for the others, sparing them two
 	// clock reads: a latency histogram fed from Observe then holds a
@@ -167,7 +172,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		return next
 	}
 	h := &handler{m: *m, next: next}
-	h.m.Descriptors = append([]Descriptor(nil), m.Descriptors...)
+	h.m.Descriptors = append([]action.Descriptor(nil), m.Descriptors...)
 	if len(m.DisabledRules) > 0 {
 		h.disabled = make(map[string]bool, len(m.DisabledRules))
 		for _, n := range m.DisabledRules {
@@ -242,13 +247,14 @@ type applied struct {
 	rules.Check
 	policy string
 	d      ratelimit.Decision
-	failed bool // the store failed; the rule is skipped (not in headers)
+	failed bool  // the store failed; the rule is skipped (not in headers)
+	err    error // the store's error when the failure policy refused
 }
 
 // ServeHTTP: who is calling, what the request costs, which store requests
 // the rules make of it (rules.Set.Resolve), charge them, answer.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id, ok := h.identify(w, r)
+	id, ok := Identify(w, r, h.m.Identity, h.m.Logger)
 	if !ok {
 		return
 	}
@@ -279,7 +285,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.denialFirst(ctx, as, cost)
 	denied, failed := h.charge(ctx, as)
 	if failed {
-		writeProblem(w, http.StatusServiceUnavailable, "the rate limit store is unavailable", "")
+		a := &as[denied]
+		h.m.Refusals.Write(w, h.m.Headers, h.m.Refusals.unavailable(LayerRateLimit, ratelimit.FailError, a.Rule, a.policy, a.Request.Key, "rate limit", a.err))
 		return
 	}
 	if denied >= 0 {
@@ -299,25 +306,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.serveNext(w, r, as)
-}
-
-// identify resolves the caller; a bad credential is answered 401.
-func (h *handler) identify(w http.ResponseWriter, r *http.Request) (identity.Identity, bool) {
-	if h.m.Identity == nil {
-		return identity.Identity{IP: remoteIP(r.RemoteAddr)}, true
-	}
-	id, err := h.m.Identity.Resolve(r)
-	if err == nil {
-		return id, true
-	}
-	if errors.Is(err, identity.ErrUnauthorized) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-		writeProblem(w, http.StatusUnauthorized, "invalid credentials", "")
-		return id, false
-	}
-	h.m.Logger.Error("httplimit: identify caller", "err", err)
-	writeProblem(w, http.StatusInternalServerError, "cannot identify the caller", "")
-	return id, false
 }
 
 // cost is the request's cost: the cost header's when a trusted proxy sent
@@ -408,8 +396,8 @@ func (h *handler) denialFirst(ctx context.Context, as []applied, cost int64) {
 }
 
 // charge applies each rule in order and stops at the first enforced
-// denial, whose index it returns (-1: admitted). failed is a store failure
-// that the failure policy answers 503.
+// denial, whose index it returns (-1: admitted). failed: that rule's
+// store failed and the error policy answers for it.
 func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed bool) {
 	m := &h.m
 	for i := range as {
@@ -430,9 +418,14 @@ func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed 
 			h.observe(Event{Rule: a.Rule, Policy: a.policy, Outcome: StoreError, Key: a.Request.Key, Err: err, Latency: lat})
 			switch m.OnStoreError {
 			case ratelimit.FailError:
-				return -1, true
+				a.err = err
+				return i, true
 			case ratelimit.FailDeny:
-				a.d = ratelimit.Decision{Limit: a.Request.Limit}
+				// The store said nothing: the rule is not full again in
+				// less than the wait it is told to come back after.
+				ra := m.Refusals.unavailableRetry()
+				a.d = ratelimit.Decision{Limit: a.Request.Limit, RetryAfter: ra, ResetAfter: ra}
+				a.err = err
 				return i, false
 			}
 			a.d, a.failed = ratelimit.Decision{Allowed: true}, true
@@ -481,24 +474,26 @@ func quotaReset(d ratelimit.Decision, end, now time.Time) ratelimit.Decision {
 	return d
 }
 
-// deny answers 429 for a.
+// deny refuses the request for a: 429 over its limit, 503 when its store
+// failed under the deny policy.
 func (h *handler) deny(w http.ResponseWriter, a *applied) {
-	if h.m.Headers == Opaque {
-		writeProblem(w, http.StatusTooManyRequests, "", "")
+	if a.err != nil {
+		h.m.Refusals.Write(w, h.m.Headers, h.m.Refusals.unavailable(LayerRateLimit, ratelimit.FailDeny, a.Rule, a.policy, a.Request.Key, "rate limit", a.err))
 		return
 	}
-	detail := "rate limit " + strconv.Quote(a.policy) + " exceeded"
+	rf := Refusal{Layer: LayerRateLimit, Status: http.StatusTooManyRequests, Policy: a.policy, Rule: a.Rule, Key: a.Request.Key,
+		RetryAfter: a.d.RetryAfter, Detail: "rate limit " + strconv.Quote(a.policy) + " exceeded"}
 	switch {
 	case a.d.Unsatisfiable:
-		detail = "the request's cost exceeds the capacity of rate limit " + strconv.Quote(a.policy)
+		rf.Detail = "the request's cost exceeds the capacity of rate limit " + strconv.Quote(a.policy)
 	case a.Rule != nil && a.Rule.Quota != nil:
 		period := "monthly"
 		if a.Rule.Quota.Period == rules.QuotaDay {
 			period = "daily"
 		}
-		detail = period + " quota " + strconv.Quote(a.policy) + " exhausted"
+		rf.Detail = period + " quota " + strconv.Quote(a.policy) + " exhausted"
 	}
-	writeProblem(w, http.StatusTooManyRequests, detail, a.policy)
+	h.m.Refusals.Write(w, h.m.Headers, rf)
 }
 
 func (h *handler) observe(e Event) {

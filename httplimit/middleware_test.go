@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -96,10 +97,10 @@ func do(h http.Handler, remote string, hdr ...string) *httptest.ResponseRecorder
 	return w
 }
 
-func identityDescriptors(extra ...httplimit.Action) []httplimit.Descriptor {
-	ds := []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.IdentityKey{}}}}
+func identityDescriptors(extra ...action.Action) []action.Descriptor {
+	ds := []action.Descriptor{{Actions: []action.Action{action.IdentityKey{}}}}
 	for _, a := range extra {
-		ds = append(ds, httplimit.Descriptor{Actions: []httplimit.Action{a}})
+		ds = append(ds, action.Descriptor{Actions: []action.Action{a}})
 	}
 	return ds
 }
@@ -198,9 +199,9 @@ func TestShadowNeverDenies(t *testing.T) {
 	t.Parallel()
 	for _, global := range []bool{false, true} {
 		rec := &recorder{}
-		ds := []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.GenericKey{DescriptorValue: "shadowed"}}}}
+		ds := []action.Descriptor{{Actions: []action.Action{action.GenericKey{DescriptorValue: "shadowed"}}}}
 		if global {
-			ds = identityDescriptors(httplimit.GenericKey{DescriptorValue: "shadowed"})
+			ds = identityDescriptors(action.GenericKey{DescriptorValue: "shadowed"})
 		}
 		mw := &httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test",
 			Descriptors: ds, Shadow: global, Observe: rec.observe}
@@ -225,7 +226,7 @@ func TestDeniedByLaterRuleChargesNoEarlierRule(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	mw := &httplimit.Middleware{Store: store, Rules: mustRules(t, testRules), Domain: "test",
-		Descriptors: identityDescriptors(httplimit.GenericKey{DescriptorValue: "global"}), Identity: users{}}
+		Descriptors: identityDescriptors(action.GenericKey{DescriptorValue: "global"}), Identity: users{}}
 	h := mw.Handler(ok)
 	// The global window admits 4: users a..d take them.
 	for _, u := range []string{"a", "b", "c", "d"} {
@@ -300,7 +301,7 @@ func TestKillSwitchAndUnlimited(t *testing.T) {
 	for _, mw := range []*httplimit.Middleware{
 		{Disabled: true, Descriptors: identityDescriptors()},
 		{DisabledRules: []string{"per-ip"}, Descriptors: identityDescriptors()},
-		{Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.GenericKey{DescriptorValue: "open"}}}}},
+		{Descriptors: []action.Descriptor{{Actions: []action.Action{action.GenericKey{DescriptorValue: "open"}}}}},
 	} {
 		mw.Store, mw.Rules, mw.Domain = newStore(t), set, "test"
 		h := mw.Handler(ok)
@@ -323,7 +324,7 @@ func TestStoreFailure(t *testing.T) {
 	for _, tc := range []struct {
 		p    ratelimit.FailurePolicy
 		want int
-	}{{ratelimit.FailError, 503}, {ratelimit.FailAllow, 200}, {ratelimit.FailDeny, 429}, {ratelimit.FailLocal, 200}} {
+	}{{ratelimit.FailError, 503}, {ratelimit.FailAllow, 200}, {ratelimit.FailDeny, 503}, {ratelimit.FailLocal, 200}} {
 		rec := &recorder{}
 		mw := &httplimit.Middleware{Store: failing{}, Rules: mustRules(t, testRules), Domain: "test",
 			Descriptors: identityDescriptors(), OnStoreError: tc.p, Observe: rec.observe}
@@ -337,7 +338,7 @@ func TestStoreFailure(t *testing.T) {
 func TestQuotaPolicy(t *testing.T) {
 	t.Parallel()
 	mw := &httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test", Identity: users{},
-		Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.GenericKey{DescriptorValue: "monthly"}, httplimit.IdentityKey{}}}},
+		Descriptors: []action.Descriptor{{Actions: []action.Action{action.GenericKey{DescriptorValue: "monthly"}, action.IdentityKey{}}}},
 		Now:         func() time.Time { return t0 }}
 	h := mw.Handler(ok)
 	// 2026-11-21 12:00 to 2026-12-01: 9.5 days; November has 30.
@@ -365,7 +366,7 @@ descriptors:
 `)
 	rec := &recorder{}
 	mw := &httplimit.Middleware{Store: newStore(t), Rules: set, Domain: "test", Observe: rec.observe,
-		Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.RemoteAddress{}}}}}
+		Descriptors: []action.Descriptor{{Actions: []action.Action{action.RemoteAddress{}}}}}
 	h := mw.Handler(ok)
 	for i := range 3 {
 		if w := do(h, "192.0.2.1:1"); w.Code != 200 || !strings.HasPrefix(w.Header().Get("RateLimit"), `"qm";r=0`) {
@@ -396,9 +397,9 @@ descriptors:
           replaces: [{name: per_user}]
 `)
 	mw := &httplimit.Middleware{Store: newStore(t), Rules: set, Domain: "test", Identity: tiered{},
-		Descriptors: []httplimit.Descriptor{
-			{Actions: []httplimit.Action{httplimit.IdentityKey{}}},
-			{Actions: []httplimit.Action{httplimit.IdentityKey{}, httplimit.Tier{}}},
+		Descriptors: []action.Descriptor{
+			{Actions: []action.Action{action.IdentityKey{}}},
+			{Actions: []action.Action{action.IdentityKey{}, action.Tier{}}},
 		}}
 	h := mw.Handler(ok)
 	for _, tc := range []struct {
@@ -437,7 +438,7 @@ descriptors:
     quota: {period: day, limit: 1}
 `)
 	mw := &httplimit.Middleware{Store: newStore(t), Rules: set, Domain: "test", Now: func() time.Time { return t0 },
-		Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.RemoteAddress{}}}}}
+		Descriptors: []action.Descriptor{{Actions: []action.Action{action.RemoteAddress{}}}}}
 	h := mw.Handler(ok)
 	do(h, "192.0.2.1:1")
 	w := do(h, "192.0.2.1:1")
@@ -455,7 +456,7 @@ func TestResetJitter(t *testing.T) {
 	t.Parallel()
 	for _, jitter := range []float64{0, 0.5} {
 		mw := &httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test", Identity: users{}, ResetJitter: jitter,
-			Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.GenericKey{DescriptorValue: "global"}}}},
+			Descriptors: []action.Descriptor{{Actions: []action.Action{action.GenericKey{DescriptorValue: "global"}}}},
 			Now:         func() time.Time { return t0 }}
 		h := mw.Handler(ok)
 		for range 4 { // global: 4 a minute

@@ -1,11 +1,8 @@
 package httplimit
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"math"
-	"net"
 	"net/http"
 	"time"
 
@@ -106,44 +103,4 @@ func (h *handler) refund(ctx context.Context, as []applied) {
 		ev.Latency = time.Since(t0)
 		h.observe(ev)
 	}
-}
-
-// statusWriter records the status of the response it passes on: the
-// first final (non-1xx) status written, or 200 on the first Write.
-// Unwrap gives http.ResponseController the writer beneath (Flush, Hijack,
-// deadlines), and Flush and Hijack are forwarded for callers that assert
-// them directly.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(p)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w *statusWriter) Flush() {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	if hj, ok := w.ResponseWriter.(http.Hijacker); ok {
-		return hj.Hijack()
-	}
-	return nil, nil, errors.New("httplimit: the response writer cannot be hijacked")
 }

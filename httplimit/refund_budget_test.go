@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/redisstore"
@@ -107,7 +108,7 @@ func TestRefundBudgetBoundsFailures(t *testing.T) {
 					var obs outcomes
 					mw := &httplimit.Middleware{Store: open(t, fmt.Sprintf("budget:%s:%v:", alg, b.budget)),
 						Rules: mustRules(t, strings.Replace(budgetRules, "ALGORITHM", alg, 1)), Domain: "budget",
-						Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.RemoteAddress{}}}},
+						Descriptors: []action.Descriptor{{Actions: []action.Action{action.RemoteAddress{}}}},
 						RefundOn:    httplimit.RefundStatuses(500), RefundBudget: b.budget, Observe: obs.observe}
 					h := mw.Handler(&up)
 					for range 40 {
@@ -137,7 +138,7 @@ func TestRefundBudgetAcrossInstances(t *testing.T) {
 	for range 2 {
 		mw := &httplimit.Middleware{Store: redisBudgetStore(t, srv, "fleet:"),
 			Rules: mustRules(t, strings.Replace(budgetRules, "ALGORITHM", "token_bucket", 1)), Domain: "budget",
-			Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.RemoteAddress{}}}},
+			Descriptors: []action.Descriptor{{Actions: []action.Action{action.RemoteAddress{}}}},
 			RefundOn:    httplimit.RefundStatuses(500)}
 		hs = append(hs, mw.Handler(&up))
 	}

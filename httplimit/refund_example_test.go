@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -32,7 +33,7 @@ descriptors:
 		Store:        store,
 		Rules:        set,
 		Domain:       "api",
-		Descriptors:  []httplimit.Descriptor{{Actions: []httplimit.Action{httplimit.RemoteAddress{}}}},
+		Descriptors:  []action.Descriptor{{Actions: []action.Action{action.RemoteAddress{}}}},
 		RefundOn:     httplimit.RefundStatuses(500, 502, 503, 504),
 		RefundBudget: 1,
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -42,7 +43,7 @@ func TestRefundOnStatus(t *testing.T) {
 	var mu sync.Mutex
 	refunded := map[string]int{}
 	mw := &httplimit.Middleware{Store: store, Rules: mustRules(t, testRules), Domain: "test",
-		Descriptors: identityDescriptors(httplimit.GenericKey{DescriptorValue: "shadowed"}),
+		Descriptors: identityDescriptors(action.GenericKey{DescriptorValue: "shadowed"}),
 		RefundOn:    httplimit.RefundStatuses(500, 502, 503, 504),
 		Observe: func(e httplimit.Event) {
 			if e.Outcome == httplimit.Refunded {

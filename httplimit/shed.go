@@ -12,6 +12,9 @@ import (
 	"github.com/sluicehq/sluice/shed"
 )
 
+// ShedPolicy is the policy a Shedder's refusals name.
+const ShedPolicy = "shed"
+
 // DefaultShedRetryAfter is the Retry-After of a shed request when
 // Shedder.RetryAfter is zero: the utilization shedder moves its amount
 // once a second.
@@ -104,9 +107,13 @@ type Shedder struct {
 	// DefaultShedRetryAfter.
 	RetryAfter time.Duration
 	// OnStoreError is what happens when the fleet's store cannot decide:
-	// FailError (the zero value) answers 503, FailDeny sheds, FailAllow
-	// and FailLocal admit without a lease.
+	// FailError (the zero value) answers 503, FailDeny 503 "limiter
+	// unavailable" with Retry-After (Refusals.UnavailableRetryAfter),
+	// FailAllow and FailLocal admit without a lease.
 	OnStoreError ratelimit.FailurePolicy
+	// Refusals writes the refusals and reports each to its observer (see
+	// Middleware.Refusals).
+	Refusals *Refusals
 	// Observe, when set, is called for every decision. It must be fast
 	// and safe for concurrent use.
 	Observe func(ShedEvent)
@@ -127,19 +134,17 @@ func (m *Shedder) Handler(next http.Handler) http.Handler {
 	if h.m.Logger == nil {
 		h.m.Logger = slog.New(slog.DiscardHandler)
 	}
-	h.retryAfter = strconv.FormatInt(ratelimit.DurationCeil(h.m.RetryAfter), 10)
 	return h
 }
 
 type shedHandler struct {
-	m          Shedder
-	next       http.Handler
-	retryAfter string
+	m    Shedder
+	next http.Handler
 }
 
 func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := &h.m
-	id, ok := resolveIdentity(w, r, m.Identity, m.Logger)
+	id, ok := Identify(w, r, m.Identity, m.Logger)
 	if !ok {
 		return
 	}
@@ -147,7 +152,7 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if u := m.Utilization; u != nil {
 		if !u.Acquire(c) {
 			m.observe(ShedEvent{Shedder: "utilization", Class: c, Outcome: Denied})
-			h.shed(w, c, "this server is overloaded")
+			h.shed(w, "utilization", c, "this server is overloaded")
 			return
 		}
 		defer u.Release()
@@ -159,16 +164,13 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			m.observe(ShedEvent{Shedder: "fleet", Class: c, Outcome: StoreError, Err: err})
 			switch m.OnStoreError {
-			case ratelimit.FailError:
-				writeProblem(w, http.StatusServiceUnavailable, "the in-flight store is unavailable", "")
-				return
-			case ratelimit.FailDeny:
-				h.shed(w, c, "the fleet is at capacity")
+			case ratelimit.FailError, ratelimit.FailDeny:
+				m.Refusals.Write(w, IETF, m.Refusals.unavailable(LayerShed, m.OnStoreError, nil, ShedPolicy, "fleet:"+m.Priority.Classes.Name(c), "fleet", err))
 				return
 			}
 		case !d.Allowed:
 			m.observe(ShedEvent{Shedder: "fleet", Class: c, Outcome: Denied})
-			h.shed(w, c, "the fleet is at capacity")
+			h.shed(w, "fleet", c, "the fleet is at capacity")
 			return
 		default:
 			m.observe(ShedEvent{Shedder: "fleet", Class: c, Outcome: Allowed})
@@ -180,11 +182,11 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r)
 }
 
-// shed answers 503 for a request of class c.
-func (h *shedHandler) shed(w http.ResponseWriter, c shed.Class, why string) {
-	w.Header().Set("Retry-After", h.retryAfter)
-	WriteProblem(w, Problem{Status: http.StatusServiceUnavailable,
-		Detail: why + ": " + strconv.Quote(h.m.Priority.Classes.Name(c)) + " requests are being shed"})
+// shed answers 503 for a request of class c that shedder shed.
+func (h *shedHandler) shed(w http.ResponseWriter, shedder string, c shed.Class, why string) {
+	name := h.m.Priority.Classes.Name(c)
+	h.m.Refusals.Write(w, IETF, Refusal{Layer: LayerShed, Status: http.StatusServiceUnavailable, Policy: ShedPolicy,
+		Key: shedder + ":" + name, RetryAfter: h.m.RetryAfter, Detail: why + ": " + strconv.Quote(name) + " requests are being shed"})
 }
 
 func (m *Shedder) observe(e ShedEvent) {

@@ -31,5 +31,10 @@
 // DefaultResolution (1 ms), so decisions see time up to that much late and
 // never admit more than the limit (Options.Resolution).
 //
-// Snapshot and Restore carry state across a restart.
+// Snapshot and Restore (SaveSnapshot to a file) carry state across a
+// restart; OpenJournal carries the changes to long-period window keys
+// (calendar quotas) across a crash too: a journal beside the snapshot,
+// written and synced every JournalOptions.Interval (1 s), replayed after
+// the snapshot and compacted by SaveSnapshot, so that SIGKILL loses at
+// most that interval of them.
 package memstore

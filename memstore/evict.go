@@ -26,6 +26,11 @@ type Stats struct {
 	MaxKeys   int    // the bound on Keys (Options.MaxKeys after rounding); 0 when unbounded
 	Evictions uint64 // keys dropped to make room before their state had decayed
 	Refusals  uint64 // new keys refused with ErrFull
+
+	// The journal's (OpenJournal), zero without one.
+	JournalRecords uint64 // records buffered to be written
+	JournalDropped uint64 // records dropped: the buffer was full (JournalOptions.MaxBuffer)
+	JournalErrors  uint64 // writes or syncs that failed (their records lost)
 }
 
 // Stats returns the store's counters. It takes each shard's lock in turn,
@@ -42,6 +47,9 @@ func (s *Store) Stats() Stats {
 		st.Evictions += sh.evictions
 		st.Refusals += sh.refusals
 		sh.mu.Unlock()
+	}
+	if j := s.jr.Load(); j != nil {
+		st.JournalRecords, st.JournalDropped, st.JournalErrors = j.records.Load(), j.dropped.Load(), j.errs.Load()
 	}
 	return st
 }

@@ -35,5 +35,5 @@ func ExampleStore_Stats() {
 	// Output:
 	// true
 	// true <nil>
-	// {Keys:16 MaxKeys:16 Evictions:0 Refusals:1}
+	// {Keys:16 MaxKeys:16 Evictions:0 Refusals:1 JournalRecords:0 JournalDropped:0 JournalErrors:0}
 }

@@ -105,6 +105,10 @@ type Store struct {
 	tags    intervalTags // the bucket keys' emission intervals
 	periods intervalTags // the window and log keys' periods
 
+	jr      atomic.Pointer[journal] // OpenJournal's, or nil
+	snapGen uint64                  // the journal generation of the snapshot restored
+	snapMu  sync.Mutex              // serialises SaveSnapshot
+
 	closed atomic.Bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -214,17 +218,22 @@ func New(opts Options) *Store {
 	return s
 }
 
-// Close stops the store's goroutines. Apply returns ratelimit.ErrClosed
-// afterwards. Close is idempotent.
+// Close stops the store's goroutines, and writes out and closes its
+// journal. Apply returns ratelimit.ErrClosed afterwards. Close is
+// idempotent.
 func (s *Store) Close() error {
+	var err error
 	if s.closed.CompareAndSwap(false, true) {
 		close(s.stop)
 		s.wg.Wait()
 		if s.clk != nil {
 			s.clk.release()
 		}
+		if j := s.jr.Load(); j != nil {
+			err = j.close(s)
+		}
 	}
-	return nil
+	return err
 }
 
 // every runs f on a ticker of period d until Close: the sweeper.
@@ -355,12 +364,15 @@ func (s *Store) refund(now int64, req *ratelimit.Request, m *limitMemo, d *ratel
 	}
 	switch {
 	case i < 0 || (!took && !rescaled):
-		// Nothing given back: the state stays as it is.
+		return // nothing given back: the state stays as it is
 	case st == (window.State{}):
 		t.remove(i)
 	default:
 		s.retag(t, i, m.tag, w)
 		t.setWindow(i, st, packWinLimit(req.Limit.Rate, sliding))
+	}
+	if j := s.journaled(w); j != nil {
+		j.window(int(h>>s.shift), h, w, packWinLimit(req.Limit.Rate, sliding), st)
 	}
 }
 
@@ -624,6 +636,11 @@ func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, tag uin
 			t.retag(i, tag, w)
 		}
 		t.setWindow(i, st, packWinLimit(req.Limit.Rate, sliding))
+	default:
+		return true
+	}
+	if j := s.journaled(w); j != nil {
+		j.window(int(h>>s.shift), h, w, packWinLimit(req.Limit.Rate, sliding), st)
 	}
 	return true
 }

@@ -37,6 +37,11 @@ type snapshot struct {
 	TATInterval map[uint64]int64
 	Win         map[uint64]snapWin
 	Logs        map[uint64]snapLog
+	// Journal is the generation of the journal mark written just before
+	// the snapshot read the shards (journal.rotate): replay starts there.
+	// Without a journal open, one past the generation of the snapshot
+	// restored. 0: written before journals.
+	Journal uint64
 }
 
 type snapWin struct {
@@ -64,9 +69,30 @@ type snapLog struct {
 // keys, or Options.Shards) writes the bits it does not hold as zeros, so
 // its keys are found again by a store of as many shards or fewer (the
 // same Options find them all) and lost, as if new, by one of more.
+//
+// With a journal open (OpenJournal), the snapshot records the journal's
+// position; SaveSnapshot, which also compacts the journal, is then the
+// way to write one.
 func (s *Store) Snapshot(w io.Writer) error {
+	_, err := s.snapshot(w)
+	return err
+}
+
+// snapshot is Snapshot, returning the journal generation the snapshot
+// records.
+func (s *Store) snapshot(w io.Writer) (uint64, error) {
+	// Without a journal open the snapshot still moves the generation on,
+	// past every mark of a journal left from a run that had one: that
+	// journal is older than this snapshot and is not replayed over it.
+	gen := s.snapGen + 1
+	if j := s.jr.Load(); j != nil {
+		var err error
+		if gen, err = j.rotate(s); err != nil {
+			return 0, fmt.Errorf("memstore: write snapshot: %w", err)
+		}
+	}
 	now := s.clock()
-	snap := snapshot{Version: snapshotVersion, K0: s.hash.k0, K1: s.hash.k1,
+	snap := snapshot{Version: snapshotVersion, K0: s.hash.k0, K1: s.hash.k1, Journal: gen,
 		TAT: map[uint64]int64{}, TATLimit: map[uint64]uint32{}, TATInterval: map[uint64]int64{}, Win: map[uint64]snapWin{}, Logs: map[uint64]snapLog{}}
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -103,9 +129,9 @@ func (s *Store) Snapshot(w io.Writer) error {
 		sh.mu.Unlock()
 	}
 	if err := gob.NewEncoder(w).Encode(&snap); err != nil {
-		return fmt.Errorf("memstore: write snapshot: %w", err)
+		return 0, fmt.Errorf("memstore: write snapshot: %w", err)
 	}
-	return nil
+	return gen, nil
 }
 
 // ErrNotEmpty is returned by Restore when the store already holds keys.
@@ -140,6 +166,7 @@ func (s *Store) Restore(r io.Reader) error {
 		return fmt.Errorf("memstore: read snapshot: %w", err)
 	}
 	s.hash = keyHashOf(snap.K0, snap.K1)
+	s.snapGen = snap.Journal
 	now := s.clock()
 	// Keys go in as new keys do: past MaxKeys (a store restarted with a
 	// smaller bound) the cheapest are dropped first, and what cannot fit
@@ -160,20 +187,7 @@ func (s *Store) Restore(r io.Reader) error {
 		}
 	}
 	for k, v := range snap.Win {
-		lim := winLimit(v.Limit)
-		if v.State.Expiry(lim.sliding(), time.Duration(v.Period)) > now {
-			k = nonzero(k)
-			sh := s.shardOf(k)
-			sh.mu.Lock()
-			i := sh.win.find(k)
-			if i < 0 && s.makeRoom(sh, k, now) {
-				i = sh.win.insert(k, s.periods.tag(v.Period), v.Period)
-			}
-			if i >= 0 {
-				sh.win.setWindow(i, v.State, lim)
-			}
-			sh.mu.Unlock()
-		}
+		s.putWin(k, v, now)
 	}
 	for k, v := range snap.Logs {
 		if slidinglog.Expiry(v.Log, time.Duration(v.Period)) > now {
@@ -219,4 +233,32 @@ func (snap *snapshot) check() error {
 		}
 	}
 	return nil
+}
+
+// putWin sets the window key hashed to k to v at now, as Restore and the
+// journal's replay read them: a state that has decayed drops the key; a
+// new key goes in as new keys do (see Restore). Only before serving.
+func (s *Store) putWin(k uint64, v snapWin, now int64) {
+	lim := winLimit(v.Limit)
+	k = nonzero(k)
+	sh := s.shardOf(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i := sh.win.find(k)
+	if v.State.Expiry(lim.sliding(), time.Duration(v.Period)) <= now {
+		if i >= 0 {
+			sh.win.remove(i)
+		}
+		return
+	}
+	tag := s.periods.tag(v.Period)
+	switch {
+	case i >= 0:
+		s.retag(&sh.win, i, tag, v.Period)
+	case s.makeRoom(sh, k, now):
+		i = sh.win.insert(k, tag, v.Period)
+	default:
+		return
+	}
+	sh.win.setWindow(i, v.State, lim)
 }

@@ -16,8 +16,10 @@ const (
 	FailError FailurePolicy = iota
 	// FailAllow fails open: the request is admitted (Stripe's choice).
 	FailAllow
-	// FailDeny fails closed: the request is denied (429), with a
-	// Retry-After when the store knows when to try again.
+	// FailDeny fails closed: the request is refused. The gateway answers
+	// 503 "limiter unavailable" with Retry-After (the store's breaker
+	// cooldown); the RLS answers OVER_LIMIT (Envoy's 429), the only denial
+	// gRPC's answer has besides an error, which is FailError's.
 	FailDeny
 	// FailLocal falls back to a per-process memory store applying the same
 	// limits (n instances admit up to n times the limit). Where the store

@@ -60,7 +60,9 @@ func (s *Store) fallback(ctx context.Context, req ratelimit.Request, err error) 
 	case ratelimit.FailAllow:
 		return ratelimit.Decision{Allowed: true, Limit: lim}, nil
 	case ratelimit.FailDeny:
-		return ratelimit.Decision{Limit: lim, RetryAfter: s.opts.BreakerCooldown}, nil
+		// Not full again before the caller is told to come back: a reset
+		// of 0 would say the quota is whole now (RateLimit t=0).
+		return ratelimit.Decision{Limit: lim, RetryAfter: s.opts.BreakerCooldown, ResetAfter: s.opts.BreakerCooldown}, nil
 	case ratelimit.FailLocal:
 		return s.local.Apply(ctx, req)
 	}

@@ -122,8 +122,8 @@ func TestKillUnderLoad(t *testing.T) {
 						t.Fatalf("down, call %d: %+v, %v; want allowed", i, d, err)
 					}
 				case ratelimit.FailDeny:
-					if err != nil || d.Allowed || d.RetryAfter <= 0 {
-						t.Fatalf("down, call %d: %+v, %v; want denied with a RetryAfter", i, d, err)
+					if err != nil || d.Allowed || d.RetryAfter <= 0 || d.ResetAfter < d.RetryAfter {
+						t.Fatalf("down, call %d: %+v, %v; want denied with a RetryAfter, not full again before it", i, d, err)
 					}
 				case ratelimit.FailLocal:
 					// A fresh local limiter: 5 admitted, then denied.

@@ -49,8 +49,8 @@ func checkPolicy(t *testing.T, what string, policy ratelimit.FailurePolicy, d ra
 			t.Fatalf("%s: %+v, %v; want allowed by the %v policy", what, d, err, policy)
 		}
 	case ratelimit.FailDeny:
-		if err != nil || d.Allowed || d.RetryAfter <= 0 {
-			t.Fatalf("%s: %+v, %v; want denied by the policy, with a RetryAfter", what, d, err)
+		if err != nil || d.Allowed || d.RetryAfter <= 0 || d.ResetAfter < d.RetryAfter {
+			t.Fatalf("%s: %+v, %v; want denied by the policy, with a RetryAfter, not full again before it", what, d, err)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"net"
 	"slices"
 	"strings"
@@ -477,7 +478,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		o.InitAddress = slices.Clone(co.InitAddress)
 		client, err := rueidis.NewClient(o)
 		if err != nil {
-			return nil, fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, RedactURL(rawURL), err)
+			return nil, fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, redact.URL(rawURL), err)
 		}
 		return client, nil
 	}
@@ -547,12 +548,12 @@ func parseURL(raw string) (rueidis.ClientOption, error) {
 	case "redis", "rediss", "unix":
 		co, err := rueidis.ParseURL(raw)
 		if err != nil {
-			return co, fmt.Errorf("redisstore: URL %q: %v", RedactURL(raw), err)
+			return co, fmt.Errorf("redisstore: URL %q: %v", redact.URL(raw), redact.Error(raw, err))
 		}
 		return co, nil
 	case "redis-cluster", "rediss-cluster":
 	default:
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis://, rediss://, unix://, redis-cluster:// or rediss-cluster://", RedactURL(raw))
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis://, rediss://, unix://, redis-cluster:// or rediss-cluster://", redact.URL(raw))
 	}
 	single := strings.TrimSuffix(scheme, "-cluster")
 	// redis-cluster://user:pass@h1:p1,h2:p2/?… : net/url cannot parse a
@@ -572,40 +573,16 @@ func parseURL(raw string) (rueidis.ClientOption, error) {
 		}
 	}
 	if len(addrs) == 0 {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: no host", RedactURL(raw))
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: no host", redact.URL(raw))
 	}
 	co, err := rueidis.ParseURL(single + "://" + userinfo + addrs[0] + tail)
 	if err != nil {
-		return co, fmt.Errorf("redisstore: URL %q: %v", RedactURL(raw), err)
+		return co, fmt.Errorf("redisstore: URL %q: %v", redact.URL(raw), redact.Error(raw, err))
 	}
 	co.InitAddress = addrs
 	co.SelectDB = 0 // a cluster has only db 0
 	co.ShuffleInit = true
 	return co, nil
-}
-
-// RedactURL hides the password of a store URL, for logs and errors: in
-// redis://user:pass@host, redis://:pass@host and in a redis-cluster:// host
-// list (which net/url cannot parse). A URL without a password is returned
-// as it is.
-func RedactURL(raw string) string {
-	scheme := strings.Index(raw, "://")
-	if scheme < 0 {
-		return raw
-	}
-	rest := raw[scheme+3:]
-	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
-		rest = rest[:end]
-	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return raw
-	}
-	colon := strings.Index(rest[:at], ":")
-	if colon < 0 {
-		return raw
-	}
-	return raw[:scheme+3+colon+1] + "xxxxx" + raw[scheme+3+at:]
 }
 
 // Close stops the store's workers and its prober, closes the client if

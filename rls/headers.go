@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/server/rlheader"
 	"github.com/sluicehq/sluice/ratelimit"
-	"github.com/sluicehq/sluice/rules"
 )
 
 func wrapU32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
@@ -18,10 +17,10 @@ func wrapU32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
 // name, else its key.
 func policyName(c *check, i int) string {
 	switch {
-	case c.rule != nil && c.rule.HasName():
-		return c.rule.Name
-	case c.rule != nil:
-		return c.rule.Key
+	case c.Rule != nil && c.Rule.HasName():
+		return c.Rule.Name
+	case c.Rule != nil:
+		return c.Rule.Key
 	}
 	return "descriptor-" + strconv.Itoa(i)
 }
@@ -34,24 +33,22 @@ func (s *Server) responseHeaders(checks []check, resp *pb.RateLimitResponse) []*
 	ps := buf[:0]
 	for i := range checks {
 		c := &checks[i]
-		if c.kind != kindLimited || c.shadow {
+		if c.Kind != kindLimited || c.Shadow {
 			continue
 		}
-		rc := rules.Check{Kind: c.kind, Rule: c.rule, QuotaEnd: c.quotaEnd,
-			Request: ratelimit.Request{Limit: c.limit, Algorithm: c.alg}}
-		q, w := rc.Quota()
+		q, w := c.Quota()
 		st := resp.Statuses[i]
 		p := rlheader.State{Name: policyName(c, i), Quota: q, Window: ratelimit.DurationCeil(w),
 			Remaining: int64(st.LimitRemaining), Reset: st.DurationUntilReset.GetSeconds(),
 			Over: st.Code == pb.RateLimitResponse_OVER_LIMIT}
-		if (s.quota || (c.rule != nil && c.rule.QuotaMode)) && resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+		if (s.quota || (c.Rule != nil && c.Rule.QuotaMode)) && resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
 			// A quota_mode descriptor over its limit, while another quota
 			// descriptor still has room: the request is admitted.
 			p.Over = false
 		}
 		if p.Over {
 			wait := c.d.RetryAfter
-			if c.alg == ratelimit.FixedWindow || wait == 0 {
+			if c.Request.Algorithm == ratelimit.FixedWindow || wait == 0 {
 				wait = st.DurationUntilReset.AsDuration()
 			}
 			p.RetryAfter = ratelimit.DurationCeil(wait)

@@ -103,7 +103,7 @@ func lcWindow(ck *check) bool { return isEnvoyWindow(ck) }
 // get answers ck from the cache when its key is denied at now: it sets
 // ck's outcome and reports true.
 func (c *localCache) get(ck *check, now int64) bool {
-	k := lcKey{ck.key, ck.limit, ck.alg}
+	k := lcKey{ck.Request.Key, ck.Request.Limit, ck.Request.Algorithm}
 	sh := c.shard(k.key)
 	sh.mu.Lock()
 	e, ok := sh.m[k]
@@ -113,7 +113,7 @@ func (c *localCache) get(ck *check, now int64) bool {
 		sh.st.Expired++
 		ok = false
 	}
-	if ok && !lcWindow(ck) && ck.hits < e.n {
+	if ok && !lcWindow(ck) && ck.Request.N < e.n {
 		ok = false // a cheaper request may fit
 	}
 	sh.st.Lookups++
@@ -126,10 +126,10 @@ func (c *localCache) get(ck *check, now int64) bool {
 	if !ok {
 		return false
 	}
-	capacity := max(0, ck.limit.Capacity(ck.alg))
+	capacity := max(0, ck.Request.Limit.Capacity(ck.Request.Algorithm))
 	ck.cached, ck.over, ck.remaining = true, true, 0
-	ck.before, ck.after = capacity, capacity+ck.hits
-	ck.d = ratelimit.Decision{Limit: ck.limit, RetryAfter: time.Duration(e.until - now),
+	ck.before, ck.after = capacity, capacity+ck.Request.N
+	ck.d = ratelimit.Decision{Limit: ck.Request.Limit, RetryAfter: time.Duration(e.until - now),
 		ResetAfter: max(0, e.reset-time.Duration(now-e.at))}
 	return true
 }
@@ -140,8 +140,8 @@ func (c *localCache) put(ck *check, now int64) {
 	var until time.Duration
 	if lcWindow(ck) {
 		until = ck.d.ResetAfter
-		if until <= 0 && ck.limit.Period > 0 {
-			p := int64(ck.limit.Period)
+		if until <= 0 && ck.Request.Limit.Period > 0 {
+			p := int64(ck.Request.Limit.Period)
 			until = time.Duration(p - now%p)
 		}
 	} else {
@@ -150,7 +150,7 @@ func (c *localCache) put(ck *check, now int64) {
 	if until <= 0 {
 		return
 	}
-	k := lcKey{ck.key, ck.limit, ck.alg}
+	k := lcKey{ck.Request.Key, ck.Request.Limit, ck.Request.Algorithm}
 	cost := lcCost(k.key)
 	if cost > c.budget {
 		return
@@ -167,7 +167,7 @@ func (c *localCache) put(ck *check, now int64) {
 		sh.bytes += cost
 		k.key = string([]byte(k.key)) // not the request's memory
 	}
-	sh.m[k] = lcEntry{until: now + int64(until), at: now, n: ck.hits, reset: ck.d.ResetAfter}
+	sh.m[k] = lcEntry{until: now + int64(until), at: now, n: ck.Request.N, reset: ck.d.ResetAfter}
 }
 
 // makeRoom drops entries until cost more bytes fit: expired ones among

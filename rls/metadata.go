@@ -26,11 +26,11 @@ func dynamicMetadata(req *pb.RateLimitRequest, checks []check, resp *pb.RateLimi
 	passed := &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	for i := range checks {
 		c := &checks[i]
-		if c.kind != kindLimited || c.rule == nil || c.rule.Metadata == nil || i >= len(resp.Statuses) ||
+		if c.Kind != kindLimited || c.Rule == nil || c.Rule.Metadata == nil || i >= len(resp.Statuses) ||
 			resp.Statuses[i].GetCode() == pb.RateLimitResponse_OVER_LIMIT {
 			continue
 		}
-		if m, err := structpb.NewStruct(c.rule.Metadata); err == nil {
+		if m, err := structpb.NewStruct(c.Rule.Metadata); err == nil {
 			mergeMetadata(passed, m)
 		}
 	}

@@ -411,15 +411,15 @@ func truncateUTF8(s string, n int) string {
 // the local over-limit cache counts all its hits as over_limit and
 // over_limit_with_local_cache.
 func (rs *ruleStats) record(c *check, nearRatio float64) {
-	hits := uint64(c.hits)
+	hits := uint64(c.Request.N)
 	var over, nearHits, within, shadow, cached uint64
-	capacity := uint64(max(0, c.limit.Capacity(c.alg)))
+	capacity := uint64(max(0, c.Request.Limit.Capacity(c.Request.Algorithm)))
 	before, after := uint64(c.before), uint64(c.after)
 	near := uint64(float64(float32(capacity) * float32(nearRatio))) // as envoy: float32, floored
 	switch {
 	case c.cached:
 		over, cached = hits, hits
-		if c.shadow {
+		if c.Shadow {
 			shadow = hits
 		}
 	case c.over:
@@ -429,7 +429,7 @@ func (rs *ruleStats) record(c *check, nearRatio float64) {
 			over = after - capacity
 			nearHits = capacity - max(near, before)
 		}
-		if c.shadow {
+		if c.Shadow {
 			shadow = over
 		}
 	default:

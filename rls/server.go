@@ -331,14 +331,14 @@ func (s *Server) Close() error {
 // shadow denial, or an enforced one (quota_mode's too).
 func (s *Server) logDenial(c *check) {
 	name := "override"
-	if c.rule != nil {
-		name = c.rule.Key
+	if c.Rule != nil {
+		name = c.Rule.Key
 	}
 	kind := eventlog.Denied
-	if c.shadow {
+	if c.Shadow {
 		kind = eventlog.ShadowDenied
 	}
-	s.events.Report(kind, name, c.key, nil)
+	s.events.Report(kind, name, c.Request.Key, nil)
 }
 
 // Shutdown marks the server NOT_SERVING on the health service and
@@ -434,22 +434,18 @@ const (
 
 // check is one descriptor's resolution and outcome.
 type check struct {
-	kind      kind
-	key       string       // storage key
-	rc        *rules.Check // what the check resolved to: its Decide charges the store
-	rule      *rules.Rule  // nil for an override
-	limit     ratelimit.Limit
-	alg       ratelimit.Algorithm
+	// Check is what the descriptor resolved to (rules.Set.Resolve): kind,
+	// rule (nil for an override), shadow, quota end and the store request
+	// (key, limit, algorithm, hits), the limit and shadow as adjusted by
+	// the admin API. Its Decide charges the store.
+	*rules.Check
 	unit      pb.RateLimitResponse_RateLimit_Unit // an override's unit, as sent
 	mult      uint32                              // and its unit_multiplier; 0 when none
-	shadow    bool
-	hits      int64
 	d         ratelimit.Decision
 	over      bool  // over the limit (before shadow mode)
 	remaining int64 // limit_remaining (0 when over)
 	before    int64 // usage before this request's hits, as envoyproxy/ratelimit counts it
 	after     int64 // and after
-	quotaEnd  time.Time
 	stats     *ruleStats
 	skip      bool // outcome already set, not charged (StopIncrementWhenOverLimit)
 	cached    bool // answered from the local over-limit cache
@@ -514,16 +510,15 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 	limited := 0
 	for i := range resolved {
 		r, c := &resolved[i], &checks[i]
-		c.kind, c.rc, c.rule, c.shadow, c.quotaEnd = r.Kind, r, r.Rule, r.Shadow, r.QuotaEnd
-		c.key, c.limit, c.alg, c.hits = r.Request.Key, r.Request.Limit, r.Request.Algorithm, r.Request.N
-		if c.kind != kindLimited {
+		c.Check = r
+		if c.Kind != kindLimited {
 			continue
 		}
 		limited++
 		s.ops.adjust(c)
 		// Counters only for what is applied: a replaced rule counts nothing.
-		if c.rule != nil {
-			c.stats = s.m.forRule(c.rule, sc.descs[i].Entries)
+		if c.Rule != nil {
+			c.stats = s.m.forRule(c.Rule, sc.descs[i].Entries)
 		} else {
 			c.stats = s.m.forKey(domain, overrideMetricKey(domain, sc.descs[i].Entries))
 		}
@@ -538,7 +533,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 		err = s.applyParallel(ctx, checks)
 	default:
 		for i := range checks {
-			if c := &checks[i]; c.kind == kindLimited {
+			if c := &checks[i]; c.Kind == kindLimited {
 				if err = s.apply(ctx, c); err != nil {
 					break
 				}
@@ -552,8 +547,8 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 		// when they ran together), with the first limited key as a sample.
 		key := ""
 		for i := range checks {
-			if checks[i].kind == kindLimited {
-				key = checks[i].key
+			if checks[i].Kind == kindLimited {
+				key = checks[i].Request.Key
 				break
 			}
 		}
@@ -561,7 +556,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 		return nil, status.Errorf(codes.Unavailable, "rls: store: %v", err)
 	}
 	for i := range checks {
-		if c := &checks[i]; c.kind == kindLimited {
+		if c := &checks[i]; c.Kind == kindLimited {
 			c.stats.record(c, s.nearRatio)
 			s.ops.record(c)
 			if c.over {
@@ -657,22 +652,22 @@ func (s *Server) applyCached(ctx context.Context, c *check) error {
 
 // applyStore is apply's store call.
 func (s *Server) applyStore(ctx context.Context, c *check) error {
-	key := c.key
-	if c.alg == ratelimit.FixedWindow && c.quotaEnd.IsZero() {
+	key := c.Request.Key
+	if c.Request.Algorithm == ratelimit.FixedWindow && c.QuotaEnd.IsZero() {
 		return s.applyEnvoyWindow(ctx, c, key)
 	}
-	d, err := c.rc.Decide(ctx, s.store, ratelimit.Request{Key: key, Limit: c.limit, Algorithm: c.alg, N: c.hits})
+	d, err := c.Check.Decide(ctx, s.store, ratelimit.Request{Key: key, Limit: c.Request.Limit, Algorithm: c.Request.Algorithm, N: c.Request.N})
 	if err != nil {
 		return err
 	}
-	capacity := max(0, c.limit.Capacity(c.alg))
+	capacity := max(0, c.Request.Limit.Capacity(c.Request.Algorithm))
 	used := capacity - min(capacity, max(0, d.Remaining))
 	c.d, c.over, c.remaining = d, !d.Allowed, d.Remaining
 	if c.over {
-		c.before, c.after = used, used+c.hits
+		c.before, c.after = used, used+c.Request.N
 		c.remaining = 0
 	} else {
-		c.before, c.after = max(0, used-c.hits), used
+		c.before, c.after = max(0, used-c.Request.N), used
 	}
 	return nil
 }
@@ -687,11 +682,11 @@ const maxParallel = 32
 // pipeline applies them.
 func distinctKeys(checks []check) bool {
 	for i := range checks {
-		if checks[i].kind != kindLimited {
+		if checks[i].Kind != kindLimited {
 			continue
 		}
 		for j := i + 1; j < len(checks); j++ {
-			if checks[j].kind == kindLimited && checks[j].key == checks[i].key {
+			if checks[j].Kind == kindLimited && checks[j].Request.Key == checks[i].Request.Key {
 				return false
 			}
 		}
@@ -707,7 +702,7 @@ func (s *Server) applyParallel(ctx context.Context, checks []check) error {
 	errs := make([]error, len(checks))
 	first := -1
 	for i := range checks {
-		if checks[i].kind != kindLimited {
+		if checks[i].Kind != kindLimited {
 			continue
 		}
 		if first < 0 {
@@ -738,8 +733,8 @@ func (s *Server) applyParallel(ctx context.Context, checks []check) error {
 // consumed so that the count reads Rate+1. The only extra store call is
 // that one, for a request costing more than what is left.
 func (s *Server) applyEnvoyWindow(ctx context.Context, c *check, key string) error {
-	lim := ratelimit.Limit{Rate: c.limit.Rate + 1, Period: c.limit.Period}
-	d, err := c.rc.Decide(ctx, s.store, ratelimit.Request{Key: key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: c.hits})
+	lim := ratelimit.Limit{Rate: c.Request.Limit.Rate + 1, Period: c.Request.Limit.Period}
+	d, err := c.Check.Decide(ctx, s.store, ratelimit.Request{Key: key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: c.Request.N})
 	if err != nil {
 		return err
 	}
@@ -747,23 +742,23 @@ func (s *Server) applyEnvoyWindow(ctx context.Context, c *check, key string) err
 	count := lim.Rate - min(lim.Rate, max(0, d.Remaining)) // after, when admitted; before, when denied
 	if !d.Allowed {
 		if d.Remaining > 0 {
-			if _, err := c.rc.Decide(ctx, s.store, ratelimit.Request{Key: key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: d.Remaining}); err != nil {
+			if _, err := c.Check.Decide(ctx, s.store, ratelimit.Request{Key: key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: d.Remaining}); err != nil {
 				return err
 			}
 		}
 		c.over, c.remaining = true, 0
-		c.before, c.after = count, count+c.hits
+		c.before, c.after = count, count+c.Request.N
 		return nil
 	}
-	c.over = count > c.limit.Rate
-	c.remaining = max(0, c.limit.Rate-count)
-	c.before, c.after = max(0, count-c.hits), count
+	c.over = count > c.Request.Limit.Rate
+	c.remaining = max(0, c.Request.Limit.Rate-count)
+	c.before, c.after = max(0, count-c.Request.N), count
 	return nil
 }
 
 // isEnvoyWindow reports whether c is charged by applyEnvoyWindow.
 func isEnvoyWindow(c *check) bool {
-	return c.kind == kindLimited && c.alg == ratelimit.FixedWindow && c.quotaEnd.IsZero()
+	return c.Kind == kindLimited && c.Request.Algorithm == ratelimit.FixedWindow && c.QuotaEnd.IsZero()
 }
 
 // spareWithinLimit is StopIncrementWhenOverLimit, as envoyproxy/ratelimit's
@@ -789,14 +784,14 @@ func (s *Server) spareWithinLimit(ctx context.Context, checks []check) error {
 		if !isEnvoyWindow(c) {
 			continue
 		}
-		lim := ratelimit.Limit{Rate: c.limit.Rate + 1, Period: c.limit.Period}
-		d, err := c.rc.Decide(ctx, s.store, ratelimit.Request{Key: c.key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: 0})
+		lim := ratelimit.Limit{Rate: c.Request.Limit.Rate + 1, Period: c.Request.Limit.Period}
+		d, err := c.Check.Decide(ctx, s.store, ratelimit.Request{Key: c.Request.Key, Limit: lim, Algorithm: ratelimit.FixedWindow, N: 0})
 		if err != nil {
 			return err
 		}
 		c.d = d
 		counts[i] = lim.Rate - min(lim.Rate, max(0, d.Remaining))
-		if counts[i]+c.hits > c.limit.Rate {
+		if counts[i]+c.Request.N > c.Request.Limit.Rate {
 			anyOver = true
 			counts[i] = -1 // going over: charged
 		}
@@ -813,8 +808,8 @@ func (s *Server) spareWithinLimit(ctx context.Context, checks []check) error {
 		// upstream answers from an increment of 0.
 		count := counts[i]
 		c.skip, c.over = true, false
-		c.remaining = max(0, c.limit.Rate-count)
-		c.before, c.after = max(0, count-c.hits), count
+		c.remaining = max(0, c.Request.Limit.Rate-count)
+		c.before, c.after = max(0, count-c.Request.N), count
 	}
 	return nil
 }
@@ -911,33 +906,33 @@ func overrideMetricKey(domain string, entries []rules.Entry) string {
 // stays so, not an hour); a sluice window reports the longest unit
 // dividing the period, with unit_multiplier when it is more than one unit.
 func currentLimit(rl *pb.RateLimitResponse_RateLimit, c *check) *pb.RateLimitResponse_RateLimit {
-	rl.RequestsPerUnit = clamp32(c.limit.Rate)
-	if c.rule != nil && c.rule.HasName() {
-		rl.Name = c.rule.Name
+	rl.RequestsPerUnit = clamp32(c.Request.Limit.Rate)
+	if c.Rule != nil && c.Rule.HasName() {
+		rl.Name = c.Rule.Name
 	}
 	switch {
-	case c.rule != nil && c.rule.Quota != nil:
+	case c.Rule != nil && c.Rule.Quota != nil:
 		rl.Unit = pb.RateLimitResponse_RateLimit_DAY
-		if c.rule.Quota.Period == rules.QuotaMonth {
+		if c.Rule.Quota.Period == rules.QuotaMonth {
 			rl.Unit = pb.RateLimitResponse_RateLimit_MONTH
 		}
 		return rl
-	case c.rule != nil && c.rule.Unit != "":
-		if u := ruleUnit(c.rule.Unit); u != pb.RateLimitResponse_RateLimit_UNKNOWN {
+	case c.Rule != nil && c.Rule.Unit != "":
+		if u := ruleUnit(c.Rule.Unit); u != pb.RateLimitResponse_RateLimit_UNKNOWN {
 			rl.Unit = u
-			if m := c.rule.UnitMultiplier; m != 0 {
+			if m := c.Rule.UnitMultiplier; m != 0 {
 				rl.UnitMultiplier = wrapU32(m)
 			}
 			return rl
 		}
-	case c.rule == nil && c.unit != pb.RateLimitResponse_RateLimit_UNKNOWN:
+	case c.Rule == nil && c.unit != pb.RateLimitResponse_RateLimit_UNKNOWN:
 		rl.Unit = c.unit
 		if c.mult != 0 {
 			rl.UnitMultiplier = wrapU32(c.mult)
 		}
 		return rl
 	}
-	p := c.limit.Period
+	p := c.Request.Limit.Period
 	for _, u := range units {
 		if p >= u.d && p%u.d == 0 {
 			rl.Unit = u.unit
@@ -989,10 +984,10 @@ func (s *Server) resetAfter(c *check) time.Duration {
 	r := c.d.ResetAfter
 	now := s.now()
 	switch {
-	case !c.quotaEnd.IsZero():
-		r = c.quotaEnd.Sub(now)
-	case r == 0 && c.alg == ratelimit.FixedWindow && c.limit.Period > 0:
-		p := int64(c.limit.Period)
+	case !c.QuotaEnd.IsZero():
+		r = c.QuotaEnd.Sub(now)
+	case r == 0 && c.Request.Algorithm == ratelimit.FixedWindow && c.Request.Limit.Period > 0:
+		p := int64(c.Request.Limit.Period)
 		r = time.Duration(p - now.UnixNano()%p)
 	}
 	return time.Duration(ratelimit.DurationCeil(r)) * time.Second
@@ -1040,7 +1035,7 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 		st := &b.st
 		resp.Statuses[i] = st
 		st.Code = pb.RateLimitResponse_OK
-		switch c.kind {
+		switch c.Kind {
 		case kindNone:
 			if s.quota {
 				quotaTotal++
@@ -1053,13 +1048,13 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 		st.CurrentLimit = currentLimit(&b.limit, c)
 		b.reset.Seconds = int64(s.resetAfter(c) / time.Second)
 		st.DurationUntilReset = &b.reset
-		quota := s.quota || (c.rule != nil && c.rule.QuotaMode)
+		quota := s.quota || (c.Rule != nil && c.Rule.QuotaMode)
 		if quota {
 			quotaTotal++
 		}
 		if c.over {
 			switch {
-			case c.shadow:
+			case c.Shadow:
 				// Counted and reported, answered OK (and, for a quota_mode
 				// rule, not one of the quota descriptors over).
 			case quota:

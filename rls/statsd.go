@@ -14,6 +14,7 @@ import (
 	"time"
 
 	gostats "github.com/lyft/gostats"
+	"github.com/sluicehq/sluice/internal/tick"
 )
 
 // DefaultStatsdFlushInterval is how often a Statsd sends its stats when
@@ -137,16 +138,7 @@ func DialStatsd(addr string, opts StatsdOptions) (*Statsd, error) {
 
 func (s *Statsd) run() {
 	defer close(s.done)
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.store.Flush()
-		}
-	}
+	tick.Loop(s.stop, s.interval, func(time.Time) { s.store.Flush() })
 }
 
 // Flush sends the stats now: the counters' increments since the last

@@ -130,30 +130,30 @@ func (o *ops) table() *ruleTable {
 // adjust applies the admin API's override and percentage enforcement to a
 // limited check.
 func (o *ops) adjust(c *check) {
-	o.door.AdjustLimit(c.rule, c.key, &c.limit, &c.shadow)
+	o.door.AdjustLimit(c.Rule, c.Request.Key, &c.Request.Limit, &c.Shadow)
 }
 
 // record counts a decided check.
 func (o *ops) record(c *check) {
-	if c.rule == nil {
+	if c.Rule == nil {
 		return
 	}
 	out := status.Allowed
 	if c.over {
 		out = status.Denied
-		if c.shadow || o.s.shadow {
+		if c.Shadow || o.s.shadow {
 			out = status.ShadowDenied
 		}
 	}
-	o.table().rule[c.rule].Record(out, c.key)
+	o.table().rule[c.Rule].Record(out, c.Request.Key)
 }
 
 // storeError counts a request the store failed on.
 func (o *ops) storeError(checks []check) {
 	t := o.table()
 	for i := range checks {
-		if c := &checks[i]; c.kind == kindLimited && c.rule != nil {
-			t.rule[c.rule].Record(status.StoreError, c.key)
+		if c := &checks[i]; c.Kind == kindLimited && c.Rule != nil {
+			t.rule[c.Rule].Record(status.StoreError, c.Request.Key)
 		}
 	}
 }

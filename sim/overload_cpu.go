@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // This file is the CPU-bound half of the overload scenario. It is not a
@@ -89,10 +90,10 @@ func ServeCPU(ctx context.Context, o CPUServerOptions, stdin io.Reader, stdout i
 	switch name := o.Limiter; {
 	case name == "sluice-gradient":
 		l := adaptive.NewGradient(adaptive.GradientOptions{})
-		s.lim, h = l, adaptive.Middleware(l, work)
+		s.lim, h = l, (&httplimit.Adaptive{Limiter: l}).Handler(work)
 	case name == "sluice-vegas":
 		l := adaptive.NewVegas(adaptive.VegasOptions{})
-		s.lim, h = l, adaptive.Middleware(l, work)
+		s.lim, h = l, (&httplimit.Adaptive{Limiter: l}).Handler(work)
 	case strings.HasPrefix(name, "fixed:"):
 		n, err := strconv.Atoi(strings.TrimPrefix(name, "fixed:"))
 		if err != nil || n < 1 {
@@ -100,7 +101,7 @@ func ServeCPU(ctx context.Context, o CPUServerOptions, stdin io.Reader, stdout i
 		}
 		l := adaptive.NewGradient(adaptive.GradientOptions{LimiterOptions: adaptive.LimiterOptions{
 			Initial: n, Min: n, Max: n, Probe: adaptive.ProbeOptions{Interval: -1}}})
-		s.lim, h = l, adaptive.Middleware(l, work)
+		s.lim, h = l, (&httplimit.Adaptive{Limiter: l}).Handler(work)
 	case name == "none":
 		h = work
 	default:

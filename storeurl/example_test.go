@@ -21,9 +21,7 @@ func ExampleOpen() {
 	ok, detail := st.Ready()
 	fmt.Println(d.Allowed, d.Remaining, ok)
 	fmt.Println(detail)
-	fmt.Println(storeurl.Redact("redis://app:s3cret@redis.internal:6379/0"))
 	// Output:
 	// true 9 true
 	// store memory: 1 keys of 65536
-	// redis://app:xxxxx@redis.internal:6379/0
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -65,10 +66,10 @@ func takePrefetch(raw string) (string, *redisstore.PrefetchOptions, error) {
 	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return "", nil, fmt.Errorf("URL %s: query: %v", redisstore.RedactURL(raw), err)
+		return "", nil, fmt.Errorf("URL %s: query: %v", redact.URL(raw), redact.Error(raw, err))
 	}
 	bad := func(msg string, args ...any) (string, *redisstore.PrefetchOptions, error) {
-		return "", nil, fmt.Errorf("URL %s: %s", redisstore.RedactURL(raw), fmt.Sprintf(msg, args...))
+		return "", nil, fmt.Errorf("URL %s: %s", redact.URL(raw), fmt.Sprintf(msg, args...))
 	}
 	found := false
 	for _, p := range oldParams {

@@ -5,11 +5,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"net/url"
 	"os"
 	"strings"
-
-	"github.com/sluicehq/sluice/redisstore"
 )
 
 // TLS query parameters of rediss:// and rediss-cluster:// URLs: files
@@ -32,17 +31,17 @@ func rewrite(raw string) (string, *tls.Config, error) {
 	base, query, _ := strings.Cut(rest, "?")
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return "", nil, fmt.Errorf("URL %s: query: %v", redisstore.RedactURL(raw), err)
+		return "", nil, fmt.Errorf("URL %s: query: %v", redact.URL(raw), redact.Error(raw, err))
 	}
 	tc, err := tlsFromQuery(scheme, q)
 	if err != nil {
-		return "", nil, fmt.Errorf("URL %s: %w", redisstore.RedactURL(raw), err)
+		return "", nil, fmt.Errorf("URL %s: %w", redact.URL(raw), err)
 	}
 	switch scheme {
 	case "redis-sentinel", "sentinel":
 		out, err := sentinelURL(base, q)
 		if err != nil {
-			return "", nil, fmt.Errorf("URL %s: %w", redisstore.RedactURL(raw), err)
+			return "", nil, fmt.Errorf("URL %s: %w", redact.URL(raw), err)
 		}
 		return out, tc, nil
 	}

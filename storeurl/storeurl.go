@@ -3,6 +3,7 @@ package storeurl
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"log/slog"
 	"sync"
 
@@ -24,8 +25,21 @@ type Options struct {
 	// Redis configures a Redis store. Its OnHealth is set by Open to log
 	// when Redis is lost and back.
 	Redis redisstore.Options
+	// OnStoreError is the failure policy the server applies above a store
+	// that returns its errors (Redis.OnError ratelimit.FailError: the gateway's
+	// allow, deny and error), named in the logs; otherwise the logs name
+	// Redis.OnError.
+	OnStoreError ratelimit.FailurePolicy
 	// Logger receives the store's health changes. Nil discards.
 	Logger *slog.Logger
+}
+
+// policy names, for the logs, what answers while Redis is away.
+func (o Options) policy() string {
+	if o.Redis.OnError == ratelimit.FailError {
+		return o.OnStoreError.String()
+	}
+	return o.Redis.OnError.String()
 }
 
 // Store is an opened store.
@@ -81,7 +95,8 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 		return &Store{Store: m, Memory: m, url: Memory}, nil
 	}
 	ro := opts.Redis
-	safe := Redact(raw)
+	policy := opts.policy()
+	safe := redact.URL(raw)
 	for _, w := range Warnings(raw) {
 		log.Warn("store: "+w, "store", safe)
 	}
@@ -119,7 +134,7 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 		if h.Connected {
 			log.Info("store: redis is back", "store", safe, "health", h.String())
 		} else {
-			log.Error("store: redis is unavailable; the failure policy answers", "store", safe, "on_store_error", ro.OnError.String(), "health", h.String())
+			log.Error("store: redis is unavailable; the failure policy answers", "store", safe, "on_store_error", policy, "health", h.String())
 		}
 		if next != nil {
 			next(h)
@@ -131,27 +146,36 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 	}
 	if h := r.Health(); !h.Connected {
 		log.Error("store: redis is unavailable at start; serving with the failure policy and reconnecting in the background",
-			"store", safe, "on_store_error", ro.OnError.String(), "err", h.LastError)
+			"store", safe, "on_store_error", policy, "err", h.LastError)
 	}
 	st := &Store{Store: r, Redis: r, url: safe}
 	if prefetch != nil {
-		l, err := redisstore.NewPrefetch(r, *prefetch)
-		if err != nil {
+		if err := st.prefetchMode(*prefetch, log); err != nil {
 			r.Close()
-			return nil, fmt.Errorf("store %s: %w", safe, err)
+			return nil, err
 		}
-		st.Store, st.Prefetch = l, l
-		ttl, n := prefetch.TTL, prefetch.Instances
-		if ttl == 0 {
-			ttl = redisstore.DefaultPrefetchTTL
-		}
-		if n == 0 {
-			n = redisstore.DefaultPrefetchInstances
-		}
-		log.Info("store: prefetch mode for hot keys (gcra, token_bucket, fixed_window; other algorithms exact)",
-			"store", safe, "slice_ttl", ttl.String(), "instances", n)
 	}
 	return st, nil
+}
+
+// prefetchMode turns on the Redis store's prefetch mode (URL parameter
+// prefetch) with o, and says so in the log.
+func (s *Store) prefetchMode(o redisstore.PrefetchOptions, log *slog.Logger) error {
+	l, err := redisstore.NewPrefetch(s.Redis, o)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", s.url, err)
+	}
+	s.Store, s.Prefetch = l, l
+	ttl, n := o.TTL, o.Instances
+	if ttl == 0 {
+		ttl = redisstore.DefaultPrefetchTTL
+	}
+	if n == 0 {
+		n = redisstore.DefaultPrefetchInstances
+	}
+	log.Info("store: prefetch mode for hot keys (gcra, token_bucket, fixed_window; other algorithms exact)",
+		"store", s.url, "slice_ttl", ttl.String(), "instances", n)
+	return nil
 }
 
 // prefetchStats are the counters of the store's prefetch mode or view, zero
@@ -231,6 +255,9 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 			gauge("max_keys", "The memory store's bound on keys.", func() float64 { return float64(m.Stats().MaxKeys) }),
 			counter("store", "evictions_total", "Memory store keys dropped to make room before their state had decayed.", func() float64 { return float64(m.Stats().Evictions) }),
 			counter("store", "refusals_total", "New memory store keys refused because every key held state that must not be lost (the failure policy answered).", func() float64 { return float64(m.Stats().Refusals) }),
+			counter("store", "journal_records_total", "Quota charges recorded in the memory store's journal (zero without one).", func() float64 { return float64(m.Stats().JournalRecords) }),
+			counter("store", "journal_dropped_total", "Journal records dropped because the journal's buffer was full (the key's next record makes up for it).", func() float64 { return float64(m.Stats().JournalDropped) }),
+			counter("store", "journal_errors_total", "Journal writes or syncs that failed (their records lost; the error is logged).", func() float64 { return float64(m.Stats().JournalErrors) }),
 		)
 	}
 	if r := s.Redis; r != nil {
@@ -260,6 +287,3 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 	}
 	return nil
 }
-
-// Redact hides a store URL's password (redisstore.RedactURL).
-func Redact(raw string) string { return redisstore.RedactURL(raw) }

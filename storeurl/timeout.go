@@ -2,11 +2,10 @@ package storeurl
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/sluicehq/sluice/redisstore"
 )
 
 // ParamTimeout is the Redis store URL parameter that bounds each call:
@@ -24,18 +23,18 @@ func takeTimeout(raw string) (string, time.Duration, error) {
 	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return "", 0, fmt.Errorf("URL %s: query: %v", redisstore.RedactURL(raw), err)
+		return "", 0, fmt.Errorf("URL %s: query: %v", redact.URL(raw), redact.Error(raw, err))
 	}
 	if !q.Has(ParamTimeout) {
 		return raw, 0, nil
 	}
 	if len(q[ParamTimeout]) > 1 {
-		return "", 0, fmt.Errorf("URL %s: %s may be given once", redisstore.RedactURL(raw), ParamTimeout)
+		return "", 0, fmt.Errorf("URL %s: %s may be given once", redact.URL(raw), ParamTimeout)
 	}
 	v := q.Get(ParamTimeout)
 	d, err := time.ParseDuration(v)
 	if err != nil || d < time.Millisecond || d > time.Minute {
-		return "", 0, fmt.Errorf("URL %s: %s=%q: want a duration from 1ms to 1m", redisstore.RedactURL(raw), ParamTimeout, v)
+		return "", 0, fmt.Errorf("URL %s: %s=%q: want a duration from 1ms to 1m", redact.URL(raw), ParamTimeout, v)
 	}
 	q.Del(ParamTimeout)
 	out := head

@@ -11,7 +11,11 @@
 //   - sluice-off: sluice serve with limits off (the kill switch);
 //   - sluice-on: sluice serve with a per-IP token bucket, memory store;
 //   - sluice-redis: the same on a Redis store (a redis-server the harness
-//     starts).
+//     starts);
+//   - sluice-quota and sluice-journal (not in the default set): a monthly
+//     quota per IP that admits everything, memory store with a snapshot
+//     file, without and with the journal of quota charges (every request
+//     a record, written every second): what the journal costs.
 //
 // Each is a process of its own, and so is the load generator (cmd/gwload:
 // keep-alive clients, each connecting from its own loopback address, so a
@@ -64,9 +68,11 @@ const (
 	kindSluiceOff   = "sluice-off"
 	kindSluiceOn    = "sluice-on"
 	kindSluiceRedis = "sluice-redis"
+	kindQuota       = "sluice-quota"
+	kindJournal     = "sluice-journal"
 )
 
-var kinds = []string{kindNginx, kindGoProxy, kindSluiceOff, kindSluiceOn, kindSluiceRedis, kindGoPlain}
+var kinds = []string{kindNginx, kindGoProxy, kindSluiceOff, kindSluiceOn, kindSluiceRedis, kindGoPlain, kindQuota, kindJournal}
 
 // defaultKinds are the contenders of a run without -contenders.
 var defaultKinds = kinds[:5]
@@ -298,6 +304,8 @@ func setup(ctx context.Context, o options) (_ *env, err error) {
 			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, false, "memory", o.profile != "")
 		case kindSluiceRedis:
 			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, false, e.redis.URL(), o.profile != "")
+		case kindQuota, kindJournal:
+			c.p, err = startSluiceQuota(e.bins.sluice, e.dir, c.name, e.upstream.url, c.kind == kindJournal, o.profile != "")
 		}
 		if err != nil {
 			return nil, err

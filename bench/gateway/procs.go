@@ -280,15 +280,14 @@ func startGoProxy(bin, name, upstreamURL string, idle int, pool bool) (*proc, er
 }
 
 // sluiceConfig is sluice serve's config: one identity descriptor matched to
-// a per-IP token bucket that admits everything (and a per-user one, for
-// callers with a user, which the load has none of).
+// a limit for each IP (and one for each user, for callers with a user,
+// which the load has none of), with more top-level settings.
 const sluiceConfig = `
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstream: %s
-disabled: %t
-store: %s
 pprof: %t
+%s
 routes:
   - path: /
     rate_limits:
@@ -297,17 +296,34 @@ rules:
   domain: bench
   descriptors:
     - key: remote_address
-      rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
+      %s
     - key: user
-      rate_limit: {name: per-user, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
+      %s
 `
 
-// startSluice runs sluice serve: limits off (disabled) or on, on store
-// ("memory" or a redis:// URL), with /debug/pprof/ on its admin listener
-// when pprof is true.
+// startSluice runs sluice serve: limits off (disabled) or on, a token
+// bucket a second that admits everything, on store ("memory" or a
+// redis:// URL), with /debug/pprof/ on its admin listener when pprof is
+// true.
 func startSluice(bin, dir, name, upstreamURL string, disabled bool, store string, pprof bool) (*proc, error) {
+	return startServe(bin, dir, name, fmt.Sprintf(sluiceConfig, upstreamURL, pprof, fmt.Sprintf("disabled: %t\nstore: %s", disabled, store),
+		"rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}",
+		"rate_limit: {name: per-user, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}"))
+}
+
+// startSluiceQuota runs sluice serve with a monthly quota per IP that
+// admits everything, on the memory store with a snapshot file (an hour
+// apart: the run sees none) and the journal of quota charges on or off.
+func startSluiceQuota(bin, dir, name, upstreamURL string, journal, pprof bool) (*proc, error) {
+	snap := filepath.Join(dir, name+".snap")
+	return startServe(bin, dir, name, fmt.Sprintf(sluiceConfig, upstreamURL, pprof, fmt.Sprintf("snapshot: {file: %s, interval: 1h, journal: %t}", snap, journal),
+		"quota: {period: month, limit: 1000000000000}", "quota: {period: month, limit: 1000000000000}"))
+}
+
+// startServe writes cfg to dir/name.yaml and runs sluice serve with it.
+func startServe(bin, dir, name, cfg string) (*proc, error) {
 	file := filepath.Join(dir, name+".yaml")
-	if err := os.WriteFile(file, fmt.Appendf(nil, sluiceConfig, upstreamURL, disabled, store, pprof), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "serve", "--config", file)

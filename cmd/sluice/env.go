@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"net/url"
 	"os"
 	"slices"
@@ -48,17 +49,6 @@ var otherEnv = map[string][]string{
 // envVar is the variable of the flag named name.
 func envVar(name string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
-// secretFlag reports whether the flag named name holds a secret, whose
-// value is never printed, in an error or a log.
-func secretFlag(name string) bool {
-	for _, s := range []string{"password", "secret", "token"} {
-		if strings.Contains(name, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // foreignEnv reads another program's variables for a command: the flag
@@ -176,10 +166,10 @@ func unknownEnv(fs *flag.FlagSet) []error {
 
 // badEnv says that variable name's value v does not suit --flagName.
 func badEnv(name, flagName, v string, err error) error {
-	if secretFlag(flagName) {
+	if redact.Secret(flagName) || redact.Secret(name) {
 		return fmt.Errorf("%s: invalid value for --%s", name, flagName)
 	}
-	return fmt.Errorf("%s=%q: invalid value for --%s: %v", name, v, flagName, err)
+	return fmt.Errorf("%s=%q: invalid value for --%s: %v", name, redact.URL(v), flagName, redact.Error(v, err))
 }
 
 // envNotes holds, by flag set, what reading the environment has to say
@@ -258,7 +248,7 @@ func (p *storePassword) apply(store string) (string, error) {
 	if at := strings.LastIndex(host, "@"); at >= 0 {
 		user, rest = host[:at], rest[at+1:]
 		if strings.Contains(user, ":") {
-			return "", fmt.Errorf("%w: --store %s has a password already, and one is given apart", errUsage, redact(store))
+			return "", fmt.Errorf("%w: --store %s has a password already, and one is given apart", errUsage, redact.URL(store))
 		}
 	}
 	return scheme + "://" + user + ":" + urlPassword(pw) + "@" + rest, nil

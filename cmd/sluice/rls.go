@@ -359,10 +359,11 @@ func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImp
 	var hs, ds *http.Server
 	if l.http != nil {
 		hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 75 * time.Second, MaxHeaderBytes: 64 << 10}
+			WriteTimeout: 30 * time.Second, IdleTimeout: 75 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: srv.ErrorLog("http-listen")}
 	}
 	if l.debug != nil {
-		ds = &http.Server{Handler: srv.DebugHandler(admin.Pprof()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 75 * time.Second}
+		ds = &http.Server{Handler: srv.DebugHandler(admin.Pprof()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 75 * time.Second,
+			ErrorLog: srv.ErrorLog("debug-listen")}
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"net"
 	"net/http"
 	"net/url"
@@ -277,11 +278,11 @@ func parseFloat(s string) error {
 }
 
 func (e *upstreamEnv) fail(name, v, why string) {
-	e.errs = append(e.errs, fmt.Errorf("%s=%q: %s", name, v, why))
+	e.errs = append(e.errs, fmt.Errorf("%s=%q: %s", name, redact.Value(name, v), why))
 }
 
 func (e *upstreamEnv) refuse(name, v, why string) {
-	e.errs = append(e.errs, fmt.Errorf("%s=%q is not supported by sluice rls: %s", name, v, why))
+	e.errs = append(e.errs, fmt.Errorf("%s=%q is not supported by sluice rls: %s", name, redact.Value(name, v), why))
 }
 
 func (e *upstreamEnv) set(flagName, value string, from ...string) {
@@ -780,5 +781,5 @@ func metricsServer(srv *rls.Server, ln net.Listener) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", srv.Handler())
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
-		IdleTimeout: 75 * time.Second, MaxHeaderBytes: 16 << 10}
+		IdleTimeout: 75 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: srv.ErrorLog("metrics-listen")}
 }

@@ -300,7 +300,7 @@ func TestUpstreamEnvRefused(t *testing.T) {
 		{map[string]string{"MERGE_DOMAIN_CONFIG": "true"}, `MERGE_DOMAIN_CONFIG="true" is not supported`},
 		{map[string]string{"REDIS_PERSECOND": "true"}, `REDIS_PERSECOND="true" is not supported`},
 		{map[string]string{"REDIS_TYPE": "SENTINEL", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "s1:26379,s2:26379"}, `REDIS_URL="s1:26379,s2:26379": want MASTER,HOST:PORT`},
-		{map[string]string{"REDIS_SENTINEL_AUTH": "x"}, `REDIS_SENTINEL_AUTH="x" is not supported`},
+		{map[string]string{"REDIS_SENTINEL_AUTH": "x"}, `REDIS_SENTINEL_AUTH="xxxxx" is not supported`},
 		{map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:1", "REDIS_TLS": "true", "REDIS_TLS_CLIENT_CERT": "/c"}, `REDIS_TLS_CLIENT_KEY go together`},
 		{map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_PATH": "/stats"}, `PROMETHEUS_PATH="/stats" is not supported`},
 		{map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": "9090"}, `PROMETHEUS_ADDR="9090": want HOST:PORT`},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/redact"
 	"io"
 	"net"
 	"os"
@@ -91,7 +92,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		source = "built-in default"
 	}
 	log.Info("sluice serve: listening", "addr", ln.Addr().String(), "admin", adm.Addr().String(),
-		"config", source, "upstream", cfg.Upstream, "store", redact(cfg.Store), "headers", cfg.Headers.String(), "tls", cfg.TLS != nil)
+		"config", source, "upstream", redact.URL(cfg.Upstream), "store", redact.URL(cfg.Store), "headers", cfg.Headers.String(), "tls", cfg.TLS != nil)
 	err = g.Serve(ctx, ln, adm)
 	log.Info("sluice serve: stopped")
 	return err
@@ -143,9 +144,4 @@ func watchServeConfig(ctx context.Context, wg *sync.WaitGroup, g *gateway.Gatewa
 		defer wg.Done()
 		g.Watch(ctx, f.configFile, watcher, f.watchInterval, reload)
 	}()
-}
-
-// redact hides a store URL's password.
-func redact(s string) string {
-	return gateway.RedactURL(s)
 }

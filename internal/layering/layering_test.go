@@ -24,17 +24,19 @@ var allowed = map[string][]string{
 	// The command: the only importer of the transport.
 	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
 		"internal/transport/h2grpc", "internal/server/admin", "storeurl", "internal/server/tlsreload", "internal/server/control",
-		"internal/config/didyoumean"},
+		"internal/config/didyoumean", "internal/redact"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
-	"gateway": {"httplimit", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
+	"gateway": {"httplimit", "httplimit/action", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
 		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
-		"internal/server/status", "internal/server/control"},
+		"internal/server/status", "internal/server/control", "internal/redact", "internal/tick"},
 	"rls/xds": {"rules"},
-	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch", "internal/server/status", "internal/server/control"},
+	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch", "internal/server/status", "internal/server/control", "internal/tick"},
 	// The middleware and who is calling.
-	"httplimit": {"identity", "rules", "ratelimit", "inflight", "shed", "internal/server/rlheader", "internal/server/sfv"},
-	"identity":  {},
+	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "internal/server/rlheader", "internal/server/sfv"},
+	// Envoy's rate_limits actions and sluice's: request -> descriptor entries.
+	"httplimit/action": {"identity", "rules"},
+	"identity":         {},
 	// The policy file.
 	"rules": {"ratelimit", "internal/config/yamlnode"},
 	// The client half: imports go straight down and never reach a server
@@ -49,11 +51,11 @@ var allowed = map[string][]string{
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
-	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink"},
+	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/redact"},
 	// The one link to Redis of both Redis stores: breakers, trials, health.
 	"internal/redislink": {},
 	// The store opener, beside the stores: a URL to a store, for both servers.
-	"storeurl": {"memstore", "redisstore", "ratelimit"},
+	"storeurl": {"memstore", "redisstore", "ratelimit", "internal/redact"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
@@ -68,22 +70,27 @@ var allowed = map[string][]string{
 	// The vocabulary and its conformance suite.
 	"ratelimit":               {},
 	"ratelimit/ratelimittest": {"ratelimit"},
-	// Simulations drive the real pure components.
-	"sim": {"adaptive", "backoff", "inflight", "memstore", "ratelimit", "retry", "shed", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
+	// Simulations drive the real pure components (and the CPU-bound
+	// overload server the real adaptive middleware, httplimit.Adaptive).
+	"sim": {"adaptive", "httplimit", "backoff", "inflight", "memstore", "ratelimit", "retry", "shed", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
 	// What both servers share, below them.
 	"internal/server/admin":      {},
-	"internal/server/eventlog":   {},
+	"internal/server/eventlog":   {"internal/tick"},
 	"internal/server/rlheader":   {"ratelimit", "internal/server/sfv"},
 	"internal/server/sfv":        {},
-	"internal/server/watch":      {},
+	"internal/server/watch":      {"internal/tick"},
 	"internal/server/topk":       {},
 	"internal/server/status":     {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},
-	"internal/server/control":    {"ratelimit", "internal/server/eventlog"},
+	"internal/server/control":    {"ratelimit", "internal/server/eventlog", "internal/tick"},
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
 	"internal/config/didyoumean": {},
+	// The loop of every background job.
+	"internal/tick":              {},
 	"internal/transport/h2grpc":  {"internal/transport/rawconn", "algorithm/gcra", "ratelimit"},
 	"internal/transport/rawconn": {},
+	// The one redactor, below every layer that handles a URL or a secret.
+	"internal/redact": {},
 	// Test-only packages and test harnesses.
 	"internal/testharness/redistest": {},
 	"internal/testharness/twodoors":  {},

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -122,15 +123,8 @@ func (c *Control) Shared() bool { return c.opts.Settings != nil }
 
 func (c *Control) poll() {
 	defer close(c.done)
-	t := time.NewTicker(c.opts.Poll)
-	defer t.Stop()
 	failing := false
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-		}
+	tick.Loop(c.stop, c.opts.Poll, func(time.Time) {
 		ctx, cancel := context.WithTimeout(context.Background(), max(c.opts.Poll, time.Second))
 		err := c.syncIfChanged(ctx)
 		cancel()
@@ -140,7 +134,7 @@ func (c *Control) poll() {
 			c.opts.Logger.Info("control: shared admin state readable again")
 		}
 		failing = err != nil
-	}
+	})
 }
 
 func (c *Control) syncIfChanged(ctx context.Context) error {

@@ -5,7 +5,8 @@
 // that fails fails for every request, and a limit that denies denies every
 // request of a flood. One log line per event writes as many lines a second
 // as the service answers requests. A Log counts events instead, per kind
-// (StoreError, ShadowDenied, Denied, Unauthorized) and rule, and writes one line per
+// (StoreError, ShadowDenied, Denied, Unauthorized, UpstreamError,
+// ServerError) and rule, and writes one line per
 // (kind, rule) per interval (10 s by default) with the count, a few sample
 // keys and the last error:
 //
@@ -19,10 +20,12 @@
 // Bounds: at most Options.MaxRules (kind, rule) pairs are tracked at once;
 // the events of further pairs are counted in one line per kind with
 // overflow=true. A pair is forgotten after an interval without events.
-// Rule names and keys are cut to MaxKeyLen bytes, and a line keeps at most
-// Options.Samples keys. So an interval has at most one summary per
-// tracked pair, MaxRules first lines and one overflow line per kind (4): 2·MaxRules+4
-// lines whatever the request rate, in bounded memory.
+// Rule names and keys are cut to MaxKeyLen bytes (and marked, CutMarker),
+// errors to MaxErrLen, and a line keeps at most Options.Samples keys. So
+// an interval has at most one summary per tracked pair, MaxRules first
+// lines and one overflow line per kind: 2·MaxRules+6 lines whatever the
+// request rate, each of bounded length, in bounded memory. Cut is the one
+// helper that bounds a client-controlled value anywhere else in a line.
 //
 // Report is the hot path: once its pair is tracked and the interval's
 // samples are taken, it takes no lock and does not allocate (one map

@@ -3,6 +3,9 @@ package eventlog
 import (
 	"cmp"
 	"context"
+	"errors"
+	"github.com/sluicehq/sluice/internal/tick"
+	"log"
 	"log/slog"
 	"slices"
 	"strings"
@@ -30,6 +33,15 @@ const (
 	// (identity.Reason) and its keys the callers' addresses, never the
 	// credential.
 	Unauthorized
+	// UpstreamError is a request the gateway's upstream did not answer:
+	// logged at slog.LevelWarn as "upstream failed", the rule being the
+	// upstream and the key the request's path.
+	UpstreamError
+	// ServerError is a line of net/http's server log (a failed TLS
+	// handshake, above all, which a client makes at the rate it opens
+	// connections): logged at slog.LevelWarn as "server error", the rule
+	// being the listener (ErrorLog).
+	ServerError
 
 	numKinds
 )
@@ -38,14 +50,16 @@ var kinds = [numKinds]struct {
 	name, msg string
 	level     slog.Level
 }{
-	StoreError:   {"store_error", "store failed", slog.LevelError},
-	ShadowDenied: {"shadow_denied", "over limit in shadow mode", slog.LevelInfo},
-	Denied:       {"denied", "over limit", slog.LevelInfo},
-	Unauthorized: {"unauthorized", "credential refused", slog.LevelWarn},
+	StoreError:    {"store_error", "store failed", slog.LevelError},
+	ShadowDenied:  {"shadow_denied", "over limit in shadow mode", slog.LevelInfo},
+	Denied:        {"denied", "over limit", slog.LevelInfo},
+	Unauthorized:  {"unauthorized", "credential refused", slog.LevelWarn},
+	UpstreamError: {"upstream_error", "upstream failed", slog.LevelWarn},
+	ServerError:   {"server_error", "server error", slog.LevelWarn},
 }
 
 // String returns the kind's name in logs: store_error, shadow_denied,
-// denied or unauthorized.
+// denied, unauthorized, upstream_error or server_error.
 func (k Kind) String() string {
 	if k >= numKinds {
 		return "unknown"
@@ -61,9 +75,15 @@ const (
 	DefaultInterval = 10 * time.Second
 	DefaultSamples  = 3
 	DefaultMaxRules = 1000
-	// MaxKeyLen is the most bytes of a rule name or sample key kept; a
-	// longer one is cut at a UTF-8 boundary.
+	// MaxKeyLen is the most bytes of a rule name, sample key or other
+	// client-controlled value kept in a line; a longer one is cut at a
+	// UTF-8 boundary and ends with CutMarker (Cut).
 	MaxKeyLen = 256
+	// MaxErrLen is the most bytes of an error's text kept in a line,
+	// cut as MaxKeyLen.
+	MaxErrLen = 1024
+	// CutMarker ends a value that was cut.
+	CutMarker = "...[cut]"
 )
 
 // Options configures a Log. The zero value is the documented default.
@@ -119,8 +139,9 @@ type entry struct {
 	count atomic.Int64
 	_     [56]byte // count's cache line is written by every report
 
-	kind Kind
-	rule string
+	kind  Kind
+	rule  string // the table's key: the rule cut to MaxKeyLen
+	label string // the rule in lines: rule, with CutMarker when cut
 
 	mu    sync.Mutex
 	keys  []string // distinct sample keys, at most Log.samples
@@ -158,24 +179,16 @@ func New(logger *slog.Logger, opts Options) *Log {
 
 func (l *Log) run() {
 	defer close(l.done)
-	t := time.NewTicker(l.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			l.Flush()
-		case <-l.stop:
-			return
-		}
-	}
+	tick.Loop(l.stop, l.interval, func(time.Time) { l.Flush() })
 }
 
 // Report records one event of kind for rule, about key (a request's
-// limiting key: it may be sampled into the line), with err the failure if
-// any (the line shows the last one). A pair's first event after an
-// interval without any is logged at once unless Options.SummaryOnly; the
-// others are counted into one line per interval. Each event is in exactly
-// one line. Reports after Close are dropped.
+// limiting key or path: it may be sampled into the line, cut by Cut; an
+// empty one is not), with err the failure if any (the line shows the last
+// one). A pair's first event after an interval without any is logged at
+// once unless Options.SummaryOnly; the others are counted into one line
+// per interval. Each event is in exactly one line. Reports after Close
+// are dropped.
 //
 // In the steady state (the pair already tracked and its samples taken)
 // Report takes no lock and does not allocate.
@@ -183,10 +196,10 @@ func (l *Log) Report(kind Kind, rule, key string, err error) {
 	if kind >= numKinds {
 		return
 	}
-	rule = truncate(rule)
-	e := l.table.Load().byKind[kind][rule]
+	r := truncate(rule, MaxKeyLen)
+	e := l.table.Load().byKind[kind][r]
 	if e == nil || !l.count(e, key, err) {
-		l.first(kind, rule, key, err)
+		l.first(kind, r, len(r) < len(rule), key, err)
 	}
 }
 
@@ -217,10 +230,10 @@ func (l *Log) count(e *entry, key string, err error) (ok bool) {
 // sample adds key to e's samples if it is new and there is room. e.mu is
 // held.
 func (e *entry) sample(samples int, key string) {
-	if len(e.keys) >= samples {
+	if len(e.keys) >= samples || key == "" {
 		return
 	}
-	key = truncate(key)
+	key = Cut(key)
 	if slices.Contains(e.keys, key) {
 		return
 	}
@@ -229,7 +242,7 @@ func (e *entry) sample(samples int, key string) {
 
 // first handles an event of a pair without an entry: it creates one (or
 // counts the event as overflow), and logs the event.
-func (l *Log) first(kind Kind, rule, key string, err error) {
+func (l *Log) first(kind Kind, rule string, cut bool, key string, err error) {
 	if l.closed.Load() {
 		return
 	}
@@ -247,7 +260,10 @@ func (l *Log) first(kind Kind, rule, key string, err error) {
 		l.overflow[kind].Add(1)
 		return
 	}
-	e := &entry{kind: kind, rule: strings.Clone(rule), fresh: true}
+	e := &entry{kind: kind, rule: strings.Clone(rule), label: strings.Clone(rule), fresh: true}
+	if cut {
+		e.label += CutMarker
+	}
 	e.keys = make([]string, 0, l.samples)
 	nt := &table{n: t.n + 1}
 	for k := range t.byKind {
@@ -266,12 +282,12 @@ func (l *Log) first(kind Kind, rule, key string, err error) {
 	}
 	// Under l.mu, so that the pair's summary never comes before it.
 	attrs := make([]slog.Attr, 0, 6)
-	attrs = append(attrs, slog.String("kind", kind.String()), slog.String("rule", e.rule), slog.Int64("count", 1))
-	if l.samples > 0 {
-		attrs = append(attrs, slog.Any("keys", []string{truncate(key)}))
+	attrs = append(attrs, slog.String("kind", kind.String()), slog.String("rule", e.label), slog.Int64("count", 1))
+	if l.samples > 0 && key != "" {
+		attrs = append(attrs, slog.Any("keys", []string{Cut(key)}))
 	}
 	if err != nil {
-		attrs = append(attrs, slog.Any("error", err))
+		attrs = append(attrs, errAttr(err))
 	}
 	attrs = append(attrs, slog.Bool("first", true))
 	l.logger.LogAttrs(context.Background(), kinds[kind].level, kinds[kind].msg, attrs...)
@@ -316,7 +332,7 @@ func (l *Log) collect(final bool) []line {
 		e.fresh = false
 		e.mu.Unlock()
 		if n > 0 {
-			lines = append(lines, line{kind: e.kind, rule: e.rule, count: n, keys: keys, err: err})
+			lines = append(lines, line{kind: e.kind, rule: e.label, count: n, keys: keys, err: err})
 		}
 		return keep
 	}
@@ -364,7 +380,7 @@ func (l *Log) write(lines []line) {
 			attrs = append(attrs, slog.Any("keys", ln.keys))
 		}
 		if ln.err != nil {
-			attrs = append(attrs, slog.Any("error", ln.err))
+			attrs = append(attrs, errAttr(ln.err))
 		}
 		attrs = append(attrs, slog.Duration("interval", l.interval))
 		l.logger.LogAttrs(ctx, k.level, k.msg, attrs...)
@@ -391,12 +407,46 @@ func (l *Log) Close() error {
 	return nil
 }
 
-// truncate cuts s to at most MaxKeyLen bytes at a UTF-8 boundary.
-func truncate(s string) string {
-	if len(s) <= MaxKeyLen {
+// ErrorLog returns a logger for http.Server.ErrorLog whose every line is
+// a ServerError event of listener (the rule): net/http's lines, one per
+// failed TLS handshake say, are counted into one line an interval.
+func (l *Log) ErrorLog(listener string) *log.Logger {
+	return log.New(serverLines{l, listener}, "", 0)
+}
+
+type serverLines struct {
+	l        *Log
+	listener string
+}
+
+func (w serverLines) Write(p []byte) (int, error) {
+	w.l.Report(ServerError, w.listener, "", errors.New(strings.TrimSpace(string(p))))
+	return len(p), nil
+}
+
+// Cut bounds a client-controlled value (a path, a header value, a key)
+// for a log line: s itself when it has at most MaxKeyLen bytes, else its
+// first MaxKeyLen bytes or fewer (cut at a UTF-8 boundary) followed by
+// CutMarker, so at most MaxKeyLen+len(CutMarker) bytes. A short s costs
+// nothing; a long one, one allocation.
+func Cut(s string) string { return cutN(s, MaxKeyLen) }
+
+func cutN(s string, n int) string {
+	if t := truncate(s, n); len(t) < len(s) {
+		return t + CutMarker
+	}
+	return s
+}
+
+// errAttr is err's text for a line, cut to MaxErrLen.
+func errAttr(err error) slog.Attr { return slog.String("error", cutN(err.Error(), MaxErrLen)) }
+
+// truncate cuts s to at most n bytes at a UTF-8 boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	i := MaxKeyLen
+	i := n
 	for j := 0; j < utf8.UTFMax-1 && i > 0 && !utf8.RuneStart(s[i]); j++ {
 		i--
 	}

@@ -217,7 +217,7 @@ func TestMaxRules(t *testing.T) {
 }
 
 // TestBoundedStrings: long rule names and keys are cut at a UTF-8
-// boundary; keys are distinct; Samples bounds them.
+// boundary and marked (Cut); keys are distinct; Samples bounds them.
 func TestBoundedStrings(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l, c := newLog(eventlog.Options{Samples: 2})
@@ -234,10 +234,10 @@ func TestBoundedStrings(t *testing.T) {
 		if len(got) != 2 {
 			t.Fatalf("%v, want 2 lines", got)
 		}
-		cut := long[:eventlog.MaxKeyLen]
+		cut := long[:eventlog.MaxKeyLen] + eventlog.CutMarker
 		r := got[1]
 		if r.attrs["rule"] != cut || r.count != 4 || fmt.Sprint(r.keys) != fmt.Sprint([]string{cut, "b"}) {
-			t.Errorf("summary: rule %d bytes, count %d, keys %q; want rule %d bytes, count 4, keys [cut b]",
+			t.Errorf("summary: rule %d bytes, count %d, keys %q; want rule %d bytes (with the marker), count 4, keys [cut b]",
 				len(r.attrs["rule"]), r.count, r.keys, len(cut))
 		}
 		if !utf8.ValidString(r.attrs["rule"]) {
@@ -343,4 +343,68 @@ func TestUnknownKind(t *testing.T) {
 	if got := eventlog.Kind(200).String(); got != "unknown" {
 		t.Errorf("Kind(200) = %q, want unknown", got)
 	}
+}
+
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int // bytes kept before the marker; -1: unchanged
+	}{
+		{"", -1},
+		{strings.Repeat("a", eventlog.MaxKeyLen), -1},
+		{strings.Repeat("a", eventlog.MaxKeyLen+1), eventlog.MaxKeyLen},
+		{strings.Repeat("a", 32<<10), eventlog.MaxKeyLen},
+		{"a" + strings.Repeat("é", eventlog.MaxKeyLen), eventlog.MaxKeyLen - 1},
+	} {
+		got := eventlog.Cut(tc.in)
+		if tc.want < 0 {
+			if got != tc.in {
+				t.Errorf("Cut(%d bytes) = %d bytes, want it unchanged", len(tc.in), len(got))
+			}
+			continue
+		}
+		if got != tc.in[:tc.want]+eventlog.CutMarker || !utf8.ValidString(got) {
+			t.Errorf("Cut(%d bytes) = %d bytes %q, want %d bytes and the marker", len(tc.in), len(got), got, tc.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { eventlog.Cut("/api/v1/items") }); n != 0 {
+		t.Errorf("Cut of a short value: %v allocations, want 0", n)
+	}
+}
+
+// TestErrorsAreCut: an error's text in a line is at most MaxErrLen bytes
+// and the marker.
+func TestErrorsAreCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, c := newLog(eventlog.Options{})
+		defer l.Close()
+		l.Report(eventlog.UpstreamError, "upstream", "/", errors.New(strings.Repeat("x", 64<<10)))
+		got := c.take()
+		if len(got) != 1 || got[0].attrs["error"] != strings.Repeat("x", eventlog.MaxErrLen)+eventlog.CutMarker {
+			t.Fatalf("%d lines, error %d bytes; want 1 line, error %d bytes and the marker", len(got), len(got[0].attrs["error"]), eventlog.MaxErrLen)
+		}
+	})
+}
+
+// TestErrorLog: each line of an http.Server's error log is a ServerError
+// event of its listener, a flood of them one line and a summary.
+func TestErrorLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, c := newLog(eventlog.Options{})
+		defer l.Close()
+		el := l.ErrorLog("listen")
+		for i := range 1000 {
+			el.Printf("http: TLS handshake error from 10.0.0.%d:5000: EOF", i%200)
+		}
+		time.Sleep(eventlog.DefaultInterval)
+		synctest.Wait()
+		got := c.take()
+		if len(got) != 2 {
+			t.Fatalf("%v, want 2 lines (the first, a summary)", got)
+		}
+		if r := got[1]; r.msg != "server error" || r.attrs["kind"] != "server_error" || r.attrs["rule"] != "listen" || r.count != 999 ||
+			r.attrs["error"] != "http: TLS handshake error from 10.0.0.199:5000: EOF" || len(r.keys) != 0 {
+			t.Errorf("summary: %v", r)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"github.com/sluicehq/sluice/internal/tick"
 	"io"
 	"os"
 	"path/filepath"
@@ -176,16 +177,9 @@ func (w *Watcher) Run(ctx context.Context, interval time.Duration, changed func(
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Loop(ctx.Done(), interval, func(time.Time) {
 		if ps := w.Poll(); len(ps) > 0 {
 			changed(ps)
 		}
-	}
+	})
 }

@@ -17,6 +17,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
@@ -217,14 +218,14 @@ func newDoors(t *testing.T, set *rules.Set, mode ratelimit.HeaderMode) *doors {
 	rs := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
 	t.Cleanup(func() { gs.Close(); rs.Close() })
 	d := &doors{clock: clock, mode: mode}
-	var descs []httplimit.Descriptor
+	var descs []action.Descriptor
 	for i, sh := range shapes {
-		var as []httplimit.Action
-		as = append(as, httplimit.RequestHeaders{HeaderName: fmt.Sprintf("X-Shape-%d", i), DescriptorKey: ""})
+		var as []action.Action
+		as = append(as, action.RequestHeaders{HeaderName: fmt.Sprintf("X-Shape-%d", i), DescriptorKey: ""})
 		for _, k := range sh {
-			as = append(as, httplimit.RequestHeaders{HeaderName: "X-" + k, DescriptorKey: k})
+			as = append(as, action.RequestHeaders{HeaderName: "X-" + k, DescriptorKey: k})
 		}
-		descs = append(descs, httplimit.Descriptor{Actions: as})
+		descs = append(descs, action.Descriptor{Actions: as})
 	}
 	mw := &httplimit.Middleware{Store: gs, Rules: set, Domain: "d", Descriptors: descs, Now: clock.Now, Headers: mode,
 		Observe: func(e httplimit.Event) {

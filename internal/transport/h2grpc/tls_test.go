@@ -140,7 +140,10 @@ func TestMaxConnectionAgeGrace(t *testing.T) {
 // TestMaxConnectionIdle: a connection past its preface with no call gets
 // GOAWAY and is closed, freeing its slot; one with calls going is kept.
 func TestMaxConnectionIdle(t *testing.T) {
-	ln := serveOn(t, h2grpc.Options{MaxConnectionIdle: 50 * time.Millisecond}, &testService{})
+	// The idle time is long enough that a loaded machine's scheduling
+	// delays between the busy client's calls (5 ms apart) stay below it.
+	const idle = 400 * time.Millisecond
+	ln := serveOn(t, h2grpc.Options{MaxConnectionIdle: idle}, &testService{})
 	addr := ln.Addr().String()
 	rc := dialRaw(t, addr)
 	rc.handshake()
@@ -163,11 +166,11 @@ func TestMaxConnectionIdle(t *testing.T) {
 	}
 
 	// A busy client keeps its connection: calls spaced less than the idle
-	// time apart over twenty idle periods, one connection.
+	// time apart over five idle periods, one connection.
 	c := dialGRPC(t, addr, insecure.NewCredentials())
 	before := ln.n.Load()
 	ctx := ctxT(t)
-	for deadline := time.Now().Add(20 * 50 * time.Millisecond); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * idle); time.Now().Before(deadline); {
 		if _, err := c.EmptyCall(ctx, &testpb.Empty{}); err != nil {
 			t.Fatal(err)
 		}

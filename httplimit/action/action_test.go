@@ -1,4 +1,4 @@
-package httplimit_test
+package action_test
 
 import (
 	"errors"
@@ -10,15 +10,16 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/rules"
 )
 
 // pseudoLimited serves h behind a middleware whose only descriptor is
-// action, limited to 1 request a second when the entry is key=value. The
+// a, limited to 1 request a second when the entry is key=value. The
 // store's clock stands still, so nothing refills during the test.
-func pseudoLimited(t *testing.T, tls bool, action httplimit.Action, key, value string) *httptest.Server {
+func pseudoLimited(t *testing.T, tls bool, a action.Action, key, value string) *httptest.Server {
 	t.Helper()
 	src := fmt.Sprintf(`
 domain: pseudo
@@ -39,7 +40,7 @@ descriptors:
 	store := memstore.New(memstore.Options{Now: func() time.Time { return now }, SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
 	mw := &httplimit.Middleware{Store: store, Rules: set, Domain: "pseudo",
-		Descriptors: []httplimit.Descriptor{{Actions: []httplimit.Action{action}}}}
+		Descriptors: []action.Descriptor{{Actions: []action.Action{a}}}}
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
 	var srv *httptest.Server
 	if tls {
@@ -77,15 +78,15 @@ func TestPseudoHeaders(t *testing.T) {
 		{":Authority", false, "api.example.test", req{"GET", "api.example.test", "/"}, req{"GET", "api.example.test", "/"}},
 	}
 	for _, c := range cases {
-		actions := map[string]httplimit.Action{
-			"request_headers": httplimit.RequestHeaders{HeaderName: c.header, DescriptorKey: "k"},
-			"header_value_match": httplimit.HeaderValueMatch{DescriptorKey: "k", DescriptorValue: c.value,
-				Headers: []httplimit.HeaderMatcher{{Name: c.header, Exact: c.value}}},
+		actions := map[string]action.Action{
+			"request_headers": action.RequestHeaders{HeaderName: c.header, DescriptorKey: "k"},
+			"header_value_match": action.HeaderValueMatch{DescriptorKey: "k", DescriptorValue: c.value,
+				Headers: []action.HeaderMatcher{{Name: c.header, Exact: c.value}}},
 		}
-		for kind, action := range actions {
+		for kind, a := range actions {
 			t.Run(fmt.Sprintf("%s/%s/tls=%v", kind, c.header, c.tls), func(t *testing.T) {
 				t.Parallel()
-				srv := pseudoLimited(t, c.tls, action, "k", c.value)
+				srv := pseudoLimited(t, c.tls, a, "k", c.value)
 				var got []int
 				for _, rq := range []req{c.first, c.second} {
 					r, err := http.NewRequest(rq.method, srv.URL+rq.target, nil)
@@ -136,24 +137,24 @@ func TestHeaderValue(t *testing.T) {
 		{plain, ":path", "/", true},
 		{plain, ":protocol", "", false},
 	} {
-		got, ok := httplimit.HeaderValue(c.r, c.name)
+		got, ok := action.HeaderValue(c.r, c.name)
 		if got != c.want || ok != c.wantOK {
 			t.Errorf("HeaderValue(%s %s, %q) = %q, %v, want %q, %v", c.r.Method, c.r.URL, c.name, got, ok, c.want, c.wantOK)
 		}
 	}
 	// request_headers takes the first of several values.
-	e, ok := httplimit.RequestHeaders{HeaderName: "X-Tenant", DescriptorKey: "t"}.Entry(r, identity.Identity{})
+	e, ok := action.RequestHeaders{HeaderName: "X-Tenant", DescriptorKey: "t"}.Entry(r, identity.Identity{})
 	if !ok || e.Value != "a" {
 		t.Errorf("RequestHeaders X-Tenant = %+v, %v, want a", e, ok)
 	}
 	// An unknown pseudo-header is absent: the descriptor is dropped.
-	if _, ok := (httplimit.RequestHeaders{HeaderName: ":status", DescriptorKey: "s"}).Entry(r, identity.Identity{}); ok {
+	if _, ok := (action.RequestHeaders{HeaderName: ":status", DescriptorKey: "s"}).Entry(r, identity.Identity{}); ok {
 		t.Error("RequestHeaders :status produced an entry")
 	}
 	// A CONNECT to host:port has no :path.
 	c := httptest.NewRequest("CONNECT", "http://example.test/", nil)
 	c.URL.Path = ""
-	if v, ok := httplimit.HeaderValue(c, ":path"); ok {
+	if v, ok := action.HeaderValue(c, ":path"); ok {
 		t.Errorf("CONNECT :path = %q, want absent", v)
 	}
 }
@@ -187,8 +188,8 @@ func TestCheckHeader(t *testing.T) {
 		{"Upgrade", "hop-by-hop", false},
 		{"te", "TE is hop-by-hop", false},
 	} {
-		warn, err := httplimit.CheckHeader(c.name)
-		if (err != nil) != c.errorful || (err != nil && !errors.Is(err, httplimit.ErrHeaderName)) {
+		warn, err := action.CheckHeader(c.name)
+		if (err != nil) != c.errorful || (err != nil && !errors.Is(err, action.ErrHeaderName)) {
 			t.Errorf("CheckHeader(%q) error = %v, want error: %v", c.name, err, c.errorful)
 		}
 		if (c.warn == "") != (warn == "") || !strings.Contains(warn, c.warn) {
@@ -199,20 +200,20 @@ func TestCheckHeader(t *testing.T) {
 
 func TestCheckAction(t *testing.T) {
 	t.Parallel()
-	hvm := httplimit.HeaderValueMatch{DescriptorValue: "v", Headers: []httplimit.HeaderMatcher{
+	hvm := action.HeaderValueMatch{DescriptorValue: "v", Headers: []action.HeaderMatcher{
 		{Name: ":method", Exact: "GET"}, {Name: "Connection", Exact: "close"}, {Name: ":foo"}}}
-	warns, probs := httplimit.CheckAction(&hvm)
+	warns, probs := action.Check(&hvm)
 	if len(warns) != 1 || warns[0].Path != "header_value_match.headers[1].name" {
 		t.Errorf("warnings = %v, want one at header_value_match.headers[1].name", warns)
 	}
 	if len(probs) != 1 || probs[0].Path != "header_value_match.headers[2].name" || !strings.Contains(probs[0].Msg, `unknown pseudo-header ":foo"`) {
 		t.Errorf("problems = %v, want the unknown pseudo-header at header_value_match.headers[2].name", probs)
 	}
-	warns, probs = httplimit.CheckAction(httplimit.RequestHeaders{HeaderName: "Transfer-Encoding", DescriptorKey: "te"})
+	warns, probs = action.Check(action.RequestHeaders{HeaderName: "Transfer-Encoding", DescriptorKey: "te"})
 	if len(warns) != 1 || warns[0].Path != "request_headers.header_name" || len(probs) != 0 {
 		t.Errorf("request_headers Transfer-Encoding: warnings %v problems %v", warns, probs)
 	}
-	if w, p := httplimit.CheckAction(httplimit.GenericKey{DescriptorValue: "x"}); w != nil || p != nil {
+	if w, p := action.Check(action.GenericKey{DescriptorValue: "x"}); w != nil || p != nil {
 		t.Errorf("generic_key: warnings %v problems %v, want none", w, p)
 	}
 }

@@ -1,4 +1,4 @@
-package adaptive
+package httplimit_test
 
 import (
 	"encoding/json"
@@ -8,24 +8,27 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
-// TestMiddleware runs the middleware in a real HTTP server: answers
+// TestAdaptive runs the middleware in a real HTTP server: answers
 // classify the release (a 503 from the handler lowers the limit like a
 // timeout; a 404 is a normal sample), and a refusal is a 503 with
 // Retry-After and a problem document.
-func TestMiddleware(t *testing.T) {
+func TestAdaptive(t *testing.T) {
 	// A virtual clock that handlers move on: 10 ms per answer.
 	var ns atomic.Int64
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := func() time.Time { return t0.Add(time.Duration(ns.Load())) }
-	l := NewGradient(GradientOptions{LimiterOptions: LimiterOptions{Initial: 10, Now: now, Seed: 1,
-		MinSamples: 1, Window: time.Millisecond, Probe: ProbeOptions{Interval: -1}}})
+	l := adaptive.NewGradient(adaptive.GradientOptions{LimiterOptions: adaptive.LimiterOptions{Initial: 10, Now: now, Seed: 1,
+		MinSamples: 1, Window: time.Millisecond, Probe: adaptive.ProbeOptions{Interval: -1}}})
 	var status atomic.Int64
 	status.Store(http.StatusOK)
 	hold := make(chan struct{})
 	held := make(chan struct{}, 64) // a /hold request took its slot
-	h := Middleware(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := (&httplimit.Adaptive{Limiter: l}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
 			held <- struct{}{}
 			<-hold

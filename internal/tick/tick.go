@@ -1,0 +1,25 @@
+// Package tick is the loop behind every background job of sluice (a
+// sweeper, a clock refresher, a flusher, a poller): call a function every
+// period until told to stop, in a goroutine its caller owns and waits for.
+// One loop, so that each job's code is only what it does on a tick.
+package tick
+
+import "time"
+
+// Loop calls f with each tick's time every d until stop is closed, then
+// returns; f's run is never cut short. Run it in the goroutine that the
+// job's owner stops and waits for:
+//
+//	go func() { defer wg.Done(); tick.Loop(stop, time.Second, sweep) }()
+func Loop(stop <-chan struct{}, d time.Duration, f func(now time.Time)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			f(now)
+		}
+	}
+}
