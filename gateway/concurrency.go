@@ -1,10 +1,7 @@
 package gateway
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"math"
 	"net/http"
 	"slices"
@@ -19,11 +16,11 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/inflight"
-	"github.com/sluicehq/sluice/inflight/redisinflight"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
+	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"github.com/sluicehq/sluice/ratelimit"
-	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/shed"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // Concurrency limits and load shedding: the in_flight, shedding and
@@ -406,16 +403,14 @@ func (d *decoder) checkConcurrency(c *Config, lines []int) {
 }
 
 // concurrency is what the gateway keeps of the concurrency sections across
-// reloads: the in-flight store (opened once, like the rate limit store),
-// the utilization shedder and the adaptive limiters (kept while their
+// reloads: the utilization shedder and the adaptive limiters (kept while their
 // options are unchanged, so a reload does not forget what is in flight or
-// what was learnt), and the metrics.
+// what was learnt), and the metrics. The in-flight store is the rate limit
+// store's (storeurl.Store.InFlight), opened once and closed with it.
 type concurrency struct {
 	g *Gateway
 
 	mu       sync.Mutex
-	store    inflight.Store
-	closeSt  func() error
 	util     *shed.Utilization
 	utilOpts UtilizationConfig
 	utilCls  string
@@ -470,48 +465,23 @@ func (g *Gateway) concurrencyState() (*concurrency, error) {
 		}
 	}
 	g.conc = c
-	prev := g.closeFn
-	g.closeFn = func() error { return errors.Join(prev(), c.close()) }
 	return c, nil
 }
 
-func (c *concurrency) close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closeSt == nil {
-		return nil
-	}
-	err := c.closeSt()
-	c.closeSt = nil
-	return err
-}
-
-// inflightStore returns the in-flight store for cfg's store: memory, or
-// Redis on the same URL as the rate limits.
+// inflightStore returns the in-flight store beside cfg's store
+// (storeurl.Store.InFlight: memory, or Redis on the rate limit store's
+// client), for the in-flight caps and the fleet shedder.
 func (c *concurrency) inflightStore(cfg *Config) inflight.Store {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.store != nil {
-		return c.store
-	}
 	// The stores return their failures and the layers' on_store_error
 	// answers them, as for the rate limits (a deny is then "limiter
 	// unavailable", not "too many in flight"); only local is the store's
 	// own, a memory fallback.
-	if cfg.Store == "memory" || cfg.Store == "" {
-		m := inflight.NewMemory(inflight.MemoryOptions{MaxKeys: cfg.MaxKeys})
-		c.store, c.closeSt = m, m.Close
-		return c.store
-	}
 	var onError ratelimit.FailurePolicy
 	if cfg.OnStoreError == ratelimit.FailLocal {
 		onError = ratelimit.FailLocal
 	}
-	ls := &lazyRedis{rs: c.g.st.Redis, opts: redisinflight.Options{OnError: onError, Timeout: 250 * time.Millisecond,
-		Link:      c.g.st.Redis.Link(),
-		OnFailure: func(err error) { c.g.events.Report(eventlog.StoreError, "in-flight", "", err) }}}
-	c.store, c.closeSt = ls, ls.Close
-	return c.store
+	return c.g.st.InFlight(storeurl.InFlightOptions{OnError: onError, MaxKeys: cfg.MaxKeys, Timeout: 250 * time.Millisecond,
+		OnFailure: func(err error) { c.g.events.Report(eventlog.StoreError, "in-flight", "", err) }})
 }
 
 // utilization returns the utilization shedder for u and classes, the one
@@ -749,85 +719,4 @@ func routeName(r Route) string {
 		return r.Pattern
 	}
 	return strings.Join(r.Methods, ",") + " " + r.Host + r.Path
-}
-
-// lazyRedis is the Redis in-flight store, on the rate limit store's
-// client and link (one client, one breaker per node, one prober), made
-// once that store has connected: Redis down when the gateway starts must
-// not keep it from starting. Until then, calls fail with
-// redisinflight.ErrUnavailable and the middleware's on_store_error
-// answers (local then means allow: there is no local store before Redis
-// was ever reached).
-type lazyRedis struct {
-	rs   *redisstore.Store
-	opts redisinflight.Options
-
-	mu     sync.Mutex
-	st     *redisinflight.Store
-	closed bool
-}
-
-func (l *lazyRedis) get() (*redisinflight.Store, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.st != nil {
-		return l.st, nil
-	}
-	if l.closed {
-		return nil, inflight.ErrClosed
-	}
-	client := l.rs.Client()
-	if client == nil {
-		return nil, fmt.Errorf("%w: not connected", redisinflight.ErrUnavailable)
-	}
-	st, err := redisinflight.New(client, l.opts)
-	if err != nil {
-		return nil, err
-	}
-	l.st = st
-	return st, nil
-}
-
-func (l *lazyRedis) Acquire(ctx context.Context, req inflight.Request) (inflight.Lease, inflight.Decision, error) {
-	st, err := l.get()
-	if err != nil {
-		return inflight.Lease{}, inflight.Decision{}, err
-	}
-	return st.Acquire(ctx, req)
-}
-
-func (l *lazyRedis) Release(ctx context.Context, ls inflight.Lease) error {
-	st, err := l.get()
-	if err != nil {
-		return err
-	}
-	return st.Release(ctx, ls)
-}
-
-func (l *lazyRedis) Renew(ctx context.Context, ls inflight.Lease, ttl time.Duration) (inflight.Lease, error) {
-	st, err := l.get()
-	if err != nil {
-		return inflight.Lease{}, err
-	}
-	return st.Renew(ctx, ls, ttl)
-}
-
-func (l *lazyRedis) Peek(ctx context.Context, key string) (int64, error) {
-	st, err := l.get()
-	if err != nil {
-		return 0, err
-	}
-	return st.Peek(ctx, key)
-}
-
-func (l *lazyRedis) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closed = true
-	if l.st == nil {
-		return nil
-	}
-	err := l.st.Close() // the client stays the rate limit store's
-	l.st = nil
-	return err
 }

@@ -15,10 +15,10 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -73,7 +73,7 @@ type Config struct {
 	// written every JournalEvery (snapshot.journal_interval).
 	Journal       bool
 	JournalEvery  time.Duration
-	Headers       httplimit.HeaderMode
+	Headers       header.Mode
 	OnStoreError  ratelimit.FailurePolicy // on_store_error: allow (default), deny, local or error; fail_closed: true is error
 	ResetJitter   float64                 // reset_jitter: spread fixed-window Retry-After over up to this fraction of the window (0: none)
 	Shadow        bool                    // shadow: every rule in shadow mode

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/gateway"
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -131,7 +131,7 @@ rules:
 			t.Errorf("action %d = %#v, want %#v", i, got[i], want[i])
 		}
 	}
-	if cfg.Headers != httplimit.Legacy || cfg.Routes[0].CostHeader != "X-Cost" || cfg.Domain != "d" {
+	if cfg.Headers != header.Legacy || cfg.Routes[0].CostHeader != "X-Cost" || cfg.Domain != "d" {
 		t.Errorf("cfg = headers %v cost header %q domain %q", cfg.Headers, cfg.Routes[0].CostHeader, cfg.Domain)
 	}
 }

@@ -13,11 +13,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/storeurl"
 )
@@ -194,7 +194,7 @@ func (t *top) store(v *yaml.Node) {
 }
 
 func (t *top) headers(v *yaml.Node) {
-	m, err := httplimit.ParseHeaderMode(t.d.str(v, "headers"))
+	m, err := header.ParseMode(t.d.str(v, "headers"))
 	if err != nil {
 		t.d.add(v.Line, "headers", "want ietf, legacy or opaque, got %s", yamlnode.Kind(v))
 	}

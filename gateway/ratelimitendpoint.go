@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 )
 
 // rateLimitEndpointLimit is how often one identity may call
@@ -50,7 +51,7 @@ type resource struct {
 }
 
 func (h *rateLimitEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.Headers == httplimit.Opaque {
+	if h.cfg.Headers == header.Off {
 		problem(w, http.StatusNotFound, "this gateway does not disclose rate limits")
 		return
 	}
@@ -69,7 +70,7 @@ func (h *rateLimitEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil && !own.Allowed {
 		// The endpoint's own limit, not a layer of the routes: written as
 		// every refusal is, observed by none.
-		(*httplimit.Refusals)(nil).Write(w, httplimit.IETF, httplimit.Refusal{Layer: httplimit.LayerRateLimit,
+		(*httplimit.Refusals)(nil).Write(w, header.IETF, httplimit.Refusal{Layer: httplimit.LayerRateLimit,
 			Status: http.StatusTooManyRequests, Key: who, RetryAfter: max(time.Second, own.RetryAfter),
 			Detail: "too many calls to " + h.cfg.RateLimitEndpoint})
 		return

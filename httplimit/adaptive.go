@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/ratelimit/header"
 )
 
 // DefaultAdaptivePolicy is the policy name of an Adaptive middleware whose
@@ -73,7 +74,7 @@ func (h *adaptiveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := &h.m
 	tok, ok := m.Limiter.Acquire()
 	if !ok {
-		m.Refusals.Write(w, IETF, Refusal{Layer: LayerAdaptive, Status: http.StatusServiceUnavailable, Policy: m.Policy,
+		m.Refusals.Write(w, header.IETF, Refusal{Layer: LayerAdaptive, Status: http.StatusServiceUnavailable, Policy: m.Policy,
 			Key: m.Name, RetryAfter: m.RetryAfter,
 			Detail: "the server is at its concurrency limit; retry after the delay in Retry-After"})
 		return

@@ -94,7 +94,7 @@
 // until the policy is full again, as envoyproxy/ratelimit sends it, not a
 // Unix time) for the policy that denied, else the one
 // closest to its limit, plus Retry-After on a refusal. The modes and their
-// headers are ratelimit.HeaderMode's, shared with the RLS. [Opaque] sets nothing and answers a bare 429 with no
+// headers are header.Mode's, shared with the RLS. header.Off sets nothing and answers a bare 429 with no
 // Retry-After and no quota information; a 503 keeps its Retry-After,
 // which is about the server, not the caller's quota.
 //

@@ -49,15 +49,3 @@ descriptors:
 	// 200 RateLimit: "per-ip";r=0;t=120 Retry-After: ""
 	// 429 RateLimit: "per-ip";r=0;t=120 Retry-After: "60"
 }
-
-func ExampleParseHeaderMode() {
-	for _, s := range []string{"", "legacy", "opaque", "x-ratelimit"} {
-		m, err := httplimit.ParseHeaderMode(s)
-		fmt.Println(m, err)
-	}
-	// Output:
-	// ietf <nil>
-	// legacy <nil>
-	// off <nil>
-	// ietf unknown header mode "x-ratelimit" (want ietf, legacy or off)
-}

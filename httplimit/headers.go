@@ -5,47 +5,19 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/sluicehq/sluice/internal/server/rlheader"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 )
-
-// HeaderMode selects the rate limit headers of responses; see
-// ratelimit.HeaderMode, shared with the RLS.
-type HeaderMode = ratelimit.HeaderMode
-
-// The header modes.
-const (
-	// IETF (the default) sets RateLimit-Policy and RateLimit
-	// (draft-ietf-httpapi-ratelimit-headers), and Retry-After on 429.
-	IETF = ratelimit.HeadersIETF
-	// Legacy sets X-RateLimit-Limit, X-RateLimit-Remaining and
-	// X-RateLimit-Reset (seconds until the policy is full again) for the
-	// policy that denied, else the one with the fewest remaining events,
-	// and Retry-After on 429.
-	Legacy = ratelimit.HeadersLegacy
-	// Opaque sets no rate limit header: a 429 carries no Retry-After and
-	// no quota information, and its body names no policy.
-	Opaque = ratelimit.HeadersOff
-)
-
-// ParseHeaderMode returns the mode named s: ietf, legacy, or off (also
-// opaque). The empty string is IETF.
-func ParseHeaderMode(s string) (HeaderMode, error) {
-	if s == "" {
-		return IETF, nil
-	}
-	return ratelimit.ParseHeaderMode(s)
-}
 
 // setHeaders writes the headers of mode for the enforced rules of as;
 // denied is the index of the rule that denied (-1: none). pc caches the
 // RateLimit-Policy value, which depends on the rules, not the request.
 // Retry-After is the refusal's (Refusals.Write), not written here.
-func setHeaders(h http.Header, mode HeaderMode, pc *policyCache, as []applied, denied int) {
-	if mode == Opaque {
+func setHeaders(h http.Header, mode header.Mode, pc *policyCache, as []applied, denied int) {
+	if mode == header.Off {
 		return
 	}
-	var buf [4]rlheader.State
+	var buf [4]header.State
 	ps := buf[:0]
 	for i := range as {
 		a := &as[i]
@@ -53,21 +25,21 @@ func setHeaders(h http.Header, mode HeaderMode, pc *policyCache, as []applied, d
 			continue
 		}
 		q, w := a.Quota()
-		ps = append(ps, rlheader.State{Name: a.policy, Quota: q, Window: ratelimit.DurationCeil(w),
+		ps = append(ps, header.State{Name: a.policy, Quota: q, Window: ratelimit.DurationCeil(w),
 			Remaining: a.d.Remaining, Reset: ratelimit.DurationCeil(a.d.ResetAfter),
 			Over: i == denied, RetryAfter: ratelimit.DurationCeil(a.d.RetryAfter)})
 	}
 	if len(ps) == 0 {
 		return
 	}
-	if mode == IETF && pc != nil {
+	if mode == header.IETF && pc != nil {
 		setIETF(h, pc.value(ps), ps)
 		return
 	}
 	// One array holds every header's value: one allocation for all.
 	vals := make([]string, 0, 3)
-	rlheader.Write(mode, ps, func(name, value string) {
-		if name == rlheader.RetryAfter {
+	header.Write(mode, ps, func(name, value string) {
+		if name == header.RetryAfter {
 			return
 		}
 		vals = append(vals, value)
@@ -86,9 +58,9 @@ type ietfValues struct {
 // setIETF sets RateLimit-Policy to policy (the cached value of ps) and
 // RateLimit. An admitted request whose RateLimit value fits ietfValues.b
 // costs one allocation.
-func setIETF(h http.Header, policy string, ps []rlheader.State) {
+func setIETF(h http.Header, policy string, ps []header.State) {
 	iv := new(ietfValues)
-	b := rlheader.AppendRateLimit(iv.b[:0], ps)
+	b := header.AppendRateLimit(iv.b[:0], ps)
 	if &b[0] == &iv.b[0] {
 		// The bytes are iv's and never written again: the string
 		// shares iv's allocation.
@@ -109,24 +81,24 @@ type policyCache struct {
 }
 
 type cachedPolicy struct {
-	ps  []rlheader.State // Name, Quota and Window are set
+	ps  []header.State // Name, Quota and Window are set
 	val string
 }
 
-func (c *policyCache) value(ps []rlheader.State) string {
+func (c *policyCache) value(ps []header.State) string {
 	if e := c.p.Load(); e != nil && samePolicies(e.ps, ps) {
 		return e.val
 	}
 	var buf [128]byte
-	e := &cachedPolicy{ps: make([]rlheader.State, len(ps)), val: string(rlheader.AppendPolicy(buf[:0], ps))}
+	e := &cachedPolicy{ps: make([]header.State, len(ps)), val: string(header.AppendPolicy(buf[:0], ps))}
 	for i := range ps {
-		e.ps[i] = rlheader.State{Name: ps[i].Name, Quota: ps[i].Quota, Window: ps[i].Window}
+		e.ps[i] = header.State{Name: ps[i].Name, Quota: ps[i].Quota, Window: ps[i].Window}
 	}
 	c.p.Store(e)
 	return e.val
 }
 
-func samePolicies(a, b []rlheader.State) bool {
+func samePolicies(a, b []header.State) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -141,15 +113,15 @@ func samePolicies(a, b []rlheader.State) bool {
 // canonical is name in net/http's canonical form, without allocating.
 func canonical(name string) string {
 	switch name {
-	case rlheader.Policy:
+	case header.Policy:
 		return "Ratelimit-Policy"
-	case rlheader.RateLimit:
+	case header.RateLimit:
 		return "Ratelimit"
-	case rlheader.Limit:
+	case header.Limit:
 		return "X-Ratelimit-Limit"
-	case rlheader.Remaining:
+	case header.Remaining:
 		return "X-Ratelimit-Remaining"
-	case rlheader.Reset:
+	case header.Reset:
 		return "X-Ratelimit-Reset"
 	}
 	return http.CanonicalHeaderKey(name)

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/internal/server/sfv"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 )
 
 // DefaultInFlightPolicy is the policy name of an InFlight middleware whose
@@ -69,7 +70,7 @@ type InFlight struct {
 	// DefaultInFlightPolicy.
 	Policy string
 	// Headers selects the response headers (see Middleware.Headers).
-	Headers HeaderMode
+	Headers header.Mode
 	// RetryAfter is the Retry-After of a 429; 0 means
 	// DefaultInFlightRetryAfter.
 	RetryAfter time.Duration
@@ -152,7 +153,7 @@ func (h *inFlightHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *inFlightHandler) setHeaders(hd http.Header, d inflight.Decision) {
-	if h.m.Headers != IETF {
+	if h.m.Headers != header.IETF {
 		return
 	}
 	hd.Add("Ratelimit-Policy", h.policy)

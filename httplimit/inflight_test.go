@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 )
 
 // gate is a handler that holds each request until released.
@@ -163,7 +164,7 @@ func TestInFlightOpaqueAndLegacyHeaders(t *testing.T) {
 	store := inflight.NewMemory(inflight.MemoryOptions{})
 	defer store.Close()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
-	for _, mode := range []httplimit.HeaderMode{httplimit.Legacy, httplimit.Opaque} {
+	for _, mode := range []header.Mode{header.Legacy, header.Off} {
 		h := (&httplimit.InFlight{Store: store, Max: 1, Headers: mode}).Handler(ok)
 		if w := serve(h, "192.0.2.9", "GET"); w.Header().Get("RateLimit-Policy") != "" || w.Header().Get("RateLimit") != "" {
 			t.Errorf("%v: in-flight headers %v, want none", mode, w.Header())

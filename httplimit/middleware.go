@@ -13,7 +13,9 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -73,7 +75,7 @@ type Middleware struct {
 	Store ratelimit.Store
 	// Rules resolves descriptors to store requests (rules.Set.Resolve).
 	// A Set bound to a store (rules.Set.Bind) decides its rules with that
-	// store's bindings (a lease: true rule with its leased view); Handler
+	// store's bindings (a prefetch: true rule with its prefetch view); Handler
 	// binds a Set that is not bound to Store.
 	Rules *rules.Set
 	// Domain is the rules domain the descriptors are matched in.
@@ -93,7 +95,7 @@ type Middleware struct {
 	// malformed value from a trusted proxy is answered 400.
 	CostHeader string
 	// Headers selects the response headers. The zero value is IETF.
-	Headers HeaderMode
+	Headers header.Mode
 	// Shadow puts every rule in shadow mode: would-be denials are observed
 	// and logged, never enforced.
 	Shadow bool
@@ -195,7 +197,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	if m.Rules.Store() == nil {
 		// Bind each rule once here rather than derive its limit on every
 		// request. A Set already bound (the gateway binds its own, with
-		// the leased view) is taken as it is.
+		// the prefetch view) is taken as it is.
 		if b, err := m.Rules.Bind(m.Store, rules.BindOptions{}); err != nil {
 			h.m.Logger.Error("httplimit: rules not bound to the store; each request derives its limit", "err", err)
 		} else {
@@ -512,16 +514,7 @@ func countEnforced(as []applied) int {
 	return n
 }
 
-func wait(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func wait(ctx context.Context, d time.Duration) bool { return tick.Sleep(ctx, d) == nil }
 
 func remoteIP(addr string) netip.Addr {
 	if ap, err := netip.ParseAddrPort(addr); err == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -142,18 +143,18 @@ func TestPerIPThen429IETF(t *testing.T) {
 func TestHeaderModes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		mode       httplimit.HeaderMode
+		mode       header.Mode
 		allowed    map[string]string
 		denied     map[string]string
 		policyBody bool
 	}{
-		{httplimit.IETF,
+		{header.IETF,
 			map[string]string{"RateLimit-Policy": `"per-ip";q=3;w=60`, "RateLimit": `"per-ip";r=0;t=60`, "X-RateLimit-Limit": "", "Retry-After": ""},
 			map[string]string{"RateLimit": `"per-ip";r=0;t=60`, "Retry-After": "20"}, true},
-		{httplimit.Legacy,
+		{header.Legacy,
 			map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "60", "RateLimit": ""},
 			map[string]string{"X-RateLimit-Remaining": "0", "Retry-After": "20"}, true},
-		{httplimit.Opaque,
+		{header.Off,
 			map[string]string{"X-RateLimit-Limit": "", "RateLimit": "", "RateLimit-Policy": ""},
 			map[string]string{"X-RateLimit-Limit": "", "RateLimit": "", "Retry-After": ""}, false},
 	} {

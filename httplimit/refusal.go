@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -116,13 +117,13 @@ func (rs *Refusals) unavailableRetry() time.Duration {
 // header mode: Opaque leaves the policy out of the body, and a 429 bare
 // (no Retry-After, no detail: no quota information); a 503 keeps its
 // Retry-After, which is about the server, not the caller's quota.
-func (rs *Refusals) Write(w http.ResponseWriter, mode HeaderMode, rf Refusal) {
+func (rs *Refusals) Write(w http.ResponseWriter, mode header.Mode, rf Refusal) {
 	if rs != nil && rs.Observe != nil {
 		rs.Observe(rf)
 	}
 	p := Problem{Status: rf.Status, Detail: rf.Detail, Policy: rf.Policy}
 	retry := rf.RetryAfter
-	if mode == Opaque {
+	if mode == header.Off {
 		p.Policy = ""
 		if rf.Status == http.StatusTooManyRequests {
 			p.Detail, retry = "", 0

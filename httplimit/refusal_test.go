@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -174,21 +175,21 @@ func TestDenyPolicyAnswer(t *testing.T) {
 		rec.rs.UnavailableRetryAfter = retry
 		layers := []struct {
 			name, policy string
-			h            func(p ratelimit.FailurePolicy, mode httplimit.HeaderMode) http.Handler
+			h            func(p ratelimit.FailurePolicy, mode header.Mode) http.Handler
 		}{
-			{"rate limit", "per-ip", func(p ratelimit.FailurePolicy, mode httplimit.HeaderMode) http.Handler {
+			{"rate limit", "per-ip", func(p ratelimit.FailurePolicy, mode header.Mode) http.Handler {
 				return (&httplimit.Middleware{Store: failing{}, Rules: mustRules(t, testRules), Domain: "test", Headers: mode,
 					Descriptors: identityDescriptors(), OnStoreError: p, Refusals: rec.rs}).Handler(ok)
 			}},
-			{"in flight", "in-flight", func(p ratelimit.FailurePolicy, mode httplimit.HeaderMode) http.Handler {
+			{"in flight", "in-flight", func(p ratelimit.FailurePolicy, mode header.Mode) http.Handler {
 				return (&httplimit.InFlight{Store: closed, Max: 5, OnStoreError: p, Headers: mode, Refusals: rec.rs}).Handler(ok)
 			}},
-			{"fleet", "shed", func(p ratelimit.FailurePolicy, _ httplimit.HeaderMode) http.Handler {
+			{"fleet", "shed", func(p ratelimit.FailurePolicy, _ header.Mode) http.Handler {
 				return (&httplimit.Shedder{Fleet: fleet, Priority: httplimit.Priority{Classes: cs}, OnStoreError: p, Refusals: rec.rs}).Handler(ok)
 			}},
 		}
 		for _, l := range layers {
-			w := do(l.h(ratelimit.FailDeny, httplimit.IETF), "192.0.2.1:1")
+			w := do(l.h(ratelimit.FailDeny, header.IETF), "192.0.2.1:1")
 			refusalShape(t, w, 503, l.policy)
 			if got := w.Header().Get("Retry-After"); got != strconv.Itoa(want) {
 				t.Errorf("%s, retry %v: Retry-After %q, want %d", l.name, retry, got, want)
@@ -204,7 +205,7 @@ func TestDenyPolicyAnswer(t *testing.T) {
 				t.Errorf("%s: observed %+v, want one unavailable refusal with its error and the Retry-After", l.name, got)
 			}
 			// on_store_error: error reports the failure: 503, no promise.
-			w = do(l.h(ratelimit.FailError, httplimit.IETF), "192.0.2.1:1")
+			w = do(l.h(ratelimit.FailError, header.IETF), "192.0.2.1:1")
 			if w.Code != 503 || w.Header().Get("Retry-After") != "" || w.Header().Get("RateLimit") != "" {
 				t.Errorf("%s, error policy: %d %v, want 503 without Retry-After or RateLimit", l.name, w.Code, w.Header())
 			}
@@ -213,7 +214,7 @@ func TestDenyPolicyAnswer(t *testing.T) {
 			}
 		}
 		// Legacy: the reset is not 0 either.
-		w := do(layers[0].h(ratelimit.FailDeny, httplimit.Legacy), "192.0.2.1:1")
+		w := do(layers[0].h(ratelimit.FailDeny, header.Legacy), "192.0.2.1:1")
 		if w.Code != 503 || w.Header().Get("X-RateLimit-Reset") != strconv.Itoa(want) || w.Header().Get("X-RateLimit-Remaining") != "0" {
 			t.Errorf("legacy: %d %v, want 503 with X-RateLimit-Reset %d", w.Code, w.Header(), want)
 		}
@@ -231,11 +232,11 @@ func TestOpaqueRefusalsAreBare(t *testing.T) {
 		t.Fatal(err)
 	}
 	rate := (&httplimit.Middleware{Store: newStore(t), Rules: mustRules(t, testRules), Domain: "test",
-		Descriptors: identityDescriptors(), Headers: httplimit.Opaque, Refusals: rec.rs}).Handler(ok)
+		Descriptors: identityDescriptors(), Headers: header.Off, Refusals: rec.rs}).Handler(ok)
 	for range 3 {
 		do(rate, "192.0.2.1:1")
 	}
-	inf := (&httplimit.InFlight{Store: ifStore, Max: 1, Headers: httplimit.Opaque, Refusals: rec.rs}).Handler(ok)
+	inf := (&httplimit.InFlight{Store: ifStore, Max: 1, Headers: header.Off, Refusals: rec.rs}).Handler(ok)
 	for _, h := range []http.Handler{rate, inf} {
 		w := do(h, "192.0.2.1:1")
 		if w.Code != 429 || w.Header().Get("Retry-After") != "" || strings.Contains(w.Body.String(), "detail") || strings.Contains(w.Body.String(), "policy") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/shed"
 )
 
@@ -165,7 +166,7 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.observe(ShedEvent{Shedder: "fleet", Class: c, Outcome: StoreError, Err: err})
 			switch m.OnStoreError {
 			case ratelimit.FailError, ratelimit.FailDeny:
-				m.Refusals.Write(w, IETF, m.Refusals.unavailable(LayerShed, m.OnStoreError, nil, ShedPolicy, "fleet:"+m.Priority.Classes.Name(c), "fleet", err))
+				m.Refusals.Write(w, header.IETF, m.Refusals.unavailable(LayerShed, m.OnStoreError, nil, ShedPolicy, "fleet:"+m.Priority.Classes.Name(c), "fleet", err))
 				return
 			}
 		case !d.Allowed:
@@ -185,7 +186,7 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // shed answers 503 for a request of class c that shedder shed.
 func (h *shedHandler) shed(w http.ResponseWriter, shedder string, c shed.Class, why string) {
 	name := h.m.Priority.Classes.Name(c)
-	h.m.Refusals.Write(w, IETF, Refusal{Layer: LayerShed, Status: http.StatusServiceUnavailable, Policy: ShedPolicy,
+	h.m.Refusals.Write(w, header.IETF, Refusal{Layer: LayerShed, Status: http.StatusServiceUnavailable, Policy: ShedPolicy,
 		Key: shedder + ":" + name, RetryAfter: h.m.RetryAfter, Detail: why + ": " + strconv.Quote(name) + " requests are being shed"})
 }
 

@@ -72,14 +72,6 @@ func TestFailurePolicyText(t *testing.T) {
 	if _, err := ratelimit.ParseFailurePolicy("open"); err == nil {
 		t.Error("ParseFailurePolicy(open) = nil error")
 	}
-	for s, want := range map[string]ratelimit.HeaderMode{"ietf": ratelimit.HeadersIETF, "legacy": ratelimit.HeadersLegacy, "off": ratelimit.HeadersOff, "opaque": ratelimit.HeadersOff} {
-		if got, err := ratelimit.ParseHeaderMode(s); err != nil || got != want {
-			t.Errorf("ParseHeaderMode(%q) = %v, %v", s, got, err)
-		}
-	}
-	if _, err := ratelimit.ParseHeaderMode("x-ratelimit"); err == nil {
-		t.Error("ParseHeaderMode(x-ratelimit) = nil error")
-	}
 }
 
 // TestPrefetchable: the one answer of what prefetch mode may decide, for

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/internal/tick"
 )
 
 // Defaults of the zero Options.
@@ -158,19 +159,7 @@ func Next(opts Options, attempt int, err error, now, deadline time.Time) Step {
 
 // Sleep waits for d or until ctx is done, returning ctx's error in the
 // latter case. A d ≤ 0 returns at once (nil, unless ctx is done).
-func Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func Sleep(ctx context.Context, d time.Duration) error { return tick.Sleep(ctx, d) }
 
 // Permanent wraps err so that Do returns it without retrying. It returns nil
 // for a nil err.

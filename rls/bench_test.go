@@ -12,6 +12,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -35,7 +36,7 @@ func benchServer(b *testing.B) *rls.Server {
 	set, _ := rules.NewSet(cfg)
 	store := memstore.New(memstore.Options{})
 	b.Cleanup(func() { store.Close() })
-	srv, err := rls.New(store, set, rls.Options{Headers: rls.HeadersOff})
+	srv, err := rls.New(store, set, rls.Options{Headers: header.Off})
 	if err != nil {
 		b.Fatal(err)
 	}

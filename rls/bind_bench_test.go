@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -46,11 +47,11 @@ func BenchmarkShouldRateLimitBindPaired(b *testing.B) {
 			set, _ := rules.NewSet(cfg)
 			store := memstore.New(memstore.Options{})
 			defer store.Close()
-			bound, err := rls.New(store, set, rls.Options{Headers: rls.HeadersOff})
+			bound, err := rls.New(store, set, rls.Options{Headers: header.Off})
 			if err != nil {
 				b.Fatal(err)
 			}
-			applied, err := rls.New(applyOnly{store}, set, rls.Options{Headers: rls.HeadersOff})
+			applied, err := rls.New(applyOnly{store}, set, rls.Options{Headers: header.Off})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
@@ -89,7 +90,7 @@ func TestPrefetchRuleRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	set, _ := rules.NewSet(cfg)
-	s, err := rls.New(store, set, rls.Options{Prefetch: prefetched, Headers: rls.HeadersOff})
+	s, err := rls.New(store, set, rls.Options{Prefetch: prefetched, Headers: header.Off})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestPrefetchRuleRedis(t *testing.T) {
 	}
 	hot := redisCalls(t, srv) - c0
 	st := prefetched.Stats()
-	t.Logf("prefetched rule: %d decisions, %d redis-server commands; prefetch stats %+v", n, hot, st)
+	t.Logf("prefetched rule: %d decisions, %d redis-server commands; lease stats %+v", n, hot, st)
 	if hot > n/4 || st.Local < n/2 {
 		t.Errorf("prefetched rule: %d redis-server commands and %d local decisions for %d decisions; want most local", hot, st.Local, n)
 	}
@@ -147,7 +148,7 @@ func TestPrefetchRuleMemoryWarns(t *testing.T) {
 	var logs syncBuffer
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	s, err := rls.New(store, nil, rls.Options{Headers: rls.HeadersOff, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s, err := rls.New(store, nil, rls.Options{Headers: header.Off, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestPrefetchDeprecatedLease(t *testing.T) {
 	store, pf := memstore.New(memstore.Options{}), memstore.New(memstore.Options{})
 	defer store.Close()
 	defer pf.Close()
-	s, err := rls.New(store, nil, rls.Options{Prefetch: pf, Headers: rls.HeadersOff, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s, err := rls.New(store, nil, rls.Options{Prefetch: pf, Headers: header.Off, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@
 //     every quota_mode descriptor of the request is (envoyproxy/ratelimit
 //     since its #1059); Options.QuotaMode is the global quota mode;
 //   - Options.StopIncrementWhenOverLimit, Options.HeaderNames (with
-//     EnvoyHeaderNames) and Options.MetricLabels follow
+//     header.EnvoyNames) and Options.MetricLabels follow
 //     STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, LIMIT_*_HEADER and the
 //     Prometheus mapping's key1/key2 labels (docs/rls.md lists every setting);
 //   - Options.LocalCacheSize is LOCAL_CACHE_SIZE_IN_BYTES, the local

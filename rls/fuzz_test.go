@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -44,7 +45,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 	set, _ := rules.NewSet(cfg)
 	store := memstore.New(memstore.Options{})
 	f.Cleanup(func() { store.Close() })
-	srv, err := rls.New(store, set, rls.Options{Headers: rls.HeadersIETF})
+	srv, err := rls.New(store, set, rls.Options{Headers: header.IETF})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rls"
 )
 
@@ -23,7 +24,7 @@ func TestHeaderNames(t *testing.T) {
 	}
 	t.Run("envoy", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, nil, rls.Options{Headers: rls.HeadersLegacy, HeaderNames: rls.EnvoyHeaderNames})
+		h := newHarness(t, nil, rls.Options{Headers: header.Legacy, HeaderNames: header.EnvoyNames})
 		if got, want := headers(h, "general", "g"), map[string]string{
 			"RateLimit-Limit": "1", "RateLimit-Remaining": "0", "RateLimit-Reset": "30",
 		}; !maps.Equal(got, want) {
@@ -38,8 +39,8 @@ func TestHeaderNames(t *testing.T) {
 	})
 	t.Run("renamed", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, nil, rls.Options{Headers: rls.HeadersLegacy,
-			HeaderNames: rls.HeaderNames{Limit: "X-Quota", Remaining: "X-Quota-Left", Reset: "X-Quota-Reset"}})
+		h := newHarness(t, nil, rls.Options{Headers: header.Legacy,
+			HeaderNames: header.Names{Limit: "X-Quota", Remaining: "X-Quota-Left", Reset: "X-Quota-Reset"}})
 		headers(h, "general", "g")
 		if got, want := headers(h, "general", "g"), map[string]string{
 			"X-Quota": "1", "X-Quota-Left": "0", "X-Quota-Reset": "30", "Retry-After": "30",
@@ -49,14 +50,14 @@ func TestHeaderNames(t *testing.T) {
 	})
 	t.Run("ietf ignores names", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, nil, rls.Options{Headers: rls.HeadersIETF, HeaderNames: rls.EnvoyHeaderNames})
+		h := newHarness(t, nil, rls.Options{Headers: header.IETF, HeaderNames: header.EnvoyNames})
 		if got := headers(h, "general", "g"); got["RateLimit-Policy"] == "" || got["RateLimit-Limit"] != "" {
 			t.Errorf("headers = %v, want the IETF ones", got)
 		}
 	})
 	t.Run("invalid name", func(t *testing.T) {
 		t.Parallel()
-		if _, err := rls.New(memoryStore(t, nil), nil, rls.Options{HeaderNames: rls.HeaderNames{Limit: "Bad Name"}}); err == nil {
+		if _, err := rls.New(memoryStore(t, nil), nil, rls.Options{HeaderNames: header.Names{Limit: "Bad Name"}}); err == nil {
 			t.Error("New with header name \"Bad Name\" = nil error")
 		}
 	})

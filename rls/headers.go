@@ -7,8 +7,8 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluicehq/sluice/internal/server/rlheader"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 )
 
 func wrapU32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
@@ -26,10 +26,10 @@ func policyName(c *check, i int) string {
 }
 
 // responseHeaders are the rate limit headers of s.headers for the
-// enforced descriptors of checks (ratelimit.HeaderMode, written by
-// rlheader as the gateway writes them).
+// enforced descriptors of checks (header.Mode, written by package
+// header as the gateway writes them).
 func (s *Server) responseHeaders(checks []check, resp *pb.RateLimitResponse) []*corepb.HeaderValue {
-	var buf [4]rlheader.State
+	var buf [4]header.State
 	ps := buf[:0]
 	for i := range checks {
 		c := &checks[i]
@@ -38,7 +38,7 @@ func (s *Server) responseHeaders(checks []check, resp *pb.RateLimitResponse) []*
 		}
 		q, w := c.Quota()
 		st := resp.Statuses[i]
-		p := rlheader.State{Name: policyName(c, i), Quota: q, Window: ratelimit.DurationCeil(w),
+		p := header.State{Name: policyName(c, i), Quota: q, Window: ratelimit.DurationCeil(w),
 			Remaining: int64(st.LimitRemaining), Reset: st.DurationUntilReset.GetSeconds(),
 			Over: st.Code == pb.RateLimitResponse_OVER_LIMIT}
 		if (s.quota || (c.Rule != nil && c.Rule.QuotaMode)) && resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
@@ -56,8 +56,8 @@ func (s *Server) responseHeaders(checks []check, resp *pb.RateLimitResponse) []*
 		ps = append(ps, p)
 	}
 	var out []*corepb.HeaderValue
-	rlheader.WriteNamed(s.headers, s.names, ps, func(name, value string) {
-		out = append(out, header(name, value))
+	header.WriteNamed(s.headers, s.names, ps, func(name, value string) {
+		out = append(out, headerValue(name, value))
 	})
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	gostats "github.com/lyft/gostats"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -257,7 +258,7 @@ func (m *metrics) family(fams *sync.Map, id, domain, ruleKey string) *family {
 	}
 	label := OverrideOverflowKey
 	if ruleKey != "" {
-		label = truncateUTF8(labelOf(domain, ruleKey)+OverflowKeySuffix, MaxMetricKeyLen)
+		label = eventlog.Prefix(labelOf(domain, ruleKey)+OverflowKeySuffix, MaxMetricKeyLen)
 	}
 	v, _ := fams.LoadOrStore(id, &family{domain: domain, overflowLabel: label})
 	return v.(*family)
@@ -336,7 +337,7 @@ type notFound struct {
 // maxDetailed domains (cut to MaxMetricKeyLen bytes) get their own, later
 // ones count under OverrideOverflowKey.
 func (m *metrics) domainNotFound(domain string, n int) {
-	domain = truncateUTF8(domain, MaxMetricKeyLen)
+	domain = eventlog.Prefix(domain, MaxMetricKeyLen)
 	v, ok := m.unknown.Load(domain)
 	if !ok {
 		if !utf8.ValidString(domain) {
@@ -387,20 +388,7 @@ func labelOf(domain, key string) string {
 // MaxMetricKeyLen bytes. It does not allocate.
 func boundKey(domain, key string) string {
 	label := labelOf(domain, key)
-	return key[:len(key)-len(label)+len(truncateUTF8(label, MaxMetricKeyLen))]
-}
-
-// truncateUTF8 returns the longest prefix of s of at most n bytes that does
-// not split a UTF-8 sequence.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for j := 0; j < utf8.UTFMax-1 && i > 0 && !utf8.RuneStart(s[i]); j++ {
-		i--
-	}
-	return s[:i]
+	return key[:len(key)-len(label)+len(eventlog.Prefix(label, MaxMetricKeyLen))]
 }
 
 // record counts c's outcome as envoyproxy/ratelimit's base limiter does:

@@ -6,6 +6,7 @@ import (
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -108,7 +109,7 @@ func TestQuotaModeResults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.start(t, memoryStore, set, rls.Options{Headers: rls.HeadersLegacy})
+			h.start(t, memoryStore, set, rls.Options{Headers: header.Legacy})
 			for _, k := range c.exhaust {
 				h.call(t, 0, d(k, "v"))
 			}

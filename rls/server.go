@@ -27,8 +27,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/internal/server/eventlog"
-	"github.com/sluicehq/sluice/internal/server/rlheader"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -46,59 +46,6 @@ const DefaultNearLimitRatio = 0.8
 // the empty (whole server) name.
 const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
-// HeaderMode selects the response_headers_to_add of a response, which
-// Envoy adds to the response it sends downstream: ratelimit.HeaderMode,
-// the same modes and headers as the gateway's.
-type HeaderMode = ratelimit.HeaderMode
-
-// The header modes.
-const (
-	// HeadersOff adds no header (what the sluice rls command does unless
-	// told otherwise, as envoyproxy/ratelimit without
-	// LIMIT_RESPONSE_HEADERS_ENABLED).
-	HeadersOff = ratelimit.HeadersOff
-	// HeadersIETF adds RateLimit-Policy and RateLimit
-	// (draft-ietf-httpapi-ratelimit-headers) for every enforced descriptor,
-	// and Retry-After when the answer is OVER_LIMIT:
-	//
-	//	RateLimit-Policy: "per-user";q=100;w=60
-	//	RateLimit: "per-user";r=42;t=17
-	HeadersIETF = ratelimit.HeadersIETF
-	// HeadersLegacy adds X-RateLimit-Limit, X-RateLimit-Remaining and
-	// X-RateLimit-Reset (seconds until the window resets), the names
-	// Envoy's rate limit filter uses, for the descriptor closest to its
-	// limit (an over-limit one first), as envoyproxy/ratelimit chooses it,
-	// and Retry-After when the answer is OVER_LIMIT.
-	HeadersLegacy = ratelimit.HeadersLegacy
-)
-
-// HeaderNames renames the headers HeadersLegacy adds, as envoyproxy/ratelimit's
-// LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and LIMIT_RESET_HEADER do. The
-// zero value keeps X-RateLimit-Limit, -Remaining, -Reset and Retry-After.
-type HeaderNames struct {
-	// Limit, Remaining and Reset name the three headers; an empty one keeps
-	// its X-RateLimit- name.
-	Limit, Remaining, Reset string
-	// NoRetryAfter leaves Retry-After out, as envoyproxy/ratelimit does.
-	NoRetryAfter bool
-}
-
-// EnvoyHeaderNames are envoyproxy/ratelimit's headers with
-// LIMIT_RESPONSE_HEADERS_ENABLED and its default names: RateLimit-Limit,
-// RateLimit-Remaining and RateLimit-Reset, and no Retry-After. With
-// HeadersLegacy they are what that server adds (sluice rls --headers envoy).
-var EnvoyHeaderNames = HeaderNames{Limit: rlheader.EnvoyLimit, Remaining: rlheader.EnvoyRemaining,
-	Reset: rlheader.EnvoyReset, NoRetryAfter: true}
-
-// ParseHeaderMode returns the mode named s: off (or "", or opaque), ietf
-// or legacy.
-func ParseHeaderMode(s string) (HeaderMode, error) {
-	if s == "" {
-		return HeadersOff, nil
-	}
-	return ratelimit.ParseHeaderMode(s)
-}
-
 // Options configures a Server. The zero value is a good default.
 type Options struct {
 	// Logger receives reloads, store failures and bad requests. Nil
@@ -107,11 +54,11 @@ type Options struct {
 	// Registry is where the server registers its metrics, and what
 	// Handler's /metrics serves. Nil means a registry of the server's own.
 	Registry *prometheus.Registry
-	// Headers selects the response headers. The zero value is HeadersIETF;
-	// set HeadersOff to add none (envoyproxy/ratelimit's default).
-	Headers HeaderMode
-	// HeaderNames renames HeadersLegacy's headers; other modes ignore it.
-	HeaderNames HeaderNames
+	// Headers selects the response headers. The zero value is header.IETF;
+	// set header.Off to add none (envoyproxy/ratelimit's default).
+	Headers header.Mode
+	// HeaderNames renames header.Legacy's headers; other modes ignore it.
+	HeaderNames header.Names
 	// NearLimitRatio is the fraction of a limit past which hits count as
 	// near_limit. Zero means DefaultNearLimitRatio.
 	NearLimitRatio float64
@@ -211,8 +158,8 @@ type Server struct {
 	reg        *prometheus.Registry
 	m          *metrics
 	health     *health.Server
-	headers    HeaderMode
-	names      rlheader.Names
+	headers    header.Mode
+	names      header.Names
 	nearRatio  float64
 	parallel   bool
 	shadow     bool
@@ -261,7 +208,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("rls: %q is not a valid header name", n)
 		}
 	}
-	s.names = rlheader.Names(opts.HeaderNames)
+	s.names = opts.HeaderNames
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -1071,7 +1018,7 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 	if regularOver > 0 || (quotaTotal > 0 && quotaOver == quotaTotal) {
 		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 	}
-	if s.headers != HeadersOff {
+	if s.headers != header.Off {
 		resp.ResponseHeadersToAdd = s.responseHeaders(checks, resp)
 	}
 	if s.shadow && resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
@@ -1081,4 +1028,4 @@ func (s *Server) respond(checks []check) *pb.RateLimitResponse {
 	return resp
 }
 
-func header(k, v string) *corepb.HeaderValue { return &corepb.HeaderValue{Key: k, Value: v} }
+func headerValue(k, v string) *corepb.HeaderValue { return &corepb.HeaderValue{Key: k, Value: v} }

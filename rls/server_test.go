@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
@@ -582,7 +583,7 @@ func TestHeaders(t *testing.T) {
 	}
 	t.Run("legacy", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, nil, rls.Options{Headers: rls.HeadersLegacy})
+		h := newHarness(t, nil, rls.Options{Headers: header.Legacy})
 		got := headers(h.call(t, 0, d("user", "u"), d("path", "/api/x")))
 		want := map[string]string{"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "30"}
 		for k, v := range want {
@@ -593,7 +594,7 @@ func TestHeaders(t *testing.T) {
 	})
 	t.Run("ietf", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, nil, rls.Options{Headers: rls.HeadersIETF})
+		h := newHarness(t, nil, rls.Options{Headers: header.IETF})
 		h.call(t, 0, d("specific", "s"))
 		got := headers(h.call(t, 0, d("user", "u"), d("specific", "s")))
 		want := map[string]string{
@@ -609,7 +610,7 @@ func TestHeaders(t *testing.T) {
 	})
 	t.Run("off", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, nil, rls.Options{Headers: rls.HeadersOff})
+		h := newHarness(t, nil, rls.Options{Headers: header.Off})
 		if got := h.call(t, 0, d("user", "u")).ResponseHeadersToAdd; len(got) != 0 {
 			t.Errorf("headers = %v, want none", got)
 		}

@@ -9,6 +9,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -38,7 +39,7 @@ func BenchmarkShouldRateLimitStats(b *testing.B) {
 			set, _ := rules.NewSet(cfg)
 			store := memstore.New(memstore.Options{})
 			b.Cleanup(func() { store.Close() })
-			opts := rls.Options{Headers: rls.HeadersOff, LocalCacheSize: c.cache}
+			opts := rls.Options{Headers: header.Off, LocalCacheSize: c.cache}
 			if c.statsd {
 				ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 				if err != nil {

@@ -9,6 +9,7 @@ import (
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -152,11 +153,11 @@ func TestUnitMultiplierCurrentLimit(t *testing.T) {
 func TestUnitMultiplierHeaders(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		mode rls.HeaderMode
+		mode header.Mode
 		want map[string]string
 	}{
-		{rls.HeadersIETF, map[string]string{"RateLimit-Policy": `"test.key1";q=20;w=300`, "RateLimit": `"test.key1";r=19;t=270`}},
-		{rls.HeadersLegacy, map[string]string{"X-RateLimit-Limit": "20", "X-RateLimit-Remaining": "19", "X-RateLimit-Reset": "270"}},
+		{header.IETF, map[string]string{"RateLimit-Policy": `"test.key1";q=20;w=300`, "RateLimit": `"test.key1";r=19;t=270`}},
+		{header.Legacy, map[string]string{"X-RateLimit-Limit": "20", "X-RateLimit-Remaining": "19", "X-RateLimit-Reset": "270"}},
 	} {
 		h := multiplierHarness(t, memoryStore, rls.Options{Headers: tc.mode})
 		got := map[string]string{}

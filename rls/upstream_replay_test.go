@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rls"
 )
@@ -206,9 +207,9 @@ func runReplay(t *testing.T, sc replayScenario, v replayVariant, storeKind strin
 	}
 	t.Cleanup(func() { sd.Close() })
 	opts := rls.Options{Statsd: sd, Now: clock, LocalCacheSize: v.LocalCache, StopIncrementWhenOverLimit: v.StopIncrement,
-		ShadowMode: v.ShadowMode, QuotaMode: v.QuotaMode, Headers: rls.HeadersOff}
+		ShadowMode: v.ShadowMode, QuotaMode: v.QuotaMode, Headers: header.Off}
 	if v.Headers == "envoy" {
-		opts.Headers, opts.HeaderNames = rls.HeadersLegacy, rls.EnvoyHeaderNames
+		opts.Headers, opts.HeaderNames = header.Legacy, header.EnvoyNames
 		if len(v.HeaderNames) == 3 {
 			opts.HeaderNames.Limit, opts.HeaderNames.Remaining, opts.HeaderNames.Reset = v.HeaderNames[0], v.HeaderNames[1], v.HeaderNames[2]
 		}

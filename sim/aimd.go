@@ -9,18 +9,18 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// Phase is a stretch of the aimd scenario during which the server's hidden
+// aimdPhase is a stretch of the aimd scenario during which the server's hidden
 // capacity is Limit requests a second.
-type Phase struct {
+type aimdPhase struct {
 	Start time.Duration // from this time on
 	Limit int64         // requests per second the server admits
 }
 
-// DefaultPhases returns the hidden capacity of the aimd scenario: 40/s,
+// defaultAIMDPhases returns the hidden capacity of the aimd scenario: 40/s,
 // then a jump to 100/s, a fall to 25/s and a recovery to 60/s, a minute
 // each.
-func DefaultPhases() []Phase {
-	return []Phase{
+func defaultAIMDPhases() []aimdPhase {
+	return []aimdPhase{
 		{0, 40},
 		{60 * time.Second, 100},
 		{120 * time.Second, 25},
@@ -28,19 +28,19 @@ func DefaultPhases() []Phase {
 	}
 }
 
-// AIMDOptions configures [AIMD]. The zero value is the default scenario.
-type AIMDOptions struct {
+// aimdOptions configures [aimd]. The zero value is the default scenario.
+type aimdOptions struct {
 	Seed       uint64
 	Runs       int              // 0 means 1; the table averages over runs
-	Phases     []Phase          // nil means DefaultPhases(); Start ascending, the first at 0
+	Phases     []aimdPhase      // nil means defaultAIMDPhases(); Start ascending, the first at 0
 	Duration   time.Duration    // 0 means 60 s after the last phase starts
 	Controller adaptive.Options // the client's AIMD; the zero value is adaptive's default
 	Net        time.Duration    // mean of a network leg; 0 means 10 ms
 	NetSD      time.Duration    // its standard deviation; 0 means 2 ms
 }
 
-// AIMDRow summarizes one phase (averaged over runs).
-type AIMDRow struct {
+// aimdRow summarizes one phase (averaged over runs).
+type aimdRow struct {
 	Phase      int
 	Start, End time.Duration
 	Limit      int64   // the hidden capacity, per second
@@ -49,10 +49,10 @@ type AIMDRow struct {
 	Throttled  float64 // fraction of requests answered 429
 }
 
-// AIMDResult is the outcome of [AIMD].
-type AIMDResult struct {
-	Options AIMDOptions
-	Rows    []AIMDRow // one per phase, then the whole run (Phase 0)
+// aimdResult is the outcome of [aimd].
+type aimdResult struct {
+	Options aimdOptions
+	Rows    []aimdRow // one per phase, then the whole run (Phase 0)
 	// The first run, sampled: the controller's rate every 250 ms, and the
 	// fraction of 429s among the requests that reached the server in each
 	// second.
@@ -60,12 +60,12 @@ type AIMDResult struct {
 	BinAt, Throttled []float64 // seconds (bin start), fraction
 }
 
-func (o AIMDOptions) withDefaults() (AIMDOptions, error) {
+func (o aimdOptions) withDefaults() (aimdOptions, error) {
 	if o.Runs <= 0 {
 		o.Runs = 1
 	}
 	if len(o.Phases) == 0 {
-		o.Phases = DefaultPhases()
+		o.Phases = defaultAIMDPhases()
 	}
 	if o.Phases[0].Start != 0 {
 		return o, fmt.Errorf("sim: aimd: the first phase starts at %v, want 0", o.Phases[0].Start)
@@ -94,7 +94,7 @@ func (o AIMDOptions) withDefaults() (AIMDOptions, error) {
 	return o, nil
 }
 
-// AIMD runs one client whose rate is set by sluice's adaptive.AIMD against a
+// aimd runs one client whose rate is set by sluice's adaptive.AIMD against a
 // server whose capacity is hidden and changes by phase. The server is a
 // token bucket (algorithm/gcra, the step memstore runs) of Limit per second
 // with a burst of a tenth of a second's worth; it answers 429 without
@@ -103,17 +103,17 @@ func (o AIMDOptions) withDefaults() (AIMDOptions, error) {
 // answer to the controller with its round-trip time.
 //
 // Run r uses the PCG stream (Seed, r).
-func AIMD(o AIMDOptions) (*AIMDResult, error) {
+func aimd(o aimdOptions) (*aimdResult, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	res := &AIMDResult{Options: o}
+	res := &aimdResult{Options: o}
 	n := len(o.Phases)
 	sent := make([]float64, n+1)
 	ok := make([]float64, n+1)
 	for r := range o.Runs {
-		s := New(o.Seed, uint64(r))
+		s := newEngine(o.Seed, uint64(r))
 		st := aimdRun(o, s, r == 0, res)
 		for i := range n + 1 {
 			sent[i] += float64(st.sent[i])
@@ -121,7 +121,7 @@ func AIMD(o AIMDOptions) (*AIMDResult, error) {
 		}
 	}
 	for i := range n + 1 {
-		row := AIMDRow{Phase: i + 1, Start: 0, End: o.Duration}
+		row := aimdRow{Phase: i + 1, Start: 0, End: o.Duration}
 		if i < n {
 			row.Start, row.Limit = o.Phases[i].Start, o.Phases[i].Limit
 			if i+1 < n {
@@ -142,7 +142,7 @@ func AIMD(o AIMDOptions) (*AIMDResult, error) {
 
 type aimdStats struct{ sent, ok []int } // per phase, then in all
 
-func aimdRun(o AIMDOptions, s *Sim, record bool, res *AIMDResult) aimdStats {
+func aimdRun(o aimdOptions, s *engine, record bool, res *aimdResult) aimdStats {
 	n := len(o.Phases)
 	st := aimdStats{sent: make([]int, n+1), ok: make([]int, n+1)}
 	c := adaptive.NewAIMD(o.Controller)
@@ -225,8 +225,8 @@ func aimdRun(o AIMDOptions, s *Sim, record bool, res *AIMDResult) aimdStats {
 // Table returns one row per phase and a last row for the whole run (phase
 // "all", whose limit is the time-weighted mean), with the columns phase,
 // start_s, end_s, limit_rps, sent_rps, goodput_rps and throttled_fraction.
-func (r *AIMDResult) Table() Table {
-	t := Table{Columns: []Column{{"phase", 0}, {"start_s", 0}, {"end_s", 0}, {"limit_rps", 1},
+func (r *aimdResult) Table() table {
+	t := table{Columns: []column{{"phase", 0}, {"start_s", 0}, {"end_s", 0}, {"limit_rps", 1},
 		{"sent_rps", 1}, {"goodput_rps", 1}, {"throttled_fraction", 3}}}
 	var weighted float64
 	for _, row := range r.Rows {
@@ -242,29 +242,29 @@ func (r *AIMDResult) Table() Table {
 	return t
 }
 
-// Figure plots the controller's rate against the hidden limit, and the
+// figure plots the controller's rate against the hidden limit, and the
 // fraction of 429s per second, for the first run.
-func (r *AIMDResult) Figure() Figure {
+func (r *aimdResult) Figure() figure {
 	o := r.Options
-	limit := Series{Name: "hidden limit", Step: true, Dashed: true, Color: "#555555"}
+	limit := curve{Name: "hidden limit", Step: true, Dashed: true, Color: "#555555"}
 	for _, p := range o.Phases {
 		limit.X, limit.Y = append(limit.X, p.Start.Seconds()), append(limit.Y, float64(p.Limit))
 	}
 	limit.X = append(limit.X, o.Duration.Seconds())
 	limit.Y = append(limit.Y, limit.Y[len(limit.Y)-1])
 	all := r.Rows[len(r.Rows)-1]
-	return Figure{
+	return figure{
 		Title: "AIMD against a hidden, changing limit (adaptive defaults, first run)",
-		Plots: []Plot{
+		Plots: []chart{
 			{
 				Title:  "The client's rate: slow start, then a sawtooth under the limit",
 				XLabel: "time (s)", YLabel: "requests per second",
-				Series: []Series{limit, {Name: "AIMD rate", X: r.RateAt, Y: r.Rate, Color: palette[0]}},
+				Series: []curve{limit, {Name: "AIMD rate", X: r.RateAt, Y: r.Rate, Color: palette[0]}},
 			},
 			{
 				Title:  fmt.Sprintf("429s per second (%.1f%% over the whole run)", 100*all.Throttled),
 				XLabel: "time (s)", YLabel: "fraction answered 429",
-				Series: []Series{{Name: "429 fraction", X: r.BinAt, Y: r.Throttled, Step: true, Color: palette[1]}},
+				Series: []curve{{Name: "429 fraction", X: r.BinAt, Y: r.Throttled, Step: true, Color: palette[1]}},
 			},
 		},
 	}

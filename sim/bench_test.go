@@ -8,7 +8,7 @@ import (
 // BenchmarkEvents measures the event queue: schedule and run one event with
 // a thousand others pending.
 func BenchmarkEvents(b *testing.B) {
-	s := New(1, 0)
+	s := newEngine(1, 0)
 	var tick func()
 	tick = func() { s.After(time.Duration(s.Rand.IntN(1000)), tick) }
 	for range 1000 {
@@ -23,7 +23,7 @@ func BenchmarkEvents(b *testing.B) {
 // BenchmarkBrooker100 is one run of the brooker scenario at 100 clients
 // with full jitter (about 800 writes, 3200 events).
 func BenchmarkBrooker100(b *testing.B) {
-	o, err := BrookerOptions{}.withDefaults()
+	o, err := brookerOptions{}.withDefaults()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,6 +31,6 @@ func BenchmarkBrooker100(b *testing.B) {
 	run := uint64(0)
 	for b.Loop() {
 		run++
-		brookerRun(o, "full-jitter", 100, New(1, run))
+		brookerRun(o, "full-jitter", 100, newEngine(1, run))
 	}
 }

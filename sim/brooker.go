@@ -9,19 +9,19 @@ import (
 	"github.com/sluicehq/sluice/backoff"
 )
 
-// BrookerStrategies returns the strategies of the brooker scenario, in the
+// brookerStrategies returns the strategies of the brooker scenario, in the
 // order it reports them.
-func BrookerStrategies() []string {
+func brookerStrategies() []string {
 	return []string{"no-backoff", "exponential", "full-jitter", "equal-jitter", "decorrelated-jitter"}
 }
 
-// BrookerOptions configures [Brooker]. The zero value reproduces Brooker's
+// brookerOptions configures [brooker]. The zero value reproduces Brooker's
 // study.
-type BrookerOptions struct {
+type brookerOptions struct {
 	Seed       uint64
 	Runs       int           // runs per point; 0 means 20 (Brooker averaged 100)
 	Clients    []int         // contending clients; nil means 10, 20, …, 190
-	Strategies []string      // from BrookerStrategies(); nil means all
+	Strategies []string      // from brookerStrategies(); nil means all
 	Base       time.Duration // backoff base; 0 means 5 ms
 	Cap        time.Duration // backoff cap; 0 means 2000 ms
 	Net        time.Duration // mean of a network leg; 0 means 10 ms
@@ -31,9 +31,9 @@ type BrookerOptions struct {
 	Progress func(done, total int)
 }
 
-// BrookerRow is one point of the brooker scenario: a strategy at a number of
+// brookerRow is one point of the brooker scenario: a strategy at a number of
 // clients, averaged over Runs runs.
-type BrookerRow struct {
+type brookerRow struct {
 	Strategy  string
 	Clients   int
 	Runs      int
@@ -41,13 +41,13 @@ type BrookerRow struct {
 	MeanCalls float64       // write attempts, failed ones included
 }
 
-// BrookerResult is the outcome of [Brooker].
-type BrookerResult struct {
-	Options BrookerOptions // with defaults filled in
-	Rows    []BrookerRow   // by strategy (in Options.Strategies order), then clients
+// brookerResult is the outcome of [brooker].
+type brookerResult struct {
+	Options brookerOptions // with defaults filled in
+	Rows    []brookerRow   // by strategy (in Options.Strategies order), then clients
 }
 
-func (o BrookerOptions) withDefaults() (BrookerOptions, error) {
+func (o brookerOptions) withDefaults() (brookerOptions, error) {
 	if o.Runs <= 0 {
 		o.Runs = 20
 	}
@@ -62,11 +62,11 @@ func (o BrookerOptions) withDefaults() (BrookerOptions, error) {
 		}
 	}
 	if len(o.Strategies) == 0 {
-		o.Strategies = BrookerStrategies()
+		o.Strategies = brookerStrategies()
 	}
 	for _, s := range o.Strategies {
-		if !slices.Contains(BrookerStrategies(), s) {
-			return o, fmt.Errorf("sim: brooker: unknown strategy %q (want %s)", s, strings.Join(BrookerStrategies(), ", "))
+		if !slices.Contains(brookerStrategies(), s) {
+			return o, fmt.Errorf("sim: brooker: unknown strategy %q (want %s)", s, strings.Join(brookerStrategies(), ", "))
 		}
 	}
 	if o.Base <= 0 {
@@ -84,7 +84,7 @@ func (o BrookerOptions) withDefaults() (BrookerOptions, error) {
 	return o, nil
 }
 
-// Brooker reproduces the model of Marc Brooker's "Exponential Backoff And
+// brooker reproduces the model of Marc Brooker's "Exponential Backoff And
 // Jitter" (AWS Architecture Blog, 2015): Clients clients each make one
 // optimistic-concurrency write to one shared row. A client reads the row's
 // version, then writes conditionally on it; the write fails if another
@@ -103,7 +103,7 @@ func (o BrookerOptions) withDefaults() (BrookerOptions, error) {
 // Run r at c clients uses the PCG stream (Seed, r<<20 | c) for every
 // strategy, so strategies meet the same network (common random numbers)
 // until their choices diverge.
-func Brooker(o BrookerOptions) (*BrookerResult, error) {
+func brooker(o brookerOptions) (*brookerResult, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
@@ -125,10 +125,10 @@ func Brooker(o BrookerOptions) (*BrookerResult, error) {
 	parallel(len(jobs), o.Progress, func(i int) {
 		j := jobs[i]
 		n := o.Clients[j.clients]
-		t, c := brookerRun(o, o.Strategies[j.strategy], n, New(o.Seed, uint64(j.run)<<20|uint64(n)))
+		t, c := brookerRun(o, o.Strategies[j.strategy], n, newEngine(o.Seed, uint64(j.run)<<20|uint64(n)))
 		results[i] = out{t, c}
 	})
-	res := &BrookerResult{Options: o}
+	res := &brookerResult{Options: o}
 	for i := 0; i < len(jobs); i += o.Runs {
 		var sumT time.Duration
 		var sumC int
@@ -137,7 +137,7 @@ func Brooker(o BrookerOptions) (*BrookerResult, error) {
 			sumC += r.calls
 		}
 		j := jobs[i]
-		res.Rows = append(res.Rows, BrookerRow{
+		res.Rows = append(res.Rows, brookerRow{
 			Strategy:  o.Strategies[j.strategy],
 			Clients:   o.Clients[j.clients],
 			Runs:      o.Runs,
@@ -150,7 +150,7 @@ func Brooker(o BrookerOptions) (*BrookerResult, error) {
 
 // brookerRun runs one contention episode and returns the time the last
 // client learnt that its write succeeded, and the number of writes.
-func brookerRun(o BrookerOptions, strategy string, clients int, s *Sim) (time.Duration, int) {
+func brookerRun(o brookerOptions, strategy string, clients int, s *engine) (time.Duration, int) {
 	leg := func() time.Duration { return s.Normal(o.Net, o.NetSD) }
 	var delay func(attempt int, prev time.Duration) time.Duration
 	switch strategy {
@@ -208,21 +208,21 @@ func brookerRun(o BrookerOptions, strategy string, clients int, s *Sim) (time.Du
 
 // Table returns the rows as a table with the columns strategy, clients,
 // runs, mean_time_ms and mean_calls.
-func (r *BrookerResult) Table() Table {
-	t := Table{Columns: []Column{{"strategy", 0}, {"clients", 0}, {"runs", 0}, {"mean_time_ms", 1}, {"mean_calls", 1}}}
+func (r *brookerResult) Table() table {
+	t := table{Columns: []column{{"strategy", 0}, {"clients", 0}, {"runs", 0}, {"mean_time_ms", 1}, {"mean_calls", 1}}}
 	for _, row := range r.Rows {
 		t.Rows = append(t.Rows, []any{row.Strategy, row.Clients, row.Runs, ms(row.MeanTime), row.MeanCalls})
 	}
 	return t
 }
 
-// Figure plots mean calls and mean completion time against clients, one
+// figure plots mean calls and mean completion time against clients, one
 // line per strategy.
-func (r *BrookerResult) Figure() Figure {
-	calls := Plot{Title: "Work: write attempts until every client has written", XLabel: "clients", YLabel: "mean calls"}
-	times := Plot{Title: "Completion: time until the last client has written (log scale)", XLabel: "clients", YLabel: "mean time (ms)", LogY: true}
+func (r *brookerResult) Figure() figure {
+	calls := chart{Title: "Work: write attempts until every client has written", XLabel: "clients", YLabel: "mean calls"}
+	times := chart{Title: "Completion: time until the last client has written (log scale)", XLabel: "clients", YLabel: "mean time (ms)", LogY: true}
 	for _, name := range r.Options.Strategies {
-		c, t := Series{Name: name}, Series{Name: name}
+		c, t := curve{Name: name}, curve{Name: name}
 		for _, row := range r.Rows {
 			if row.Strategy != name {
 				continue
@@ -233,20 +233,20 @@ func (r *BrookerResult) Figure() Figure {
 		calls.Series = append(calls.Series, c)
 		times.Series = append(times.Series, t)
 	}
-	return Figure{
+	return figure{
 		Title: fmt.Sprintf("Brooker's OCC contention, %d runs per point (base %v, cap %v)", r.Options.Runs, r.Options.Base, r.Options.Cap),
-		Plots: []Plot{calls, times},
+		Plots: []chart{calls, times},
 	}
 }
 
 // Row returns the row for strategy at clients.
-func (r *BrookerResult) Row(strategy string, clients int) (BrookerRow, bool) {
+func (r *brookerResult) Row(strategy string, clients int) (brookerRow, bool) {
 	for _, row := range r.Rows {
 		if row.Strategy == strategy && row.Clients == clients {
 			return row, true
 		}
 	}
-	return BrookerRow{}, false
+	return brookerRow{}, false
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -10,20 +10,20 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// Burst is a clump of arrivals in the buckets scenario: N requests at
+// bucketsBurst is a clump of arrivals in the buckets scenario: N requests at
 // uniform random times in [At, At+Spread).
-type Burst struct {
+type bucketsBurst struct {
 	At     time.Duration
 	N      int
 	Spread time.Duration
 }
 
-// DefaultBursts returns the buckets scenario's trace on top of its
+// defaultBursts returns the buckets scenario's trace on top of its
 // background traffic: a burst, one that straddles a window boundary, two
 // quick ones a second and a half apart, and two seconds of sustained
 // overload.
-func DefaultBursts() []Burst {
-	return []Burst{
+func defaultBursts() []bucketsBurst {
+	return []bucketsBurst{
 		{3 * time.Second, 30, 300 * time.Millisecond},
 		{9800 * time.Millisecond, 30, 400 * time.Millisecond},
 		{17 * time.Second, 15, 100 * time.Millisecond},
@@ -32,14 +32,14 @@ func DefaultBursts() []Burst {
 	}
 }
 
-// BucketsOptions configures [Buckets]. The zero value is the default trace.
-type BucketsOptions struct {
+// bucketsOptions configures [buckets]. The zero value is the default trace.
+type bucketsOptions struct {
 	Seed       uint64
-	Rate       int64         // the limit, per second, for every algorithm; 0 means 10
-	Burst      int64         // token bucket capacity and leaky bucket queue; 0 means Rate
-	Background float64       // Poisson arrivals per second besides the bursts; 0 means 4
-	Bursts     []Burst       // nil means DefaultBursts()
-	Duration   time.Duration // 0 means 30 s
+	Rate       int64          // the limit, per second, for every algorithm; 0 means 10
+	Burst      int64          // token bucket capacity and leaky bucket queue; 0 means Rate
+	Background float64        // Poisson arrivals per second besides the bursts; 0 means 4
+	Bursts     []bucketsBurst // nil means defaultBursts()
+	Duration   time.Duration  // 0 means 30 s
 }
 
 // bucketsAlgorithms are the algorithms of the buckets scenario, in the
@@ -48,8 +48,8 @@ var bucketsAlgorithms = []ratelimit.Algorithm{
 	ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.FixedWindow, ratelimit.SlidingWindowCounter,
 }
 
-// BucketsRow is one algorithm's handling of the trace.
-type BucketsRow struct {
+// bucketsRow is one algorithm's handling of the trace.
+type bucketsRow struct {
 	Algorithm ratelimit.Algorithm
 	Arrivals  int
 	Admitted  int           // allowed (for the leaky bucket: queued, then served)
@@ -60,17 +60,17 @@ type BucketsRow struct {
 	Peak1s    int // the most admitted requests served in any one second
 }
 
-// BucketsResult is the outcome of [Buckets].
-type BucketsResult struct {
-	Options  BucketsOptions
-	Rows     []BucketsRow
+// bucketsResult is the outcome of [buckets].
+type bucketsResult struct {
+	Options  bucketsOptions
+	Rows     []bucketsRow
 	Arrivals []time.Duration             // the trace
 	Served   [][]time.Duration           // per algorithm: when each admitted request went through
 	Delays   [][2]time.Duration          // leaky bucket: (arrival, delay) of each admitted request
 	decided  map[ratelimit.Algorithm]int // index of each algorithm
 }
 
-func (o BucketsOptions) withDefaults() (BucketsOptions, error) {
+func (o bucketsOptions) withDefaults() (bucketsOptions, error) {
 	if o.Rate <= 0 {
 		o.Rate = 10
 	}
@@ -81,7 +81,7 @@ func (o BucketsOptions) withDefaults() (BucketsOptions, error) {
 		o.Background = 4
 	}
 	if o.Bursts == nil {
-		o.Bursts = DefaultBursts()
+		o.Bursts = defaultBursts()
 	}
 	if o.Duration <= 0 {
 		o.Duration = 30 * time.Second
@@ -92,19 +92,19 @@ func (o BucketsOptions) withDefaults() (BucketsOptions, error) {
 	return o, nil
 }
 
-// Buckets sends one bursty arrival trace (Poisson background traffic plus
+// buckets sends one bursty arrival trace (Poisson background traffic plus
 // Bursts, drawn from the PCG stream (Seed, 0)) through four limiters of
 // Rate per second: the token bucket and the leaky bucket queue
 // (algorithm/gcra, Burst tokens or slots), the fixed window and the sliding
 // window counter (algorithm/window, one-second windows). It reports what
 // each admits, delays and rejects, and the most it lets through in any one
 // second: the shape each gives the same traffic.
-func Buckets(o BucketsOptions) (*BucketsResult, error) {
+func buckets(o bucketsOptions) (*bucketsResult, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	s := New(o.Seed, 0)
+	s := newEngine(o.Seed, 0)
 	var arr []time.Duration
 	for t := s.Exp(time.Duration(float64(time.Second) / o.Background)); t < o.Duration; t += s.Exp(time.Duration(float64(time.Second) / o.Background)) {
 		arr = append(arr, t)
@@ -118,19 +118,19 @@ func Buckets(o BucketsOptions) (*BucketsResult, error) {
 	}
 	slices.Sort(arr)
 
-	res := &BucketsResult{Options: o, Arrivals: arr, decided: map[ratelimit.Algorithm]int{}}
+	res := &bucketsResult{Options: o, Arrivals: arr, decided: map[ratelimit.Algorithm]int{}}
 	lim := ratelimit.Limit{Rate: o.Rate, Period: time.Second, Burst: o.Burst}
 	for ai, alg := range bucketsAlgorithms {
 		res.decided[alg] = ai
 		req := ratelimit.Request{Limit: lim, Algorithm: alg, N: 1}
 		var tat int64
 		var win window.State
-		row := BucketsRow{Algorithm: alg, Arrivals: len(arr)}
+		row := bucketsRow{Algorithm: alg, Arrivals: len(arr)}
 		var served []time.Duration
 		var sumDelay time.Duration
 		// Every arrival is an event on the simulation's clock; the limiter
 		// decides at that instant.
-		sim := New(o.Seed, 0)
+		sim := newEngine(o.Seed, 0)
 		for _, t := range arr {
 			sim.At(t, func() {
 				now := sim.Time().UnixNano()
@@ -185,12 +185,12 @@ func peak(ts []time.Duration, w time.Duration) int {
 }
 
 // Row returns the row of algorithm a.
-func (r *BucketsResult) Row(a ratelimit.Algorithm) BucketsRow { return r.Rows[r.decided[a]] }
+func (r *bucketsResult) Row(a ratelimit.Algorithm) bucketsRow { return r.Rows[r.decided[a]] }
 
 // Table returns one row per algorithm with the columns algorithm, arrivals,
 // admitted, delayed, rejected, mean_delay_ms, max_delay_ms and peak_1s.
-func (r *BucketsResult) Table() Table {
-	t := Table{Columns: []Column{{"algorithm", 0}, {"arrivals", 0}, {"admitted", 0}, {"delayed", 0},
+func (r *bucketsResult) Table() table {
+	t := table{Columns: []column{{"algorithm", 0}, {"arrivals", 0}, {"admitted", 0}, {"delayed", 0},
 		{"rejected", 0}, {"mean_delay_ms", 1}, {"max_delay_ms", 1}, {"peak_1s", 0}}}
 	for _, row := range r.Rows {
 		t.Rows = append(t.Rows, []any{row.Algorithm.String(), row.Arrivals, row.Admitted, row.Delayed,
@@ -199,13 +199,13 @@ func (r *BucketsResult) Table() Table {
 	return t
 }
 
-// Figure plots the arrivals, what each algorithm lets through in the
+// figure plots the arrivals, what each algorithm lets through in the
 // trailing second, and the leaky bucket's queueing delay.
-func (r *BucketsResult) Figure() Figure {
+func (r *bucketsResult) Figure() figure {
 	o := r.Options
 	end := o.Duration.Seconds()
 	const bin = 100 * time.Millisecond
-	arrivals := Series{Name: "arrivals", Step: true, Color: "#555555"}
+	arrivals := curve{Name: "arrivals", Step: true, Color: "#555555"}
 	nb := int(o.Duration / bin)
 	counts := make([]int, nb+1)
 	for _, t := range r.Arrivals {
@@ -215,8 +215,8 @@ func (r *BucketsResult) Figure() Figure {
 		arrivals.X = append(arrivals.X, (time.Duration(i) * bin).Seconds())
 		arrivals.Y = append(arrivals.Y, float64(c))
 	}
-	trailing := func(name string, ts []time.Duration, color string) Series {
-		s := Series{Name: name, Color: color}
+	trailing := func(name string, ts []time.Duration, color string) curve {
+		s := curve{Name: name, Color: color}
 		lo, hi := 0, 0
 		for t := time.Duration(0); t <= o.Duration; t += 50 * time.Millisecond {
 			for hi < len(ts) && ts[hi] <= t {
@@ -229,22 +229,22 @@ func (r *BucketsResult) Figure() Figure {
 		}
 		return s
 	}
-	ps := []Series{trailing("arrivals", r.Arrivals, "#bbbbbb")}
+	ps := []curve{trailing("arrivals", r.Arrivals, "#bbbbbb")}
 	for i, alg := range bucketsAlgorithms {
 		ps = append(ps, trailing(alg.String(), r.Served[i], palette[i]))
 	}
-	ps = append(ps, Series{Name: fmt.Sprintf("limit %d/s", o.Rate), X: []float64{0, end},
+	ps = append(ps, curve{Name: fmt.Sprintf("limit %d/s", o.Rate), X: []float64{0, end},
 		Y: []float64{float64(o.Rate), float64(o.Rate)}, Dashed: true, Color: "#555555"})
-	delay := Series{Name: "leaky_bucket delay", Color: palette[1], Dots: true}
+	delay := curve{Name: "leaky_bucket delay", Color: palette[1], Dots: true}
 	for _, d := range r.Delays {
 		delay.X, delay.Y = append(delay.X, d[0].Seconds()), append(delay.Y, ms(d[1]))
 	}
-	return Figure{
+	return figure{
 		Title: fmt.Sprintf("One bursty trace through four limiters of %d/s (burst %d)", o.Rate, o.Burst),
-		Plots: []Plot{
-			{Title: "Arrivals per 100 ms", XLabel: "time (s)", YLabel: "requests", Series: []Series{arrivals}},
+		Plots: []chart{
+			{Title: "Arrivals per 100 ms", XLabel: "time (s)", YLabel: "requests", Series: []curve{arrivals}},
 			{Title: "Let through in the trailing second", XLabel: "time (s)", YLabel: "requests in the last 1 s", Series: ps},
-			{Title: "Leaky bucket queue: how long each admitted request waited", XLabel: "arrival time (s)", YLabel: "delay (ms)", Series: []Series{delay}},
+			{Title: "Leaky bucket queue: how long each admitted request waited", XLabel: "arrival time (s)", YLabel: "delay (ms)", Series: []curve{delay}},
 		},
 	}
 }

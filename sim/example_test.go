@@ -1,6 +1,8 @@
 package sim_test
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -8,76 +10,89 @@ import (
 	"github.com/sluicehq/sluice/sim"
 )
 
-// A Sim runs callbacks in virtual time order; ties run in the order they
-// were scheduled.
-func ExampleSim() {
-	s := sim.New(1, 0)
-	s.After(20*time.Millisecond, func() { fmt.Println(s.Now(), "second") })
-	s.After(10*time.Millisecond, func() {
-		fmt.Println(s.Now(), "first")
-		s.After(10*time.Millisecond, func() { fmt.Println(s.Now(), "third") })
-	})
-	end := s.Run()
-	fmt.Println("done at", end)
+// Every scenario has a name, a summary and flags of its own.
+func ExampleScenarios() {
+	for _, s := range sim.Scenarios() {
+		fmt.Println(s.Name)
+	}
 	// Output:
-	// 10ms first
-	// 20ms second
-	// 20ms third
-	// done at 20ms
+	// brooker
+	// objectstore
+	// aimd
+	// buckets
+	// windows
+	// overload
+	// regions
 }
 
-// Seed 002's worked example: nine writes into a budget of five per tick.
+// The object-store example: nine writes into a budget of five per tick.
 // With backoff all nine land; retrying at once sends more than twice the
 // requests and, in this run, drops one write after six 429s.
-func ExampleObjectStore() {
-	r, err := sim.ObjectStore(sim.ObjectStoreOptions{Seed: 1})
+func ExampleLookup() {
+	s, _ := sim.Lookup("objectstore")
+	run := s.Flags(flag.NewFlagSet(s.Name, flag.ContinueOnError))
+	res, err := run(sim.Options{Seed: 1})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for _, row := range r.Rows {
-		fmt.Printf("%-17s %d of %d landed, %d calls, under a second: %v\n",
-			row.Strategy, row.Succeeded, row.Requests, row.Calls, row.Elapsed < time.Second)
-	}
+	res.WriteTable(os.Stdout, "csv")
 	// Output:
-	// backoff           9 of 9 landed, 13 calls, under a second: true
-	// retry-immediately 8 of 9 landed, 29 calls, under a second: true
+	// strategy,requests,succeeded,dropped,elapsed_ms,calls,throttled
+	// backoff,9,9,0,167.7,13,4
+	// retry-immediately,9,8,1,126.4,29,21
 }
 
-// Brooker's finding at 100 clients: full jitter needs less than half the
-// calls of exponential backoff without jitter.
-func ExampleBrooker() {
-	r, err := sim.Brooker(sim.BrookerOptions{
-		Seed:       1,
-		Runs:       10,
-		Clients:    []int{100},
-		Strategies: []string{"exponential", "full-jitter"},
+// A scenario's options are its flags, parsed as "sluice sim brooker
+// --clients 100 ..." parses them: at 100 clients, full jitter needs less
+// than half the calls of exponential backoff without jitter.
+func ExampleScenario_Flags() {
+	s, _ := sim.Lookup("brooker")
+	fs := flag.NewFlagSet(s.Name, flag.ContinueOnError)
+	run := s.Flags(fs)
+	if err := fs.Parse([]string{"--clients", "100", "--strategies", "exponential,full-jitter"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := run(sim.Options{Seed: 1, Runs: 10})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res.WriteTable(os.Stdout, "csv")
+	// Output:
+	// strategy,clients,runs,mean_time_ms,mean_calls
+	// exponential,100,10,61680.7,1839.5
+	// full-jitter,100,10,4837.0,797.6
+}
+
+// A limiter of your own (here a fixed limit of 15 in flight) against
+// sluice's, in the overload model, in real time.
+func ExampleRealTime() {
+	fixed := sim.OverloadContender{Name: "fixed-15", New: func(func() time.Time, uint64, func() int) sim.Admitter {
+		return &fixedLimit{limit: 15}
+	}}
+	res, err := sim.RealTime(context.Background(), sim.RealTimeOptions{
+		Model:  sim.IOModel{Capacity: 20},
+		Warmup: time.Second, Phase: 2 * time.Second,
+		Contenders: append(sim.OverloadContenders(), fixed),
 	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	exp, _ := r.Row("exponential", 100)
-	full, _ := r.Row("full-jitter", 100)
-	fmt.Println("full jitter needs less than half the calls:", full.MeanCalls < exp.MeanCalls/2)
-	// Output:
-	// full jitter needs less than half the calls: true
+	res.WriteTable(os.Stdout, "table")
 }
 
-// Every scenario's table prints as aligned text, JSON or CSV.
-func ExampleTable_Write() {
-	t := sim.Table{
-		Columns: []sim.Column{{Name: "strategy"}, {Name: "mean_calls", Prec: 1}},
-		Rows:    [][]any{{"full-jitter", 796.25}, {"exponential", 1852.9}},
+// fixedLimit admits up to limit requests in flight.
+type fixedLimit struct{ limit, inflight int }
+
+func (f *fixedLimit) Admit() (func(ok bool), bool) {
+	if f.inflight >= f.limit {
+		return nil, false
 	}
-	t.Write(os.Stdout, "json")
-	t.Write(os.Stdout, "csv")
-	// Output:
-	// [
-	//   {"strategy": "full-jitter", "mean_calls": 796.2},
-	//   {"strategy": "exponential", "mean_calls": 1852.9}
-	// ]
-	// strategy,mean_calls
-	// full-jitter,796.2
-	// exponential,1852.9
+	f.inflight++
+	return func(bool) { f.inflight-- }, true
 }
+
+func (f *fixedLimit) Limit() int { return f.limit }

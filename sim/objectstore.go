@@ -15,9 +15,9 @@ import (
 // errThrottled is the error of a throttled write, for retry.Next.
 var errThrottled = errors.New("throttled")
 
-// ObjectStoreOptions configures [ObjectStore]. The zero value is seed 002's
-// worked example.
-type ObjectStoreOptions struct {
+// objectStoreOptions configures [objectStore]. The zero value is the
+// object-store throttling example's numbers.
+type objectStoreOptions struct {
 	Seed        uint64
 	Runs        int           // independent runs; 0 means 1
 	Requests    int           // writes fired at once; 0 means 9
@@ -29,8 +29,8 @@ type ObjectStoreOptions struct {
 	NetSD       time.Duration // its standard deviation; 0 means 2 ms
 }
 
-// ObjectStoreRow is one strategy's outcome, summed over the runs.
-type ObjectStoreRow struct {
+// objectStoreRow is one strategy's outcome, summed over the runs.
+type objectStoreRow struct {
 	Strategy  string
 	Requests  int           // writes attempted (Requests·Runs)
 	Succeeded int           // writes that landed
@@ -40,17 +40,17 @@ type ObjectStoreRow struct {
 	Throttled int           // 429 answers
 }
 
-// ObjectStoreResult is the outcome of [ObjectStore].
-type ObjectStoreResult struct {
-	Options ObjectStoreOptions
-	Rows    []ObjectStoreRow // backoff, then retry-immediately
+// objectStoreResult is the outcome of [objectStore].
+type objectStoreResult struct {
+	Options objectStoreOptions
+	Rows    []objectStoreRow // backoff, then retry-immediately
 	// Timeline is the first run of each strategy: when each write landed
 	// and when each 429 came back, in virtual time.
-	Timeline map[string]ObjectStoreTimeline
+	Timeline map[string]objectStoreTimeline
 }
 
-// ObjectStoreTimeline records one run.
-type ObjectStoreTimeline struct {
+// objectStoreTimeline records one run.
+type objectStoreTimeline struct {
 	Landed    []time.Duration // at the store, in order
 	Throttled []time.Duration // at the store, in order
 }
@@ -59,7 +59,7 @@ type ObjectStoreTimeline struct {
 // the order it reports them.
 var objectStoreStrategies = []string{"backoff", "retry-immediately"}
 
-func (o ObjectStoreOptions) withDefaults() (ObjectStoreOptions, error) {
+func (o objectStoreOptions) withDefaults() (objectStoreOptions, error) {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -84,31 +84,31 @@ func (o ObjectStoreOptions) withDefaults() (ObjectStoreOptions, error) {
 	return o, nil
 }
 
-// ObjectStore reproduces seed 002's worked example: Requests writes to one
+// objectStore reproduces the object-store throttling example: Requests writes to one
 // prefix leave a client at once; the prefix accepts Budget writes per Tick
 // (a fixed window in a memstore whose clock is the simulation's) and
 // answers 429 to the rest. Each leg to and from the store takes
 // |N(Net, NetSD)|. A throttled write is retried, up to MaxAttempts tries in
 // all, after
 //
-//   - backoff: backoff.EqualJitter with Base, which is the seed's
+//   - backoff: backoff.EqualJitter with Base, which is the example's
 //     pseudocode exactly: before retry n it waits Base·2^(n-1) plus a uniform
 //     jitter of up to as much again (100–200 ms, 200–400 ms, 400–800 ms);
-//   - retry-immediately: backoff.Constant(0), the seed's contrast.
+//   - retry-immediately: backoff.Constant(0), the example's contrast.
 //
 // The retry decisions are retry.Next's, the step retry.Do takes, so the
 // simulation runs the client's real retry logic. Counts are summed over Runs; Elapsed is the slowest run. Run r uses the
 // PCG stream (Seed, r) for both strategies.
-func ObjectStore(o ObjectStoreOptions) (*ObjectStoreResult, error) {
+func objectStore(o objectStoreOptions) (*objectStoreResult, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	res := &ObjectStoreResult{Options: o, Timeline: map[string]ObjectStoreTimeline{}}
+	res := &objectStoreResult{Options: o, Timeline: map[string]objectStoreTimeline{}}
 	for _, name := range objectStoreStrategies {
-		row := ObjectStoreRow{Strategy: name}
+		row := objectStoreRow{Strategy: name}
 		for r := range o.Runs {
-			s := New(o.Seed, uint64(r))
+			s := newEngine(o.Seed, uint64(r))
 			var strat backoff.Strategy = backoff.Constant(0)
 			if name == "backoff" {
 				// Max 20 s: the pseudocode's cap of 10 s on the backoff
@@ -134,7 +134,7 @@ func ObjectStore(o ObjectStoreOptions) (*ObjectStoreResult, error) {
 	return res, nil
 }
 
-func objectStoreRun(o ObjectStoreOptions, strat backoff.Strategy, s *Sim) (ObjectStoreTimeline, ObjectStoreRow, error) {
+func objectStoreRun(o objectStoreOptions, strat backoff.Strategy, s *engine) (objectStoreTimeline, objectStoreRow, error) {
 	store := memstore.New(memstore.Options{Now: s.Time, SweepInterval: -1, Shards: 1})
 	defer store.Close()
 	req := ratelimit.Request{
@@ -145,8 +145,8 @@ func objectStoreRun(o ObjectStoreOptions, strat backoff.Strategy, s *Sim) (Objec
 	}
 	leg := func() time.Duration { return s.Normal(o.Net, o.NetSD) }
 	var (
-		tl   ObjectStoreTimeline
-		row  = ObjectStoreRow{Requests: o.Requests}
+		tl   objectStoreTimeline
+		row  = objectStoreRow{Requests: o.Requests}
 		last time.Duration
 		fail error
 	)
@@ -193,8 +193,8 @@ func objectStoreRun(o ObjectStoreOptions, strat backoff.Strategy, s *Sim) (Objec
 
 // Table returns the rows with the columns strategy, requests, succeeded,
 // dropped, elapsed_ms, calls and throttled.
-func (r *ObjectStoreResult) Table() Table {
-	t := Table{Columns: []Column{{"strategy", 0}, {"requests", 0}, {"succeeded", 0}, {"dropped", 0},
+func (r *objectStoreResult) Table() table {
+	t := table{Columns: []column{{"strategy", 0}, {"requests", 0}, {"succeeded", 0}, {"dropped", 0},
 		{"elapsed_ms", 1}, {"calls", 0}, {"throttled", 0}}}
 	for _, row := range r.Rows {
 		t.Rows = append(t.Rows, []any{row.Strategy, row.Requests, row.Succeeded, row.Dropped,
@@ -203,12 +203,12 @@ func (r *ObjectStoreResult) Table() Table {
 	return t
 }
 
-// Figure plots, for the first run, the writes landed and the 429s returned
+// figure plots, for the first run, the writes landed and the 429s returned
 // over time, for both strategies.
-func (r *ObjectStoreResult) Figure() Figure {
+func (r *objectStoreResult) Figure() figure {
 	o := r.Options
-	cum := func(name string, at []time.Duration, color string, dashed bool) Series {
-		s := Series{Name: name, Step: true, Color: color, Dashed: dashed, X: []float64{0}, Y: []float64{0}}
+	cum := func(name string, at []time.Duration, color string, dashed bool) curve {
+		s := curve{Name: name, Step: true, Color: color, Dashed: dashed, X: []float64{0}, Y: []float64{0}}
 		for i, t := range at {
 			s.X, s.Y = append(s.X, ms(t)), append(s.Y, float64(i+1))
 		}
@@ -220,28 +220,28 @@ func (r *ObjectStoreResult) Figure() Figure {
 			end = max(end, ms(t))
 		}
 	}
-	var plots []Plot
+	var plots []chart
 	for i, name := range objectStoreStrategies {
 		tl := r.Timeline[name]
 		landed := cum("writes landed", tl.Landed, palette[2], false)
 		throttled := cum("429s", tl.Throttled, palette[1], true)
-		budget := Series{Name: "budget (cumulative)", Step: true, Color: "#888888", Dashed: true}
+		budget := curve{Name: "budget (cumulative)", Step: true, Color: "#888888", Dashed: true}
 		for k := 0.0; k*ms(o.Tick) <= end+ms(o.Tick); k++ {
 			budget.X = append(budget.X, k*ms(o.Tick))
 			budget.Y = append(budget.Y, min(float64(o.Requests), (k+1)*float64(o.Budget)))
 		}
-		for _, s := range []*Series{&landed, &throttled} { // extend to the common end
+		for _, s := range []*curve{&landed, &throttled} { // extend to the common end
 			s.X, s.Y = append(s.X, budget.X[len(budget.X)-1]), append(s.Y, s.Y[len(s.Y)-1])
 		}
 		row := r.Rows[i]
-		plots = append(plots, Plot{
+		plots = append(plots, chart{
 			Title:  fmt.Sprintf("%s: %d of %d landed, %d dropped, %d calls", name, row.Succeeded, row.Requests, row.Dropped, row.Calls),
 			XLabel: "time (ms)", YLabel: "cumulative count",
-			Series: []Series{landed, throttled, budget},
+			Series: []curve{landed, throttled, budget},
 		})
 	}
-	return Figure{
-		Title: fmt.Sprintf("%d writes into a budget of %d per %v tick (seed 002), first run", o.Requests, o.Budget, o.Tick),
+	return figure{
+		Title: fmt.Sprintf("%d writes into a budget of %d per %v tick, first run", o.Requests, o.Budget, o.Tick),
 		Plots: plots,
 	}
 }

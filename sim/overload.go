@@ -44,10 +44,10 @@ func (m IOModel) withDefaults() IOModel {
 	return m
 }
 
-// Latency returns the latency of a request admitted with inflight
+// latency returns the latency of a request admitted with inflight
 // requests in flight (itself included) while the server has capacity
 // (a fraction of Capacity); r draws the noise.
-func (m IOModel) Latency(inflight int, capacity float64, r *rand.Rand) time.Duration {
+func (m IOModel) latency(inflight int, capacity float64, r *rand.Rand) time.Duration {
 	m = m.withDefaults()
 	f := max(1, float64(inflight)/(float64(m.Capacity)*capacity))
 	if m.Noise > 0 {
@@ -56,33 +56,33 @@ func (m IOModel) Latency(inflight int, capacity float64, r *rand.Rand) time.Dura
 	return time.Duration(float64(m.Base) * f)
 }
 
-// Throughput returns the most requests a second the server completes at
+// throughput returns the most requests a second the server completes at
 // capacity (a fraction of Capacity).
-func (m IOModel) Throughput(capacity float64) float64 {
+func (m IOModel) throughput(capacity float64) float64 {
 	m = m.withDefaults()
 	return float64(m.Capacity) * capacity / m.Base.Seconds()
 }
 
-// OverloadPhase is a stretch of the overload scenario.
-type OverloadPhase struct {
+// overloadPhase is a stretch of the overload scenario.
+type overloadPhase struct {
 	Name       string        // 0.5x, 2x, 5x, halved, restored (warmup is not reported)
 	Start, End time.Duration // from the start of the run
 	Load       float64       // offered load, a multiple of the full capacity's throughput
 	Capacity   float64       // the server's capacity, a fraction of the full one
 }
 
-// OverloadPhases returns the scenario's phases: a warm-up at 0.5x, then
+// overloadPhases returns the scenario's phases: a warm-up at 0.5x, then
 // 0.5x, 2x and 5x of capacity, then the capacity halved under 2x of the
 // full capacity (4x of the halved one), then restored under the same
 // load; phase long each.
-func OverloadPhases(warmup, phase time.Duration) []OverloadPhase {
-	ps := []OverloadPhase{{"warmup", 0, warmup, 0.5, 1}}
+func overloadPhases(warmup, phase time.Duration) []overloadPhase {
+	ps := []overloadPhase{{"warmup", 0, warmup, 0.5, 1}}
 	for _, p := range []struct {
 		name       string
 		load, capa float64
 	}{{"0.5x", 0.5, 1}, {"2x", 2, 1}, {"5x", 5, 1}, {"halved", 2, 0.5}, {"restored", 2, 1}} {
 		start := ps[len(ps)-1].End
-		ps = append(ps, OverloadPhase{p.name, start, start + phase, p.load, p.capa})
+		ps = append(ps, overloadPhase{p.name, start, start + phase, p.load, p.capa})
 	}
 	if warmup <= 0 {
 		ps = ps[1:]
@@ -91,7 +91,7 @@ func OverloadPhases(warmup, phase time.Duration) []OverloadPhase {
 }
 
 // phaseAt returns the index of the phase at t, or -1 past the end.
-func phaseAt(ps []OverloadPhase, t time.Duration) int {
+func phaseAt(ps []overloadPhase, t time.Duration) int {
 	for i, p := range ps {
 		if t >= p.Start && t < p.End {
 			return i
@@ -177,25 +177,22 @@ func OverloadContenders() []OverloadContender {
 	}
 }
 
-// OverloadOptions configures [Overload]. The zero value is the default.
-type OverloadOptions struct {
-	Seed        uint64
-	Model       IOModel
-	Warmup      time.Duration         // at 0.5x, not reported; 0 means 5 s, negative none
-	Phase       time.Duration         // length of each phase; 0 means 10 s
-	Bin         time.Duration         // time series step; 0 means 250 ms
-	Contenders  []OverloadContender   // nil means OverloadContenders()
+// overloadOptions configures [overload]. The zero value is the default.
+type overloadOptions struct {
+	// The seed, the model, the phases and the contenders, as RealTime
+	// takes them; its Progress is RealTime's, unused in virtual time.
+	RealTimeOptions
 	Progress    func(done, total int) // called as contenders finish
 	SteadyAfter time.Duration         // the start of a phase left out of its p99; 0 means 2 s
 	// Mix is the requests' priority classes, drawn for each arrival from a
-	// stream of the seed's own (so the arrivals and latencies are the same
-	// whatever the mix); zero means DefaultClassMix. Contenders that are
-	// ClassAdmitters see the class; the rows of all show the success of
-	// each class.
-	Mix ClassMix
+	// PCG stream of its own, (Seed, 3) (so the arrivals and latencies are
+	// the same whatever the mix); zero means defaultClassMix. Contenders
+	// that are classAdmitters see the class; the rows of all show the
+	// success of each class.
+	Mix classMix
 }
 
-func (o OverloadOptions) withDefaults() (OverloadOptions, error) {
+func (o overloadOptions) withDefaults() (overloadOptions, error) {
 	o.Model = o.Model.withDefaults()
 	switch {
 	case o.Warmup == 0:
@@ -241,33 +238,33 @@ func (o OverloadOptions) withDefaults() (OverloadOptions, error) {
 	return o, nil
 }
 
-// Overload runs the I/O-bound model against each contender, on the same
+// overload runs the I/O-bound model against each contender, on the same
 // arrivals (a Poisson process per phase, the same draws for all), in
 // virtual time.
-func Overload(o OverloadOptions) (*OverloadResult, error) {
+func overload(o overloadOptions) (*overloadResult, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	phases := OverloadPhases(o.Warmup, o.Phase)
-	runs := make([]*OverloadRun, len(o.Contenders))
+	phases := overloadPhases(o.Warmup, o.Phase)
+	runs := make([]*runRecord, len(o.Contenders))
 	parallel(len(o.Contenders), o.Progress, func(i int) {
 		runs[i] = overloadRun(o, phases, o.Contenders[i])
 	})
-	res, err := OverloadSummary(runs, o.Bin, o.SteadyAfter)
+	res, err := summarize(runs, o.Bin, o.SteadyAfter)
 	if err != nil {
 		return nil, err
 	}
-	res.Throughput = o.Model.Throughput(1)
+	res.Throughput = o.Model.throughput(1)
 	return res, nil
 }
 
-func overloadRun(o OverloadOptions, phases []OverloadPhase, c OverloadContender) *OverloadRun {
+func overloadRun(o overloadOptions, phases []overloadPhase, c OverloadContender) *runRecord {
 	m := o.Model
-	s := New(o.Seed, 1)
+	s := newEngine(o.Seed, 1)
 	noise := rand.New(rand.NewPCG(o.Seed, 2))
 	classes := rand.New(rand.NewPCG(o.Seed, 3))
-	run := NewOverloadRun(c.Name, phases, o.Bin)
+	run := newRunRecord(c.Name, phases, o.Bin)
 	run.SetClasses(o.Mix.Classes.Names())
 	end := phases[len(phases)-1].End
 	inflight := 0
@@ -279,7 +276,7 @@ func overloadRun(o OverloadOptions, phases []OverloadPhase, c OverloadContender)
 		return max(1, int(math.Round(float64(m.Capacity)*phases[i].Capacity)))
 	}
 	adm := c.New(s.Time, o.Seed, capa)
-	cadm, classed := adm.(ClassAdmitter)
+	cadm, classed := adm.(classAdmitter)
 	run.classed = classed
 	var arrive func()
 	arrive = func() {
@@ -300,7 +297,7 @@ func overloadRun(o OverloadOptions, phases []OverloadPhase, c OverloadContender)
 		run.ArriveClass(now, int(cl), ok, inflight, capa())
 		if ok {
 			inflight++
-			lat := m.Latency(inflight, p.Capacity, noise)
+			lat := m.latency(inflight, p.Capacity, noise)
 			if lat <= m.Timeout {
 				s.After(lat, func() {
 					inflight--
@@ -315,7 +312,7 @@ func overloadRun(o OverloadOptions, phases []OverloadPhase, c OverloadContender)
 				})
 			}
 		}
-		s.After(s.Exp(time.Duration(float64(time.Second)/(p.Load*m.Throughput(1)))), arrive)
+		s.After(s.Exp(time.Duration(float64(time.Second)/(p.Load*m.throughput(1)))), arrive)
 	}
 	s.At(0, arrive)
 	for t := o.Bin; t <= end; t += o.Bin {
@@ -325,13 +322,13 @@ func overloadRun(o OverloadOptions, phases []OverloadPhase, c OverloadContender)
 	return run
 }
 
-// OverloadRun records one contender's run of the overload scenario, in
+// runRecord records one contender's run of the overload scenario, in
 // virtual or real time: arrivals (admitted or not), completions as the
 // client sees them, and a sample of the limit and the requests in flight
 // at the end of each bin. It is not safe for concurrent use.
-type OverloadRun struct {
+type runRecord struct {
 	Name   string
-	phases []OverloadPhase
+	phases []overloadPhase
 	bin    time.Duration
 	ph     []phaseTally
 	bins   []binTally
@@ -357,16 +354,16 @@ type binTally struct {
 	sampled         bool
 }
 
-// NewOverloadRun returns an empty record for contender name.
-func NewOverloadRun(name string, phases []OverloadPhase, bin time.Duration) *OverloadRun {
+// newRunRecord returns an empty record for contender name.
+func newRunRecord(name string, phases []overloadPhase, bin time.Duration) *runRecord {
 	end := phases[len(phases)-1].End
-	return &OverloadRun{Name: name, phases: phases, bin: bin, ph: make([]phaseTally, len(phases)),
+	return &runRecord{Name: name, phases: phases, bin: bin, ph: make([]phaseTally, len(phases)),
 		bins: make([]binTally, int((end+bin-1)/bin)), rejections: make([][]float64, len(phases))}
 }
 
 // SetClasses names the priority classes of the requests (first shed
 // first), for ArriveClass and CompleteClass to count.
-func (r *OverloadRun) SetClasses(names []string) {
+func (r *runRecord) SetClasses(names []string) {
 	r.classes = names
 	r.cls = make([][]classTally, len(r.phases))
 	for i := range r.cls {
@@ -377,13 +374,13 @@ func (r *OverloadRun) SetClasses(names []string) {
 // Arrive records a request arriving at t, admitted or refused, when the
 // server had inflight requests in flight and a capacity of capacity (a
 // refusal under capacity is a false one).
-func (r *OverloadRun) Arrive(t time.Duration, admitted bool, inflight, capacity int) {
+func (r *runRecord) Arrive(t time.Duration, admitted bool, inflight, capacity int) {
 	r.ArriveClass(t, -1, admitted, inflight, capacity)
 }
 
 // ArriveClass is Arrive for a request of class (an index into the names
 // given to SetClasses; outside them, no class).
-func (r *OverloadRun) ArriveClass(t time.Duration, class int, admitted bool, inflight, capacity int) {
+func (r *runRecord) ArriveClass(t time.Duration, class int, admitted bool, inflight, capacity int) {
 	i := phaseAt(r.phases, t)
 	if i < 0 {
 		return
@@ -403,13 +400,13 @@ func (r *OverloadRun) ArriveClass(t time.Duration, class int, admitted bool, inf
 // Complete records a response the client saw at t after latency; ok is
 // false for a request that missed its deadline (latency is then the
 // deadline).
-func (r *OverloadRun) Complete(t, latency time.Duration, ok bool) {
+func (r *runRecord) Complete(t, latency time.Duration, ok bool) {
 	r.CompleteClass(t, t-latency, latency, ok, -1)
 }
 
 // CompleteClass is Complete for a request of class that arrived at
 // arrived: its success counts in the phase it arrived in.
-func (r *OverloadRun) CompleteClass(t, arrived, latency time.Duration, ok bool, class int) {
+func (r *runRecord) CompleteClass(t, arrived, latency time.Duration, ok bool, class int) {
 	if j := phaseAt(r.phases, arrived); ok && j >= 0 && class >= 0 && class < len(r.classes) {
 		r.cls[j][class].good++
 	}
@@ -427,7 +424,7 @@ func (r *OverloadRun) CompleteClass(t, arrived, latency time.Duration, ok bool, 
 
 // Sample records the limit (-1: none) and the requests in flight at t, the
 // end of a bin.
-func (r *OverloadRun) Sample(t time.Duration, limit, inflight int) {
+func (r *runRecord) Sample(t time.Duration, limit, inflight int) {
 	if t <= 0 {
 		return
 	}
@@ -439,32 +436,34 @@ func (r *OverloadRun) Sample(t time.Duration, limit, inflight int) {
 type OverloadRow struct {
 	Limiter, Phase string
 	GoodputRatio   float64 // goodput over the oracle's in the same phase; NaN if the oracle had none
-	P99Ratio       float64 // p99 of admitted requests (past SteadyAfter) over the no-load p99; NaN if none completed
+	P99Ratio       float64 // P99 over the no-load p99; NaN if none completed
 	// SettleS is the time from the phase's start after which every bin has
 	// a p99 within 3x the no-load p99, with at least 90% of the oracle's
 	// goodput from there to the phase's end; NaN if the phase ends
 	// unsettled.
 	SettleS         float64
 	FalseRejectRate float64 // refusals while the server was under capacity, over arrivals
-	// CriticalSuccess is, for a contender that sees the classes (a
-	// ClassAdmitter), the share of the requests of the last class (the
-	// critical one) arriving in the phase that succeeded (admitted and
-	// answered within the deadline); NaN for the others.
+	// CriticalSuccess is, for a contender that sees the requests'
+	// priority classes (the load shedders of "sluice sim overload"), the
+	// share of the requests of the last class (the critical one) arriving
+	// in the phase that succeeded (admitted and answered within the
+	// deadline); NaN for the others.
 	CriticalSuccess float64
-	// ClassSuccess is the same share for every class, in the order of
-	// OverloadResult.Classes, for every contender (NaN: no arrivals of
-	// that class); nil when no classes were recorded.
+	// ClassSuccess is the same share for every class, first shed first
+	// (the table's success_<class> columns), for every contender (NaN: no
+	// arrivals of that class); nil when no classes were recorded
+	// (RealTime records none).
 	ClassSuccess []float64
 	Goodput      float64       // completed within the deadline, per second
-	P99          time.Duration // of admitted requests, past SteadyAfter
+	P99          time.Duration // of admitted requests, leaving out the start of the phase (a quarter of it, at most 2 s)
 	MeanLimit    float64       // NaN when the contender shows no limit
 }
 
-// OverloadResult is the outcome of [Overload] (or of [OverloadSummary] on
+// overloadResult is the outcome of [overload] (or of [summarize] on
 // runs made elsewhere, in real time).
-type OverloadResult struct {
+type overloadResult struct {
 	Rows      []OverloadRow
-	Runs      []*OverloadRun
+	Runs      []*runRecord
 	NoLoadP99 time.Duration // the oracle's p99 at 0.5x
 	Bin       time.Duration
 	// Throughput is the server's full capacity, per second, drawn as a
@@ -484,10 +483,10 @@ func percentile(v []float64, p float64) float64 {
 	return s[min(len(s)-1, max(0, int(math.Ceil(p*float64(len(s))))-1))]
 }
 
-// OverloadSummary computes the rows from runs, one of which is the
+// summarize computes the rows from runs, one of which is the
 // oracle's.
-func OverloadSummary(runs []*OverloadRun, bin, steadyAfter time.Duration) (*OverloadResult, error) {
-	var oracle *OverloadRun
+func summarize(runs []*runRecord, bin, steadyAfter time.Duration) (*overloadResult, error) {
+	var oracle *runRecord
 	for _, r := range runs {
 		if r.Name == OracleName {
 			oracle = r
@@ -496,7 +495,7 @@ func OverloadSummary(runs []*OverloadRun, bin, steadyAfter time.Duration) (*Over
 	if oracle == nil {
 		return nil, fmt.Errorf("sim: overload: no %s run", OracleName)
 	}
-	res := &OverloadResult{Runs: runs, Bin: bin, Classes: oracle.classes}
+	res := &overloadResult{Runs: runs, Bin: bin, Classes: oracle.classes}
 	for _, p := range oracle.phases {
 		if p.Name == "0.5x" {
 			res.NoLoadP99 = time.Duration(percentile(oracle.latencies(p, p.Start, bin), 0.99))
@@ -516,17 +515,17 @@ func OverloadSummary(runs []*OverloadRun, bin, steadyAfter time.Duration) (*Over
 	return res, nil
 }
 
-// overloadSummary is what every row of [OverloadSummary] is measured
+// overloadSummary is what every row of [summarize] is measured
 // against.
 type overloadSummary struct {
-	oracle           *OverloadRun
+	oracle           *runRecord
 	bin, steadyAfter time.Duration
 	noLoad           float64 // the oracle's p99 at 0.5x, ns
 	classes          int     // the oracle's priority classes
 }
 
 // row is r's row for its phase i, p.
-func (s overloadSummary) row(r *OverloadRun, i int, p OverloadPhase) OverloadRow {
+func (s overloadSummary) row(r *runRecord, i int, p overloadPhase) OverloadRow {
 	secs := (p.End - p.Start).Seconds()
 	row := OverloadRow{Limiter: r.Name, Phase: p.Name, CriticalSuccess: math.NaN(), SettleS: math.NaN()}
 	row.Goodput = float64(r.ph[i].good) / secs
@@ -555,7 +554,7 @@ func (s overloadSummary) row(r *OverloadRun, i int, p OverloadPhase) OverloadRow
 
 // latencies are those of r's requests completed in phase p from from on,
 // ns.
-func (r *OverloadRun) latencies(p OverloadPhase, from, bin time.Duration) []float64 {
+func (r *runRecord) latencies(p overloadPhase, from, bin time.Duration) []float64 {
 	var v []float64
 	for b := int(from / bin); b < int(p.End/bin) && b < len(r.bins); b++ {
 		v = append(v, r.bins[b].lat...)
@@ -565,7 +564,7 @@ func (r *OverloadRun) latencies(p OverloadPhase, from, bin time.Duration) []floa
 
 // classSuccess is the share of each class's arrivals in phase i that
 // succeeded (NaN for a class without arrivals).
-func (r *OverloadRun) classSuccess(i int) []float64 {
+func (r *runRecord) classSuccess(i int) []float64 {
 	v := make([]float64, len(r.classes))
 	for k, ct := range r.cls[i] {
 		v[k] = math.NaN()
@@ -582,7 +581,7 @@ func (r *OverloadRun) classSuccess(i int) []float64 {
 // the oracle's (a limiter that refuses everything has a fine p99). Bins
 // are short, so their goodput alone is too noisy to judge each on its
 // own.
-func (s overloadSummary) settled(r *OverloadRun, first, last int) int {
+func (s overloadSummary) settled(r *runRecord, first, last int) int {
 	oracleGood := 0.0
 	for b := first; b < last; b++ {
 		oracleGood += float64(s.oracle.bins[b].good)
@@ -604,7 +603,7 @@ func (s overloadSummary) settled(r *OverloadRun, first, last int) int {
 
 // meanLimit is the mean of the limits sampled in bins [first, last), NaN
 // if none was.
-func (r *OverloadRun) meanLimit(first, last int) float64 {
+func (r *runRecord) meanLimit(first, last int) float64 {
 	sum, n := 0.0, 0
 	for b := first; b < last; b++ {
 		if r.bins[b].sampled && r.bins[b].limit >= 0 {
@@ -626,15 +625,15 @@ func orNil(v float64) any {
 	return v
 }
 
-// Table returns one row per contender and phase, with the fields of issue
-// 17: limiter, phase, goodput_ratio, p99_ratio, settle_s,
+// Table returns one row per contender and phase, with the fields
+// limiter, phase, goodput_ratio, p99_ratio, settle_s,
 // false_reject_rate, critical_success; then, when the requests had
 // classes, success_<class> for each class, first shed first.
-func (r *OverloadResult) Table() Table {
-	t := Table{Columns: []Column{{"limiter", 0}, {"phase", 0}, {"goodput_ratio", 3}, {"p99_ratio", 2},
+func (r *overloadResult) Table() table {
+	t := table{Columns: []column{{"limiter", 0}, {"phase", 0}, {"goodput_ratio", 3}, {"p99_ratio", 2},
 		{"settle_s", 2}, {"false_reject_rate", 4}, {"critical_success", 4}}}
 	for _, c := range r.Classes {
-		t.Columns = append(t.Columns, Column{"success_" + c, 4})
+		t.Columns = append(t.Columns, column{"success_" + c, 4})
 	}
 	for _, row := range r.Rows {
 		cells := []any{row.Limiter, row.Phase, orNil(row.GoodputRatio), orNil(row.P99Ratio),
@@ -651,11 +650,11 @@ func (r *OverloadResult) Table() Table {
 	return t
 }
 
-// Series returns the time series of every run, one row per run and bin:
+// curve returns the time series of every run, one row per run and bin:
 // limit (-1: none), requests in flight, p99 of the responses in the bin,
-// and goodput, as a Table (write it as CSV).
-func (r *OverloadResult) Series() Table {
-	t := Table{Columns: []Column{{"limiter", 0}, {"t_s", 3}, {"phase", 0}, {"limit", 0}, {"inflight", 0},
+// and goodput, as a table (write it as CSV).
+func (r *overloadResult) Series() table {
+	t := table{Columns: []column{{"limiter", 0}, {"t_s", 3}, {"phase", 0}, {"limit", 0}, {"inflight", 0},
 		{"p99_ms", 2}, {"goodput_rps", 1}}}
 	for _, run := range r.Runs {
 		for b, bb := range run.bins {
@@ -672,10 +671,10 @@ func (r *OverloadResult) Series() Table {
 	return t
 }
 
-// Figure plots, for every contender over time, the limit, the requests in
+// figure plots, for every contender over time, the limit, the requests in
 // flight, the p99 latency (log scale) and the goodput.
-func (r *OverloadResult) Figure() Figure {
-	plots := []Plot{
+func (r *overloadResult) Figure() figure {
+	plots := []chart{
 		{Title: "concurrency limit", XLabel: "time (s)", YLabel: "limit"},
 		{Title: "requests in flight at the server", XLabel: "time (s)", YLabel: "in flight", LogY: true},
 		{Title: "p99 latency of the responses in each bin", XLabel: "time (s)", YLabel: "p99 (ms)", LogY: true},
@@ -699,11 +698,11 @@ func (r *OverloadResult) Figure() Figure {
 		// limiters before them (it has 7).
 		dashed := run.classed
 		if slices.ContainsFunc(lim, func(v float64) bool { return v >= 0 }) { // none, the utilization shedder: no limit
-			plots[0].Series = append(plots[0].Series, Series{Name: run.Name, X: x, Y: lim, Step: true, Dashed: dashed})
+			plots[0].Series = append(plots[0].Series, curve{Name: run.Name, X: x, Y: lim, Step: true, Dashed: dashed})
 		}
-		plots[1].Series = append(plots[1].Series, Series{Name: run.Name, X: x, Y: inf, Dashed: dashed})
-		plots[2].Series = append(plots[2].Series, Series{Name: run.Name, X: px, Y: p99, Dashed: dashed})
-		plots[3].Series = append(plots[3].Series, Series{Name: run.Name, X: x, Y: good, Dashed: dashed})
+		plots[1].Series = append(plots[1].Series, curve{Name: run.Name, X: x, Y: inf, Dashed: dashed})
+		plots[2].Series = append(plots[2].Series, curve{Name: run.Name, X: px, Y: p99, Dashed: dashed})
+		plots[3].Series = append(plots[3].Series, curve{Name: run.Name, X: x, Y: good, Dashed: dashed})
 	}
 	if len(r.Runs) > 0 && r.Throughput > 0 {
 		var x, y []float64
@@ -713,9 +712,9 @@ func (r *OverloadResult) Figure() Figure {
 		}
 		last := r.Runs[0].phases[len(r.Runs[0].phases)-1]
 		x, y = append(x, last.End.Seconds()), append(y, r.Throughput*last.Capacity)
-		plots[3].Series = append(plots[3].Series, Series{Name: "server capacity", X: x, Y: y, Step: true, Dashed: true, Color: "#000000"})
+		plots[3].Series = append(plots[3].Series, curve{Name: "server capacity", X: x, Y: y, Step: true, Dashed: true, Color: "#000000"})
 	}
 	title := fmt.Sprintf("sluice sim overload: 0.5x, 2x, 5x, capacity halved, restored (no-load p99 %v)",
 		r.NoLoadP99.Round(100*time.Microsecond))
-	return Figure{Title: title, Plots: plots}
+	return figure{Title: title, Plots: plots}
 }

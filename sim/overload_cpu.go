@@ -30,8 +30,8 @@ import (
 // and a load generator in this process drives it over loopback, in real
 // time, for a bounded time. Its numbers depend on the machine.
 
-// CPUServerOptions configures [ServeCPU].
-type CPUServerOptions struct {
+// cpuServerOptions configures [serveCPU].
+type cpuServerOptions struct {
 	// Limiter is sluice-gradient, sluice-vegas, fixed:N or none.
 	Limiter string
 	// Work is the CPU time one request costs on an idle core; 0 means 5 ms.
@@ -69,13 +69,13 @@ func spin(n int64) {
 	spinSink.Add(uint64(h[0]))
 }
 
-// ServeCPU runs the CPU-bound server on a free loopback port, prints
+// serveCPU runs the CPU-bound server on a free loopback port, prints
 // "listening ADDR" on stdout, and serves until ctx ends or stdin closes
 // (so it does not outlive the process that started it). Paths:
 // "/work" burns Work of CPU behind the limiter; "/capacity?factor=F"
 // multiplies the work of later requests (2 halves the capacity);
 // "/stats" answers {"limit":L,"inflight":N}.
-func ServeCPU(ctx context.Context, o CPUServerOptions, stdin io.Reader, stdout io.Writer) error {
+func serveCPU(ctx context.Context, o cpuServerOptions, stdin io.Reader, stdout io.Writer) error {
 	if o.Work <= 0 {
 		o.Work = 5 * time.Millisecond
 	}
@@ -152,11 +152,11 @@ func ServeCPU(ctx context.Context, o CPUServerOptions, stdin io.Reader, stdout i
 	return nil
 }
 
-// CPUOptions configures [OverloadCPU].
-type CPUOptions struct {
-	// Command starts the server in a process of its own; OverloadCPU
+// cpuOptions configures [overloadCPU].
+type cpuOptions struct {
+	// Command starts the server in a process of its own; overloadCPU
 	// appends "--cpu-limiter NAME --cpu-work D" and expects the
-	// server to behave as ServeCPU.
+	// server to behave as serveCPU.
 	Command []string
 	Work    time.Duration // CPU per request; 0 means 5 ms
 	Warmup  time.Duration // 0 means 1 s
@@ -174,13 +174,13 @@ type CPUOptions struct {
 	Log io.Writer
 }
 
-// OverloadCPU runs the overload phases against a CPU-bound HTTP server in
+// overloadCPU runs the overload phases against a CPU-bound HTTP server in
 // its own process, once per limiter: it measures the server's capacity
 // with the oracle's fixed limit, then offers 0.5x, 2x and 5x of it,
 // halves the capacity (twice the work per request) and restores it.
 // Refusals are counted as false when the server had fewer requests in
 // flight than CPUs.
-func OverloadCPU(ctx context.Context, o CPUOptions) (*OverloadResult, error) {
+func overloadCPU(ctx context.Context, o cpuOptions) (*overloadResult, error) {
 	if len(o.Command) == 0 {
 		return nil, errors.New("sim: overload cpu: no server command")
 	}
@@ -225,8 +225,8 @@ func OverloadCPU(ctx context.Context, o CPUOptions) (*OverloadResult, error) {
 		return nil, err
 	}
 	logf("capacity %.0f requests/s", capacity)
-	phases := OverloadPhases(o.Warmup, o.Phase)
-	var runs []*OverloadRun
+	phases := overloadPhases(o.Warmup, o.Phase)
+	var runs []*runRecord
 	names := append([]string{OracleName}, o.Limiters...)
 	for i, name := range names {
 		lim := name
@@ -240,7 +240,7 @@ func OverloadCPU(ctx context.Context, o CPUOptions) (*OverloadResult, error) {
 		}
 		runs = append(runs, run)
 	}
-	res, err := OverloadSummary(runs, o.Bin, min(o.Phase/4, 500*time.Millisecond))
+	res, err := summarize(runs, o.Bin, min(o.Phase/4, 500*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +255,7 @@ type cpuProc struct {
 	client *http.Client
 }
 
-func startCPUServer(ctx context.Context, o CPUOptions, limiter string) (*cpuProc, error) {
+func startCPUServer(ctx context.Context, o cpuOptions, limiter string) (*cpuProc, error) {
 	args := append(o.Command[1:len(o.Command):len(o.Command)], "--cpu-limiter", limiter, "--cpu-work", o.Work.String())
 	cmd := exec.CommandContext(ctx, o.Command[0], args...)
 	cmd.Stderr = os.Stderr
@@ -363,13 +363,13 @@ func (p *cpuProc) capacity(ctx context.Context, n int, d time.Duration) (float64
 	return float64(done.Load()) / d.Seconds(), ctx.Err()
 }
 
-func cpuRun(ctx context.Context, o CPUOptions, name, limiter string, phases []OverloadPhase, capacity float64) (*OverloadRun, error) {
+func cpuRun(ctx context.Context, o cpuOptions, name, limiter string, phases []overloadPhase, capacity float64) (*runRecord, error) {
 	p, err := startCPUServer(ctx, o, limiter)
 	if err != nil {
 		return nil, err
 	}
 	defer p.stop()
-	run := NewOverloadRun(name, phases, o.Bin)
+	run := newRunRecord(name, phases, o.Bin)
 	var mu sync.Mutex // guards run
 	cpus := runtime.NumCPU()
 	r := rand.New(rand.NewPCG(o.Seed, 3))
@@ -441,7 +441,7 @@ func cpuRun(ctx context.Context, o CPUOptions, name, limiter string, phases []Ov
 
 // Rejected records that the refusal of a request sent at t took took
 // (real-time runs; the virtual model refuses in no time).
-func (r *OverloadRun) Rejected(t, took time.Duration) {
+func (r *runRecord) Rejected(t, took time.Duration) {
 	if i := phaseAt(r.phases, t); i >= 0 {
 		r.rejections[i] = append(r.rejections[i], float64(took))
 	}
@@ -449,7 +449,7 @@ func (r *OverloadRun) Rejected(t, took time.Duration) {
 
 // RejectionP99 returns the 99th percentile of the time refusals took in
 // phase, or 0 if none was recorded.
-func (r *OverloadRun) RejectionP99(phase string) time.Duration {
+func (r *runRecord) RejectionP99(phase string) time.Duration {
 	for i, p := range r.phases {
 		if p.Name == phase && len(r.rejections[i]) > 0 {
 			return time.Duration(percentile(r.rejections[i], 0.99))

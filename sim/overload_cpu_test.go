@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 		limiter := fs.String("cpu-limiter", "", "")
 		work := fs.Duration("cpu-work", 0, "")
 		fs.Parse(os.Args[1:])
-		if err := ServeCPU(context.Background(), CPUServerOptions{Limiter: *limiter, Work: *work}, os.Stdin, os.Stdout); err != nil {
+		if err := serveCPU(context.Background(), cpuServerOptions{Limiter: *limiter, Work: *work}, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -36,7 +36,7 @@ func TestOverloadCPU(t *testing.T) {
 		t.Skip("starts processes and runs about 10 s")
 	}
 	t.Setenv("SLUICE_SIM_CPU_SERVER", "1")
-	res, err := OverloadCPU(context.Background(), CPUOptions{Command: []string{os.Args[0]},
+	res, err := overloadCPU(context.Background(), cpuOptions{Command: []string{os.Args[0]},
 		Work: time.Millisecond, Warmup: 200 * time.Millisecond, Phase: 400 * time.Millisecond, Bin: 100 * time.Millisecond, Seed: 1,
 		Limiters: []string{"sluice-gradient", "none"}, Log: tlog{t}})
 	if err != nil {
@@ -59,8 +59,8 @@ func TestOverloadCPU(t *testing.T) {
 
 func TestServeCPURefusesBadLimiter(t *testing.T) {
 	for _, name := range []string{"", "fixed:0", "fixed:x", "aimd"} {
-		if err := ServeCPU(context.Background(), CPUServerOptions{Limiter: name, Work: time.Microsecond}, nil, nil); err == nil {
-			t.Errorf("ServeCPU(limiter %q): no error", name)
+		if err := serveCPU(context.Background(), cpuServerOptions{Limiter: name, Work: time.Microsecond}, nil, nil); err == nil {
+			t.Errorf("serveCPU(limiter %q): no error", name)
 		}
 	}
 }

@@ -12,34 +12,34 @@ import (
 	"github.com/sluicehq/sluice/shed"
 )
 
-// ClassMix is the traffic of the overload model by priority class: Shares[i]
+// classMix is the traffic of the overload model by priority class: Shares[i]
 // is the share of the arrivals in class i of Classes (shed.Class i, the
 // first shed first, the last the critical one). The zero value is
-// DefaultClassMix.
-type ClassMix struct {
+// defaultClassMix.
+type classMix struct {
 	Classes shed.Classes
 	Shares  []float64
 }
 
-// DefaultCritical is the share of critical traffic in the default mix
-// (issue 17's target: 30% critical at 2x).
-const DefaultCritical = 0.3
+// defaultCritical is the share of critical traffic in the default mix
+// (the shedders' target: 30% critical at 2x).
+const defaultCritical = 0.3
 
-// NewClassMix returns the mix of classes (shed.DefaultClasses when it has
+// newClassMix returns the mix of classes (shed.DefaultClasses when it has
 // none) where the last class, the critical one, has share critical and the
 // classes before it split the rest evenly.
-func NewClassMix(critical float64, classes shed.Classes) (ClassMix, error) {
+func newClassMix(critical float64, classes shed.Classes) (classMix, error) {
 	if classes.Len() == 0 {
 		classes, _ = shed.NewClasses()
 	}
 	n := classes.Len()
 	switch {
 	case !(critical >= 0 && critical <= 1):
-		return ClassMix{}, fmt.Errorf("sim: critical share %v: want 0 to 1", critical)
+		return classMix{}, fmt.Errorf("sim: critical share %v: want 0 to 1", critical)
 	case n == 1 && critical != 1:
-		return ClassMix{}, fmt.Errorf("sim: one class, %q: all the traffic is critical, not %v", classes.Name(0), critical)
+		return classMix{}, fmt.Errorf("sim: one class, %q: all the traffic is critical, not %v", classes.Name(0), critical)
 	}
-	m := ClassMix{Classes: classes, Shares: make([]float64, n)}
+	m := classMix{Classes: classes, Shares: make([]float64, n)}
 	for i := range n - 1 {
 		m.Shares[i] = (1 - critical) / float64(n-1)
 	}
@@ -47,16 +47,16 @@ func NewClassMix(critical float64, classes shed.Classes) (ClassMix, error) {
 	return m, nil
 }
 
-// DefaultClassMix is shed.DefaultClasses (test, get, post, critical) with
+// defaultClassMix is shed.DefaultClasses (test, get, post, critical) with
 // 30% critical and 70/3% in each of the others.
-func DefaultClassMix() ClassMix {
-	m, _ := NewClassMix(DefaultCritical, shed.Classes{})
+func defaultClassMix() classMix {
+	m, _ := newClassMix(defaultCritical, shed.Classes{})
 	return m
 }
 
-func (m ClassMix) withDefaults() (ClassMix, error) {
+func (m classMix) withDefaults() (classMix, error) {
 	if m.Classes.Len() == 0 && m.Shares == nil {
-		return DefaultClassMix(), nil
+		return defaultClassMix(), nil
 	}
 	if m.Classes.Len() == 0 {
 		return m, fmt.Errorf("sim: class mix: %d shares and no classes", len(m.Shares))
@@ -78,7 +78,7 @@ func (m ClassMix) withDefaults() (ClassMix, error) {
 }
 
 // draw returns a class at random in proportion to the shares.
-func (m ClassMix) draw(r *rand.Rand) shed.Class {
+func (m classMix) draw(r *rand.Rand) shed.Class {
 	u := r.Float64()
 	for i, s := range m.Shares {
 		if u < s {
@@ -89,23 +89,23 @@ func (m ClassMix) draw(r *rand.Rand) shed.Class {
 	return m.Classes.Last() // rounding: the shares add up to 1 within 1e-6
 }
 
-// ClassAdmitter is an Admitter that knows priorities: the model calls
+// classAdmitter is an Admitter that knows priorities: the model calls
 // AdmitClass, with the class of each request, instead of Admit. Limiters
 // that do not implement it see every request alike (they ignore the
 // class), and their rows have no critical_success.
-type ClassAdmitter interface {
+type classAdmitter interface {
 	Admitter
 	AdmitClass(c shed.Class) (release func(ok bool), admitted bool)
 }
 
-// ShedOptions configure the shedders of [ShedContenders]. The zero value
+// shedOptions configure the shedders of [shedContenders]. The zero value
 // of each field is its documented default.
-type ShedOptions struct {
+type shedOptions struct {
 	// Workers is the server's worker count (the model's Capacity): the
 	// utilization shedder's capacity, the unit of FleetCap. Required.
 	Workers int
-	// Mix is the class order; zero means DefaultClassMix.
-	Mix ClassMix
+	// Mix is the class order; zero means defaultClassMix.
+	Mix classMix
 	// Ramp is the utilization shedder's ramp; zero means Stripe's 120 s
 	// (shed.DefaultRamp). Its threshold (0.8) and interval (1 s) are
 	// Stripe's too.
@@ -126,7 +126,7 @@ type ShedOptions struct {
 	GradientReserved float64
 }
 
-func (o ShedOptions) withDefaults() (ShedOptions, error) {
+func (o shedOptions) withDefaults() (shedOptions, error) {
 	var err error
 	if o.Mix, err = o.Mix.withDefaults(); err != nil {
 		return o, err
@@ -156,7 +156,7 @@ func (o ShedOptions) withDefaults() (ShedOptions, error) {
 	return o, nil
 }
 
-// ShedContenders returns sluice's load shedders as overload contenders:
+// shedContenders returns sluice's load shedders as overload contenders:
 //
 //   - sluice-shed-utilization: shed.Utilization (Stripe's layer 4) with
 //     Stripe's figures (above 0.8 of Workers, a 120 s ramp, every second)
@@ -169,7 +169,7 @@ func (o ShedOptions) withDefaults() (ShedOptions, error) {
 //   - sluice-shed-gradient: the fleet's reserve in front of sluice-gradient:
 //     critical requests may use all of the gradient limiter's current
 //     limit, the others shed.GeneralCap of it.
-func ShedContenders(o ShedOptions) ([]OverloadContender, error) {
+func shedContenders(o shedOptions) ([]OverloadContender, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err

@@ -12,10 +12,10 @@ import (
 
 // shedOverload is a bounded run of the oracle and the shedders: 20
 // workers, 5 s phases (about 60,000 arrivals a contender).
-func shedOverload(t *testing.T, seed uint64, so ShedOptions) *OverloadResult {
+func shedOverload(t *testing.T, seed uint64, so shedOptions) *overloadResult {
 	t.Helper()
 	so.Workers = 20
-	sc, err := ShedContenders(so)
+	sc, err := shedContenders(so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,14 +23,14 @@ func shedOverload(t *testing.T, seed uint64, so ShedOptions) *OverloadResult {
 	o.Phase = 5 * time.Second
 	o.SteadyAfter = time.Second
 	o.Contenders = append(OverloadContenders()[:3], sc...) // gradient, vegas, oracle
-	res, err := Overload(o)
+	res, err := overload(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
 }
 
-func rowsByName(res *OverloadResult) map[string]OverloadRow {
+func rowsByName(res *overloadResult) map[string]OverloadRow {
 	rows := map[string]OverloadRow{}
 	for _, r := range res.Rows {
 		rows[r.Limiter+"/"+r.Phase] = r
@@ -38,11 +38,11 @@ func rowsByName(res *OverloadResult) map[string]OverloadRow {
 	return rows
 }
 
-// TestOverloadShedTargets: issue 17's shedding targets, with 30% critical
+// TestOverloadShedTargets: the shedders' targets, with 30% critical
 // traffic at 2x: at least 99.9% of the critical requests succeed, the
 // lowest class is shed first, and goodput stays at the oracle's.
 func TestOverloadShedTargets(t *testing.T) {
-	res := shedOverload(t, 1, ShedOptions{})
+	res := shedOverload(t, 1, shedOptions{})
 	if got, want := res.Classes, shed.DefaultClasses; len(got) != len(want) || got[0] != want[0] || got[3] != want[3] {
 		t.Fatalf("classes %v, want %v", got, want)
 	}
@@ -89,7 +89,7 @@ func TestOverloadShedTargets(t *testing.T) {
 // (With Stripe's 120 s ramp it barely moves in a 5 s phase: see
 // docs/simulations.md.)
 func TestOverloadShedUtilizationOrder(t *testing.T) {
-	res := shedOverload(t, 2, ShedOptions{Ramp: 2 * time.Second})
+	res := shedOverload(t, 2, shedOptions{Ramp: 2 * time.Second})
 	r := rowsByName(res)["sluice-shed-utilization/2x"]
 	s := r.ClassSuccess
 	if !(s[0] <= s[1] && s[1] < s[2] && s[2] < s[3]) {
@@ -103,7 +103,7 @@ func TestOverloadShedUtilizationOrder(t *testing.T) {
 func TestOverloadShedDeterministic(t *testing.T) {
 	out := func(seed uint64) string {
 		var b bytes.Buffer
-		if err := shedOverload(t, seed, ShedOptions{}).Table().Write(&b, "csv"); err != nil {
+		if err := shedOverload(t, seed, shedOptions{}).Table().Write(&b, "csv"); err != nil {
 			t.Fatal(err)
 		}
 		return b.String()
@@ -116,7 +116,7 @@ func TestOverloadShedDeterministic(t *testing.T) {
 }
 
 func TestClassMix(t *testing.T) {
-	m := DefaultClassMix()
+	m := defaultClassMix()
 	if m.Classes.Len() != 4 || m.Shares[3] != 0.3 || math.Abs(m.Shares[0]-0.7/3) > 1e-12 {
 		t.Fatalf("default mix %v %v", m.Classes.Names(), m.Shares)
 	}
@@ -131,7 +131,7 @@ func TestClassMix(t *testing.T) {
 		}
 	}
 	two, _ := shed.NewClasses("bulk", "critical")
-	for _, bad := range []ClassMix{
+	for _, bad := range []classMix{
 		{Shares: []float64{1}},
 		{Classes: two, Shares: []float64{0.5}},
 		{Classes: two, Shares: []float64{0.5, 0.6}},
@@ -141,26 +141,26 @@ func TestClassMix(t *testing.T) {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("mix %v: no error", bad.Shares)
 		}
-		if _, err := Overload(OverloadOptions{Mix: bad}); err == nil {
+		if _, err := overload(overloadOptions{Mix: bad}); err == nil {
 			t.Errorf("Overload with mix %v: no error", bad.Shares)
 		}
 	}
 	for _, c := range []float64{-0.1, 1.1, math.NaN()} {
-		if _, err := NewClassMix(c, shed.Classes{}); err == nil {
-			t.Errorf("NewClassMix(%v): no error", c)
+		if _, err := newClassMix(c, shed.Classes{}); err == nil {
+			t.Errorf("newClassMix(%v): no error", c)
 		}
 	}
 	one, _ := shed.NewClasses("all")
-	if _, err := NewClassMix(0.5, one); err == nil {
-		t.Error("NewClassMix(0.5) of one class: no error")
+	if _, err := newClassMix(0.5, one); err == nil {
+		t.Error("newClassMix(0.5) of one class: no error")
 	}
-	if m, err := NewClassMix(1, one); err != nil || m.Shares[0] != 1 {
-		t.Errorf("NewClassMix(1) of one class: %v, %v", m.Shares, err)
+	if m, err := newClassMix(1, one); err != nil || m.Shares[0] != 1 {
+		t.Errorf("newClassMix(1) of one class: %v, %v", m.Shares, err)
 	}
-	for _, o := range []ShedOptions{{}, {Workers: 10, Reserved: 1}, {Workers: 10, GradientReserved: -1},
+	for _, o := range []shedOptions{{}, {Workers: 10, Reserved: 1}, {Workers: 10, GradientReserved: -1},
 		{Workers: 10, Ramp: -time.Second}, {Workers: 10, FleetCap: -1}} {
-		if _, err := ShedContenders(o); err == nil {
-			t.Errorf("ShedContenders(%+v): no error", o)
+		if _, err := shedContenders(o); err == nil {
+			t.Errorf("shedContenders(%+v): no error", o)
 		}
 	}
 }

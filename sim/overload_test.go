@@ -9,14 +9,14 @@ import (
 
 // smallOverload is a bounded run: 2 s phases, a 1 s warm-up, 20 requests
 // in flight of capacity.
-func smallOverload(seed uint64) OverloadOptions {
-	return OverloadOptions{Seed: seed, Model: IOModel{Capacity: 20, Base: 20 * time.Millisecond},
-		Warmup: time.Second, Phase: 2 * time.Second, SteadyAfter: 500 * time.Millisecond}
+func smallOverload(seed uint64) overloadOptions {
+	return overloadOptions{RealTimeOptions: RealTimeOptions{Seed: seed, Model: IOModel{Capacity: 20, Base: 20 * time.Millisecond},
+		Warmup: time.Second, Phase: 2 * time.Second}, SteadyAfter: 500 * time.Millisecond}
 }
 
 func TestOverloadDeterministic(t *testing.T) {
 	out := func(seed uint64) string {
-		res, err := Overload(smallOverload(seed))
+		res, err := overload(smallOverload(seed))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func TestOverloadDeterministic(t *testing.T) {
 }
 
 func TestOverloadRows(t *testing.T) {
-	res, err := Overload(smallOverload(1))
+	res, err := overload(smallOverload(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,13 +82,13 @@ func TestOverloadRows(t *testing.T) {
 }
 
 func TestOverloadOptions(t *testing.T) {
-	for _, o := range []OverloadOptions{
-		{Phase: time.Second, Bin: 2 * time.Second},
-		{Phase: time.Second, SteadyAfter: time.Second},
-		{Phase: -time.Second},
-		{Contenders: OverloadContenders()[:2]},
+	for _, o := range []overloadOptions{
+		{RealTimeOptions: RealTimeOptions{Phase: time.Second, Bin: 2 * time.Second}},
+		{RealTimeOptions: RealTimeOptions{Phase: time.Second}, SteadyAfter: time.Second},
+		{RealTimeOptions: RealTimeOptions{Phase: -time.Second}},
+		{RealTimeOptions: RealTimeOptions{Contenders: OverloadContenders()[:2]}},
 	} {
-		if _, err := Overload(o); err == nil {
+		if _, err := overload(o); err == nil {
 			t.Errorf("Overload(%+v): no error", o)
 		}
 	}
@@ -97,7 +97,7 @@ func TestOverloadOptions(t *testing.T) {
 // TestOverloadJSONNull: a value that does not apply is null in JSON and
 // "-" in the table.
 func TestOverloadJSONNull(t *testing.T) {
-	tb := Table{Columns: []Column{{"a", 0}, {"b", 2}}, Rows: [][]any{{"x", nil}, {"y", 1.5}}}
+	tb := table{Columns: []column{{"a", 0}, {"b", 2}}, Rows: [][]any{{"x", nil}, {"y", 1.5}}}
 	var j, txt bytes.Buffer
 	tb.Write(&j, "json")
 	tb.Write(&txt, "table")

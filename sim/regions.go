@@ -11,12 +11,12 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// RegionScenario is one client's traffic in the regions scenario: which
+// regionScenario is one client's traffic in the regions scenario: which
 // share of its requests reach region A (the rest reach B), and either a
 // steady Poisson stream at Load times the limit's rate, or, with Burst > 0,
 // Burst requests spread uniformly over BurstSpread after a long idle
 // period, and nothing else.
-type RegionScenario struct {
+type regionScenario struct {
 	Name        string
 	Split       float64 // share of requests arriving in region A, in [0, 1]
 	Load        float64 // steady traffic: offered rate / the limit's rate
@@ -24,12 +24,12 @@ type RegionScenario struct {
 	BurstSpread time.Duration
 }
 
-// DefaultRegionScenarios returns the regions scenario's traffic: a steady
+// defaultRegionScenarios returns the regions scenario's traffic: a steady
 // client at, twice and ten times its limit, split evenly between the
 // regions or mostly to one (90/10), and a burst of 1,000 requests in one
 // second, split both ways.
-func DefaultRegionScenarios() []RegionScenario {
-	return []RegionScenario{
+func defaultRegionScenarios() []regionScenario {
+	return []regionScenario{
 		{Name: "50/50 1x", Split: 0.5, Load: 1},
 		{Name: "50/50 2x", Split: 0.5, Load: 2},
 		{Name: "50/50 10x", Split: 0.5, Load: 10},
@@ -41,42 +41,42 @@ func DefaultRegionScenarios() []RegionScenario {
 	}
 }
 
-// RegionDesign is how two regions share a limit.
-type RegionDesign uint8
+// regionDesign is how two regions share a limit.
+type regionDesign uint8
 
 const (
-	// DesignExact is the reference: one limiter state that sees every
+	// designExact is the reference: one limiter state that sees every
 	// request the instant it arrives (one global store with no latency,
 	// which two regions cannot have).
-	DesignExact RegionDesign = iota
-	// DesignPerRegion gives each region its own Redis: a client is limited
+	designExact regionDesign = iota
+	// designPerRegion gives each region its own Redis: a client is limited
 	// separately in each region it reaches, so it may get up to twice its
-	// limit (the seed's "accept 2x").
-	DesignPerRegion
-	// DesignHome keeps each key's state in one home region chosen by
+	// limit (the rate-limiting design article's "accept 2x").
+	designPerRegion
+	// designHome keeps each key's state in one home region chosen by
 	// hashing the key (half the keys in each, whatever their traffic):
 	// the limit is exact, and requests that arrive in the other region
 	// wait a cross-region round trip for their decision.
-	DesignHome
-	// DesignHomeMajority is DesignHome with each key's home in the region
+	designHome
+	// designHomeMajority is designHome with each key's home in the region
 	// most of its requests reach (a placement that knows the traffic).
-	DesignHomeMajority
+	designHomeMajority
 	numDesigns
 )
 
 var designNames = [numDesigns]string{"exact", "per-region", "home", "home-majority"}
 
-func (d RegionDesign) String() string {
+func (d regionDesign) String() string {
 	if d < numDesigns {
 		return designNames[d]
 	}
-	return fmt.Sprintf("RegionDesign(%d)", uint8(d))
+	return fmt.Sprintf("regionDesign(%d)", uint8(d))
 }
 
-// RegionsOptions configures [Regions]. The zero value is the seed's
-// exercise: 1,000 requests a minute per key with a burst of 200, two
+// regionsOptions configures [regions]. The zero value is the rate-limiting
+// design article's exercise: 1,000 requests a minute per key with a burst of 200, two
 // regions 70 ms apart.
-type RegionsOptions struct {
+type regionsOptions struct {
 	Seed      uint64
 	Limit     ratelimit.Limit  // zero: 1000 a minute, burst 200 (a token bucket)
 	Keys      int              // clients per scenario, each with its own key; 0 means 40
@@ -84,13 +84,13 @@ type RegionsOptions struct {
 	LocalRTT  time.Duration    // gateway to its region's Redis and back; 0 means 1 ms
 	CrossRTT  time.Duration    // between the regions and back; 0 means 70 ms
 	Jitter    float64          // standard deviation of each round trip, as a fraction of it; 0 means 0.1
-	Scenarios []RegionScenario // nil means DefaultRegionScenarios()
+	Scenarios []regionScenario // nil means defaultRegionScenarios()
 }
 
-// RegionsRow is one design under one scenario, over all its keys.
-type RegionsRow struct {
+// regionsRow is one design under one scenario, over all its keys.
+type regionsRow struct {
 	Scenario string
-	Design   RegionDesign
+	Design   regionDesign
 	Offered  float64 // requests per key
 	Admitted float64 // admitted per key, mean
 	// VsExact is the mean of admitted / exact's admitted over the keys,
@@ -104,10 +104,10 @@ type RegionsRow struct {
 	LatencyP50, LatencyP99 time.Duration
 }
 
-// RegionsResult is the outcome of [Regions].
-type RegionsResult struct {
-	Options RegionsOptions
-	Rows    []RegionsRow // scenario by scenario, the designs in order
+// regionsResult is the outcome of [regions].
+type regionsResult struct {
+	Options regionsOptions
+	Rows    []regionsRow // scenario by scenario, the designs in order
 	// Curves: for the steady scenario split most evenly at the highest
 	// load, and the first burst, key 0's admission times by design, in
 	// seconds, sorted.
@@ -115,7 +115,7 @@ type RegionsResult struct {
 	SteadyAt, BurstAt     [numDesigns][]float64
 }
 
-func (o RegionsOptions) withDefaults() (RegionsOptions, error) {
+func (o regionsOptions) withDefaults() (regionsOptions, error) {
 	if o.Limit == (ratelimit.Limit{}) {
 		o.Limit = ratelimit.Limit{Rate: 1000, Period: time.Minute, Burst: 200}
 	}
@@ -135,7 +135,7 @@ func (o RegionsOptions) withDefaults() (RegionsOptions, error) {
 		o.Jitter = 0.1
 	}
 	if o.Scenarios == nil {
-		o.Scenarios = DefaultRegionScenarios()
+		o.Scenarios = defaultRegionScenarios()
 	}
 	if err := o.Limit.Validate(); err != nil {
 		return o, fmt.Errorf("sim: regions: %w", err)
@@ -166,20 +166,20 @@ type arrival struct {
 	decide [numDesigns]time.Duration
 }
 
-// Regions runs each scenario's traffic for Keys clients, each with a key of
+// regions runs each scenario's traffic for Keys clients, each with a key of
 // its own, through the three designs (exact, per-region, home), every
 // decision made by algorithm/gcra's token bucket step at the
 // virtual instant the request reaches the state's region. Key k's arrivals,
 // regions and round trips are drawn from the PCG stream (Seed, scenario
 // index × Keys + k), so a key sees the same requests under every design.
-// Under DesignHome, keys with an even index have their home in region A,
-// odd ones in B; under DesignHomeMajority, the home is A when Split ≥ 0.5.
-func Regions(o RegionsOptions) (*RegionsResult, error) {
+// Under designHome, keys with an even index have their home in region A,
+// odd ones in B; under designHomeMajority, the home is A when Split ≥ 0.5.
+func regions(o regionsOptions) (*regionsResult, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	res := &RegionsResult{Options: o}
+	res := &regionsResult{Options: o}
 	type keyResult struct {
 		offered  int
 		admitted [numDesigns]int
@@ -200,7 +200,7 @@ func Regions(o RegionsOptions) (*RegionsResult, error) {
 		krs := make([]keyResult, o.Keys)
 		parallel(o.Keys, nil, func(k int) {
 			kr := &krs[k]
-			arr := regionArrivals(o, sc, New(o.Seed, uint64(si*o.Keys+k)), k%2 == 0, sc.Split >= 0.5)
+			arr := regionArrivals(o, sc, newEngine(o.Seed, uint64(si*o.Keys+k)), k%2 == 0, sc.Split >= 0.5)
 			kr.offered = len(arr)
 			for d := range numDesigns {
 				adm, lat := decide(o, arr, d)
@@ -216,12 +216,12 @@ func Regions(o RegionsOptions) (*RegionsResult, error) {
 			}
 		})
 		for d := range numDesigns {
-			row := RegionsRow{Scenario: sc.Name, Design: d, MaxVsExact: 0}
+			row := regionsRow{Scenario: sc.Name, Design: d, MaxVsExact: 0}
 			var lat []time.Duration
 			for _, kr := range krs {
 				row.Offered += float64(kr.offered)
 				row.Admitted += float64(kr.admitted[d])
-				r := float64(kr.admitted[d]) / float64(max(kr.admitted[DesignExact], 1))
+				r := float64(kr.admitted[d]) / float64(max(kr.admitted[designExact], 1))
 				row.VsExact += r
 				row.MaxVsExact = max(row.MaxVsExact, r)
 				row.PeakWindow = max(row.PeakWindow, kr.peak[d])
@@ -229,7 +229,7 @@ func Regions(o RegionsOptions) (*RegionsResult, error) {
 			}
 			n := float64(o.Keys)
 			row.Offered, row.Admitted, row.VsExact = row.Offered/n, row.Admitted/n, row.VsExact/n
-			if d != DesignExact {
+			if d != designExact {
 				slices.Sort(lat)
 				row.LatencyP50, row.LatencyP99 = quantile(lat, 0.5), quantile(lat, 0.99)
 			}
@@ -255,20 +255,20 @@ func Regions(o RegionsOptions) (*RegionsResult, error) {
 // is decided: exact at arrival, per-region after half a local round trip,
 // home after half a local round trip in the home region and half a
 // cross-region one elsewhere.
-func regionArrivals(o RegionsOptions, sc RegionScenario, s *Sim, homeA, majorityA bool) []arrival {
+func regionArrivals(o regionsOptions, sc regionScenario, s *engine, homeA, majorityA bool) []arrival {
 	var arr []arrival
 	add := func(t time.Duration) {
 		a := arrival{at: t, inA: s.Rand.Float64() < sc.Split}
 		local := s.Normal(o.LocalRTT, time.Duration(o.Jitter*float64(o.LocalRTT)))
-		a.decide[DesignExact] = t
-		a.decide[DesignPerRegion] = t + local/2
+		a.decide[designExact] = t
+		a.decide[designPerRegion] = t + local/2
 		cross := s.Normal(o.CrossRTT, time.Duration(o.Jitter*float64(o.CrossRTT)))
-		a.decide[DesignHome], a.decide[DesignHomeMajority] = t+local/2, t+local/2
+		a.decide[designHome], a.decide[designHomeMajority] = t+local/2, t+local/2
 		if a.inA != homeA {
-			a.decide[DesignHome] = t + cross/2
+			a.decide[designHome] = t + cross/2
 		}
 		if a.inA != majorityA {
-			a.decide[DesignHomeMajority] = t + cross/2
+			a.decide[designHomeMajority] = t + cross/2
 		}
 		arr = append(arr, a)
 	}
@@ -292,7 +292,7 @@ func regionArrivals(o RegionsOptions, sc RegionScenario, s *Sim, homeA, majority
 
 // decide runs one key's arrivals through design d and returns the
 // admission times (sorted) and each request's decision latency.
-func decide(o RegionsOptions, arr []arrival, d RegionDesign) ([]time.Duration, []time.Duration) {
+func decide(o regionsOptions, arr []arrival, d regionDesign) ([]time.Duration, []time.Duration) {
 	idx := make([]int, len(arr))
 	for i := range idx {
 		idx[i] = i
@@ -304,9 +304,9 @@ func decide(o RegionsOptions, arr []arrival, d RegionDesign) ([]time.Duration, [
 	var adm, lat []time.Duration
 	for _, i := range idx {
 		a := arr[i]
-		now := Epoch.Add(a.decide[d]).UnixNano()
+		now := epoch.Add(a.decide[d]).UnixNano()
 		tat := &tatA
-		if d == DesignPerRegion && !a.inA {
+		if d == designPerRegion && !a.inA {
 			tat = &tatB
 		}
 		var dec ratelimit.Decision
@@ -314,7 +314,7 @@ func decide(o RegionsOptions, arr []arrival, d RegionDesign) ([]time.Duration, [
 		if dec.Allowed {
 			adm = append(adm, a.decide[d])
 		}
-		if d != DesignExact {
+		if d != designExact {
 			lat = append(lat, 2*(a.decide[d]-a.at))
 		}
 	}
@@ -356,13 +356,13 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 // scenario, design, offered, admitted, vs_exact, max_vs_exact,
 // over_admission_pct (mean), peak_window, p50_ms and p99_ms (the
 // decision's round trip; none for exact, which has no network).
-func (r *RegionsResult) Table() Table {
-	t := Table{Columns: []Column{{"scenario", 0}, {"design", 0}, {"offered", 1}, {"admitted", 1},
+func (r *regionsResult) Table() table {
+	t := table{Columns: []column{{"scenario", 0}, {"design", 0}, {"offered", 1}, {"admitted", 1},
 		{"vs_exact", 3}, {"max_vs_exact", 3}, {"over_admission_pct", 1}, {"peak_window", 0},
 		{"p50_ms", 1}, {"p99_ms", 1}}}
 	for _, row := range r.Rows {
 		var p50, p99 any
-		if row.Design != DesignExact {
+		if row.Design != designExact {
 			p50, p99 = row.LatencyP50.Seconds()*1000, row.LatencyP99.Seconds()*1000
 		}
 		t.Rows = append(t.Rows, []any{row.Scenario, row.Design.String(), row.Offered, row.Admitted,
@@ -371,13 +371,13 @@ func (r *RegionsResult) Table() Table {
 	return t
 }
 
-// Figure plots key 0's admissions over time under each design for the
+// figure plots key 0's admissions over time under each design for the
 // steady scenario split evenly at the highest load and for the first
 // burst, with the most one bucket of the limit admits.
-func (r *RegionsResult) Figure() Figure {
+func (r *regionsResult) Figure() figure {
 	o := r.Options
 	lim := o.Limit.Normalize()
-	ceiling := func(end float64) Series {
+	ceiling := func(end float64) curve {
 		// Burst + Rate per Period: what one bucket admits by time t.
 		var xs, ys []float64
 		for i := 0; i <= 100; i++ {
@@ -385,10 +385,10 @@ func (r *RegionsResult) Figure() Figure {
 			xs = append(xs, x)
 			ys = append(ys, float64(lim.Burst)+float64(lim.Rate)*x/lim.Period.Seconds())
 		}
-		return Series{Name: "one bucket's most", X: xs, Y: ys, Dashed: true, Color: "#555555"}
+		return curve{Name: "one bucket's most", X: xs, Y: ys, Dashed: true, Color: "#555555"}
 	}
-	plot := func(title string, at [numDesigns][]float64, end float64) Plot {
-		p := Plot{Title: title, XLabel: "time (s)", YLabel: "admitted (cumulative)"}
+	plot := func(title string, at [numDesigns][]float64, end float64) chart {
+		p := chart{Title: title, XLabel: "time (s)", YLabel: "admitted (cumulative)"}
 		// The cumulative count at 300 instants, not at every admission
 		// (tens of thousands of points would make a heavy SVG).
 		const points = 300
@@ -399,12 +399,12 @@ func (r *RegionsResult) Figure() Figure {
 				k, _ := slices.BinarySearch(at[d], math.Nextafter(x, math.Inf(1)))
 				xs, ys = append(xs, x), append(ys, float64(k))
 			}
-			p.Series = append(p.Series, Series{Name: d.String(), X: xs, Y: ys, Step: true, Color: palette[int(d)]})
+			p.Series = append(p.Series, curve{Name: d.String(), X: xs, Y: ys, Step: true, Color: palette[int(d)]})
 		}
 		p.Series = append(p.Series, ceiling(end))
 		return p
 	}
-	f := Figure{Title: fmt.Sprintf("Two regions, limit %d per %v with a burst of %d: one key", lim.Rate, lim.Period, lim.Burst)}
+	f := figure{Title: fmt.Sprintf("Two regions, limit %d per %v with a burst of %d: one key", lim.Rate, lim.Period, lim.Burst)}
 	if r.SteadyName != "" {
 		f.Plots = append(f.Plots, plot(fmt.Sprintf("%s: admissions of one key", r.SteadyName), r.SteadyAt, min(o.Duration.Seconds(), 180)))
 	}

@@ -6,22 +6,22 @@ import (
 	"time"
 )
 
-// Epoch is the wall-clock instant of virtual time zero, for components that
+// epoch is the wall-clock instant of virtual time zero, for components that
 // take a time.Time (memstore's Now) or Unix nanoseconds (the limiter steps).
 // It is a whole hour (2023-11-14 22:00 UTC), so windows aligned to the Unix
 // epoch, as the stores align them, of a second, a minute or an hour start
 // at virtual time zero.
-var Epoch = time.Unix(472_222*3600, 0).UTC()
+var epoch = time.Unix(472_222*3600, 0).UTC()
 
-// Sim is a discrete-event simulation: a virtual clock, a queue of events
+// engine is a discrete-event simulation: a virtual clock, a queue of events
 // ordered by time (ties run in the order they were scheduled) and a seeded
 // random source. Nothing in it reads the real clock, so a run is a pure
 // function of its seed.
 //
-// The zero Sim is not usable; call [New]. A Sim is not safe for concurrent
-// use: run independent simulations in separate Sims.
-type Sim struct {
-	// Rand is the run's random source, a PCG seeded by New. Scenarios draw
+// The zero engine is not usable; call [newEngine]. An engine is not safe
+// for concurrent use: run independent simulations in separate engines.
+type engine struct {
+	// Rand is the run's random source, a PCG seeded by newEngine. Scenarios draw
 	// every random number from it, in event order.
 	Rand *rand.Rand
 
@@ -30,22 +30,22 @@ type Sim struct {
 	q   queue
 }
 
-// New returns a simulation at virtual time zero whose random source is the
+// newEngine returns a simulation at virtual time zero whose random source is the
 // PCG generator seeded with (seed, stream). Use one stream per run so that
 // runs are independent and can execute in any order.
-func New(seed, stream uint64) *Sim {
-	return &Sim{Rand: rand.New(rand.NewPCG(seed, stream))}
+func newEngine(seed, stream uint64) *engine {
+	return &engine{Rand: rand.New(rand.NewPCG(seed, stream))}
 }
 
 // Now returns the virtual time elapsed since the start of the run.
-func (s *Sim) Now() time.Duration { return s.now }
+func (s *engine) Now() time.Duration { return s.now }
 
-// Time returns the virtual time as a wall-clock instant: Epoch + Now.
-func (s *Sim) Time() time.Time { return Epoch.Add(s.now) }
+// Time returns the virtual time as a wall-clock instant: epoch + Now.
+func (s *engine) Time() time.Time { return epoch.Add(s.now) }
 
 // At schedules f to run at virtual time t; a t in the past runs at Now.
 // Events at the same time run in the order they were scheduled.
-func (s *Sim) At(t time.Duration, f func()) {
+func (s *engine) At(t time.Duration, f func()) {
 	if t < s.now {
 		t = s.now
 	}
@@ -54,13 +54,13 @@ func (s *Sim) At(t time.Duration, f func()) {
 }
 
 // After schedules f to run d from now.
-func (s *Sim) After(d time.Duration, f func()) { s.At(s.now+d, f) }
+func (s *engine) After(d time.Duration, f func()) { s.At(s.now+d, f) }
 
 // Pending returns the number of scheduled events.
-func (s *Sim) Pending() int { return len(s.q) }
+func (s *engine) Pending() int { return len(s.q) }
 
 // Run runs events until none is left and returns the time of the last one.
-func (s *Sim) Run() time.Duration {
+func (s *engine) Run() time.Duration {
 	for len(s.q) > 0 {
 		s.step()
 	}
@@ -69,7 +69,7 @@ func (s *Sim) Run() time.Duration {
 
 // RunUntil runs every event scheduled at or before t, then sets the clock to
 // t (if it is later than the last event).
-func (s *Sim) RunUntil(t time.Duration) {
+func (s *engine) RunUntil(t time.Duration) {
 	for len(s.q) > 0 && s.q[0].at <= t {
 		s.step()
 	}
@@ -78,7 +78,7 @@ func (s *Sim) RunUntil(t time.Duration) {
 	}
 }
 
-func (s *Sim) step() {
+func (s *engine) step() {
 	e := s.q.pop()
 	s.now = e.at
 	e.f()
@@ -86,13 +86,13 @@ func (s *Sim) step() {
 
 // Normal returns |N(mean, sd)|, a draw from a normal distribution folded at
 // zero: the network delay model of Brooker's simulator.
-func (s *Sim) Normal(mean, sd time.Duration) time.Duration {
+func (s *engine) Normal(mean, sd time.Duration) time.Duration {
 	return time.Duration(math.Abs(s.Rand.NormFloat64()*float64(sd) + float64(mean)))
 }
 
 // Exp returns an exponentially distributed duration with the given mean:
 // the gap between arrivals of a Poisson process.
-func (s *Sim) Exp(mean time.Duration) time.Duration {
+func (s *engine) Exp(mean time.Duration) time.Duration {
 	return time.Duration(s.Rand.ExpFloat64() * float64(mean))
 }
 

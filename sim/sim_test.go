@@ -19,7 +19,7 @@ import (
 
 func TestEventOrder(t *testing.T) {
 	t.Parallel()
-	s := New(1, 0)
+	s := newEngine(1, 0)
 	var got []string
 	at := func(d time.Duration, name string) { s.At(d, func() { got = append(got, name) }) }
 	at(30*time.Millisecond, "c")
@@ -40,14 +40,14 @@ func TestEventOrder(t *testing.T) {
 	if end := s.Run(); end != 30*time.Millisecond {
 		t.Errorf("Run() = %v, want 30ms", end)
 	}
-	if !s.Time().Equal(Epoch.Add(30 * time.Millisecond)) {
-		t.Errorf("Time() = %v, want Epoch+30ms", s.Time())
+	if !s.Time().Equal(epoch.Add(30 * time.Millisecond)) {
+		t.Errorf("Time() = %v, want epoch+30ms", s.Time())
 	}
 }
 
 func TestQueueHeap(t *testing.T) {
 	t.Parallel()
-	s := New(7, 7)
+	s := newEngine(7, 7)
 	r := rand.New(rand.NewPCG(1, 1))
 	var got []time.Duration
 	for range 2000 {
@@ -67,27 +67,27 @@ func TestQueueHeap(t *testing.T) {
 
 // scenarios runs every scenario, small, with seed.
 func scenarios(t *testing.T, seed uint64) map[string]interface {
-	Table() Table
-	Figure() Figure
+	Table() table
+	Figure() figure
 } {
 	t.Helper()
 	out := map[string]interface {
-		Table() Table
-		Figure() Figure
+		Table() table
+		Figure() figure
 	}{}
-	b, err := Brooker(BrookerOptions{Seed: seed, Runs: 3, Clients: []int{10, 40}})
+	b, err := brooker(brookerOptions{Seed: seed, Runs: 3, Clients: []int{10, 40}})
 	must(t, err)
 	out["brooker"] = b
-	o, err := ObjectStore(ObjectStoreOptions{Seed: seed, Runs: 5})
+	o, err := objectStore(objectStoreOptions{Seed: seed, Runs: 5})
 	must(t, err)
 	out["objectstore"] = o
-	a, err := AIMD(AIMDOptions{Seed: seed, Phases: []Phase{{0, 30}, {20 * time.Second, 60}}, Duration: 40 * time.Second})
+	a, err := aimd(aimdOptions{Seed: seed, Phases: []aimdPhase{{0, 30}, {20 * time.Second, 60}}, Duration: 40 * time.Second})
 	must(t, err)
 	out["aimd"] = a
-	k, err := Buckets(BucketsOptions{Seed: seed})
+	k, err := buckets(bucketsOptions{Seed: seed})
 	must(t, err)
 	out["buckets"] = k
-	w, err := Windows(WindowsOptions{Seed: seed, Sources: 10, Duration: 5 * time.Minute})
+	w, err := windows(windowsOptions{Seed: seed, Sources: 10, Duration: 5 * time.Minute})
 	must(t, err)
 	out["windows"] = w
 	return out
@@ -101,8 +101,8 @@ func must(t *testing.T, err error) {
 }
 
 func render(t *testing.T, r interface {
-	Table() Table
-	Figure() Figure
+	Table() table
+	Figure() figure
 }) []byte {
 	t.Helper()
 	var b bytes.Buffer
@@ -132,9 +132,9 @@ func TestSameSeedSameBytes(t *testing.T) {
 
 func TestBrookerFinding(t *testing.T) {
 	t.Parallel()
-	r, err := Brooker(BrookerOptions{Seed: 1, Runs: 10, Clients: []int{100}})
+	r, err := brooker(brookerOptions{Seed: 1, Runs: 10, Clients: []int{100}})
 	must(t, err)
-	row := func(s string) BrookerRow {
+	row := func(s string) brookerRow {
 		x, ok := r.Row(s, 100)
 		if !ok {
 			t.Fatalf("no row for %s at 100 clients", s)
@@ -174,7 +174,7 @@ func TestBrookerFinding(t *testing.T) {
 
 func TestBrookerOneClient(t *testing.T) {
 	t.Parallel()
-	r, err := Brooker(BrookerOptions{Seed: 3, Runs: 5, Clients: []int{1}})
+	r, err := brooker(brookerOptions{Seed: 3, Runs: 5, Clients: []int{1}})
 	must(t, err)
 	for _, x := range r.Rows {
 		// Alone, a client writes once: four legs of about 10 ms.
@@ -186,17 +186,17 @@ func TestBrookerOneClient(t *testing.T) {
 
 func TestBrookerBadOptions(t *testing.T) {
 	t.Parallel()
-	for _, o := range []BrookerOptions{{Strategies: []string{"linear"}}, {Clients: []int{0}}} {
-		if _, err := Brooker(o); err == nil {
+	for _, o := range []brookerOptions{{Strategies: []string{"linear"}}, {Clients: []int{0}}} {
+		if _, err := brooker(o); err == nil {
 			t.Errorf("Brooker(%+v) = nil error, want one", o)
 		}
 	}
 }
 
-func TestObjectStoreSeed002(t *testing.T) {
+func TestObjectStoreExample(t *testing.T) {
 	t.Parallel()
 	const runs = 200
-	r, err := ObjectStore(ObjectStoreOptions{Seed: 1, Runs: runs})
+	r, err := objectStore(objectStoreOptions{Seed: 1, Runs: runs})
 	must(t, err)
 	bo, now := r.Rows[0], r.Rows[1]
 	if bo.Strategy != "backoff" || now.Strategy != "retry-immediately" {
@@ -223,7 +223,7 @@ func TestObjectStoreSeed002(t *testing.T) {
 
 func TestAIMDSawtooth(t *testing.T) {
 	t.Parallel()
-	r, err := AIMD(AIMDOptions{Seed: 1})
+	r, err := aimd(aimdOptions{Seed: 1})
 	must(t, err)
 	for i, row := range r.Rows[:len(r.Rows)-1] {
 		if row.Sent > 1.05*float64(row.Limit) {
@@ -261,7 +261,7 @@ func TestAIMDSawtooth(t *testing.T) {
 
 func TestBucketsShapes(t *testing.T) {
 	t.Parallel()
-	r, err := Buckets(BucketsOptions{Seed: 1})
+	r, err := buckets(bucketsOptions{Seed: 1})
 	must(t, err)
 	o := r.Options
 	tb, lb := r.Row(ratelimit.TokenBucket), r.Row(ratelimit.LeakyBucket)
@@ -297,7 +297,7 @@ func TestBucketsShapes(t *testing.T) {
 
 func TestWindowsAccuracy(t *testing.T) {
 	t.Parallel()
-	r, err := Windows(WindowsOptions{Seed: 1, Sources: 40, Duration: 15 * time.Minute})
+	r, err := windows(windowsOptions{Seed: 1, Sources: 40, Duration: 15 * time.Minute})
 	must(t, err)
 	all := r.All()
 	if all.Requests == 0 {
@@ -339,7 +339,7 @@ func TestSlidingEstimate(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
 	lim := ratelimit.Limit{Rate: 50, Period: time.Minute}
 	w := int64(lim.Period)
-	base := Epoch.UnixNano() / w * w
+	base := epoch.UnixNano() / w * w
 	for i := range 20000 {
 		s := window.State{Start: base, Prev: r.Int64N(60), Curr: r.Int64N(60)}
 		now := base + r.Int64N(3*w)
@@ -358,7 +358,7 @@ func TestSlidingEstimate(t *testing.T) {
 
 func TestTableFormats(t *testing.T) {
 	t.Parallel()
-	r, err := ObjectStore(ObjectStoreOptions{Seed: 1})
+	r, err := objectStore(objectStoreOptions{Seed: 1})
 	must(t, err)
 	tab := r.Table()
 	var j bytes.Buffer
@@ -387,7 +387,7 @@ func TestTableFormats(t *testing.T) {
 		t.Errorf(`Write(w, "yaml") = %v, want ErrFormat`, err)
 	}
 	var empty bytes.Buffer
-	must(t, Table{Columns: tab.Columns}.Write(&empty, "json"))
+	must(t, table{Columns: tab.Columns}.Write(&empty, "json"))
 	if empty.String() != "[]\n" {
 		t.Errorf("empty table as json = %q, want %q", empty.String(), "[]\n")
 	}
@@ -415,7 +415,7 @@ func TestSVGWellFormed(t *testing.T) {
 	}
 	// Degenerate plots draw too.
 	var b bytes.Buffer
-	must(t, Figure{Plots: []Plot{{}, {Series: []Series{{Name: "one", X: []float64{1}, Y: []float64{1}}}}}}.WriteSVG(&b))
+	must(t, figure{Plots: []chart{{}, {Series: []curve{{Name: "one", X: []float64{1}, Y: []float64{1}}}}}}.WriteSVG(&b))
 	if !strings.HasSuffix(b.String(), "</svg>\n") {
 		t.Errorf("degenerate figure: %q", b.String())
 	}

@@ -9,27 +9,27 @@ import (
 	"strings"
 )
 
-// Figure is the picture of a scenario: a title over one or more plots
-// stacked vertically. [Figure.WriteSVG] draws it with the standard library
+// figure is the picture of a scenario: a title over one or more plots
+// stacked vertically. [figure.WriteSVG] draws it with the standard library
 // only.
-type Figure struct {
+type figure struct {
 	Title string
-	Plots []Plot
+	Plots []chart
 }
 
-// Plot is one chart: series drawn as lines over shared x and y axes. A
+// chart is one plot of a figure: series drawn as lines over shared x and y axes. A
 // linear y axis always includes zero.
-type Plot struct {
+type chart struct {
 	Title          string
 	XLabel, YLabel string
-	Series         []Series
+	Series         []curve
 	// LogY draws the y axis in powers of ten; points at or below zero are
 	// left out.
 	LogY bool
 }
 
-// Series is one line of a [Plot].
-type Series struct {
+// curve is one line of a [chart].
+type curve struct {
 	Name   string
 	X, Y   []float64 // the points, in increasing X
 	Step   bool      // hold each value until the next point (a step chart)
@@ -56,7 +56,7 @@ const (
 
 // WriteSVG draws f as a standalone SVG document. The output depends only on
 // f, byte for byte.
-func (f Figure) WriteSVG(w io.Writer) error {
+func (f figure) WriteSVG(w io.Writer) error {
 	var b strings.Builder
 	h := svgTitleH + len(f.Plots)*svgPlotH + 8
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">`+"\n",
@@ -76,7 +76,7 @@ func esc(s string) string { return html.EscapeString(s) }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
-func (p Plot) draw(b *strings.Builder, top int) {
+func (p chart) draw(b *strings.Builder, top int) {
 	a := p.area(top)
 	fmt.Fprintf(b, `<text x="%s" y="%s" font-size="15" font-weight="bold" text-anchor="middle">%s</text>`+"\n",
 		num((a.x0+a.x1)/2), num(a.y0-12), esc(p.Title))
@@ -101,7 +101,7 @@ type plotArea struct {
 
 // area lays out p's axes on the plot whose top edge is at top: x spans
 // the data, y the data and its outer ticks (on a linear axis, from zero).
-func (p Plot) area(top int) *plotArea {
+func (p chart) area(top int) *plotArea {
 	a := &plotArea{
 		x0: float64(svgLeft), x1: float64(svgWidth - svgRight),
 		y0: float64(top + svgTop), y1: float64(top + svgPlotH - svgBottom),
@@ -131,7 +131,7 @@ func (p Plot) area(top int) *plotArea {
 
 // dataRange is the range of p's points, on a log y axis in powers of ten
 // (whole exponents, the points at or below zero left out); never empty.
-func (p Plot) dataRange() (xmin, xmax, ymin, ymax float64) {
+func (p chart) dataRange() (xmin, xmax, ymin, ymax float64) {
 	// fy maps a value to the y axis' scale: itself, or its log10.
 	fy := func(v float64) float64 { return v }
 	if p.LogY {
@@ -224,7 +224,7 @@ func (a *plotArea) drawAxes(b *strings.Builder, xlabel, ylabel string) {
 }
 
 // colors are the series' colours: their own, else the palette's in turn.
-func (p Plot) colors() []string {
+func (p chart) colors() []string {
 	ci := 0
 	colors := make([]string, len(p.Series))
 	for i, s := range p.Series {
@@ -240,7 +240,7 @@ func (p Plot) colors() []string {
 
 // drawSeries draws s in colour c: dots, or a line (with a dot at each
 // point when there are few).
-func (a *plotArea) drawSeries(b *strings.Builder, s Series, c string) {
+func (a *plotArea) drawSeries(b *strings.Builder, s curve, c string) {
 	// Points a log axis cannot show are left out.
 	var pts [][2]float64
 	for j := range s.X {
@@ -277,7 +277,7 @@ func (a *plotArea) drawSeries(b *strings.Builder, s Series, c string) {
 }
 
 // drawLegend draws each series' mark and name right of the plot.
-func (a *plotArea) drawLegend(b *strings.Builder, series []Series, colors []string) {
+func (a *plotArea) drawLegend(b *strings.Builder, series []curve, colors []string) {
 	lx, ly := a.x1+18, a.y0+6
 	for i, s := range series {
 		y := ly + float64(i)*22
@@ -298,7 +298,7 @@ func (a *plotArea) drawLegend(b *strings.Builder, series []Series, colors []stri
 }
 
 // dash is the SVG attribute of a dashed series' stroke, else empty.
-func (s Series) dash() string {
+func (s curve) dash() string {
 	if s.Dashed {
 		return ` stroke-dasharray="7 5"`
 	}

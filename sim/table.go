@@ -11,30 +11,32 @@ import (
 	"text/tabwriter"
 )
 
-// ErrFormat is returned by [Table.Write] for an unknown output format.
+// ErrFormat is returned by [Result.WriteTable] for an unknown output
+// format.
 var ErrFormat = errors.New("sim: unknown format")
 
-// formats lists the output formats of Table.Write.
+// formats lists the output formats of table.Write.
 var formats = []string{"table", "json", "csv"}
 
-// Column is one column of a [Table].
-type Column struct {
+// column is one column of a [table].
+type column struct {
 	Name string // machine name: the JSON key and the CSV header
 	Prec int    // decimals printed for float64 values
 }
 
-// Table is a scenario's result: columns and rows of values. Each value is a
-// string, an int, a float64 or nil (no value: null in JSON). Its output is stable: the same table always
-// prints the same bytes, so other tools can read it.
-type Table struct {
-	Columns []Column
+// table is a scenario's result: columns and rows of values. Each value is
+// a string, an int, a float64 or nil (no value: null in JSON). Its output
+// is stable: the same table always prints the same bytes, so other tools
+// can read it.
+type table struct {
+	Columns []column
 	Rows    [][]any
 }
 
 // Write prints t to w in format: "table" (aligned text for people), "json"
 // (an array of objects whose keys are the column names, in column order)
 // or "csv" (a header line of column names, then one line per row).
-func (t Table) Write(w io.Writer, format string) error {
+func (t table) Write(w io.Writer, format string) error {
 	switch format {
 	case "table", "":
 		return t.writeText(w)
@@ -46,7 +48,7 @@ func (t Table) Write(w io.Writer, format string) error {
 	return fmt.Errorf("%w %q (want %s)", ErrFormat, format, strings.Join(formats, ", "))
 }
 
-func (t Table) cell(i int, v any) string {
+func (t table) cell(i int, v any) string {
 	switch v := v.(type) {
 	case string:
 		return v
@@ -60,7 +62,7 @@ func (t Table) cell(i int, v any) string {
 	return fmt.Sprint(v)
 }
 
-func (t Table) writeText(w io.Writer) error {
+func (t table) writeText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var b strings.Builder
 	for _, c := range t.Columns {
@@ -83,7 +85,7 @@ func (t Table) writeText(w io.Writer) error {
 	return tw.Flush()
 }
 
-func (t Table) writeJSON(w io.Writer) error {
+func (t table) writeJSON(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("[")
 	for ri, r := range t.Rows {
@@ -117,7 +119,7 @@ func (t Table) writeJSON(w io.Writer) error {
 	return err
 }
 
-func (t Table) writeCSV(w io.Writer) error {
+func (t table) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	head := make([]string, len(t.Columns))
 	for i, c := range t.Columns {

@@ -10,8 +10,8 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// WindowsOptions configures [Windows]. The zero value is the default trace.
-type WindowsOptions struct {
+// windowsOptions configures [windows]. The zero value is the default trace.
+type windowsOptions struct {
 	Seed    uint64
 	Sources int             // keys, each its own Poisson source; 0 means 200
 	Limit   ratelimit.Limit // 0 means 100 a minute
@@ -24,9 +24,9 @@ type WindowsOptions struct {
 // windowsLoads are the upper edges of the load classes Windows reports.
 var windowsLoads = []float64{0.5, 0.8, 1, 1.25, 2, math.Inf(1)}
 
-// WindowsRow is one load class (sources whose mean rate over the limit is
+// windowsRow is one load class (sources whose mean rate over the limit is
 // in (Low, High]), or the whole trace.
-type WindowsRow struct {
+type windowsRow struct {
 	Class          string
 	Sources        int
 	Requests       int
@@ -40,17 +40,17 @@ type WindowsRow struct {
 }
 
 // Wrong returns the fraction of requests decided differently.
-func (r WindowsRow) Wrong() float64 {
+func (r windowsRow) Wrong() float64 {
 	if r.Requests == 0 {
 		return 0
 	}
 	return float64(r.WronglyAllowed+r.WronglyDenied) / float64(r.Requests)
 }
 
-// WindowsResult is the outcome of [Windows].
-type WindowsResult struct {
-	Options WindowsOptions
-	Rows    []WindowsRow // by load class, then "all"
+// windowsResult is the outcome of [windows].
+type windowsResult struct {
+	Options windowsOptions
+	Rows    []windowsRow // by load class, then "all"
 	// Sample follows the source whose load is closest to 1 for the first
 	// ten minutes: at each of its requests, the exact count of the last
 	// window and the counter's estimate.
@@ -58,7 +58,7 @@ type WindowsResult struct {
 	SampleAt, SampleExact, SampleEst []float64
 }
 
-func (o WindowsOptions) withDefaults() (WindowsOptions, error) {
+func (o windowsOptions) withDefaults() (windowsOptions, error) {
 	if o.Sources <= 0 {
 		o.Sources = 200
 	}
@@ -86,7 +86,7 @@ func (o WindowsOptions) withDefaults() (WindowsOptions, error) {
 	return o, nil
 }
 
-// Windows compares the sliding window counter (algorithm/window) with the
+// windows compares the sliding window counter (algorithm/window) with the
 // exact sliding window log (algorithm/slidinglog) on a long trace of many
 // Poisson sources, Cloudflare's accuracy study in miniature.
 //
@@ -102,12 +102,12 @@ func (o WindowsOptions) withDefaults() (WindowsOptions, error) {
 // never admits more than Rate).
 //
 // The trace comes from the PCG stream (Seed, 0).
-func Windows(o WindowsOptions) (*WindowsResult, error) {
+func windows(o windowsOptions) (*windowsResult, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	s := New(o.Seed, 0)
+	s := newEngine(o.Seed, 0)
 	srcs, sample := windowsSources(s, o)
 	w := newWindowsRun(s, o, srcs, sample)
 	for i, src := range srcs {
@@ -117,7 +117,7 @@ func Windows(o WindowsOptions) (*WindowsResult, error) {
 	return w.result(), nil
 }
 
-// windowsSource is one key of [Windows]' trace.
+// windowsSource is one key of [windows]' trace.
 type windowsSource struct {
 	load  float64
 	class int
@@ -133,7 +133,7 @@ type windowsSource struct {
 
 // windowsSources draws the sources' loads, and picks the one whose load
 // is closest to 1 to sample.
-func windowsSources(s *Sim, o WindowsOptions) (srcs []*windowsSource, sample int) {
+func windowsSources(s *engine, o windowsOptions) (srcs []*windowsSource, sample int) {
 	srcs = make([]*windowsSource, o.Sources)
 	for i := range srcs {
 		load := o.MinLoad * math.Pow(o.MaxLoad/o.MinLoad, s.Rand.Float64())
@@ -150,13 +150,13 @@ func windowsSources(s *Sim, o WindowsOptions) (srcs []*windowsSource, sample int
 	return srcs, sample
 }
 
-// windowsRun is one run of [Windows]: the requests it makes of the
+// windowsRun is one run of [windows]: the requests it makes of the
 // algorithms, and the rows it fills.
 type windowsRun struct {
-	s      *Sim
-	o      WindowsOptions
-	res    *WindowsResult
-	rows   []WindowsRow // by load class, then "all"
+	s      *engine
+	o      windowsOptions
+	res    *windowsResult
+	rows   []windowsRow // by load class, then "all"
 	gapSum []float64
 	gapN   []int
 
@@ -167,9 +167,9 @@ type windowsRun struct {
 	countLog, countWin, countPeek ratelimit.Request
 }
 
-func newWindowsRun(s *Sim, o WindowsOptions, srcs []*windowsSource, sample int) *windowsRun {
-	w := &windowsRun{s: s, o: o, res: &WindowsResult{Options: o, SampleLoad: srcs[sample].load}}
-	w.rows = make([]WindowsRow, len(windowsLoads)+1)
+func newWindowsRun(s *engine, o windowsOptions, srcs []*windowsSource, sample int) *windowsRun {
+	w := &windowsRun{s: s, o: o, res: &windowsResult{Options: o, SampleLoad: srcs[sample].load}}
+	w.rows = make([]windowsRow, len(windowsLoads)+1)
 	w.gapSum = make([]float64, len(w.rows))
 	w.gapN = make([]int, len(w.rows))
 	for _, src := range srcs {
@@ -269,7 +269,7 @@ func (w *windowsRun) limit(src *windowsSource, now int64) {
 }
 
 // result names the rows and averages their gaps.
-func (w *windowsRun) result() *WindowsResult {
+func (w *windowsRun) result() *windowsResult {
 	rows := w.rows
 	lo := 0.0
 	for i := range rows {
@@ -311,14 +311,14 @@ func slidingEstimate(s window.State, now int64, period time.Duration) float64 {
 }
 
 // All returns the row for the whole trace.
-func (r *WindowsResult) All() WindowsRow { return r.Rows[len(r.Rows)-1] }
+func (r *windowsResult) All() windowsRow { return r.Rows[len(r.Rows)-1] }
 
 // Table returns one row per load class and one for the whole trace, with
 // the columns load, sources, requests, wrongly_allowed, wrongly_denied,
 // wrong_pct, mean_gap_pct, log_admitted, counter_admitted and
 // counter_peak.
-func (r *WindowsResult) Table() Table {
-	t := Table{Columns: []Column{{"load", 0}, {"sources", 0}, {"requests", 0}, {"wrongly_allowed", 0},
+func (r *windowsResult) Table() table {
+	t := table{Columns: []column{{"load", 0}, {"sources", 0}, {"requests", 0}, {"wrongly_allowed", 0},
 		{"wrongly_denied", 0}, {"wrong_pct", 4}, {"mean_gap_pct", 2},
 		{"log_admitted", 0}, {"counter_admitted", 0}, {"counter_peak", 0}}}
 	for _, row := range r.Rows {
@@ -329,17 +329,17 @@ func (r *WindowsResult) Table() Table {
 	return t
 }
 
-// Figure plots the sampled source's exact count against the counter's
+// figure plots the sampled source's exact count against the counter's
 // estimate, and the wrong decisions and gap by load class.
-func (r *WindowsResult) Figure() Figure {
+func (r *windowsResult) Figure() figure {
 	o := r.Options
 	end := 0.0
 	if n := len(r.SampleAt); n > 0 {
 		end = r.SampleAt[n-1]
 	}
-	wrong := Series{Name: "wrong decisions (%)", Color: palette[1]}
-	gap := Series{Name: "mean gap (%)", Color: palette[0]}
-	over := Series{Name: "peak over limit (%)", Color: palette[3]}
+	wrong := curve{Name: "wrong decisions (%)", Color: palette[1]}
+	gap := curve{Name: "mean gap (%)", Color: palette[0]}
+	over := curve{Name: "peak over limit (%)", Color: palette[3]}
 	for i, row := range r.Rows[:len(r.Rows)-1] {
 		x := float64(i + 1)
 		wrong.X, wrong.Y = append(wrong.X, x), append(wrong.Y, 100*row.Wrong())
@@ -355,13 +355,13 @@ func (r *WindowsResult) Figure() Figure {
 		classes += fmt.Sprintf("%d: %s", i+1, row.Class)
 	}
 	all := r.All()
-	return Figure{
+	return figure{
 		Title: fmt.Sprintf("Sliding window counter vs exact log, %d sources, limit %v", o.Sources, o.Limit),
-		Plots: []Plot{
+		Plots: []chart{
 			{
 				Title:  fmt.Sprintf("One source at %.2f× the limit: the last window's count, first 10 minutes", r.SampleLoad),
 				XLabel: "time (s)", YLabel: "requests in the window",
-				Series: []Series{
+				Series: []curve{
 					{Name: "exact (log)", X: r.SampleAt, Y: r.SampleExact, Step: true, Color: palette[2]},
 					{Name: "estimate (counter)", X: r.SampleAt, Y: r.SampleEst, Step: true, Color: palette[0]},
 					{Name: fmt.Sprintf("limit %d", o.Limit.Rate), X: []float64{0, end},
@@ -371,7 +371,7 @@ func (r *WindowsResult) Figure() Figure {
 			{
 				Title:  fmt.Sprintf("By load class (all: %.3f%% wrong, %.1f%% mean gap)", 100*all.Wrong(), 100*all.Gap),
 				XLabel: "load class (" + classes + ")", YLabel: "percent",
-				Series: []Series{wrong, gap, over},
+				Series: []curve{wrong, gap, over},
 			},
 		},
 	}

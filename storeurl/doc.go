@@ -5,7 +5,11 @@
 // redacts its URL for logs. Both servers (sluice serve and sluice rls) open
 // their store through it, so the two agree on what a store URL means, what
 // happens when Redis is down at start (they start anyway: see
-// redisstore's "Without Redis") and what an operator sees.
+// redisstore's "Without Redis") and what an operator sees. The store of
+// in-flight leases (Store.InFlight: the gateway's in-flight caps and
+// fleet shedder) is opened beside the rate limit store, on its Redis
+// client and link when the URL names Redis: one client, one breaker per
+// node, one prober for every store a server uses.
 //
 // Two URL forms are storeurl's own, rewritten for redisstore:
 //

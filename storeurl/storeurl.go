@@ -2,6 +2,7 @@ package storeurl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/sluicehq/sluice/internal/redact"
 	"log/slog"
@@ -53,8 +54,9 @@ type Store struct {
 	Prefetch *redisstore.Prefetch
 	url      string
 
-	viewMu sync.Mutex
-	view   *redisstore.Prefetch // PrefetchView's, when the URL has no prefetch
+	viewMu   sync.Mutex
+	view     *redisstore.Prefetch // PrefetchView's, when the URL has no prefetch
+	inflight inflightCloser       // InFlight's
 }
 
 // PrefetchView returns a prefetch view of the Redis store, for the rules that
@@ -192,10 +194,17 @@ func (s *Store) prefetchStats() redisstore.PrefetchStats {
 	return redisstore.PrefetchStats{}
 }
 
-// Close closes the store.
+// Close closes the store, and the in-flight store InFlight made.
 func (s *Store) Close() error {
+	s.viewMu.Lock()
+	var err error
+	if s.inflight != nil {
+		err = s.inflight.Close()
+		s.inflight = nil
+	}
+	s.viewMu.Unlock()
 	if s.Memory != nil {
-		return s.Memory.Close()
+		return errors.Join(err, s.Memory.Close())
 	}
 	if s.Prefetch != nil {
 		s.Prefetch.Close() // gives back the unspent slices, through Redis
@@ -205,7 +214,7 @@ func (s *Store) Close() error {
 		s.view.Close()
 	}
 	s.viewMu.Unlock()
-	return s.Redis.Close()
+	return errors.Join(err, s.Redis.Close())
 }
 
 // URL is the store's URL without its password.

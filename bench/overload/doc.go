@@ -6,12 +6,12 @@
 //
 // The peers read the wall clock inside (failsafe-go's adaptivelimiter,
 // platinummonkey/go-concurrency-limits, go-zero's shedder), so the model
-// cannot run them in virtual time as sluice sim does: here every contender
-// runs in real time, all at once, each on its own copy of the model and
-// the same arrival draws, so that timer noise and machine load fall on all
-// of them alike. The rows are those of sluice sim overload (sim.OverloadSummary)
-// and the goodput of each phase is compared with the oracle's (a fixed
-// limit equal to the true capacity) from the same run.
+// cannot run them in virtual time as sluice sim does: here (sim.RealTime)
+// every contender runs in real time, all at once, each on its own copy of
+// the model and the same arrival draws, so that timer noise and machine
+// load fall on all of them alike. The rows are those of sluice sim
+// overload, and the goodput of each phase is compared with the oracle's
+// (a fixed limit equal to the true capacity) from the same run.
 //
 // Pinned peers (bench/go.mod): github.com/failsafe-go/failsafe-go v0.9.8
 // (adaptivelimiter, bulkhead), github.com/platinummonkey/go-concurrency-limits

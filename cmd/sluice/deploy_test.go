@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/rls/runner"
 )
 
 // stopMargin is the least time an artefact leaves a server between the
@@ -32,7 +33,7 @@ func drainOf(t *testing.T, command string) time.Duration {
 	case "serve":
 		return gateway.DefaultShutdownTimeout
 	case "rls", "":
-		return rlsDrainTimeout
+		return runner.DrainTimeout
 	}
 	t.Fatalf("no drain timeout known for command %q", command)
 	return 0

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/redact"
-	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -13,7 +11,9 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/config/didyoumean"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/server/control"
+	"github.com/sluicehq/sluice/rls/runner"
 )
 
 // Every flag of every command also reads an environment variable: the
@@ -28,7 +28,7 @@ import (
 // every interface).
 //
 // A command may also read another program's variables (sluice rls reads
-// envoyproxy/ratelimit's: rls_env.go); they come after SLUICE_*.
+// envoyproxy/ratelimit's: rls/runner/env.go); they come after SLUICE_*.
 
 // envPrefix starts the name of every flag's variable.
 const envPrefix = "SLUICE_"
@@ -57,21 +57,15 @@ func envVar(name string) string {
 type foreignEnv struct {
 	// program names the variables' program in --help and messages.
 	program string
-	read    func(lookup func(string) (string, bool), fs *flag.FlagSet) ([]envSetting, []string, error)
+	read    func(lookup func(string) (string, bool), fs *flag.FlagSet) ([]runner.EnvSetting, []string, error)
 	// vars lists, by flag name, the variables that may set that flag.
 	vars func() map[string][]string
-}
-
-// envSetting is a flag value read from the environment.
-type envSetting struct {
-	flag, value string
-	from        string // the variables it comes from, for messages
 }
 
 // foreignEnvs are the commands that read another program's variables, by
 // flag set name.
 var foreignEnvs = map[string]foreignEnv{
-	"sluice rls": {program: "envoyproxy/ratelimit's", read: readUpstreamEnv, vars: upstreamVarsByFlag},
+	"sluice rls": {program: "envoyproxy/ratelimit's", read: runner.ReadUpstreamEnv, vars: runner.UpstreamVarsByFlag},
 }
 
 // annotateUsage appends each flag's variables to its usage, once.
@@ -126,14 +120,14 @@ func applyEnv(fs *flag.FlagSet) error {
 		return err
 	}
 	for _, s := range sets {
-		if given[s.flag] {
+		if given[s.Flag] {
 			continue
 		}
-		if fs.Lookup(s.flag) == nil {
-			return fmt.Errorf("%s: sluice has no --%s to take it", s.from, s.flag)
+		if fs.Lookup(s.Flag) == nil {
+			return fmt.Errorf("%s: sluice has no --%s to take it", s.From, s.Flag)
 		}
-		if err := fs.Set(s.flag, s.value); err != nil {
-			return badEnv(s.from, s.flag, s.value, err)
+		if err := fs.Set(s.Flag, s.Value); err != nil {
+			return badEnv(s.From, s.Flag, s.Value, err)
 		}
 	}
 	addEnvNotes(fs, notes)
@@ -197,64 +191,4 @@ func takeEnvNotes(fs *flag.FlagSet) []string {
 	delete(envNotes.m, fs)
 	sort.Strings(n)
 	return n
-}
-
-// storePassword is --store-password and --store-password-file: the Redis
-// password given apart from --store, so that it need not be in argv (where
-// ps shows it) nor in a logged URL: from SLUICE_STORE_PASSWORD, a file
-// (a Kubernetes or systemd secret), or envoyproxy/ratelimit's REDIS_AUTH.
-type storePassword struct{ password, file string }
-
-// addStorePasswordFlags adds --store-password and --store-password-file
-// to fs.
-func addStorePasswordFlags(fs *flag.FlagSet) *storePassword {
-	p := &storePassword{}
-	fs.StringVar(&p.password, "store-password", "", "the Redis `PASSWORD`, put in --store's URL; prefer the variable or --store-password-file, since ps shows a command line")
-	fs.StringVar(&p.file, "store-password-file", "", "read the Redis password from `FILE` (one line; a trailing newline is dropped)")
-	return p
-}
-
-// apply returns store with the password in its URL, or store itself when
-// no password is given. Two sources of one password, a password for the
-// memory store or for a URL that has one already, and an unreadable file
-// are usage errors; none of them prints the password.
-func (p *storePassword) apply(store string) (string, error) {
-	pw := p.password
-	if p.file != "" {
-		if pw != "" {
-			return "", fmt.Errorf("%w: --store-password and --store-password-file: give one", errUsage)
-		}
-		b, err := os.ReadFile(p.file)
-		if err != nil {
-			return "", fmt.Errorf("%w: --store-password-file: %v", errUsage, err)
-		}
-		pw = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-		if pw == "" || strings.ContainsAny(pw, "\r\n") {
-			return "", fmt.Errorf("%w: --store-password-file %s: want one non-empty line", errUsage, p.file)
-		}
-	}
-	if pw == "" {
-		return store, nil
-	}
-	scheme, rest, ok := strings.Cut(store, "://")
-	if !ok {
-		return "", fmt.Errorf("%w: a store password needs a Redis --store URL, not %q", errUsage, store)
-	}
-	host := rest
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 && scheme != "unix" {
-		host = rest[:i]
-	}
-	user := ""
-	if at := strings.LastIndex(host, "@"); at >= 0 {
-		user, rest = host[:at], rest[at+1:]
-		if strings.Contains(user, ":") {
-			return "", fmt.Errorf("%w: --store %s has a password already, and one is given apart", errUsage, redact.URL(store))
-		}
-	}
-	return scheme + "://" + user + ":" + urlPassword(pw) + "@" + rest, nil
-}
-
-// urlPassword escapes a password for a URL's userinfo.
-func urlPassword(p string) string {
-	return strings.TrimPrefix(url.UserPassword("", p).String(), ":")
 }

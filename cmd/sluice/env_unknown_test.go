@@ -18,7 +18,7 @@ func TestUnknownEnvRefused(t *testing.T) {
 	t.Setenv("SLUICE_HTTP_LISTN", "127.0.0.1:1")
 	t.Setenv("SLUICE_NOTHING_LIKE_IT", "s3cret-value")
 	t.Setenv("SLUICE_EMPTY_TYPO", "") // empty is as if unset
-	t.Setenv("USE_STATSD", "false")   // upstream's, read by rls_env.go
+	t.Setenv("USE_STATSD", "false")   // upstream's, read by rls/runner/env.go
 	for _, c := range []struct {
 		args []string
 		want string

@@ -3,433 +3,47 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"runtime/debug"
 	"strings"
-	"sync"
-	"time"
 
-	"golang.org/x/net/http/httpguts"
-	"golang.org/x/net/netutil"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-
-	"github.com/sluicehq/sluice/internal/server/admin"
-	"github.com/sluicehq/sluice/internal/transport/h2grpc"
-	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/ratelimit"
-	"github.com/sluicehq/sluice/redisstore"
-	"github.com/sluicehq/sluice/rls"
-	"github.com/sluicehq/sluice/storeurl"
+	"github.com/sluicehq/sluice/rls/runner"
 )
-
-// rlsGCPercent is --gc-percent's default: under bench/rls's load it cut
-// the server's CPU per request by about 13% against GOGC=100, for a heap
-// of about five times the live one instead of twice. That was measured
-// with grpc-go's server, whose allocations were most of the process's (a
-// few KB a call); the lean server allocates less (92 against 141 allocs a
-// call in h2grpc's BenchmarkUnary) and the gain has not been measured
-// again with it.
-const rlsGCPercent = 400
 
 const rlsSynopsis = "--config-dir DIR [--grpc-listen ADDR] [--http-listen ADDR] [--store URL] [flags]"
 
 func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseRLSFlags(args, stderr)
+	cfg, logs, err := parseRLSFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	log := f.log.logger(stderr)
-	// The first config must be good: there is no previous one to keep.
-	set, err := f.initialRules()
-	if err != nil {
-		return err
-	}
-	store, err := storeurl.Open(ctx, f.store, storeurl.Options{MaxKeys: f.maxKeys, Logger: log,
-		Redis: redisstore.Options{OnError: f.onError, Timeout: f.storeTimeout, DenyCache: f.denyCache, Prefix: f.keyPrefix,
-			OnFailure: func(err error) { log.Warn("sluice rls: redis failed", "err", err, "policy", f.onError.String()) }}})
-	if err != nil {
-		return fmt.Errorf("rls: %w", err)
-	}
-	defer store.Close()
-	sd, err := f.stats.dial(log)
-	if err != nil {
-		return err
-	}
-	if sd != nil {
-		defer sd.Close() // after srv: deferred calls run last first
-	}
-	// Rules with prefetch: true decide through the Redis store's prefetch view
-	// (made on first use, closed with the store); on the memory store they
-	// are exact, with a warning.
-	var prefetched ratelimit.Store
-	if store.Redis != nil {
-		l, err := store.PrefetchView()
-		if err != nil {
-			return fmt.Errorf("rls: %w", err)
-		}
-		prefetched = l
-	}
-	srv, err := rls.New(store, set, rls.Options{Prefetch: prefetched, Statsd: sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
-		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
-		MetricLabels: f.metricLabels, HeaderNames: f.headerNames, StopIncrementWhenOverLimit: f.stopIncrement,
-		QuotaMode: f.quotaMode, HealthyWithConfig: f.healthyWithConfig})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	if err := store.Register(srv.Registry()); err != nil {
-		return err
-	}
-	if err := admin.RegisterRuntime(srv.Registry()); err != nil {
-		return err
-	}
-	if err := setRLSAdmin(srv, store, f.adminTokenFile, f.onError); err != nil {
-		return err
-	}
-	// Load again through the server so that Watch starts from what it read
-	// and the load is counted.
-	if err := f.startRules(srv, log); err != nil {
-		return err
-	}
-	lns, err := f.listen()
-	if err != nil {
-		return err
-	}
-	if f.gcPercent > 0 {
-		defer debug.SetGCPercent(debug.SetGCPercent(f.gcPercent))
-	}
-	tr, err := f.tr.transport(log, srv.Registry())
-	if err != nil {
-		return err
-	}
-	g := f.grpcServer(log, tr)
-	srv.Register(g)
-	log.Info("sluice rls: listening", append(lns.attrs(), "config_type", f.xds.configType, "config_dir", f.configDir, "domains", set.Domains(),
-		"store", store.URL(), "headers", f.headers.String(), "grpc_server", f.grpc, "grpc_tls", f.tr.mode())...)
-	err = serveRLS(ctx, f, srv, g, lns)
-	log.Info("sluice rls: stopped")
-	return err
+	return rlsUsage(runner.Run(ctx, cfg, logs.logger(stderr)))
 }
 
-// rlsFlags is sluice rls's command line, checked.
-type rlsFlags struct {
-	configDir, grpcListen, httpListen, debugListen, store, grpc string
-	keyPrefix                                                   string
-	adminTokenFile                                              string
-	storeTimeout                                                time.Duration
-	denyCache, parallel, shadow, stopIncrement, quotaMode       bool
-	dynMeta                                                     bool
-	onError                                                     ratelimit.FailurePolicy
-	headers                                                     ratelimit.HeaderMode
-	poll                                                        time.Duration
-	gcPercent, maxDetailed, maxKeys, maxConns                   int
-	nearRatio                                                   float64
-	metricLabels                                                rls.MetricLabels
-	headerNames                                                 rls.HeaderNames
-	log                                                         *logFlags
-	metricsListen                                               string
-	healthyWithConfig                                           bool
-	stats                                                       rlsStatsFlags
-	tr                                                          grpcTransportFlags
-	xds                                                         rlsXDSFlags
-}
-
-func parseRLSFlags(args []string, stderr io.Writer) (*rlsFlags, error) {
+// parseRLSFlags reads sluice rls's command line and environment into its
+// runner's Config, checked.
+func parseRLSFlags(args []string, stderr io.Writer) (*runner.Config, *logFlags, error) {
 	fs := newFlagSet("rls", rlsSynopsis, stderr)
-	f := &rlsFlags{}
-	text := f.define(fs)
+	cfg := &runner.Config{}
+	cfg.AddFlags(fs)
+	logs := addLogFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+		return nil, nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	if err := f.tr.check(); err != nil {
-		return nil, err
+	if err := cfg.Check(); err != nil {
+		return nil, nil, rlsUsage(err)
 	}
-	if err := f.stats.check(); err != nil {
-		return nil, err
-	}
-	if err := f.xds.check(f.configDir); err != nil {
-		return nil, err
-	}
-	if err := f.resolve(text); err != nil {
-		return nil, err
-	}
-	if err := f.checkBounds(); err != nil {
-		return nil, err
-	}
-	return f, nil
+	return cfg, logs, nil
 }
 
-// rlsFlagText holds the flags that are parsed into rlsFlags once the
-// command line has been read.
-type rlsFlagText struct {
-	onError, headers, limitHeaderNames, metricLabels *string
-	storePW                                          *storePassword
-}
-
-// define declares sluice rls's flags on fs, into f or, for those parsed
-// afterwards by resolve, into the returned rlsFlagText.
-func (f *rlsFlags) define(fs *flag.FlagSet) rlsFlagText {
-	var text rlsFlagText
-	fs.StringVar(&f.configDir, "config-dir", "", "`DIR`ectory of envoyproxy/ratelimit YAML files (every *.yaml and *.yml), reloaded when they change")
-	fs.StringVar(&f.grpcListen, "grpc-listen", ":8081", "gRPC `ADDR`ess (envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health)")
-	fs.StringVar(&f.httpListen, "http-listen", ":8080", "HTTP `ADDR`ess (POST /json, /healthcheck, /readyz, /metrics); empty disables it")
-	fs.StringVar(&f.store, "store", storeurl.Memory, "where counters live: memory, or a redis://, rediss://, unix:// or redis-cluster://host:port,host:port `URL`; with Redis down at start, the server starts and --on-store-error answers until it is back")
-	fs.IntVar(&f.maxKeys, "max-keys", memstore.DefaultMaxKeys, "with the memory store, the most keys held: past it, keys back to full are dropped first and keys holding a denial or a used quota never, a new key being refused (--on-store-error) instead")
-	fs.DurationVar(&f.storeTimeout, "store-timeout", redisstore.DefaultTimeout, "bound on each Redis call, from when it is queued; past it the call fails and --on-store-error applies (envoyproxy/ratelimit's REDIS_TIMEOUT is 10s; Envoy's filter gives up after 20ms by default)")
-	fs.StringVar(&f.keyPrefix, "key-prefix", redisstore.DefaultPrefix, "with Redis, the `PREFIX` of every key (envoyproxy/ratelimit's CACHE_KEY_PREFIX): fleets that share one Redis and must not share counters take different prefixes; no '{' or '}'")
-	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the bearer token of the admin API on the HTTP listener (/admin/: reset, override, enforce); without it $SLUICE_ADMIN_TOKEN; without either the API is refused. /status and /status.json are served either way")
-	fs.BoolVar(&f.dynMeta, "response-dynamic-metadata", false, "add envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA to every answer: the domain, the descriptors and the merged metadata of the rules that passed")
-	fs.BoolVar(&f.denyCache, "deny-cache", false, "with Redis, the Redis store's own cache of denials: a key denied is answered in process until its Retry-After, without a round trip and without stats (--local-cache-size-bytes is envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES, on any store)")
-	text.onError = fs.String("on-store-error", "error", "what to answer when the store cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
-	text.headers = fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) legacy (X-RateLimit-Limit, -Remaining, -Reset in seconds, Retry-After) or envoy (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED: legacy's choice as RateLimit-Limit, -Remaining, -Reset, no Retry-After)")
-	text.limitHeaderNames = fs.String("limit-header-names", "", "`LIMIT,REMAINING,RESET`: rename the three headers of --headers legacy or envoy (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER); an empty part keeps its name")
-	fs.DurationVar(&f.poll, "poll", rls.DefaultPollInterval, "how often to look for config changes")
-	fs.BoolVar(&f.parallel, "parallel-descriptors", true, "with Redis, apply the descriptors of one request concurrently (one round trip) rather than one after the other")
-	fs.BoolVar(&f.stopIncrement, "stop-increment-when-over-limit", false, "when one fixed-window descriptor of a request would go over its limit, do not charge the request's others (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT; one more store read per such descriptor)")
-	fs.BoolVar(&f.quotaMode, "quota-mode", false, "put every rule in quota_mode: a request is denied only when all its limited descriptors are over (envoyproxy/ratelimit's QUOTA_MODE)")
-	fs.BoolVar(&f.shadow, "shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
-	fs.IntVar(&f.gcPercent, "gc-percent", rlsGCPercent, "the Go garbage collector's target `PERCENT` (as GOGC): the server's live heap is a few MB, so a larger target spends a few MB more on less collection CPU; 0 keeps the runtime's (GOGC, else 100)")
-	fs.IntVar(&f.maxConns, "max-connections", 1024, "most connections open at once on each of the gRPC and HTTP listeners; past it, new connections wait in the listen backlog until one closes (each gRPC connection may hold up to about 40 MiB: see docs/security.md)")
-	fs.StringVar(&f.debugListen, "debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
-	fs.StringVar(&f.metricsListen, "metrics-listen", "", "`ADDR`ess serving /metrics alone, besides --http-listen's (envoyproxy/ratelimit's PROMETHEUS_ADDR); empty (the default): none")
-	fs.IntVar(&f.maxDetailed, "max-detailed-series", rls.DefaultMaxDetailedSeries, "metric keys each detailed_metric or value_to_metric rule may get from request values; later values count under <key>.__overflow__ (negative: none)")
-	fs.Float64Var(&f.nearRatio, "near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
-	text.metricLabels = fs.String("metric-labels", "envoy", "labels of the per-rule metrics: envoy (domain, key1, key2, as envoyproxy/ratelimit's Prometheus mapping, so its dashboards work) or sluice (domain and the whole key)")
-	fs.StringVar(&f.grpc, "grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
-	f.log = addLogFlags(fs)
-	fs.BoolVar(&f.healthyWithConfig, "healthy-with-config", false, "report not serving (gRPC health, /healthcheck, /readyz) until the configuration has a domain (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
-	text.storePW = addStorePasswordFlags(fs)
-	f.stats.add(fs)
-	f.tr.add(fs)
-	f.xds.add(fs)
-	return text
-}
-
-// resolve parses the flags define left as text into f.
-func (f *rlsFlags) resolve(text rlsFlagText) error {
-	var err error
-	if f.store, err = text.storePW.apply(f.store); err != nil {
+// rlsUsage makes the runner's usage errors (a flag's value it refuses)
+// the command's.
+func rlsUsage(err error) error {
+	if !errors.Is(err, runner.ErrUsage) {
 		return err
 	}
-	if *text.headers == "envoy" {
-		f.headers, f.headerNames = rls.HeadersLegacy, rls.EnvoyHeaderNames
-	} else if f.headers, err = rls.ParseHeaderMode(*text.headers); err != nil {
-		return fmt.Errorf("%w: %v (or envoy)", errUsage, err)
-	}
-	if err := parseLimitHeaderNames(*text.limitHeaderNames, &f.headerNames); err != nil {
-		return err
-	}
-	if f.metricLabels, err = rls.ParseMetricLabels(*text.metricLabels); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if f.onError, err = ratelimit.ParseFailurePolicy(*text.onError); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return nil
-}
-
-// parseLimitHeaderNames renames names' headers after --limit-header-names
-// (LIMIT,REMAINING,RESET; an empty part keeps its name, empty v all).
-func parseLimitHeaderNames(v string, names *rls.HeaderNames) error {
-	if v == "" {
-		return nil
-	}
-	parts := strings.Split(v, ",")
-	if len(parts) != 3 {
-		return fmt.Errorf("%w: --limit-header-names %q: want three names, LIMIT,REMAINING,RESET", errUsage, v)
-	}
-	for i, dst := range []*string{&names.Limit, &names.Remaining, &names.Reset} {
-		if n := strings.TrimSpace(parts[i]); n != "" {
-			if !httpguts.ValidHeaderFieldName(n) {
-				return fmt.Errorf("%w: --limit-header-names: %q is not a valid header name", errUsage, n)
-			}
-			*dst = n
-		}
-	}
-	return nil
-}
-
-// checkBounds refuses the flags out of their range.
-func (f *rlsFlags) checkBounds() error {
-	if f.grpc != "lean" && f.grpc != "grpc-go" {
-		return fmt.Errorf("%w: --grpc-server %q: want lean or grpc-go", errUsage, f.grpc)
-	}
-	if f.gcPercent < 0 {
-		return fmt.Errorf("%w: --gc-percent %d is negative", errUsage, f.gcPercent)
-	}
-	if f.maxConns < 1 {
-		return fmt.Errorf("%w: --max-connections %d: want at least 1", errUsage, f.maxConns)
-	}
-	if f.maxKeys < 1024 || f.maxKeys > 1<<30 {
-		// As the gateway's max_keys: a bound, never none (negative would
-		// mean unbounded to memstore).
-		return fmt.Errorf("%w: --max-keys %d: want 1024 to %d", errUsage, f.maxKeys, 1<<30)
-	}
-	if strings.ContainsAny(f.keyPrefix, "{}") {
-		return fmt.Errorf("%w: --key-prefix %q: no '{' or '}' (sluice hash-tags keys itself)", errUsage, f.keyPrefix)
-	}
-	return nil
-}
-
-// rlsListeners are sluice rls's listeners; http and debug may be nil.
-type rlsListeners struct{ grpc, http, debug, metrics net.Listener }
-
-func (f *rlsFlags) listen() (*rlsListeners, error) {
-	var l rlsListeners
-	var err error
-	closeAll := func() {
-		for _, ln := range []net.Listener{l.grpc, l.http, l.debug, l.metrics} {
-			if ln != nil {
-				ln.Close()
-			}
-		}
-	}
-	if l.grpc, err = net.Listen("tcp", f.grpcListen); err != nil {
-		return nil, fmt.Errorf("rls: grpc: %w", err)
-	}
-	// h2grpc's keeps the sockets of TCP connections within its reach.
-	l.grpc = h2grpc.LimitListener(l.grpc, f.maxConns)
-	if f.httpListen != "" {
-		if l.http, err = net.Listen("tcp", f.httpListen); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("rls: http: %w", err)
-		}
-		l.http = netutil.LimitListener(l.http, f.maxConns)
-	}
-	if f.debugListen != "" {
-		if l.debug, err = net.Listen("tcp", f.debugListen); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("rls: debug: %w", err)
-		}
-	}
-	if f.metricsListen != "" {
-		if l.metrics, err = net.Listen("tcp", f.metricsListen); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("rls: metrics: %w", err)
-		}
-	}
-	return &l, nil
-}
-
-func (l *rlsListeners) attrs() []any {
-	attrs := []any{"grpc", l.grpc.Addr().String()}
-	if l.http != nil {
-		attrs = append(attrs, "http", l.http.Addr().String())
-	}
-	if l.debug != nil {
-		attrs = append(attrs, "debug", l.debug.Addr().String())
-	}
-	if l.metrics != nil {
-		attrs = append(attrs, "metrics", l.metrics.Addr().String())
-	}
-	return attrs
-}
-
-// grpcServer is the gRPC server --grpc-server names. Both bound what one
-// connection may hold: h2grpc by its defaults (see its package doc),
-// grpc-go by rls.ServerOptions.
-func (f *rlsFlags) grpcServer(log *slog.Logger, tr rls.Transport) grpcServerImpl {
-	o := leanOptions(tr, log)
-	if f.grpc == "lean" {
-		return h2grpc.NewServer(o)
-	}
-	return grpc.NewServer(tr.GRPCOptions(func(c credentials.TransportCredentials) credentials.TransportCredentials {
-		return h2grpc.Guard(c, o)
-	})...)
-}
-
-// rlsDrainTimeout bounds sluice rls's drain: requests in flight get this
-// long to finish after SIGTERM. The deploy artefacts stop it after this
-// plus a margin (TestDeployStopTimeouts).
-const rlsDrainTimeout = 10 * time.Second
-
-// serveRLS serves until ctx is done or a server fails, then drains:
-// NOT_SERVING first, then requests in flight finish (rlsDrainTimeout at
-// most).
-func serveRLS(ctx context.Context, f *rlsFlags, srv *rls.Server, g grpcServerImpl, l *rlsListeners) error {
-	var hs, ds *http.Server
-	if l.http != nil {
-		hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 75 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: srv.ErrorLog("http-listen")}
-	}
-	if l.debug != nil {
-		ds = &http.Server{Handler: srv.DebugHandler(admin.Pprof()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 75 * time.Second,
-			ErrorLog: srv.ErrorLog("debug-listen")}
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	ms := metricsServer(srv, l.metrics)
-	errc := make(chan error, 4)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		f.watchRules(wctx, srv)
-	}()
-	// serve runs one listener's server until it stops; an error other than
-	// its closing ends the command.
-	serve := func(name string, run func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := run(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("rls: %s: %w", name, err)
-			}
-		}()
-	}
-	serve("grpc", func() error { return g.Serve(l.grpc) })
-	if hs != nil {
-		serve("http", func() error { return hs.Serve(l.http) })
-	}
-	if ds != nil {
-		serve("debug", func() error { return ds.Serve(l.debug) })
-	}
-	if ms != nil {
-		serve("metrics", func() error { return ms.Serve(l.metrics) })
-	}
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	srv.Shutdown()
-	stop()
-	sctx, cancel := context.WithTimeout(context.Background(), rlsDrainTimeout)
-	defer cancel()
-	if hs != nil {
-		hs.Shutdown(sctx)
-	}
-	if ds != nil {
-		ds.Shutdown(sctx)
-	}
-	if ms != nil {
-		ms.Shutdown(sctx)
-	}
-	stopped := make(chan struct{})
-	go func() { g.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-sctx.Done():
-		g.Stop()
-	}
-	wg.Wait()
-	return err
-}
-
-// grpcServerImpl is what rls needs of a gRPC server: grpc-go's and
-// h2grpc's.
-type grpcServerImpl interface {
-	grpc.ServiceRegistrar
-	Serve(net.Listener) error
-	GracefulStop()
-	Stop()
+	return fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), runner.ErrUsage.Error()+": "))
 }

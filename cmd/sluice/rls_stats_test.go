@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -18,36 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
-
-// TestRLSStatsFlags checks --local-cache-size-bytes and the --statsd
-// flags, and refuses their bad values as usage errors.
-func TestRLSStatsFlags(t *testing.T) {
-	parse := func(args ...string) (*rlsFlags, error) {
-		return parseRLSFlags(append([]string{"--config-dir", "."}, args...), io.Discard)
-	}
-	f, err := parse()
-	if err != nil || f.stats.localCacheSize != 0 || f.stats.statsd != "" || f.stats.flush != 10*time.Second {
-		t.Fatalf("defaults: %+v, %v; want no cache, no statsd, a 10s flush", f.stats, err)
-	}
-	f, err = parse("--local-cache-size-bytes", "1048576", "--statsd", "tcp://127.0.0.1:8125",
-		"--statsd-tags", "a:b,c:d", "--statsd-prefix", "fleet", "--statsd-flush-interval", "2s")
-	if err != nil || f.stats.localCacheSize != 1<<20 || f.stats.tags["a"] != "b" || f.stats.tags["c"] != "d" ||
-		f.stats.prefix != "fleet" || f.stats.flush != 2*time.Second {
-		t.Errorf("flags: %+v, %v", f.stats, err)
-	}
-	for _, args := range [][]string{
-		{"--local-cache-size-bytes", "-1"},
-		{"--statsd", "nohost"},
-		{"--statsd", "sctp://127.0.0.1:1"},
-		{"--statsd", "127.0.0.1:8125", "--statsd-tags", "novalue"},
-		{"--statsd", "127.0.0.1:8125", "--statsd-tags", "a.b:c"},
-		{"--statsd-flush-interval", "0s"},
-	} {
-		if _, err := parse(args...); !errors.Is(err, errUsage) {
-			t.Errorf("sluice rls %v = %v, want a usage error", args, err)
-		}
-	}
-}
 
 // TestRLSStatsdAndLocalCache runs sluice rls with a local cache and statsd
 // to a real UDP listener: a descriptor over its limit is answered from the

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/testharness/testcerts"
-	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 )
 
 // rlsTLS is a CA, the server's certificate files and a client CA file.
@@ -221,7 +220,7 @@ func TestRLSTLSUsage(t *testing.T) {
 		{"--grpc-reset-rate", "-1"},
 		{"--grpc-reset-burst", "0"},
 	} {
-		if _, err := parseRLSFlags(append([]string{"--config-dir", "x"}, args...), discard{}); err == nil {
+		if _, _, err := parseRLSFlags(append([]string{"--config-dir", "x"}, args...), discard{}); err == nil {
 			t.Errorf("%q: no usage error", args)
 		}
 	}
@@ -286,34 +285,5 @@ func TestRLSMaxConnectionIdle(t *testing.T) {
 				t.Fatalf("after the idle close: %v, %d dials; want an answer over a second connection", err, dials.Load())
 			}
 		})
-	}
-}
-
-// TestRLSStreamLimits: the stream flags reach h2grpc's Options (both
-// servers take them from there), their defaults are h2grpc's, and 0 is no
-// bound.
-func TestRLSStreamLimits(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want h2grpc.StreamLimits
-	}{
-		{nil, h2grpc.StreamLimits{RequestTimeout: h2grpc.DefaultRequestTimeout, WriteTimeout: h2grpc.DefaultWriteTimeout,
-			ResetRate: h2grpc.DefaultResetRate, ResetBurst: h2grpc.DefaultResetBurst}},
-		{[]string{"--grpc-request-timeout", "2s", "--grpc-write-timeout", "3s", "--grpc-reset-rate", "50", "--grpc-reset-burst", "70"},
-			h2grpc.StreamLimits{RequestTimeout: 2 * time.Second, WriteTimeout: 3 * time.Second, ResetRate: 50, ResetBurst: 70}},
-		{[]string{"--grpc-request-timeout", "0", "--grpc-write-timeout", "0", "--grpc-reset-rate", "0"},
-			h2grpc.StreamLimits{RequestTimeout: -1, WriteTimeout: -1, ResetRate: -1, ResetBurst: h2grpc.DefaultResetBurst}},
-	} {
-		f, err := parseRLSFlags(append([]string{"--config-dir", "x"}, c.args...), discard{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := f.tr.transport(nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := leanOptions(tr, nil).StreamLimits; got != c.want {
-			t.Errorf("%q: %+v, want %+v", c.args, got, c.want)
-		}
 	}
 }

@@ -115,7 +115,7 @@ func TestRLSXDSUsage(t *testing.T) {
 		{"--xds-server", "127.0.0.1:1"},
 		{"--config-type", "xds", "--xds-server", "127.0.0.1:1", "--xds-tls-cert", "c"},
 	} {
-		if _, err := parseRLSFlags(args, discard{}); err == nil {
+		if _, _, err := parseRLSFlags(args, discard{}); err == nil {
 			t.Errorf("%q: no usage error", args)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// TestSimOverload: the JSON has the fields of issue 17 in order, one row
+// TestSimOverload: the JSON has the overload scenario's fields in order, one row
 // per contender and phase; the same seed prints the same bytes (table,
 // SVG and CSV); --csv writes the time series.
 func TestSimOverload(t *testing.T) {

@@ -21,19 +21,23 @@ const module = "github.com/sluicehq/sluice"
 // layers, top to bottom; "std" marks the packages that may import nothing
 // but the standard library and each other (the core).
 var allowed = map[string][]string{
-	// The command: the only importer of the transport.
-	"cmd/sluice": {"gateway", "rls", "rls/xds", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
-		"internal/transport/h2grpc", "internal/server/admin", "storeurl", "internal/server/tlsreload", "internal/server/control",
-		"internal/config/didyoumean", "internal/redact"},
+	// The command.
+	"cmd/sluice": {"gateway", "rls/runner", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
+		"internal/server/control", "internal/config/didyoumean", "internal/redact"},
+	// The RLS assembled (as gateway is the gateway): flags to store, server,
+	// rules' source, gRPC server and listeners. The only importer of the
+	// transport.
+	"rls/runner": {"rls", "rls/xds", "rules", "memstore", "redisstore", "ratelimit", "storeurl",
+		"internal/transport/h2grpc", "internal/server/admin", "internal/server/tlsreload", "internal/server/control", "internal/redact", "ratelimit/header"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
-	"gateway": {"httplimit", "httplimit/action", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "inflight/redisinflight", "adaptive",
+	"gateway": {"httplimit", "httplimit/action", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "adaptive",
 		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
-		"internal/server/status", "internal/server/control", "internal/redact", "internal/tick"},
+		"internal/server/status", "internal/server/control", "internal/redact", "internal/tick", "ratelimit/header"},
 	"rls/xds": {"rules"},
-	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "internal/server/rlheader", "internal/server/watch", "internal/server/status", "internal/server/control", "internal/tick"},
+	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "internal/server/status", "internal/server/control", "internal/tick"},
 	// The middleware and who is calling.
-	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "internal/server/rlheader", "internal/server/sfv"},
+	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "ratelimit/header", "internal/server/sfv", "internal/tick"},
 	// Envoy's rate_limits actions and sluice's: request -> descriptor entries.
 	"httplimit/action": {"identity", "rules"},
 	"identity":         {},
@@ -45,7 +49,7 @@ var allowed = map[string][]string{
 	"robots":                   {},
 	"httpclient/clientmetrics": {"httpclient", "breaker"},
 	"hostlimit":                {"adaptive", "backoff", "memstore", "ratelimit", "retry"},
-	"retry":                    {"backoff"},
+	"retry":                    {"backoff", "internal/tick"},
 	"breaker":                  {"backoff"},
 	"backoff":                  {},
 	"adaptive":                 {},
@@ -54,8 +58,9 @@ var allowed = map[string][]string{
 	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/redact"},
 	// The one link to Redis of both Redis stores: breakers, trials, health.
 	"internal/redislink": {},
-	// The store opener, beside the stores: a URL to a store, for both servers.
-	"storeurl": {"memstore", "redisstore", "ratelimit", "internal/redact"},
+	// The store opener, beside the stores: a URL to a server's stores (rate
+	// limits, in-flight leases) on one client, for both servers.
+	"storeurl": {"memstore", "redisstore", "ratelimit", "inflight", "inflight/redisinflight", "internal/redact"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
 	"inflight":               {"ratelimit"},
@@ -68,7 +73,7 @@ var allowed = map[string][]string{
 	"algorithm/window":     {"ratelimit"},
 	"algorithm/slidinglog": {"ratelimit"},
 	// The vocabulary and its conformance suite.
-	"ratelimit":               {},
+	"ratelimit":               {"internal/tick"},
 	"ratelimit/ratelimittest": {"ratelimit"},
 	// Simulations drive the real pure components (and the CPU-bound
 	// overload server the real adaptive middleware, httplimit.Adaptive).
@@ -76,7 +81,7 @@ var allowed = map[string][]string{
 	// What both servers share, below them.
 	"internal/server/admin":      {},
 	"internal/server/eventlog":   {"internal/tick"},
-	"internal/server/rlheader":   {"ratelimit", "internal/server/sfv"},
+	"ratelimit/header":           {"ratelimit", "internal/server/sfv"},
 	"internal/server/sfv":        {},
 	"internal/server/watch":      {"internal/tick"},
 	"internal/server/topk":       {},
@@ -106,14 +111,14 @@ var allowed = map[string][]string{
 // needed, so a user of the middleware or the client pulls in none of them.
 var modules = map[string][]string{
 	"github.com/redis/rueidis":               {"internal/redislink", "redisstore", "inflight/redisinflight"},
-	"github.com/prometheus/client_golang":    {"cmd/sluice", "gateway", "rls", "rls/xds", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload", "internal/server/admin"},
-	"google.golang.org/grpc":                 {"cmd/sluice", "rls", "rls/xds", "internal/transport/h2grpc"},
+	"github.com/prometheus/client_golang":    {"gateway", "rls", "rls/xds", "rls/runner", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload", "internal/server/admin"},
+	"google.golang.org/grpc":                 {"rls/runner", "rls", "rls/xds", "internal/transport/h2grpc"},
 	"google.golang.org/protobuf":             {"rls", "rls/xds", "internal/transport/h2grpc"},
 	"google.golang.org/genproto/googleapis":  {"rls/xds"},
 	"github.com/envoyproxy/go-control-plane": {"rls", "rls/xds"},
 	"github.com/lyft/gostats":                {"rls"},
 	"go.yaml.in/yaml/v3":                     {"internal/config/yamlnode", "rules", "gateway", "cmd/sluice"},
-	"golang.org/x/net":                       {"cmd/sluice", "gateway", "rls", "httpclient", "internal/transport/h2grpc"},
+	"golang.org/x/net":                       {"rls/runner", "gateway", "rls", "httpclient", "internal/transport/h2grpc"},
 	"golang.org/x/term":                      {"cmd/sluice"},
 	// The client's parsers of what servers send: maintained libraries
 	// rather than string splitting of our own.

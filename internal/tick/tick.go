@@ -4,7 +4,10 @@
 // One loop, so that each job's code is only what it does on a tick.
 package tick
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Loop calls f with each tick's time every d until stop is closed, then
 // returns; f's run is never cut short. Run it in the goroutine that the
@@ -21,5 +24,22 @@ func Loop(stop <-chan struct{}, d time.Duration, f func(now time.Time)) {
 		case now := <-t.C:
 			f(now)
 		}
+	}
+}
+
+// Sleep waits d or until ctx is done, whichever comes first, and returns
+// ctx's error in the latter case. A d ≤ 0 returns at once (nil, unless ctx
+// is done).
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

@@ -196,7 +196,7 @@ func (l *Log) Report(kind Kind, rule, key string, err error) {
 	if kind >= numKinds {
 		return
 	}
-	r := truncate(rule, MaxKeyLen)
+	r := Prefix(rule, MaxKeyLen)
 	e := l.table.Load().byKind[kind][r]
 	if e == nil || !l.count(e, key, err) {
 		l.first(kind, r, len(r) < len(rule), key, err)
@@ -432,7 +432,7 @@ func (w serverLines) Write(p []byte) (int, error) {
 func Cut(s string) string { return cutN(s, MaxKeyLen) }
 
 func cutN(s string, n int) string {
-	if t := truncate(s, n); len(t) < len(s) {
+	if t := Prefix(s, n); len(t) < len(s) {
 		return t + CutMarker
 	}
 	return s
@@ -441,8 +441,10 @@ func cutN(s string, n int) string {
 // errAttr is err's text for a line, cut to MaxErrLen.
 func errAttr(err error) slog.Attr { return slog.String("error", cutN(err.Error(), MaxErrLen)) }
 
-// truncate cuts s to at most n bytes at a UTF-8 boundary.
-func truncate(s string, n int) string {
+// Prefix is the longest prefix of s of at most n bytes that does not
+// split a UTF-8 sequence: a client-controlled value cut to a bound without
+// a marker (metric labels; Cut marks what it cut).
+func Prefix(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
@@ -194,7 +195,7 @@ descriptors:
 		t.Fatal(err)
 	}
 	set, _ := rules.NewSet(cfg)
-	d := newDoors(t, set, ratelimit.HeadersIETF)
+	d := newDoors(t, set, header.IETF)
 	req := request{shapes: []int{0, 1}, values: map[string]string{"k0": "a", "k1": "b"}}
 	for i := range 3 {
 		g, r := d.gateway(t, req), d.rls(t, req)
@@ -205,14 +206,14 @@ descriptors:
 }
 
 type doors struct {
-	mode  ratelimit.HeaderMode
+	mode  header.Mode
 	clock *ratelimittest.Clock
 	gw    http.Handler
 	srv   *rls.Server
 	obs   *outcome
 }
 
-func newDoors(t *testing.T, set *rules.Set, mode ratelimit.HeaderMode) *doors {
+func newDoors(t *testing.T, set *rules.Set, mode header.Mode) *doors {
 	clock := ratelimittest.NewClock(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC))
 	gs := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
 	rs := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
@@ -316,7 +317,7 @@ var withHeaders int
 // runSequence sends up to 60 random requests through both doors and
 // returns how many it compared.
 func runSequence(t *testing.T, rng *rand.Rand, set *rules.Set, text string) int {
-	mode := []ratelimit.HeaderMode{ratelimit.HeadersIETF, ratelimit.HeadersLegacy}[rng.IntN(2)]
+	mode := []header.Mode{header.IETF, header.Legacy}[rng.IntN(2)]
 	d := newDoors(t, set, mode)
 	for n := range 60 {
 		req := randomRequest(rng)

@@ -47,7 +47,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "overload-compare:", err)
 		os.Exit(1)
 	}
-	if err := res.Table().Write(os.Stdout, *format); err != nil {
+	if err := res.WriteTable(os.Stdout, *format); err != nil {
 		fmt.Fprintln(os.Stderr, "overload-compare:", err)
 		os.Exit(2)
 	}
@@ -73,9 +73,9 @@ func main() {
 		}
 		fmt.Printf("mean limit at 5x (capacity %d): %s\n", *capacity, strings.Join(lim, ", "))
 		var rej []string
-		for _, run := range res.Runs {
-			if d := run.RejectionP99("5x"); d > 0 {
-				rej = append(rej, fmt.Sprintf("%s %v", run.Name, d))
+		for _, r := range res.Rows {
+			if d := res.RejectionP99(r.Limiter, "5x"); r.Phase == "5x" && d > 0 {
+				rej = append(rej, fmt.Sprintf("%s %v", r.Limiter, d))
 			}
 		}
 		fmt.Printf("p99 of a refusal at 5x (the limiter's call, in process): %s\n", strings.Join(rej, ", "))
@@ -96,6 +96,6 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	write(*svg, func(f *os.File) error { return res.Figure().WriteSVG(f) })
-	write(*csvFile, func(f *os.File) error { return res.Series().Write(f, "csv") })
+	write(*svg, func(f *os.File) error { return res.WriteSVG(f) })
+	write(*csvFile, func(f *os.File) error { return res.WriteSeries(f) })
 }

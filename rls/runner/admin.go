@@ -1,4 +1,4 @@
-package main
+package runner
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ func setRLSAdmin(srv *rls.Server, store *storeurl.Store, tokenFile string, onErr
 	srv.SetFailurePolicy(onError)
 	tok, err := control.LoadToken(tokenFile)
 	if err != nil {
-		return fmt.Errorf("%w: --admin-token-file: %v", errUsage, err)
+		return fmt.Errorf("%w: --admin-token-file: %v", ErrUsage, err)
 	}
 	actions, err := control.NewActions(srv.Registry())
 	if err != nil {

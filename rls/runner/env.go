@@ -1,4 +1,4 @@
-package main
+package runner
 
 import (
 	"errors"
@@ -173,8 +173,8 @@ var upstreamVars = []upstreamVar{
 	{"TRACING_SAMPLING_RATE", "1", "no effect", nil, "read only with TRACING_ENABLED=true (refused)"},
 }
 
-// upstreamVarsByFlag returns, by flag name, the variables that may set it.
-func upstreamVarsByFlag() map[string][]string {
+// UpstreamVarsByFlag returns, by flag name, the variables that may set it.
+func UpstreamVarsByFlag() map[string][]string {
 	m := map[string][]string{}
 	for _, v := range upstreamVars {
 		for _, f := range v.flags {
@@ -188,13 +188,22 @@ func upstreamVarsByFlag() map[string][]string {
 type upstreamEnv struct {
 	lookup func(string) (string, bool)
 	fs     *flag.FlagSet
-	sets   []envSetting
+	sets   []EnvSetting
 	notes  []string
 	errs   []error
 }
 
-// readUpstreamEnv is sluice rls's foreignEnv.read.
-func readUpstreamEnv(lookup func(string) (string, bool), fs *flag.FlagSet) ([]envSetting, []string, error) {
+// EnvSetting is a flag value read from the environment.
+type EnvSetting struct {
+	Flag, Value string
+	From        string // the variables it comes from, for messages
+}
+
+// ReadUpstreamEnv reads envoyproxy/ratelimit's variables through lookup:
+// the flag values they give, notes on the variables read that set no
+// flag (why they need none), and an error naming each variable sluice
+// cannot honour. fs is the command's flag set, and may be nil.
+func ReadUpstreamEnv(lookup func(string) (string, bool), fs *flag.FlagSet) ([]EnvSetting, []string, error) {
 	e := &upstreamEnv{lookup: lookup, fs: fs}
 	e.listeners()
 	e.tls()
@@ -286,7 +295,7 @@ func (e *upstreamEnv) refuse(name, v, why string) {
 }
 
 func (e *upstreamEnv) set(flagName, value string, from ...string) {
-	e.sets = append(e.sets, envSetting{flag: flagName, value: value, from: strings.Join(from, ", ")})
+	e.sets = append(e.sets, EnvSetting{Flag: flagName, Value: value, From: strings.Join(from, ", ")})
 }
 
 // note says that the set variables among names need nothing of sluice,

@@ -1,4 +1,4 @@
-package main
+package runner
 
 import (
 	"flag"
@@ -31,17 +31,17 @@ func (f *rlsStatsFlags) add(fs *flag.FlagSet) {
 // check validates the flags after parsing.
 func (f *rlsStatsFlags) check() error {
 	if f.localCacheSize < 0 {
-		return fmt.Errorf("%w: --local-cache-size-bytes %d is negative", errUsage, f.localCacheSize)
+		return fmt.Errorf("%w: --local-cache-size-bytes %d is negative", ErrUsage, f.localCacheSize)
 	}
 	if f.flush <= 0 {
-		return fmt.Errorf("%w: --statsd-flush-interval %v: want more than 0", errUsage, f.flush)
+		return fmt.Errorf("%w: --statsd-flush-interval %v: want more than 0", ErrUsage, f.flush)
 	}
 	if f.tagList != "" {
 		f.tags = map[string]string{}
 		for _, kv := range strings.Split(f.tagList, ",") {
 			k, v, ok := strings.Cut(kv, ":")
 			if !ok || k == "" {
-				return fmt.Errorf("%w: --statsd-tags %q: want NAME:VALUE,…", errUsage, f.tagList)
+				return fmt.Errorf("%w: --statsd-tags %q: want NAME:VALUE,…", ErrUsage, f.tagList)
 			}
 			f.tags[k] = v
 		}
@@ -72,7 +72,7 @@ func (f *rlsStatsFlags) dial(log *slog.Logger) (*rls.Statsd, error) {
 	sd, err := rls.DialStatsd(addr, rls.StatsdOptions{Network: network, Prefix: f.prefix, Tags: f.tags,
 		FlushInterval: f.flush, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("%w: --statsd: %v", errUsage, err)
+		return nil, fmt.Errorf("%w: --statsd: %v", ErrUsage, err)
 	}
 	return sd, nil
 }

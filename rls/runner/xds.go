@@ -1,4 +1,4 @@
-package main
+package runner
 
 import (
 	"context"
@@ -45,33 +45,33 @@ func (x *rlsXDSFlags) check(configDir string) error {
 	switch x.configType {
 	case "file":
 		if configDir == "" {
-			return fmt.Errorf("%w: --config-dir is required (or --config-type xds)", errUsage)
+			return fmt.Errorf("%w: --config-dir is required (or --config-type xds)", ErrUsage)
 		}
 		if x.server != "" {
-			return fmt.Errorf("%w: --xds-server needs --config-type xds", errUsage)
+			return fmt.Errorf("%w: --xds-server needs --config-type xds", ErrUsage)
 		}
 	case "xds":
 		if x.server == "" {
-			return fmt.Errorf("%w: --config-type xds needs --xds-server", errUsage)
+			return fmt.Errorf("%w: --config-type xds needs --xds-server", ErrUsage)
 		}
 		if configDir != "" {
-			return fmt.Errorf("%w: --config-dir and --config-type xds exclude each other", errUsage)
+			return fmt.Errorf("%w: --config-dir and --config-type xds exclude each other", ErrUsage)
 		}
 		if x.maxMsgSize <= 0 {
-			return fmt.Errorf("%w: --xds-max-msg-size %d: want a positive number of bytes", errUsage, x.maxMsgSize)
+			return fmt.Errorf("%w: --xds-max-msg-size %d: want a positive number of bytes", ErrUsage, x.maxMsgSize)
 		}
 		if (x.cert == "") != (x.key == "") {
-			return fmt.Errorf("%w: --xds-tls-cert and --xds-tls-key go together", errUsage)
+			return fmt.Errorf("%w: --xds-tls-cert and --xds-tls-key go together", ErrUsage)
 		}
 	default:
-		return fmt.Errorf("%w: --config-type %q: want file or xds", errUsage, x.configType)
+		return fmt.Errorf("%w: --config-type %q: want file or xds", ErrUsage, x.configType)
 	}
 	return nil
 }
 
 // initialRules is the rule set the server starts with: the directory's
 // (which must load), or none until the management server sends some.
-func (f *rlsFlags) initialRules() (*rules.Set, error) {
+func (f *Config) initialRules() (*rules.Set, error) {
 	if f.xds.configType == "xds" {
 		return rules.NewSet()
 	}
@@ -84,7 +84,7 @@ func (f *rlsFlags) initialRules() (*rules.Set, error) {
 
 // startRules loads the directory through srv (so that the load is
 // counted and Watch starts from it), or makes the xDS client.
-func (f *rlsFlags) startRules(srv *rls.Server, log *slog.Logger) error {
+func (f *Config) startRules(srv *rls.Server, log *slog.Logger) error {
 	x := &f.xds
 	if x.configType != "xds" {
 		if err := srv.Load(f.configDir); err != nil {
@@ -133,7 +133,7 @@ func (x *rlsXDSFlags) tlsConfig() (*tls.Config, error) {
 }
 
 // watchRules follows the rules' source until ctx is done.
-func (f *rlsFlags) watchRules(ctx context.Context, srv *rls.Server) {
+func (f *Config) watchRules(ctx context.Context, srv *rls.Server) {
 	if f.xds.client != nil {
 		f.xds.client.Run(ctx)
 		return

@@ -1,10 +1,9 @@
-package rlheader
+package header
 
 import (
 	"strconv"
 
 	"github.com/sluicehq/sluice/internal/server/sfv"
-	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Header names, as they are written.
@@ -24,7 +23,7 @@ const (
 	EnvoyReset     = "RateLimit-Reset"
 )
 
-// Names renames what HeadersLegacy writes. The zero value is the legacy
+// Names renames what Legacy writes. The zero value is the legacy
 // mode as it is: X-RateLimit-Limit, -Remaining, -Reset and Retry-After.
 type Names struct {
 	// Limit, Remaining and Reset replace Limit, Remaining and Reset when
@@ -105,26 +104,26 @@ func RetryAfterOf(ps []State) int64 {
 }
 
 // Write calls set once per header that mode sends for ps (the enforced
-// policies, in order). For HeadersIETF the two fields share one string.
-func Write(mode ratelimit.HeaderMode, ps []State, set func(name, value string)) {
+// policies, in order). For IETF the two fields share one string.
+func Write(mode Mode, ps []State, set func(name, value string)) {
 	WriteNamed(mode, Names{}, ps, set)
 }
 
 // WriteNamed is Write with the legacy mode's headers named by names.
-func WriteNamed(mode ratelimit.HeaderMode, names Names, ps []State, set func(name, value string)) {
-	if len(ps) == 0 || mode == ratelimit.HeadersOff {
+func WriteNamed(mode Mode, names Names, ps []State, set func(name, value string)) {
+	if len(ps) == 0 || mode == Off {
 		return
 	}
 	retry := RetryAfterOf(ps)
 	switch mode {
-	case ratelimit.HeadersIETF:
+	case IETF:
 		var buf [256]byte
 		b := AppendPolicy(buf[:0], ps)
 		n := len(b)
 		s := string(AppendRateLimit(b, ps))
 		set(Policy, s[:n])
 		set(RateLimit, s[n:])
-	case ratelimit.HeadersLegacy:
+	case Legacy:
 		// envoyproxy/ratelimit's choice: an over-limit policy (the last)
 		// wins outright, else the fewest remaining (the first of equals).
 		best, over := -1, false

@@ -1,4 +1,4 @@
-package main
+package runner
 
 import (
 	"flag"
@@ -39,17 +39,17 @@ func (t *grpcTransportFlags) add(fs *flag.FlagSet) {
 func (t *grpcTransportFlags) check() error {
 	switch {
 	case (t.cert == "") != (t.key == ""):
-		return fmt.Errorf("%w: --grpc-tls-cert and --grpc-tls-key go together", errUsage)
+		return fmt.Errorf("%w: --grpc-tls-cert and --grpc-tls-key go together", ErrUsage)
 	case t.clientCA != "" && t.cert == "":
-		return fmt.Errorf("%w: --grpc-tls-client-ca needs --grpc-tls-cert and --grpc-tls-key", errUsage)
+		return fmt.Errorf("%w: --grpc-tls-client-ca needs --grpc-tls-cert and --grpc-tls-key", ErrUsage)
 	case t.clientSAN != "" && t.clientCA == "":
-		return fmt.Errorf("%w: --grpc-tls-client-san needs --grpc-tls-client-ca", errUsage)
+		return fmt.Errorf("%w: --grpc-tls-client-san needs --grpc-tls-client-ca", ErrUsage)
 	case t.age < 0 || t.grace < 0 || t.idle < 0:
-		return fmt.Errorf("%w: --max-connection-age, --max-connection-age-grace and --max-connection-idle cannot be negative", errUsage)
+		return fmt.Errorf("%w: --max-connection-age, --max-connection-age-grace and --max-connection-idle cannot be negative", ErrUsage)
 	case t.reqTimeout < 0 || t.writeTimeout < 0 || t.resetRate < 0:
-		return fmt.Errorf("%w: --grpc-request-timeout, --grpc-write-timeout and --grpc-reset-rate cannot be negative", errUsage)
+		return fmt.Errorf("%w: --grpc-request-timeout, --grpc-write-timeout and --grpc-reset-rate cannot be negative", ErrUsage)
 	case t.resetRate > 0 && t.resetBurst < 1:
-		return fmt.Errorf("%w: --grpc-reset-burst %d: want at least 1", errUsage, t.resetBurst)
+		return fmt.Errorf("%w: --grpc-reset-burst %d: want at least 1", ErrUsage, t.resetBurst)
 	}
 	return nil
 }
