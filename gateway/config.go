@@ -17,7 +17,6 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
-	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
@@ -30,10 +29,6 @@ const (
 	DefaultUpstreamTimeout = 30 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultSnapshotEvery   = time.Minute
-	// DefaultJournalEvery is snapshot.journal_interval's default: with the
-	// memory store and a snapshot file, a crash loses at most this much of
-	// the quotas' charges.
-	DefaultJournalEvery = memstore.DefaultJournalInterval
 
 	// Connection limits of the public listener (connections) and of the
 	// admin listener (admin_connections); see ConnConfig.

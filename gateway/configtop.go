@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/storeurl"
 )
 
 // top is the decoding of a config's top level: the Config being filled,
@@ -152,7 +153,7 @@ func (d *decoder) newTop(root *yaml.Node) *top {
 		readFile: d.readFile,
 		File:     d.file, Listen: DefaultListen, AdminListen: DefaultAdminListen,
 		UpstreamTimeout: DefaultUpstreamTimeout, ShutdownTimeout: DefaultShutdownTimeout,
-		Store: "memory", SnapshotEvery: DefaultSnapshotEvery, Journal: true, JournalEvery: DefaultJournalEvery, OnStoreError: ratelimit.FailAllow,
+		Store: "memory", SnapshotEvery: DefaultSnapshotEvery, Journal: true, JournalEvery: memstore.DefaultJournalInterval, OnStoreError: ratelimit.FailAllow,
 		Identity: IdentityConfig{ForwardUserHeader: DefaultForwardUserHeader,
 			ForwardTierHeader: DefaultForwardTierHeader, ForwardKindHeader: DefaultForwardKindHeader},
 		UpstreamIdleConnections: DefaultUpstreamIdleConnections,
@@ -182,8 +183,13 @@ func (t *top) store(v *yaml.Node) {
 	u, err := url.Parse(t.c.Store)
 	if errors.Is(redact.Error(t.c.Store, err), redact.ErrUnencoded) {
 		t.d.add(v.Line, "store", "%q: %v", redact.URL(t.c.Store), redact.ErrUnencoded)
+		return
 	} else if err != nil || !slices.Contains(storeSchemes, u.Scheme) {
 		t.d.add(v.Line, "store", "want memory or a redis://, rediss://, redis-cluster://, rediss-cluster://, redis-sentinel:// or unix:// URL, got %q", redact.URL(t.c.Store))
+		return
+	}
+	for _, w := range storeurl.Warnings(t.c.Store) { // lease=, prefetch='s old spelling
+		t.c.Warnings = append(t.c.Warnings, rules.Problem{File: t.d.file, Line: v.Line, Path: "store", Msg: "warning: " + w}.Error())
 	}
 }
 
@@ -263,6 +269,14 @@ func (t *top) ruleSet(data []byte) {
 	set, err := rules.NewSet(t.cfgs...)
 	if err != nil {
 		t.d.rulesErrors(err, "")
+		return
+	}
+	for _, p := range set.Warnings() { // lease: true, prefetch's old spelling
+		if p.File == t.d.file {
+			p.Path = yamlnode.Join("rules", p.Path)
+		}
+		p.Msg = "warning: " + p.Msg
+		t.c.Warnings = append(t.c.Warnings, p.Error())
 	}
 	t.c.Rules = set
 }

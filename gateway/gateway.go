@@ -136,7 +136,7 @@ func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 	// answer 503, deny with Retry-After). With Redis down at start the gateway starts anyway.
 	var ro redisstore.Options
 	if cfg.OnStoreError == ratelimit.FailLocal {
-		ro.OnError = redisstore.Local
+		ro.OnError = ratelimit.FailLocal
 	}
 	st, err := storeurl.Open(ctx, cfg.Store, storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, OnStoreError: cfg.OnStoreError, Logger: g.log})
 	if err != nil {
@@ -217,24 +217,27 @@ func (g *Gateway) openJournal(cfg *Config) {
 }
 
 // bindRules binds cfg's rules to the store once for every route and
-// request (rules.Set.Bind), rules with lease: true to the Redis store's
-// leased view. An error refuses the config (a reload keeps the last good
-// one). On the memory store lease: true changes nothing, with a warning.
+// request (rules.Set.Bind), rules with prefetch: true to the Redis store's
+// prefetch view. An error refuses the config (a reload keeps the last good
+// one). On the memory store prefetch: true changes nothing, with a warning.
 func (g *Gateway) bindRules(cfg *Config) (*rules.Set, error) {
 	if cfg.Rules == nil {
 		return nil, nil
 	}
+	for _, p := range cfg.Rules.Warnings() { // lease: true, prefetch's old spelling
+		g.log.Warn("gateway: "+p.Msg, "at", fmt.Sprintf("%s:%d", p.File, p.Line), "path", p.Path)
+	}
 	var opts rules.BindOptions
-	if lr := cfg.Rules.LeasedRules(); len(lr) > 0 {
-		l, err := g.st.LeasedView()
+	if lr := cfg.Rules.PrefetchRules(); len(lr) > 0 {
+		l, err := g.st.PrefetchView()
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
 		if l != nil {
-			opts.Leased = l
+			opts.Prefetch = l
 		} else {
 			for _, r := range lr {
-				g.log.Warn("gateway: lease: true has no effect on the memory store: the rule is decided exactly, in process", "rule", r.Key, "at", fmt.Sprintf("%s:%d", r.File, r.Line))
+				g.log.Warn("gateway: prefetch: true has no effect on the memory store: the rule is decided exactly, in process", "rule", r.Key, "at", fmt.Sprintf("%s:%d", r.File, r.Line))
 			}
 		}
 	}

@@ -75,7 +75,7 @@ type Middleware struct {
 	Store ratelimit.Store
 	// Rules resolves descriptors to store requests (rules.Set.Resolve).
 	// A Set bound to a store (rules.Set.Bind) decides its rules with that
-	// store's bindings (a lease: true rule with its leased view); Handler
+	// store's bindings (a prefetch: true rule with its prefetch view); Handler
 	// binds a Set that is not bound to Store.
 	Rules *rules.Set
 	// Domain is the rules domain the descriptors are matched in.
@@ -197,7 +197,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	if m.Rules.Store() == nil {
 		// Bind each rule once here rather than derive its limit on every
 		// request. A Set already bound (the gateway binds its own, with
-		// the leased view) is taken as it is.
+		// the prefetch view) is taken as it is.
 		if b, err := m.Rules.Bind(m.Store, rules.BindOptions{}); err != nil {
 			h.m.Logger.Error("httplimit: rules not bound to the store; each request derives its limit", "err", err)
 		} else {

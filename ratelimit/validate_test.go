@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,21 @@ func TestFailurePolicyText(t *testing.T) {
 	}
 	if _, err := ratelimit.ParseFailurePolicy("open"); err == nil {
 		t.Error("ParseFailurePolicy(open) = nil error")
+	}
+}
+
+// TestPrefetchable: the one answer of what prefetch mode may decide, for
+// every algorithm: gcra, token_bucket and fixed_window; the others an
+// error wrapping ErrInvalidRequest that names the algorithm.
+func TestPrefetchable(t *testing.T) {
+	for _, a := range ratelimit.Algorithms() {
+		err := a.Prefetchable()
+		want := a == ratelimit.GCRA || a == ratelimit.TokenBucket || a == ratelimit.FixedWindow
+		if (err == nil) != want {
+			t.Errorf("%v: Prefetchable() = %v, want prefetchable %v", a, err, want)
+		}
+		if err != nil && (!errors.Is(err, ratelimit.ErrInvalidRequest) || !strings.Contains(err.Error(), a.String()) || !strings.HasPrefix(err.Error(), "ratelimit: ")) {
+			t.Errorf("%v: Prefetchable() = %q, want an ErrInvalidRequest naming it", a, err)
+		}
 	}
 }

@@ -9,14 +9,14 @@ import (
 )
 
 // Apply decides req in Redis. A denial is a Decision; an error means Redis
-// could not decide and Options.OnError is ReturnError (or the request is
+// could not decide and Options.OnError is ratelimit.FailError (or the request is
 // invalid, or the store closed).
 func (s *Store) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	return s.apply(ctx, req, true)
 }
 
 // apply is Apply; without fb, a failure is returned as an error instead of
-// going to Options.OnError (leased mode takes and returns slices with it).
+// going to Options.OnError (prefetch mode takes and returns slices with it).
 // It sends req down one path, each in a file of its own: the denial cache
 // (denycache.go), the failure policy while the breaker of req's node is
 // open (failure.go), a caller's trial of that node (trial.go), plain

@@ -40,7 +40,7 @@ const (
 
 func backOpts(trial time.Duration) redisstore.Options {
 	return redisstore.Options{
-		Prefix: prefix(), OnError: redisstore.Allow, Timeout: faultTimeout,
+		Prefix: prefix(), OnError: ratelimit.FailAllow, Timeout: faultTimeout,
 		BreakerCooldown: 5 * time.Second, BreakerMaxCooldown: 5 * time.Second, BreakerTrial: trial,
 	}
 }
@@ -117,7 +117,7 @@ func TestBackWithoutTrials(t *testing.T) {
 func TestClusterPrimaryLost(t *testing.T) {
 	cl := redistest.StartClusterReplicas(t, 3, 1, time.Second)
 	opts := backOpts(0)
-	opts.OnError = redisstore.ReturnError // answers are counted per key
+	opts.OnError = ratelimit.FailError // answers are counted per key
 	s, err := redisstore.Open(context.Background(), cl.URL(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -59,15 +59,15 @@
 // of the command time; its decisions are the script's (Options.ScriptOnly
 // turns it off; docs/redis.md says when it applies and its transients).
 //
-// # Hot keys: leased mode
+// # Hot keys: prefetch mode
 //
 // One Redis primary decides about 100–200k requests a second for one key.
-// NewLeased wraps a Store so that an instance takes a slice of a hot key's
+// NewPrefetch wraps a Store so that an instance takes a slice of a hot key's
 // budget in one script call, decides from it in process, and gives back
 // what it did not spend; slices are sized from the key's observed rate and
 // cold keys stay exact. Over-admission is at most (instances) × (largest
 // slice), 1% of the capacity with the defaults and up to 10 instances, and
-// 0 for the fixed window. See Leased.
+// 0 for the fixed window. See Prefetch.
 //
 // # Failures
 //
@@ -79,9 +79,9 @@
 // watchdog checks every quarter of the timeout, so a wait lasts at most
 // 1.25·Timeout. After BreakerThreshold consecutive failures a breaker
 // stops calling Redis, so an outage does not add a timeout to every
-// request. Options.OnError then chooses: ReturnError (the default: the
-// caller decides), Allow (fail open, as Stripe does), Deny (fail closed),
-// or Local (an in-process memstore applying the same limits until Redis
+// request. Options.OnError (a ratelimit.FailurePolicy) then chooses: FailError (the
+// default: the caller decides), FailAllow (fail open, as Stripe does),
+// FailDeny (fail closed), or FailLocal (an in-process memstore applying the same limits until Redis
 // answers again; each instance then enforces the limit alone, so n
 // instances admit up to n times it). There is a breaker per node (a
 // standalone server is one; on a Cluster, each primary of the slot map):

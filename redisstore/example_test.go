@@ -23,8 +23,8 @@ func ExampleOpen() {
 	ctx := context.Background()
 
 	store, err := redisstore.Open(ctx, "redis://"+srv.Addr, redisstore.Options{
-		OnError: redisstore.Local, // Redis down: each instance limits alone
-		Timeout: time.Second,      // default 100 ms
+		OnError: ratelimit.FailLocal, // Redis down: each instance limits alone
+		Timeout: time.Second,         // default 100 ms
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -93,7 +93,7 @@ func ExampleStore_Health() {
 	ctx := context.Background()
 
 	store, err := redisstore.Open(ctx, "redis://"+srv.Addr, redisstore.Options{
-		OnError:         redisstore.Allow, // fail open while Redis is away
+		OnError:         ratelimit.FailAllow, // fail open while Redis is away
 		Timeout:         time.Second,
 		BreakerCooldown: 50 * time.Millisecond, // first probe; default 1 s
 	})

@@ -45,10 +45,10 @@ func (s *Store) failed(ctx context.Context, req ratelimit.Request, fb bool, err 
 func (s *Store) fallback(ctx context.Context, req ratelimit.Request, err error) (ratelimit.Decision, error) {
 	s.policy.Add(1)
 	lim := req.Limit.Normalize()
-	if req.Refund && s.opts.OnError != Local && s.opts.OnError != ReturnError {
+	if req.Refund && s.opts.OnError != ratelimit.FailLocal && s.opts.OnError != ratelimit.FailError {
 		return ratelimit.Decision{Allowed: true, Limit: lim}, nil // nothing to give back to
 	}
-	if s.opts.OnError == Allow || s.opts.OnError == Deny {
+	if s.opts.OnError == ratelimit.FailAllow || s.opts.OnError == ratelimit.FailDeny {
 		switch {
 		case req.N > lim.Capacity(req.Algorithm):
 			return ratelimit.Decision{Limit: lim, Unsatisfiable: true}, nil
@@ -57,13 +57,13 @@ func (s *Store) fallback(ctx context.Context, req ratelimit.Request, err error) 
 		}
 	}
 	switch s.opts.OnError {
-	case Allow:
+	case ratelimit.FailAllow:
 		return ratelimit.Decision{Allowed: true, Limit: lim}, nil
-	case Deny:
+	case ratelimit.FailDeny:
 		// Not full again before the caller is told to come back: a reset
 		// of 0 would say the quota is whole now (RateLimit t=0).
 		return ratelimit.Decision{Limit: lim, RetryAfter: s.opts.BreakerCooldown, ResetAfter: s.opts.BreakerCooldown}, nil
-	case Local:
+	case ratelimit.FailLocal:
 		return s.local.Apply(ctx, req)
 	}
 	return ratelimit.Decision{}, err

@@ -80,7 +80,7 @@ func load(t *testing.T, s *redisstore.Store, req ratelimit.Request, stop <-chan 
 
 func TestKillUnderLoad(t *testing.T) {
 	lim := ratelimit.Limit{Rate: 5, Period: time.Hour, Burst: 5}
-	for _, policy := range []redisstore.Policy{redisstore.ReturnError, redisstore.Allow, redisstore.Deny, redisstore.Local} {
+	for _, policy := range []ratelimit.FailurePolicy{ratelimit.FailError, ratelimit.FailAllow, ratelimit.FailDeny, ratelimit.FailLocal} {
 		t.Run(policy.String(), func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t)
@@ -113,19 +113,19 @@ func TestKillUnderLoad(t *testing.T) {
 					t.Errorf("down, call %d: took %v, want at most %v", i, took, faultBound)
 				}
 				switch policy {
-				case redisstore.ReturnError:
+				case ratelimit.FailError:
 					if !errors.Is(err, redisstore.ErrUnavailable) {
 						t.Fatalf("down, call %d: err = %v, want ErrUnavailable", i, err)
 					}
-				case redisstore.Allow:
+				case ratelimit.FailAllow:
 					if err != nil || !d.Allowed {
 						t.Fatalf("down, call %d: %+v, %v; want allowed", i, d, err)
 					}
-				case redisstore.Deny:
+				case ratelimit.FailDeny:
 					if err != nil || d.Allowed || d.RetryAfter <= 0 || d.ResetAfter < d.RetryAfter {
 						t.Fatalf("down, call %d: %+v, %v; want denied with a RetryAfter, not full again before it", i, d, err)
 					}
-				case redisstore.Local:
+				case ratelimit.FailLocal:
 					// A fresh local limiter: 5 admitted, then denied.
 					if err != nil || d.Allowed != (i < 5) {
 						t.Fatalf("down, call %d: %+v, %v; want allowed only for the first 5", i, d, err)
@@ -161,7 +161,7 @@ func TestHungServer(t *testing.T) {
 	srv := redistest.Start(t)
 	var failures atomic.Int64
 	s := newStore(t, env{client: ownClient(t, srv.Addr)}, redisstore.Options{
-		OnError: redisstore.Deny, Timeout: faultTimeout, BreakerThreshold: 2, BreakerCooldown: time.Hour,
+		OnError: ratelimit.FailDeny, Timeout: faultTimeout, BreakerThreshold: 2, BreakerCooldown: time.Hour,
 		OnFailure: func(error) { failures.Add(1) },
 	})
 	ctx := context.Background()

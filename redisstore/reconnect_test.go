@@ -24,7 +24,7 @@ import (
 
 // reconnectOpts are the options of the stores that lose Redis here: short
 // probes, so that recovery is seen within a fraction of eventually's 20 s.
-func reconnectOpts(policy redisstore.Policy) redisstore.Options {
+func reconnectOpts(policy ratelimit.FailurePolicy) redisstore.Options {
 	return redisstore.Options{
 		Prefix:             prefix(),
 		OnError:            policy,
@@ -37,18 +37,18 @@ func reconnectOpts(policy redisstore.Policy) redisstore.Options {
 // checkPolicy fails t unless d, err is what policy answers for a first
 // request of cost 1 within a fresh limit (Local: admitted by a fresh
 // local limiter).
-func checkPolicy(t *testing.T, what string, policy redisstore.Policy, d ratelimit.Decision, err error) {
+func checkPolicy(t *testing.T, what string, policy ratelimit.FailurePolicy, d ratelimit.Decision, err error) {
 	t.Helper()
 	switch policy {
-	case redisstore.ReturnError:
+	case ratelimit.FailError:
 		if !errors.Is(err, redisstore.ErrUnavailable) {
 			t.Fatalf("%s: %+v, %v; want ErrUnavailable", what, d, err)
 		}
-	case redisstore.Allow, redisstore.Local:
+	case ratelimit.FailAllow, ratelimit.FailLocal:
 		if err != nil || !d.Allowed {
 			t.Fatalf("%s: %+v, %v; want allowed by the %v policy", what, d, err, policy)
 		}
-	case redisstore.Deny:
+	case ratelimit.FailDeny:
 		if err != nil || d.Allowed || d.RetryAfter <= 0 || d.ResetAfter < d.RetryAfter {
 			t.Fatalf("%s: %+v, %v; want denied by the policy, with a RetryAfter, not full again before it", what, d, err)
 		}
@@ -123,7 +123,7 @@ func recovered(t *testing.T, s *redisstore.Store, node func(key string) *rediste
 // redis-server starts on that port the store connects, loads its scripts
 // and decides in Redis.
 func TestDownAtStart(t *testing.T) {
-	for _, policy := range []redisstore.Policy{redisstore.ReturnError, redisstore.Allow, redisstore.Deny, redisstore.Local} {
+	for _, policy := range []ratelimit.FailurePolicy{ratelimit.FailError, ratelimit.FailAllow, ratelimit.FailDeny, ratelimit.FailLocal} {
 		t.Run(policy.String(), func(t *testing.T) {
 			srv := redistest.Start(t)
 			srv.Kill()
@@ -152,7 +152,7 @@ func TestDownAtStart(t *testing.T) {
 					t.Errorf("call %d with Redis down took %v, want at most %v", i, took, faultBound)
 				}
 			}
-			if policy == redisstore.ReturnError {
+			if policy == ratelimit.FailError {
 				_, err := s.Apply(context.Background(), ratelimit.Request{Key: "k", Limit: ratelimit.PerMinute(5), N: 1})
 				if !strings.Contains(err.Error(), "not connected") {
 					t.Errorf("error with Redis down: %q, want it to say the store is not connected", err)
@@ -190,7 +190,7 @@ func TestDownAtStartCluster(t *testing.T) {
 	for _, n := range c.Nodes {
 		n.Kill()
 	}
-	s, err := redisstore.Open(context.Background(), c.URL(), reconnectOpts(redisstore.Deny))
+	s, err := redisstore.Open(context.Background(), c.URL(), reconnectOpts(ratelimit.FailDeny))
 	if err != nil {
 		t.Fatalf("Open with the cluster down: %v", err)
 	}
@@ -200,7 +200,7 @@ func TestDownAtStartCluster(t *testing.T) {
 	}
 	for i := range 3 {
 		d, err := s.Apply(context.Background(), ratelimit.Request{Key: "k" + strconv.Itoa(i), Limit: ratelimit.PerMinute(5), N: 1})
-		checkPolicy(t, "call "+strconv.Itoa(i)+" with the cluster down", redisstore.Deny, d, err)
+		checkPolicy(t, "call "+strconv.Itoa(i)+" with the cluster down", ratelimit.FailDeny, d, err)
 	}
 	eventually(t, func() bool { return s.Health().Failures >= 3 })
 	for _, n := range c.Nodes {
@@ -246,7 +246,7 @@ func TestDownAtStartCluster(t *testing.T) {
 func TestLostAndBack(t *testing.T) {
 	srv := redistest.Start(t)
 	var hl healthLog
-	opts := reconnectOpts(redisstore.Allow)
+	opts := reconnectOpts(ratelimit.FailAllow)
 	opts.OnHealth = hl.add
 	s, err := redisstore.Open(context.Background(), srv.URL(), opts)
 	if err != nil {
@@ -259,7 +259,7 @@ func TestLostAndBack(t *testing.T) {
 	srv.Kill()
 	eventually(t, func() bool {
 		d, err := s.Apply(ctx, req)
-		checkPolicy(t, "Redis killed", redisstore.Allow, d, err)
+		checkPolicy(t, "Redis killed", ratelimit.FailAllow, d, err)
 		return !s.Health().Connected
 	})
 	if h := s.Health(); h.LastError == nil || !strings.Contains(h.String(), "disconnected since") {
@@ -290,7 +290,7 @@ func TestHungAtStart(t *testing.T) {
 			srv.Resume()
 		}
 	})
-	opts := reconnectOpts(redisstore.Deny)
+	opts := reconnectOpts(ratelimit.FailDeny)
 	s, err := redisstore.Open(context.Background(), srv.URL(), opts)
 	if err != nil {
 		t.Fatalf("Open with Redis hung: %v", err)
@@ -300,7 +300,7 @@ func TestHungAtStart(t *testing.T) {
 		t.Fatalf("health with Redis hung: %v; want disconnected", h)
 	}
 	d, err := s.Apply(context.Background(), ratelimit.Request{Key: "k", Limit: ratelimit.PerMinute(5), N: 1})
-	checkPolicy(t, "Redis hung", redisstore.Deny, d, err)
+	checkPolicy(t, "Redis hung", ratelimit.FailDeny, d, err)
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +383,7 @@ func TestCloseDuringReconnect(t *testing.T) {
 				t.Fatalf("store goroutines before the test:\n%s", strings.Join(g, "\n\n"))
 			}
 			before := runtime.NumGoroutine()
-			opts := reconnectOpts(redisstore.Allow)
+			opts := reconnectOpts(ratelimit.FailAllow)
 			opts.BreakerCooldown, opts.BreakerMaxCooldown = time.Millisecond, 5*time.Millisecond
 			s, err := redisstore.Open(context.Background(), tc.url, opts)
 			if err != nil {
@@ -431,15 +431,15 @@ func TestHungWaitBound(t *testing.T) {
 	)
 	for _, tc := range []struct {
 		name      string
-		policy    redisstore.Policy
+		policy    ratelimit.FailurePolicy
 		threshold int
 		maxBatch  int
 	}{
 		// With the breaker off every call goes to Redis and waits, behind
 		// batches that hang for the full timeout.
-		{"deny, no breaker", redisstore.Deny, -1, 0},
-		{"allow, no breaker, small batches", redisstore.Allow, -1, 4},
-		{"deny, breaker", redisstore.Deny, 0, 0},
+		{"deny, no breaker", ratelimit.FailDeny, -1, 0},
+		{"allow, no breaker, small batches", ratelimit.FailAllow, -1, 4},
+		{"deny, breaker", ratelimit.FailDeny, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -506,7 +506,7 @@ func TestHungWaitBound(t *testing.T) {
 						case err != nil:
 							t.Errorf("call with Redis hung: %v, want the %v policy's decision", err, tc.policy)
 							return
-						case d.Allowed != (tc.policy == redisstore.Allow):
+						case d.Allowed != (tc.policy == ratelimit.FailAllow):
 							t.Errorf("call with Redis hung: %+v, want the %v policy's decision", d, tc.policy)
 							return
 						}
@@ -534,7 +534,7 @@ func TestHungWaitBound(t *testing.T) {
 func TestCloseHoldsTheBound(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newStore(t, env{client: ownClient(t, srv.Addr)}, redisstore.Options{
-		OnError: redisstore.Deny, Timeout: faultTimeout, BreakerThreshold: -1,
+		OnError: ratelimit.FailDeny, Timeout: faultTimeout, BreakerThreshold: -1,
 	})
 	ctx := context.Background()
 	lim := ratelimit.PerSecond(1000)

@@ -44,38 +44,6 @@ var ErrUnavailable = errors.New("redisstore: redis unavailable")
 // outage.
 var ErrScript = errors.New("redisstore: script failed")
 
-// Policy is what Apply does when Redis cannot decide (ErrUnavailable or
-// ErrScript): ratelimit.FailurePolicy, the one failure vocabulary of
-// sluice (the gateway's on_store_error, sluice rls's --on-store-error).
-type Policy = ratelimit.FailurePolicy
-
-const (
-	// ReturnError (the zero value) returns the error: the caller decides,
-	// for example with a 503, or by choosing a policy per route.
-	ReturnError = ratelimit.FailError
-	// Allow fails open: every request is admitted while Redis is
-	// unreachable (Stripe's choice). The decision reports Remaining 0.
-	Allow = ratelimit.FailAllow
-	// Deny fails closed: every request is denied, with RetryAfter equal to
-	// the breaker's cooldown.
-	Deny = ratelimit.FailDeny
-	// Local falls back to an in-process memstore applying the same limits,
-	// so each instance enforces the limit on its own while Redis is away
-	// (n instances admit up to n times the limit), and goes back to Redis
-	// when it answers again. The local state starts empty and is not copied
-	// to Redis.
-	Local = ratelimit.FailLocal
-)
-
-// ParsePolicy returns the policy named error, allow, deny or local.
-func ParsePolicy(s string) (Policy, error) {
-	p, err := ratelimit.ParseFailurePolicy(s)
-	if err != nil {
-		return 0, fmt.Errorf("redisstore: %w", err)
-	}
-	return p, nil
-}
-
 // Options configures a Store. The zero value is a good default: Redis's
 // clock, 100 ms per call, errors returned to the caller.
 type Options struct {
@@ -98,8 +66,8 @@ type Options struct {
 	// dial_timeout overrides it).
 	Timeout time.Duration
 	// OnError is what Apply does when Redis cannot decide. Default
-	// ReturnError.
-	OnError Policy
+	// ratelimit.FailError.
+	OnError ratelimit.FailurePolicy
 	// BreakerThreshold is the number of consecutive failed calls to a node
 	// that opens its breaker (a standalone server is one node; on a
 	// Cluster each primary has its own, so that losing one fails only the
@@ -165,7 +133,7 @@ type Options struct {
 	// Redis), for logging. It is called from the store's goroutines and
 	// must not block.
 	OnHealth func(Health)
-	// Local configures the memstore of the Local policy (its Now is set to
+	// Local configures the memstore of the ratelimit.FailLocal policy (its Now is set to
 	// this Options' Now).
 	Local memstore.Options
 	// ScriptOnly sends every request to the scripts. By default a fixed
@@ -443,7 +411,7 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 	if opts.DenyCache {
 		s.deny = newDenyCache(opts.DenyCacheSize)
 	}
-	if opts.OnError == Local {
+	if opts.OnError == ratelimit.FailLocal {
 		lo := opts.Local
 		lo.Now = opts.Now
 		s.local = memstore.New(lo)

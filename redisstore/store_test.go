@@ -102,22 +102,6 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-func TestPolicyText(t *testing.T) {
-	for _, p := range []redisstore.Policy{redisstore.ReturnError, redisstore.Allow, redisstore.Deny, redisstore.Local} {
-		b, err := p.MarshalText()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var q redisstore.Policy
-		if err := q.UnmarshalText(b); err != nil || q != p {
-			t.Errorf("round trip of %v: got %v, %v", p, q, err)
-		}
-	}
-	if _, err := redisstore.ParsePolicy("open"); err == nil {
-		t.Error(`ParsePolicy("open"): no error`)
-	}
-}
-
 // TestBatchSameKey sends many concurrent requests for one key, so that
 // batches hold the key several times: exactly the capacity is admitted.
 func TestBatchSameKey(t *testing.T) {
@@ -259,7 +243,7 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := runtime.NumGoroutine()
-	s, err := redisstore.New(ctx, e.client, redisstore.Options{Prefix: prefix(), Pipeline: 8, OnError: redisstore.Local, Timeout: 10 * time.Second})
+	s, err := redisstore.New(ctx, e.client, redisstore.Options{Prefix: prefix(), Pipeline: 8, OnError: ratelimit.FailLocal, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,9 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// leaseConfig has a hot rule with lease: true and an exact rule, as
+// prefetchConfig has a hot rule with prefetch: true and an exact rule, as
 // docs/rules.md shows them.
-const leaseConfig = `domain: lease
+const prefetchConfig = `domain: prefetch
 descriptors:
   - key: tenant
     rate_limit:
@@ -31,7 +31,7 @@ descriptors:
       unit: second
       requests_per_unit: 100000
       burst: 1000000
-      lease: true
+      prefetch: true
   - key: user
     rate_limit:
       unit: hour
@@ -62,12 +62,12 @@ func redisCalls(t *testing.T, s *redistest.Server) int64 {
 	return n
 }
 
-// TestLeaseRuleRedis: on its own redis-server, a config with a leased rule
-// and an exact one. The leased rule's hot key is answered mostly in
+// TestPrefetchRuleRedis: on its own redis-server, a config with a prefetched rule
+// and an exact one. The prefetched rule's hot key is answered mostly in
 // process: redis-server runs far fewer commands than decisions (INFO
 // commandstats). The exact rule costs a command a decision at least and
 // admits exactly its limit, then OVER_LIMIT.
-func TestLeaseRuleRedis(t *testing.T) {
+func TestPrefetchRuleRedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: no Redis")
 	}
@@ -80,24 +80,24 @@ func TestLeaseRuleRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	leased, err := redisstore.NewLeased(store, redisstore.LeaseOptions{ExactOthers: true})
+	prefetched, err := redisstore.NewPrefetch(store, redisstore.PrefetchOptions{ExactOthers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer leased.Close()
-	cfg, err := rules.Parse("lease.yaml", []byte(leaseConfig))
+	defer prefetched.Close()
+	cfg, err := rules.Parse("prefetch.yaml", []byte(prefetchConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
 	set, _ := rules.NewSet(cfg)
-	s, err := rls.New(store, set, rls.Options{Leased: leased, Headers: header.Off})
+	s, err := rls.New(store, set, rls.Options{Prefetch: prefetched, Headers: header.Off})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	ask := func(key string, n int) (ok, over int) {
 		t.Helper()
-		req := &pb.RateLimitRequest{Domain: "lease", Descriptors: []*commonpb.RateLimitDescriptor{d(key, "acme")}}
+		req := &pb.RateLimitRequest{Domain: "prefetch", Descriptors: []*commonpb.RateLimitDescriptor{d(key, "acme")}}
 		for range n {
 			resp, err := s.ShouldRateLimit(ctx, req)
 			if err != nil {
@@ -114,13 +114,13 @@ func TestLeaseRuleRedis(t *testing.T) {
 	const n = 2000
 	c0 := redisCalls(t, srv)
 	if ok, _ := ask("tenant", n); ok != n {
-		t.Errorf("leased rule: %d of %d OK, within its burst", ok, n)
+		t.Errorf("prefetched rule: %d of %d OK, within its burst", ok, n)
 	}
 	hot := redisCalls(t, srv) - c0
-	st := leased.Stats()
-	t.Logf("leased rule: %d decisions, %d redis-server commands; lease stats %+v", n, hot, st)
+	st := prefetched.Stats()
+	t.Logf("prefetched rule: %d decisions, %d redis-server commands; lease stats %+v", n, hot, st)
 	if hot > n/4 || st.Local < n/2 {
-		t.Errorf("leased rule: %d redis-server commands and %d local decisions for %d decisions; want most local", hot, st.Local, n)
+		t.Errorf("prefetched rule: %d redis-server commands and %d local decisions for %d decisions; want most local", hot, st.Local, n)
 	}
 	c1 := redisCalls(t, srv)
 	if ok, over := ask("user", 80); ok != 50 || over != 30 {
@@ -131,18 +131,18 @@ func TestLeaseRuleRedis(t *testing.T) {
 	if exact < 80 {
 		t.Errorf("exact rule: %d redis-server commands for 80 decisions, want one each at least", exact)
 	}
-	if st2 := leased.Stats(); st2.Local+st2.Exact != st.Local+st.Exact {
-		t.Errorf("the exact rule went through the leased view: %+v, then %+v", st, st2)
+	if st2 := prefetched.Stats(); st2.Local+st2.Exact != st.Local+st.Exact {
+		t.Errorf("the exact rule went through the prefetch view: %+v, then %+v", st, st2)
 	}
 }
 
-// TestLeaseRuleMemoryWarns: without a leased view (the memory store), a
-// lease: true rule is decided exactly, and each load says so once per
+// TestPrefetchRuleMemoryWarns: without a prefetch view (the memory store), a
+// prefetch: true rule is decided exactly, and each load says so once per
 // rule, with its file:line.
-func TestLeaseRuleMemoryWarns(t *testing.T) {
+func TestPrefetchRuleMemoryWarns(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "lease.yaml"), []byte(leaseConfig), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "prefetch.yaml"), []byte(prefetchConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
@@ -156,14 +156,14 @@ func TestLeaseRuleMemoryWarns(t *testing.T) {
 	if err := s.Load(dir); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dir, "lease.yaml")
-	if got := logs.String(); strings.Count(got, "lease: true has no effect") != 1 || !strings.Contains(got, "at="+file+":3") || !strings.Contains(got, "rule=lease.tenant") {
-		t.Errorf("log:\n%s\nwant one warning for lease.tenant at %s:3", got, file)
+	file := filepath.Join(dir, "prefetch.yaml")
+	if got := logs.String(); strings.Count(got, "prefetch: true has no effect") != 1 || !strings.Contains(got, "at="+file+":3") || !strings.Contains(got, "rule=prefetch.tenant") {
+		t.Errorf("log:\n%s\nwant one warning for prefetch.tenant at %s:3", got, file)
 	}
 	if s.Rules().Store() != store {
 		t.Errorf("the loaded rules are not bound to the store")
 	}
-	req := &pb.RateLimitRequest{Domain: "lease", Descriptors: []*commonpb.RateLimitDescriptor{d("tenant", "acme")}, HitsAddend: 1000000}
+	req := &pb.RateLimitRequest{Domain: "prefetch", Descriptors: []*commonpb.RateLimitDescriptor{d("tenant", "acme")}, HitsAddend: 1000000}
 	for i, want := range []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT} {
 		resp, err := s.ShouldRateLimit(context.Background(), req)
 		if err != nil {
@@ -172,5 +172,42 @@ func TestLeaseRuleMemoryWarns(t *testing.T) {
 		if resp.OverallCode != want {
 			t.Errorf("request %d of the whole burst: %v, want %v (exact)", i, resp.OverallCode, want)
 		}
+	}
+}
+
+// TestPrefetchDeprecatedLease: lease: true, prefetch's old spelling, still
+// sends the rule to the prefetch store, and the load says it is deprecated
+// in one warning line with its file:line; a reload of the same file does
+// not say it again.
+func TestPrefetchDeprecatedLease(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "prefetch.yaml")
+	if err := os.WriteFile(file, []byte(strings.Replace(prefetchConfig, "prefetch: true", "lease: true", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	store, pf := memstore.New(memstore.Options{}), memstore.New(memstore.Options{})
+	defer store.Close()
+	defer pf.Close()
+	s, err := rls.New(store, nil, rls.Options{Prefetch: pf, Headers: header.Off, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 2 {
+		if err := s.Load(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := logs.String(); strings.Count(got, "level=WARN") != 1 || strings.Count(got, "lease is deprecated") != 1 || !strings.Contains(got, "at="+file+":9") || !strings.Contains(got, "write prefetch: true") {
+		t.Errorf("log:\n%s\nwant one deprecation warning at %s:9", got, file)
+	}
+	req := &pb.RateLimitRequest{Domain: "prefetch", Descriptors: []*commonpb.RateLimitDescriptor{d("tenant", "acme")}}
+	if resp, err := s.ShouldRateLimit(context.Background(), req); err != nil || resp.OverallCode != pb.RateLimitResponse_OK {
+		t.Fatalf("ShouldRateLimit: %v, %v", resp, err)
+	}
+	if store.Len() != 0 || pf.Len() != 1 {
+		t.Errorf("store holds %d keys, the prefetch store %d; want the lease: true rule's key in the prefetch store", store.Len(), pf.Len())
 	}
 }

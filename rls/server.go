@@ -136,12 +136,12 @@ type Options struct {
 	// window nobody has hit yet, and calendar quota periods. Nil means
 	// time.Now.
 	Now func() time.Time
-	// Leased is the store that rules with lease: true decide with: a
-	// leased view of the Redis store (redisstore.Leased) over the same
+	// Prefetch is the store that rules with prefetch: true decide with: a
+	// prefetch view of the Redis store (redisstore.Prefetch) over the same
 	// Redis as the store. Nil (the memory store): those rules are decided
 	// by the store, exactly, and a warning names each of them once (with
 	// its file:line).
-	Leased ratelimit.Store
+	Prefetch ratelimit.Store
 }
 
 // Server answers ShouldRateLimit. Create it with New; it is safe for
@@ -149,26 +149,26 @@ type Options struct {
 type Server struct {
 	pb.UnimplementedRateLimitServiceServer
 
-	store     ratelimit.Store
-	leased    ratelimit.Store // Options.Leased
-	warnMu    sync.Mutex
-	warned    map[string]bool           // "file:line key" of the lease: true rules warned about (bind)
-	set       atomic.Pointer[rules.Set] // bound to store (bind)
-	log       *slog.Logger
-	reg       *prometheus.Registry
-	m         *metrics
-	health    *health.Server
-	headers   header.Mode
-	names     header.Names
-	nearRatio float64
-	parallel  bool
-	shadow    bool
-	stopIncr  bool
-	quota     bool // global quota mode
-	now       func() time.Time
-	scratch   sync.Pool // *scratch
-	loaded    atomic.Pointer[loaded]
-	events    *eventlog.Log // store failures and denials, aggregated
+	store      ratelimit.Store
+	prefetched ratelimit.Store // Options.Prefetch
+	warnMu     sync.Mutex
+	warned     map[string]bool           // "file:line key" (or path) of what warnOnce said
+	set        atomic.Pointer[rules.Set] // bound to store (bind)
+	log        *slog.Logger
+	reg        *prometheus.Registry
+	m          *metrics
+	health     *health.Server
+	headers    header.Mode
+	names      header.Names
+	nearRatio  float64
+	parallel   bool
+	shadow     bool
+	stopIncr   bool
+	quota      bool // global quota mode
+	now        func() time.Time
+	scratch    sync.Pool // *scratch
+	loaded     atomic.Pointer[loaded]
+	events     *eventlog.Log // store failures and denials, aggregated
 
 	storeStatus func() (bool, string)
 	dynMeta     bool
@@ -189,7 +189,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 	}
 	s := &Server{
 		store:       store,
-		leased:      opts.Leased,
+		prefetched:  opts.Prefetch,
 		log:         opts.Logger,
 		reg:         opts.Registry,
 		headers:     opts.Headers,
@@ -322,27 +322,40 @@ func (s *Server) swap(set *rules.Set) error {
 
 // bind prepares set's rules on the store once, for every request to come
 // (rules.Set.Bind): each rule's own algorithm and limit, and, for a fixed
-// window, the one applyEnvoyWindow charges. Rules with lease: true go to
-// the leased view, when there is one; without one they are exact, with a
+// window, the one applyEnvoyWindow charges. Rules with prefetch: true go to
+// the prefetch view, when there is one; without one they are exact, with a
 // warning.
 func (s *Server) bind(set *rules.Set) (*rules.Set, error) {
-	if s.leased == nil {
-		// Once per rule: a reload of the same file does not say it again.
-		s.warnMu.Lock()
-		defer s.warnMu.Unlock()
-		seen := s.warned
-		s.warned = make(map[string]bool)
-		for _, r := range set.LeasedRules() {
-			at := fmt.Sprintf("%s:%d", r.File, r.Line)
-			s.warned[at+" "+r.Key] = true
-			if seen[at+" "+r.Key] {
-				continue
-			}
-			s.log.Warn("rls: lease: true has no effect without a Redis store: the rule is decided exactly (the memory store decides every rule in process already)",
+	s.warnOnce(set)
+	return set.Bind(s.store, rules.BindOptions{Prefetch: s.prefetched, Variant: envoyWindowVariant})
+}
+
+// warnOnce logs what set says that works but should be said otherwise (a
+// deprecated spelling; prefetch: true without a Redis store), once: a
+// reload of the same file does not say it again.
+func (s *Server) warnOnce(set *rules.Set) {
+	s.warnMu.Lock()
+	defer s.warnMu.Unlock()
+	seen := s.warned
+	s.warned = make(map[string]bool)
+	once := func(key string) bool {
+		s.warned[key] = true
+		return !seen[key]
+	}
+	for _, p := range set.Warnings() {
+		if at := fmt.Sprintf("%s:%d", p.File, p.Line); once(at + " " + p.Path) {
+			s.log.Warn("rls: "+p.Msg, slog.String("at", at), slog.String("path", p.Path))
+		}
+	}
+	if s.prefetched != nil {
+		return
+	}
+	for _, r := range set.PrefetchRules() {
+		if at := fmt.Sprintf("%s:%d", r.File, r.Line); once(at + " " + r.Key) {
+			s.log.Warn("rls: prefetch: true has no effect without a Redis store: the rule is decided exactly (the memory store decides every rule in process already)",
 				slog.String("rule", r.Key), slog.String("at", at))
 		}
 	}
-	return set.Bind(s.store, rules.BindOptions{Leased: s.leased, Variant: envoyWindowVariant})
 }
 
 // envoyWindowVariant is the limit applyEnvoyWindow charges for a fixed

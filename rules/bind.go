@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -14,13 +15,13 @@ import (
 // BindOptions configures Set.Bind. The zero value binds every rule to the
 // store.
 type BindOptions struct {
-	// Leased is the store that rules with lease: true decide with: a
-	// leased view of the Redis store (redisstore.Leased), which answers a
+	// Prefetch is the store that rules with prefetch: true decide with: the
+	// prefetch view of the Redis store (redisstore.Prefetch), which answers a
 	// hot key from slices of its budget taken ahead. Nil: they decide
 	// with the store, exactly, like every other rule; that is what the
 	// memory store does, whose decisions are all local already (see
-	// Set.LeasedRules to warn about it).
-	Leased ratelimit.Store
+	// Set.PrefetchRules to warn about it).
+	Prefetch ratelimit.Store
 	// Variant, when set, names a second algorithm and limit that a door
 	// charges for rule r besides the rule's own, to be prepared too (the
 	// RLS counts envoyproxy/ratelimit's fixed windows with one event more
@@ -40,13 +41,14 @@ type binding struct {
 
 // Bind returns a Set with s's rules bound to store: each rate limit's
 // algorithm and limit prepared once when the store is a ratelimit.Binder
-// (memstore is one), and lease: true rules sent to opts.Leased when it is
+// (memstore is one), and prefetch: true rules sent to opts.Prefetch when it is
 // set. Checks that the returned Set resolves carry their binding, and
 // Check.Decide uses it. s itself is not changed: bind again on every
 // reload and swap the bound Set in, so that rules and bindings change
 // together.
 //
-// A rule the store cannot bind is an error (an *Errors, each problem at
+// A prefetch: true rule whose algorithm is not Prefetchable, and a rule
+// the store cannot bind, are errors (an *Errors, each problem at
 // the rule's file:line), and no Set is returned: a server keeps its last
 // good one. A store that is not a Binder is not an error: the rule is
 // decided by the store's Apply, as without Bind.
@@ -62,8 +64,16 @@ func (s *Set) Bind(store ratelimit.Store, opts BindOptions) (*Set, error) {
 		for i, r := range c.rules {
 			b := &c.binds[i]
 			b.store = store
-			if r.Lease && opts.Leased != nil {
-				b.store = opts.Leased
+			if r.Prefetch {
+				// The one rule of what may be prefetched, at every load
+				// (the parser refuses such a rule too, at its field).
+				if err := r.Algorithm.Prefetchable(); err != nil {
+					errs = append(errs, Problem{File: r.File, Line: r.Line, Path: r.Key, Msg: strings.TrimPrefix(err.Error(), "ratelimit: ")})
+					continue
+				}
+				if opts.Prefetch != nil {
+					b.store = opts.Prefetch
+				}
 			}
 			if r.Unlimited || r.Quota != nil || r.seq != i {
 				continue // nothing to prepare: a quota's limit changes with its period
@@ -107,13 +117,13 @@ func (b *binding) add(a ratelimit.Algorithm, l ratelimit.Limit) error {
 // Store returns the store s is bound to (Set.Bind), or nil.
 func (s *Set) Store() ratelimit.Store { return s.store }
 
-// LeasedRules returns the rules of s with lease: true, in domain and file
-// order: a server whose store has no leased view warns about them.
-func (s *Set) LeasedRules() []*Rule {
+// PrefetchRules returns the rules of s with prefetch: true, in domain and
+// file order: a server whose store has no prefetch view warns about them.
+func (s *Set) PrefetchRules() []*Rule {
 	var out []*Rule
 	for _, dom := range s.domains {
 		for _, r := range s.configs[dom].rules {
-			if r.Lease {
+			if r.Prefetch {
 				out = append(out, r)
 			}
 		}
@@ -125,8 +135,8 @@ func (s *Set) LeasedRules() []*Rule {
 // of it (another cost, a peek, a refund, an adjusted limit). A check that
 // a bound Set resolved (Set.Bind) is decided by its rule's binding: the
 // prepared ratelimit.Bound when req has an algorithm and limit that were
-// bound, else the Apply of the store its rule is bound to (the leased
-// view, for a lease: true rule). Any other check (an override, a Set
+// bound, else the Apply of the store its rule is bound to (the prefetched
+// view, for a prefetch: true rule). Any other check (an override, a Set
 // that is not bound) is decided by store.Apply. Either way the decision
 // is the one store.Apply would make: a Bound decides exactly as Apply.
 func (c *Check) Decide(ctx context.Context, store ratelimit.Store, req ratelimit.Request) (ratelimit.Decision, error) {
@@ -142,16 +152,4 @@ func (c *Check) Decide(ctx context.Context, store ratelimit.Store, req ratelimit
 		}
 	}
 	return b.store.Apply(ctx, req)
-}
-
-// Leasable reports whether a rule under algorithm a may be leased: gcra,
-// token_bucket and fixed_window. A leaky bucket's delay is a place in a
-// queue, and the sliding windows depend on when each event happened, which
-// only the shared store knows.
-func Leasable(a ratelimit.Algorithm) bool {
-	switch a {
-	case ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.FixedWindow:
-		return true
-	}
-	return false
 }

@@ -17,14 +17,14 @@ descriptors:
   - key: user
     rate_limit: {algorithm: gcra, unit: second, requests_per_unit: 2}
   - key: tenant
-    rate_limit: {algorithm: token_bucket, unit: second, requests_per_unit: 5000, lease: true}
+    rate_limit: {algorithm: token_bucket, unit: second, requests_per_unit: 5000, prefetch: true}
 `))
 	set, _ := rules.NewSet(cfg)
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	// No leased view on the memory store: the lease: true rule is exact.
-	for _, r := range set.LeasedRules() {
-		fmt.Printf("warning: %s:%d: %s: lease: true has no effect on the memory store\n", r.File, r.Line, r.Key)
+	// No prefetch view on the memory store: the prefetch: true rule is exact.
+	for _, r := range set.PrefetchRules() {
+		fmt.Printf("warning: %s:%d: %s: prefetch: true has no effect on the memory store\n", r.File, r.Line, r.Key)
 	}
 	bound, err := set.Bind(store, rules.BindOptions{})
 	if err != nil {
@@ -38,7 +38,7 @@ descriptors:
 		fmt.Println(cs[0].Policy(), d.Allowed, d.Remaining)
 	}
 	// Output:
-	// warning: api.yaml:6: api.tenant: lease: true has no effect on the memory store
+	// warning: api.yaml:6: api.tenant: prefetch: true has no effect on the memory store
 	// api.user true 1
 	// api.user true 0
 	// api.user false 0

@@ -21,7 +21,7 @@ descriptors:
   - key: gcra
     rate_limit: {algorithm: gcra, unit: second, requests_per_unit: 5, burst: 3}
   - key: bucket
-    rate_limit: {algorithm: token_bucket, unit: minute, requests_per_unit: 20, burst: 4, lease: true}
+    rate_limit: {algorithm: token_bucket, unit: minute, requests_per_unit: 20, burst: 4, prefetch: true}
   - key: leaky
     rate_limit: {algorithm: leaky_bucket, unit: second, requests_per_unit: 2, burst: 3}
   - key: window
@@ -110,21 +110,21 @@ func TestBindDecidesAsApply(t *testing.T) {
 	}
 }
 
-// TestBindLease: a lease: true rule decides with BindOptions.Leased, the
-// others with the store; without Leased, every rule decides with the
+// TestBindPrefetch: a prefetch: true rule decides with BindOptions.Prefetch, the
+// others with the store; without Prefetch, every rule decides with the
 // store.
-func TestBindLease(t *testing.T) {
+func TestBindPrefetch(t *testing.T) {
 	t.Parallel()
 	set := bindSet(t, bindYAML)
-	if lr := set.LeasedRules(); len(lr) != 1 || lr[0].Key != "d.bucket" || !lr[0].Lease {
-		t.Fatalf("LeasedRules() = %v, want d.bucket", lr)
+	if lr := set.PrefetchRules(); len(lr) != 1 || lr[0].Key != "d.bucket" || !lr[0].Prefetch {
+		t.Fatalf("PrefetchRules() = %v, want d.bucket", lr)
 	}
 	ctx := context.Background()
-	for _, withLeased := range []bool{true, false} {
-		store, leased := memstore.New(memstore.Options{}), memstore.New(memstore.Options{})
+	for _, withPrefetched := range []bool{true, false} {
+		store, prefetched := memstore.New(memstore.Options{}), memstore.New(memstore.Options{})
 		opts := rules.BindOptions{}
-		if withLeased {
-			opts.Leased = leased
+		if withPrefetched {
+			opts.Prefetch = prefetched
 		}
 		bound, err := set.Bind(store, opts)
 		if err != nil {
@@ -139,15 +139,15 @@ func TestBindLease(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		wantStore, wantLeased := 1, 1 // gcra's key; bucket's
-		if !withLeased {
-			wantStore, wantLeased = 2, 0
+		wantStore, wantPrefetched := 1, 1 // gcra's key; bucket's
+		if !withPrefetched {
+			wantStore, wantPrefetched = 2, 0
 		}
-		if store.Len() != wantStore || leased.Len() != wantLeased {
-			t.Errorf("with leased store %v: store holds %d keys, leased %d; want %d and %d", withLeased, store.Len(), leased.Len(), wantStore, wantLeased)
+		if store.Len() != wantStore || prefetched.Len() != wantPrefetched {
+			t.Errorf("with prefetched store %v: store holds %d keys, prefetched %d; want %d and %d", withPrefetched, store.Len(), prefetched.Len(), wantStore, wantPrefetched)
 		}
 		store.Close()
-		leased.Close()
+		prefetched.Close()
 	}
 }
 
@@ -173,11 +173,11 @@ func TestBindRefused(t *testing.T) {
 	}
 }
 
-// TestBindLeasedRedis: on one real redis-server, a leased rule and an exact
-// rule in one config. The leased rule's hot key is answered mostly in
+// TestBindPrefetchRedis: on one real redis-server, a prefetched rule and an exact
+// rule in one config. The prefetched rule's hot key is answered mostly in
 // process (few Redis requests for its decisions); the exact rule's every
 // decision is a Redis request, and it admits exactly its limit.
-func TestBindLeasedRedis(t *testing.T) {
+func TestBindPrefetchRedis(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Shared(t)
 	ctx := context.Background()
@@ -186,20 +186,20 @@ func TestBindLeasedRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	leased, err := redisstore.NewLeased(store, redisstore.LeaseOptions{ExactOthers: true})
+	prefetched, err := redisstore.NewPrefetch(store, redisstore.PrefetchOptions{ExactOthers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer leased.Close()
+	defer prefetched.Close()
 	set := bindSet(t, `
 domain: d
 descriptors:
   - key: tenant
-    rate_limit: {algorithm: token_bucket, unit: second, requests_per_unit: 100000, burst: 1000000, lease: true}
+    rate_limit: {algorithm: token_bucket, unit: second, requests_per_unit: 100000, burst: 1000000, prefetch: true}
   - key: user
     rate_limit: {unit: hour, requests_per_unit: 50}
 `)
-	bound, err := set.Bind(store, rules.BindOptions{Leased: leased})
+	bound, err := set.Bind(store, rules.BindOptions{Prefetch: prefetched})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,13 +226,13 @@ descriptors:
 	const n = 2000
 	c0 := calls()
 	if got := decide("tenant", n); got != n {
-		t.Errorf("leased rule admitted %d of %d, within its burst", got, n)
+		t.Errorf("prefetched rule admitted %d of %d, within its burst", got, n)
 	}
-	leasedCalls := calls() - c0
-	st := leased.Stats()
-	t.Logf("leased rule: %d decisions, %d Redis requests; lease stats %+v", n, leasedCalls, st)
-	if st.Local < n/2 || leasedCalls > n/2 {
-		t.Errorf("leased rule: %d local decisions and %d Redis requests for %d; want most local", st.Local, leasedCalls, n)
+	prefetchedCalls := calls() - c0
+	st := prefetched.Stats()
+	t.Logf("prefetched rule: %d decisions, %d Redis requests; prefetch stats %+v", n, prefetchedCalls, st)
+	if st.Local < n/2 || prefetchedCalls > n/2 {
+		t.Errorf("prefetched rule: %d local decisions and %d Redis requests for %d; want most local", st.Local, prefetchedCalls, n)
 	}
 	c1 := calls()
 	if got := decide("user", 80); got != 50 {
@@ -241,8 +241,8 @@ descriptors:
 	if exact := calls() - c1; exact < 80 {
 		t.Errorf("exact rule: %d Redis requests for 80 decisions, want one each at least", exact)
 	}
-	if st2 := leased.Stats(); st2.Local+st2.Exact != st.Local+st.Exact {
-		t.Errorf("the exact rule went through the leased view: %+v, then %+v", st, st2)
+	if st2 := prefetched.Stats(); st2.Local+st2.Exact != st.Local+st.Exact {
+		t.Errorf("the exact rule went through the prefetch view: %+v, then %+v", st, st2)
 	}
 }
 

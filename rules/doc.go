@@ -16,7 +16,7 @@
 //	  algorithm: token_bucket  # any ratelimit.Algorithm text form
 //	  burst: 20                # bucket algorithms only
 //	  window: 10s              # instead of unit: requests_per_unit per window
-//	  lease: true              # gcra, token_bucket, fixed_window: leased decisions (Set.Bind)
+//	  prefetch: true              # gcra, token_bucket, fixed_window: prefetched decisions (Set.Bind)
 //	quota:                     # instead of rate_limit: a calendar quota (UTC)
 //	  period: day              # or month
 //	  limit: 10000
@@ -34,7 +34,7 @@
 // A front door binds its Set to its store with [Set.Bind], at load and on
 // every reload: each rule's algorithm and limit are prepared once on the
 // store (a [ratelimit.Binder]) instead of on every request, and a rule
-// with lease: true is sent to a leased view of the Redis store
-// ([BindOptions].Leased). [Check.Decide] charges a resolved check through
+// with prefetch: true is sent to a prefetch view of the Redis store
+// ([BindOptions].Prefetch). [Check.Decide] charges a resolved check through
 // its rule's binding.
 package rules

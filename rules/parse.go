@@ -403,11 +403,13 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *Rule {
 	}
 	r.Algorithm = f.alg
 	r.Limit = ratelimit.Limit{Rate: f.rpu, Period: period, Burst: f.burst}
-	if f.lease && !Leasable(f.alg) {
-		p.Addf(f.leaseNode.Line, yamlnode.Join(path, "lease"), "leased mode decides gcra, token_bucket and fixed_window, not %v (its decisions depend on the order of events that only the shared store knows)", f.alg)
-		return nil
+	if f.prefetch {
+		if err := f.alg.Prefetchable(); err != nil {
+			p.Addf(f.prefetchNode.Line, yamlnode.Join(path, f.prefetchName), "%s", strings.TrimPrefix(err.Error(), "ratelimit: "))
+			return nil
+		}
 	}
-	r.Lease = f.lease
+	r.Prefetch = f.prefetch
 	if err := r.Limit.Validate(); err != nil {
 		p.Addf(n.Line, path, "%s", strings.TrimPrefix(err.Error(), "ratelimit: "))
 		return nil
@@ -423,8 +425,9 @@ type rateLimitFields struct {
 	unit, name       string
 	rpu, burst, mult int64
 	unlimited        bool
-	lease            bool
-	leaseNode        *yaml.Node
+	prefetch         bool
+	prefetchNode     *yaml.Node
+	prefetchName     string // "prefetch", or "lease" (its deprecated spelling)
 	alg              ratelimit.Algorithm
 	window           time.Duration
 	replaces         []string
@@ -466,8 +469,9 @@ func (p *parser) rateLimitFields(n *yaml.Node, path string) *rateLimitFields {
 			}
 			f.alg = a
 		},
-		"burst": func(k, v *yaml.Node) { f.burstNode, f.burst = v, integer(v, "burst", 1, math.MaxInt64) },
-		"lease": func(k, v *yaml.Node) { f.leaseNode, f.lease = v, p.boolean(v, at("lease")) },
+		"burst":    func(k, v *yaml.Node) { f.burstNode, f.burst = v, integer(v, "burst", 1, math.MaxInt64) },
+		"prefetch": func(k, v *yaml.Node) { p.prefetch(f, v, "prefetch", path) },
+		"lease":    func(k, v *yaml.Node) { p.prefetch(f, v, "lease", path) },
 		"window": func(k, v *yaml.Node) {
 			f.windowNode = v
 			d, ok := p.Duration(v, at("window"))
@@ -518,10 +522,25 @@ func (p *parser) checkUnlimited(f *rateLimitFields, path string) {
 	for _, g := range []struct {
 		n    *yaml.Node
 		name string
-	}{{f.algNode, "algorithm"}, {f.burstNode, "burst"}, {f.windowNode, "window"}, {f.leaseNode, "lease"}} {
+	}{{f.algNode, "algorithm"}, {f.burstNode, "burst"}, {f.windowNode, "window"}, {f.prefetchNode, f.prefetchName}} {
 		if g.n != nil {
 			p.Addf(g.n.Line, yamlnode.Join(path, g.name), "%s has no meaning when unlimited", g.name)
 		}
+	}
+}
+
+// prefetch reads a rate_limit's prefetch (name "prefetch"), or lease,
+// its deprecated spelling, which means the same and is noted as a
+// warning (Config.Warnings). Both in one block is an error.
+func (p *parser) prefetch(f *rateLimitFields, v *yaml.Node, name, path string) {
+	if f.prefetchNode != nil {
+		p.Addf(v.Line, yamlnode.Join(path, name), "lease is the deprecated spelling of prefetch: give prefetch only")
+		return
+	}
+	f.prefetchNode, f.prefetchName, f.prefetch = v, name, p.boolean(v, yamlnode.Join(path, name))
+	if name == "lease" && p.cfg != nil {
+		p.cfg.warnings = append(p.cfg.warnings, Problem{File: p.file, Line: v.Line, Path: yamlnode.Join(path, name),
+			Msg: "lease is deprecated (it now means the in-flight slot only): write prefetch: " + v.Value + ", which means the same"})
 	}
 }
 

@@ -71,12 +71,14 @@ type Rule struct {
 	Metadata map[string]any
 	// Quota is non-nil for a calendar quota rule.
 	Quota *Quota
-	// Lease asks for leased decisions (rate_limit.lease: true): through a
-	// Set bound with BindOptions.Leased, the rule's requests go to that
-	// store (a leased view of Redis, redisstore.Leased), which decides a
-	// hot key locally from slices of its budget; other rules stay exact.
-	// Only gcra, token_bucket and fixed_window rules may have it.
-	Lease bool
+	// Prefetch asks for prefetch mode (rate_limit.prefetch: true; lease:
+	// true is its deprecated spelling): through a Set bound with
+	// BindOptions.Prefetch, the rule's requests go to that store (the
+	// prefetch view of Redis, redisstore.Prefetch), which decides a hot key
+	// locally from slices of its budget taken ahead; other rules stay
+	// exact. Only rules whose algorithm is Prefetchable (gcra, token_bucket,
+	// fixed_window) may have it.
+	Prefetch bool
 	// File and Line tell where the rule was defined (the descriptor's key).
 	File string
 	Line int
@@ -249,6 +251,23 @@ type Config struct {
 	rules   []*Rule
 	domLine int
 	binds   []binding // one per rule, in a Set bound to a store (Set.Bind); else nil
+
+	warnings []Problem
+}
+
+// Warnings returns what c's file says that still works but should be
+// written otherwise (a deprecated spelling), each at its file:line, in
+// file order. A server logs them once at load; sluice check prints them.
+func (c *Config) Warnings() []Problem { return c.warnings }
+
+// Warnings returns the warnings of every config of s (Config.Warnings),
+// in domain order.
+func (s *Set) Warnings() []Problem {
+	var out []Problem
+	for _, dom := range s.domains {
+		out = append(out, s.configs[dom].warnings...)
+	}
+	return out
 }
 
 func (c *Config) domainLine() int { return c.domLine }

@@ -27,7 +27,7 @@ type Options struct {
 	// when Redis is lost and back.
 	Redis redisstore.Options
 	// OnStoreError is the failure policy the server applies above a store
-	// that returns its errors (Redis.OnError ReturnError: the gateway's
+	// that returns its errors (Redis.OnError ratelimit.FailError: the gateway's
 	// allow, deny and error), named in the logs; otherwise the logs name
 	// Redis.OnError.
 	OnStoreError ratelimit.FailurePolicy
@@ -37,7 +37,7 @@ type Options struct {
 
 // policy names, for the logs, what answers while Redis is away.
 func (o Options) policy() string {
-	if o.Redis.OnError == redisstore.ReturnError {
+	if o.Redis.OnError == ratelimit.FailError {
 		return o.OnStoreError.String()
 	}
 	return o.Redis.OnError.String()
@@ -49,33 +49,33 @@ type Store struct {
 	// Memory is the memory store, or nil; Redis the Redis store, or nil.
 	Memory *memstore.Store
 	Redis  *redisstore.Store
-	// Leased is the Redis store's leased mode (URL parameter lease), or
+	// Prefetch is the Redis store's prefetch mode (URL parameter prefetch), or
 	// nil; when set, it is the Store that decides.
-	Leased *redisstore.Leased
-	url    string
+	Prefetch *redisstore.Prefetch
+	url      string
 
 	viewMu   sync.Mutex
-	view     *redisstore.Leased // LeasedView's, when the URL has no lease
-	inflight inflightCloser     // InFlight's
+	view     *redisstore.Prefetch // PrefetchView's, when the URL has no prefetch
+	inflight inflightCloser       // InFlight's
 }
 
-// LeasedView returns a leased view of the Redis store, for the rules that
-// ask for one (lease: true in a rules file) while the others stay exact:
-// the store's own leased mode when its URL turned it on, else one made on
-// first use with redisstore's default lease options (100 ms slices,
+// PrefetchView returns a prefetch view of the Redis store, for the rules that
+// ask for one (prefetch: true in a rules file) while the others stay exact:
+// the store's own prefetch mode when its URL turned it on, else one made on
+// first use with redisstore's default prefetch options (100 ms slices,
 // over-admission at most 1% of a key's capacity with up to 10 instances),
 // closed with the store. It is nil, with no error, for the memory store.
-func (s *Store) LeasedView() (*redisstore.Leased, error) {
+func (s *Store) PrefetchView() (*redisstore.Prefetch, error) {
 	if s.Redis == nil {
 		return nil, nil
 	}
-	if s.Leased != nil {
-		return s.Leased, nil
+	if s.Prefetch != nil {
+		return s.Prefetch, nil
 	}
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
 	if s.view == nil {
-		l, err := redisstore.NewLeased(s.Redis, redisstore.LeaseOptions{ExactOthers: true})
+		l, err := redisstore.NewPrefetch(s.Redis, redisstore.PrefetchOptions{ExactOthers: true})
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", s.url, err)
 		}
@@ -99,7 +99,10 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 	ro := opts.Redis
 	policy := opts.policy()
 	safe := redact.URL(raw)
-	raw, lease, err := takeLease(raw)
+	for _, w := range Warnings(raw) {
+		log.Warn("store: "+w, "store", safe)
+	}
+	raw, prefetch, err := takePrefetch(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store %w", err)
 	}
@@ -148,38 +151,47 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 			"store", safe, "on_store_error", policy, "err", h.LastError)
 	}
 	st := &Store{Store: r, Redis: r, url: safe}
-	if lease != nil {
-		l, err := redisstore.NewLeased(r, *lease)
-		if err != nil {
+	if prefetch != nil {
+		if err := st.prefetchMode(*prefetch, log); err != nil {
 			r.Close()
-			return nil, fmt.Errorf("store %s: %w", safe, err)
+			return nil, err
 		}
-		st.Store, st.Leased = l, l
-		ttl, n := lease.TTL, lease.Instances
-		if ttl == 0 {
-			ttl = redisstore.DefaultLeaseTTL
-		}
-		if n == 0 {
-			n = redisstore.DefaultLeaseInstances
-		}
-		log.Info("store: leased mode for hot keys (gcra, token_bucket, fixed_window; other algorithms exact)",
-			"store", safe, "slice_ttl", ttl.String(), "instances", n)
 	}
 	return st, nil
 }
 
-// leaseStats are the counters of the store's leased mode or view, zero
+// prefetchMode turns on the Redis store's prefetch mode (URL parameter
+// prefetch) with o, and says so in the log.
+func (s *Store) prefetchMode(o redisstore.PrefetchOptions, log *slog.Logger) error {
+	l, err := redisstore.NewPrefetch(s.Redis, o)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", s.url, err)
+	}
+	s.Store, s.Prefetch = l, l
+	ttl, n := o.TTL, o.Instances
+	if ttl == 0 {
+		ttl = redisstore.DefaultPrefetchTTL
+	}
+	if n == 0 {
+		n = redisstore.DefaultPrefetchInstances
+	}
+	log.Info("store: prefetch mode for hot keys (gcra, token_bucket, fixed_window; other algorithms exact)",
+		"store", s.url, "slice_ttl", ttl.String(), "instances", n)
+	return nil
+}
+
+// prefetchStats are the counters of the store's prefetch mode or view, zero
 // without either.
-func (s *Store) leaseStats() redisstore.LeaseStats {
-	if s.Leased != nil {
-		return s.Leased.Stats()
+func (s *Store) prefetchStats() redisstore.PrefetchStats {
+	if s.Prefetch != nil {
+		return s.Prefetch.Stats()
 	}
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
 	if s.view != nil {
 		return s.view.Stats()
 	}
-	return redisstore.LeaseStats{}
+	return redisstore.PrefetchStats{}
 }
 
 // Close closes the store, and the in-flight store InFlight made.
@@ -194,8 +206,8 @@ func (s *Store) Close() error {
 	if s.Memory != nil {
 		return errors.Join(err, s.Memory.Close())
 	}
-	if s.Leased != nil {
-		s.Leased.Close() // gives back the unspent slices, through Redis
+	if s.Prefetch != nil {
+		s.Prefetch.Close() // gives back the unspent slices, through Redis
 	}
 	s.viewMu.Lock()
 	if s.view != nil {
@@ -230,8 +242,8 @@ func (s *Store) Ready() (bool, string) {
 //	sluice_redis_reconnects_total            times Redis came back
 //	sluice_redis_policy_answers_total        requests the failure policy answered (Redis could not decide)
 //	sluice_redis_script_calls_total, sluice_redis_requests_total   the mean batch is their ratio
-//	sluice_redis_lease_local_total, _exact_total, _slices_total, _returned_total   leased mode's decisions (URL parameter lease, or rules with lease: true)
-//	sluice_store_lease_keys                   the keys leased mode tracks
+//	sluice_redis_prefetch_local_total, _exact_total, _slices_total, _returned_total   prefetch mode's decisions (URL parameter prefetch, or rules with prefetch: true)
+//	sluice_store_prefetch_keys                   the keys prefetch mode tracks
 func (s *Store) Register(reg prometheus.Registerer) error {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "store", Name: name, Help: help}, f)
@@ -267,14 +279,14 @@ func (s *Store) Register(reg prometheus.Registerer) error {
 		)
 	}
 	if s.Redis != nil {
-		// Leased mode's, whether the URL turned it on for every rule or
-		// LeasedView made it for the rules with lease: true (zero until then).
+		// Prefetch mode's, whether the URL turned it on for every rule or
+		// PrefetchView made it for the rules with prefetch: true (zero until then).
 		cs = append(cs,
-			counter("redis", "lease_local_total", "Decisions leased mode made in process, from a slice in hand or a remembered denial.", func() float64 { return float64(s.leaseStats().Local) }),
-			counter("redis", "lease_exact_total", "Decisions leased mode sent to Redis one by one (cold keys, small limits, other algorithms).", func() float64 { return float64(s.leaseStats().Exact) }),
-			counter("redis", "lease_slices_total", "Slices of a hot key's budget taken from Redis.", func() float64 { return float64(s.leaseStats().Takes) }),
-			counter("redis", "lease_returned_total", "Events of slices given back to Redis unspent.", func() float64 { return float64(s.leaseStats().Returned) }),
-			gauge("lease_keys", "Keys leased mode tracks (bounded by its MaxKeys).", func() float64 { return float64(s.leaseStats().Keys) }),
+			counter("redis", "prefetch_local_total", "Decisions prefetch mode made in process, from a slice in hand or a remembered denial.", func() float64 { return float64(s.prefetchStats().Local) }),
+			counter("redis", "prefetch_exact_total", "Decisions prefetch mode sent to Redis one by one (cold keys, small limits, other algorithms).", func() float64 { return float64(s.prefetchStats().Exact) }),
+			counter("redis", "prefetch_slices_total", "Slices of a hot key's budget taken from Redis.", func() float64 { return float64(s.prefetchStats().Takes) }),
+			counter("redis", "prefetch_returned_total", "Events of slices given back to Redis unspent.", func() float64 { return float64(s.prefetchStats().Returned) }),
+			gauge("prefetch_keys", "Keys prefetch mode tracks (bounded by its MaxKeys).", func() float64 { return float64(s.prefetchStats().Keys) }),
 		)
 	}
 	for _, c := range cs {

@@ -22,7 +22,7 @@ func TestRedisDownAtStart(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	st, err := storeurl.Open(context.Background(), "redis://:pw@"+addr, storeurl.Options{Redis: redisstore.Options{OnError: redisstore.Allow}})
+	st, err := storeurl.Open(context.Background(), "redis://:pw@"+addr, storeurl.Options{Redis: redisstore.Options{OnError: ratelimit.FailAllow}})
 	if err != nil {
 		t.Fatalf("Open with Redis down = %v, want a store", err)
 	}

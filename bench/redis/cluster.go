@@ -130,9 +130,9 @@ func (t *ScaleTarget) Store() *redisstore.Store {
 }
 
 // ScaleModes are the store modes the bench can drive: exact (Store.Apply,
-// the default) and leased (NewLeased over the same store, default
-// LeaseOptions).
-var ScaleModes = []string{"exact", "leased"}
+// the default) and prefetched (NewPrefetch over the same store, default
+// PrefetchOptions).
+var ScaleModes = []string{"exact", "prefetched"}
 
 // store returns the target's store for mode, opening it on first use.
 func (t *ScaleTarget) store(ctx context.Context, mode string, pipeline int) (ratelimit.Store, *redisstore.Store, error) {
@@ -151,8 +151,8 @@ func (t *ScaleTarget) store(ctx context.Context, mode string, pipeline int) (rat
 		return st, base, nil
 	}
 	switch mode {
-	case "leased":
-		l, err := redisstore.NewLeased(base, redisstore.LeaseOptions{})
+	case "prefetched":
+		l, err := redisstore.NewPrefetch(base, redisstore.PrefetchOptions{})
 		if err != nil {
 			return nil, nil, err
 		}

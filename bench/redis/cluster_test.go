@@ -63,8 +63,8 @@ func TestClusterScale(t *testing.T) {
 	for _, r := range results {
 		names = append(names, r.Target.Name+"/"+r.Mode)
 	}
-	want := []string{"standalone/exact", "standalone/leased", "cluster 1/exact", "cluster 1/leased", "cluster 2/exact", "cluster 2/leased",
-		"cluster 2/leased", "cluster 2/exact", "cluster 1/leased", "cluster 1/exact", "standalone/leased", "standalone/exact"}
+	want := []string{"standalone/exact", "standalone/prefetched", "cluster 1/exact", "cluster 1/prefetched", "cluster 2/exact", "cluster 2/prefetched",
+		"cluster 2/prefetched", "cluster 2/exact", "cluster 1/prefetched", "cluster 1/exact", "standalone/prefetched", "standalone/exact"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("order %v; want %v", names, want)
 	}
@@ -119,7 +119,7 @@ func TestClusterScale(t *testing.T) {
 	sums := Summarize(results, "cluster 1")
 	var table bytes.Buffer
 	WriteScaleTable(&table, sums, "cluster 1")
-	for _, row := range []string{"| standalone | exact |", "| cluster 1 | leased |", "| cluster 2 | exact |"} {
+	for _, row := range []string{"| standalone | exact |", "| cluster 1 | prefetched |", "| cluster 2 | exact |"} {
 		if !strings.Contains(table.String(), row) {
 			t.Fatalf("table lacks %q:\n%s", row, table.String())
 		}

@@ -124,7 +124,7 @@ func (c checker) checkFile(name string, data []byte) (problems, warnings []strin
 		if err != nil {
 			return errorLines(err), nil, ""
 		}
-		return nil, nil, fmt.Sprintf("rules: domain %s, %d %s", cfg.Domain, len(cfg.Rules()), plural(len(cfg.Rules()), "rule"))
+		return nil, ruleWarnings(cfg.Warnings()), fmt.Sprintf("rules: domain %s, %d %s", cfg.Domain, len(cfg.Rules()), plural(len(cfg.Rules()), "rule"))
 	}
 	warnings, err := c.gateway(name, data)
 	if err != nil {
@@ -139,6 +139,17 @@ func (c checker) checkFile(name string, data []byte) (problems, warnings []strin
 		return nil, warnings, "gateway config: " + why
 	}
 	return nil, warnings, "gateway config"
+}
+
+// ruleWarnings are a rules file's warnings (a deprecated spelling), each
+// a line "file:line: path: warning: message".
+func ruleWarnings(ps []rules.Problem) []string {
+	var out []string
+	for _, p := range ps {
+		p.Msg = "warning: " + p.Msg
+		out = append(out, p.Error())
+	}
+	return out
 }
 
 // checkDir checks a directory's *.yaml and *.yml files: as one rules
@@ -188,6 +199,7 @@ func (c checker) checkDir(dir string) (problems, warnings []string, summary stri
 		if err != nil {
 			problems = append(problems, errorLines(err)...)
 		} else {
+			warnings = append(warnings, ruleWarnings(set.Warnings())...)
 			n := 0
 			for _, d := range set.Domains() {
 				n += len(set.Config(d).Rules())

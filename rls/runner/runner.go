@@ -101,18 +101,18 @@ func (r *RLS) open(ctx context.Context) error {
 	if r.sd, err = f.stats.dial(log); err != nil {
 		return err
 	}
-	// Rules with lease: true decide through the Redis store's leased view
+	// Rules with prefetch: true decide through the Redis store's prefetch view
 	// (made on first use, closed with the store); on the memory store they
 	// are exact, with a warning.
-	var leased ratelimit.Store
+	var prefetched ratelimit.Store
 	if store.Redis != nil {
-		l, err := store.LeasedView()
+		l, err := store.PrefetchView()
 		if err != nil {
 			return fmt.Errorf("rls: %w", err)
 		}
-		leased = l
+		prefetched = l
 	}
-	srv, err := rls.New(store, set, rls.Options{Leased: leased, Statsd: r.sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
+	srv, err := rls.New(store, set, rls.Options{Prefetch: prefetched, Statsd: r.sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
 		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
 		MetricLabels: f.metricLabels, HeaderNames: f.headerNames, StopIncrementWhenOverLimit: f.stopIncrement,
 		QuotaMode: f.quotaMode, HealthyWithConfig: f.healthyWithConfig})
@@ -293,7 +293,7 @@ func (f *Config) resolve(text rlsFlagText) error {
 	if f.metricLabels, err = rls.ParseMetricLabels(*text.metricLabels); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	if f.onError, err = redisstore.ParsePolicy(*text.onError); err != nil {
+	if f.onError, err = ratelimit.ParseFailurePolicy(*text.onError); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	return nil

@@ -21,21 +21,21 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// leasedOrExact sends the algorithms leased mode decides to a Leased and
+// prefetchedOrExact sends the algorithms prefetch mode decides to a Prefetch and
 // the others to its Store, so that the conformance suite, which runs every
 // algorithm, can run on it.
-type leasedOrExact struct{ l *redisstore.Leased }
+type prefetchedOrExact struct{ l *redisstore.Prefetch }
 
-func (s leasedOrExact) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	if redisstore.Leasable(req.Algorithm) != nil {
+func (s prefetchedOrExact) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if req.Algorithm.Prefetchable() != nil {
 		return s.l.Store().Apply(ctx, req)
 	}
 	return s.l.Apply(ctx, req)
 }
 
-func newLeased(t testing.TB, s *redisstore.Store, o redisstore.LeaseOptions) *redisstore.Leased {
+func newPrefetch(t testing.TB, s *redisstore.Store, o redisstore.PrefetchOptions) *redisstore.Prefetch {
 	t.Helper()
-	l, err := redisstore.NewLeased(s, o)
+	l, err := redisstore.NewPrefetch(s, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,26 +43,26 @@ func newLeased(t testing.TB, s *redisstore.Store, o redisstore.LeaseOptions) *re
 	return l
 }
 
-// TestLeaseConformance runs the conformance suite on leased mode with its
+// TestPrefetchConformance runs the conformance suite on prefetch mode with its
 // defaults: the suite's limits are small (their largest slice is below
-// MinSlice), so leased mode must decide them exactly, with every number
+// MinSlice), so prefetch mode must decide them exactly, with every number
 // Store.Apply gives.
-func TestLeaseConformance(t *testing.T) {
+func TestPrefetchConformance(t *testing.T) {
 	both(t, func(t *testing.T, e env) {
 		ratelimittest.Run(t, func(t *testing.T, now func() time.Time) ratelimit.Store {
-			return leasedOrExact{newLeased(t, newStore(t, e, redisstore.Options{Now: now}), redisstore.LeaseOptions{})}
+			return prefetchedOrExact{newPrefetch(t, newStore(t, e, redisstore.Options{Now: now}), redisstore.PrefetchOptions{})}
 		})
 	})
 }
 
-// TestLeaseConformanceHot runs the checks of the suite that hold for a
-// leased key on keys leased from their first events (every key hot, slices
+// TestPrefetchConformanceHot runs the checks of the suite that hold for a
+// prefetched key on keys prefetched from their first events (every key hot, slices
 // up to the whole capacity): concurrent callers on one key with the clock
 // stopped get exactly the capacity (a slice is charged before it is spent,
 // and the rest comes back on Close), and the randomized invariants (never
 // more than the bound, Remaining in range, an honest RetryAfter).
-func TestLeaseConformanceHot(t *testing.T) {
-	hot := redisstore.LeaseOptions{Instances: 1, MaxShare: 1, MinSlice: 1}
+func TestPrefetchConformanceHot(t *testing.T) {
+	hot := redisstore.PrefetchOptions{Instances: 1, MaxShare: 1, MinSlice: 1}
 	both(t, func(t *testing.T, e env) {
 		t.Run("Contention", func(t *testing.T) {
 			clock := ratelimittest.NewClock(ratelimittest.T0)
@@ -70,7 +70,7 @@ func TestLeaseConformanceHot(t *testing.T) {
 			lim := ratelimit.Limit{Rate: 100, Period: time.Hour, Burst: 100}
 			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.FixedWindow} {
 				t.Run(alg.String(), func(t *testing.T) {
-					l := newLeased(t, s, hot)
+					l := newPrefetch(t, s, hot)
 					req := ratelimit.Request{Key: "hot" + alg.String(), Limit: lim, Algorithm: alg, N: 1}
 					if got := ratelimittest.Hammer(t, l, req, 16, 20); got != 100 {
 						t.Errorf("admitted %d of 320 concurrent requests on one key, want exactly the capacity 100", got)
@@ -94,7 +94,7 @@ func TestLeaseConformanceHot(t *testing.T) {
 			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.FixedWindow} {
 				for li, lim := range []ratelimit.Limit{{Rate: 50, Period: time.Second, Burst: 50}, {Rate: 100, Period: time.Minute, Burst: 30}} {
 					t.Run(fmt.Sprintf("%v/%d", alg, li), func(t *testing.T) {
-						l := newLeased(t, s, redisstore.LeaseOptions{Instances: 1, MaxShare: 1, MinSlice: 1, Now: clock.Now})
+						l := newPrefetch(t, s, redisstore.PrefetchOptions{Instances: 1, MaxShare: 1, MinSlice: 1, Now: clock.Now})
 						rng := rand.New(rand.NewPCG(uint64(li)+1, uint64(alg)+1))
 						ratelimittest.CheckInvariants(t, l, clock, fmt.Sprintf("inv%v%d", alg, li), alg, lim, rng, 400)
 					})
@@ -104,29 +104,34 @@ func TestLeaseConformanceHot(t *testing.T) {
 	})
 }
 
-// TestLeaseRefuses checks that leased mode refuses the algorithms it does
-// not decide, with an error that says which it does.
-func TestLeaseRefuses(t *testing.T) {
+// TestPrefetchRefuses checks that prefetch mode decides every algorithm
+// ratelimit.Algorithm.Prefetchable allows and refuses the others with its
+// answer: the one rule, the rules engine's too.
+func TestPrefetchRefuses(t *testing.T) {
 	e := standalone(t)
-	l := newLeased(t, newStore(t, e, redisstore.Options{}), redisstore.LeaseOptions{})
-	for _, alg := range []ratelimit.Algorithm{ratelimit.LeakyBucket, ratelimit.SlidingWindowCounter, ratelimit.SlidingWindowLog} {
-		_, err := l.Apply(context.Background(), ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(10), Algorithm: alg, N: 1})
-		if !errors.Is(err, ratelimit.ErrInvalidRequest) || !strings.Contains(err.Error(), "leased mode") {
-			t.Errorf("%v: err %v, want ErrInvalidRequest naming leased mode", alg, err)
+	l := newPrefetch(t, newStore(t, e, redisstore.Options{}), redisstore.PrefetchOptions{})
+	for _, alg := range ratelimit.Algorithms() {
+		_, err := l.Apply(context.Background(), ratelimit.Request{Key: "k" + alg.String(), Limit: ratelimit.PerSecond(10), Algorithm: alg, N: 1})
+		why := alg.Prefetchable()
+		if why == nil && err != nil {
+			t.Errorf("%v: err %v, want it decided", alg, err)
+		}
+		if why != nil && (!errors.Is(err, ratelimit.ErrInvalidRequest) || err == nil || err.Error() != why.Error()) {
+			t.Errorf("%v: err %v, want Prefetchable's %q", alg, err, why)
 		}
 	}
-	if _, err := redisstore.NewLeased(newStore(t, e, redisstore.Options{}), redisstore.LeaseOptions{MaxShare: 2}); err == nil {
+	if _, err := redisstore.NewPrefetch(newStore(t, e, redisstore.Options{}), redisstore.PrefetchOptions{MaxShare: 2}); err == nil {
 		t.Error("MaxShare 2 accepted")
 	}
 }
 
-// TestLeaseColdKeysExact checks that a key seen fewer than MinSlice times
+// TestPrefetchColdKeysExact checks that a key seen fewer than MinSlice times
 // in a TTL, and a key whose limit is too small to slice, go to Redis one
 // by one, and that a hot key takes slices.
-func TestLeaseColdKeysExact(t *testing.T) {
+func TestPrefetchColdKeysExact(t *testing.T) {
 	e := standalone(t)
 	s := newStore(t, e, redisstore.Options{})
-	l := newLeased(t, s, redisstore.LeaseOptions{TTL: time.Hour})
+	l := newPrefetch(t, s, redisstore.PrefetchOptions{TTL: time.Hour})
 	ctx := context.Background()
 	big := ratelimit.PerHour(100000) // largest slice 100; refills 28 a second
 	for i := range 7 {
@@ -168,19 +173,19 @@ func TestLeaseColdKeysExact(t *testing.T) {
 
 // The multi-process over-admission test: the parent starts a redis-server
 // and runs several copies of the test binary as children
-// (TestLeaseChild), each a leased store hammering one key.
+// (TestPrefetchChild), each a prefetched store hammering one key.
 const (
-	childEnv      = "SLUICE_LEASE_CHILD"
-	leaseChildren = 4
-	childWorkers  = 8
+	childEnv         = "SLUICE_PREFETCH_CHILD"
+	prefetchChildren = 4
+	childWorkers     = 8
 )
 
-// TestLeaseChild is one instance of TestLeaseOverAdmission; alone it
+// TestPrefetchChild is one instance of TestPrefetchOverAdmission; alone it
 // skips.
-func TestLeaseChild(t *testing.T) {
+func TestPrefetchChild(t *testing.T) {
 	spec := os.Getenv(childEnv)
 	if spec == "" {
-		t.Skip("run by TestLeaseOverAdmission")
+		t.Skip("run by TestPrefetchOverAdmission")
 	}
 	// addr alg rate periodNs burst durationNs prefix
 	f := strings.Fields(spec)
@@ -196,7 +201,7 @@ func TestLeaseChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	l, err := redisstore.NewLeased(s, redisstore.LeaseOptions{})
+	l, err := redisstore.NewPrefetch(s, redisstore.PrefetchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,17 +259,17 @@ func TestLeaseChild(t *testing.T) {
 	for w, n := range perWindow {
 		ws = append(ws, fmt.Sprintf("%d:%d", w, n))
 	}
-	fmt.Printf("LEASECHILD %d %d %d %d %d %d %d %d %s\n", admitted.Load(), calls.Load(), start.UnixNano(), end.UnixNano(),
+	fmt.Printf("PREFETCHCHILD %d %d %d %d %d %d %d %d %s\n", admitted.Load(), calls.Load(), start.UnixNano(), end.UnixNano(),
 		st.Local, st.Exact, st.Takes, st.Returned, strings.Join(ws, ","))
 }
 
-// TestLeaseOverAdmission runs leaseChildren processes, each a leased store
+// TestPrefetchOverAdmission runs prefetchChildren processes, each a prefetched store
 // with the default options and childWorkers goroutines hammering one key
 // of one real redis-server, and checks the stated bound: the events
 // admitted never exceed what exact mode admits in the same time plus
 // instances × the largest slice (1% of the capacity with the defaults);
 // for the fixed window, never more than Rate in a window.
-func TestLeaseOverAdmission(t *testing.T) {
+func TestPrefetchOverAdmission(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("a child")
 	}
@@ -278,7 +283,7 @@ func TestLeaseOverAdmission(t *testing.T) {
 		// what comes back.
 		{ratelimit.GCRA, ratelimit.Limit{Rate: 20000, Period: time.Hour, Burst: 20000}, 2 * time.Second},
 		// Refills at 20k/s, more than exact mode decides on this machine
-		// for 4 processes, less than leased mode does.
+		// for 4 processes, less than prefetch mode does.
 		{ratelimit.TokenBucket, ratelimit.Limit{Rate: 20000, Period: time.Second, Burst: 20000}, 3 * time.Second},
 		// Windows of a second: each is checked.
 		{ratelimit.FixedWindow, ratelimit.Limit{Rate: 20000, Period: time.Second}, 3 * time.Second},
@@ -291,13 +296,13 @@ func TestLeaseOverAdmission(t *testing.T) {
 				admitted, calls, start, end, local, exact, takes, returned int64
 				windows                                                    map[int64]int64
 			}
-			results := make([]result, leaseChildren)
+			results := make([]result, prefetchChildren)
 			var wg sync.WaitGroup
-			for c := range leaseChildren {
+			for c := range prefetchChildren {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseChild$", "-test.count=1", "-test.v")
+					cmd := exec.Command(os.Args[0], "-test.run=^TestPrefetchChild$", "-test.count=1", "-test.v")
 					cmd.Env = append(os.Environ(), childEnv+"="+spec)
 					out, err := cmd.CombinedOutput()
 					if err != nil {
@@ -307,7 +312,7 @@ func TestLeaseOverAdmission(t *testing.T) {
 					sc := bufio.NewScanner(strings.NewReader(string(out)))
 					for sc.Scan() {
 						f := strings.Fields(sc.Text())
-						if len(f) < 9 || f[0] != "LEASECHILD" {
+						if len(f) < 9 || f[0] != "PREFETCHCHILD" {
 							continue
 						}
 						var r result
@@ -347,12 +352,12 @@ func TestLeaseOverAdmission(t *testing.T) {
 					windows[w] += n
 				}
 			}
-			slice := lim.Capacity(tc.alg) * int64(redisstore.DefaultLeaseMaxShare*1000) / (1000 * redisstore.DefaultLeaseInstances)
-			bound := leaseChildren * slice
+			slice := lim.Capacity(tc.alg) * int64(redisstore.DefaultPrefetchMaxShare*1000) / (1000 * redisstore.DefaultPrefetchInstances)
+			bound := prefetchChildren * slice
 			t.Logf("%v %v: %d processes × %d goroutines, %d decisions in %v (%.0f/s), %d admitted, %d local, %d slices taken, %d events given back; largest slice %d, bound %d",
-				tc.alg, lim, leaseChildren, childWorkers, calls, time.Duration(last-first), float64(calls)/time.Duration(last-first).Seconds(), total, local, takes, returned, slice, bound)
+				tc.alg, lim, prefetchChildren, childWorkers, calls, time.Duration(last-first), float64(calls)/time.Duration(last-first).Seconds(), total, local, takes, returned, slice, bound)
 			if takes == 0 || local == 0 {
-				t.Errorf("the key was never leased (%d slices, %d local decisions): the test checks nothing", takes, local)
+				t.Errorf("the key was never prefetched (%d slices, %d local decisions): the test checks nothing", takes, local)
 			}
 			if tc.alg == ratelimit.FixedWindow {
 				for w, n := range windows {
@@ -368,27 +373,27 @@ func TestLeaseOverAdmission(t *testing.T) {
 			exact := lim.Burst + int64(float64(lim.Rate)*float64(last-first)/float64(lim.Period))
 			t.Logf("exact-mode bound %d, admitted %d: over-admission %d (%.3f%% of the burst; stated bound %d)", exact, total, total-exact, 100*float64(total-exact)/float64(lim.Burst), bound)
 			if total > exact+bound {
-				t.Errorf("admitted %d, more than the exact bound %d + %d instances × slice %d", total, exact, leaseChildren, slice)
+				t.Errorf("admitted %d, more than the exact bound %d + %d instances × slice %d", total, exact, prefetchChildren, slice)
 			}
 		})
 	}
 }
 
-// TestLeaseBoundReached drives the worst case of the bound on a virtual
+// TestPrefetchBoundReached drives the worst case of the bound on a virtual
 // clock: four instances take slices of a full bucket and hold them while
 // the bucket refills; then, at one instant, they spend their slices and the
 // refilled bucket. Exact mode admits the capacity C at that instant;
-// leased mode admits C plus the slices held, and never more than C + n·s.
-func TestLeaseBoundReached(t *testing.T) {
+// prefetch mode admits C plus the slices held, and never more than C + n·s.
+func TestPrefetchBoundReached(t *testing.T) {
 	e := standalone(t)
 	clock := ratelimittest.NewClock(ratelimittest.T0)
 	s := newStore(t, e, redisstore.Options{Now: clock.Now})
 	lim := ratelimit.Limit{Rate: 1000, Period: time.Hour, Burst: 1000} // C = 1000, one event every 3.6 s
 	const n = 4
-	o := redisstore.LeaseOptions{TTL: 3 * time.Hour, Instances: n, MaxShare: 0.04, MinSlice: 1, Now: clock.Now}
-	var ls [n]*redisstore.Leased
+	o := redisstore.PrefetchOptions{TTL: 3 * time.Hour, Instances: n, MaxShare: 0.04, MinSlice: 1, Now: clock.Now}
+	var ls [n]*redisstore.Prefetch
 	for i := range ls {
-		ls[i] = newLeased(t, s, o)
+		ls[i] = newPrefetch(t, s, o)
 	}
 	slice := ls[0].MaxSlice(ratelimit.GCRA, lim) // 10
 	ctx := context.Background()
@@ -425,17 +430,17 @@ func TestLeaseBoundReached(t *testing.T) {
 	}
 }
 
-// TestLeaseRedisDown: with Redis gone, a leased store spends what it holds
+// TestPrefetchRedisDown: with Redis gone, a prefetched store spends what it holds
 // and answers the rest with the failure policy, without errors; slices it
 // cannot give back are lost (under-admission), never spent twice.
-func TestLeaseRedisDown(t *testing.T) {
+func TestPrefetchRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := redisstore.Open(context.Background(), "redis://"+srv.Addr, redisstore.Options{OnError: redisstore.Deny, Timeout: time.Second, RequireAtStart: true})
+	s, err := redisstore.Open(context.Background(), "redis://"+srv.Addr, redisstore.Options{OnError: ratelimit.FailDeny, Timeout: time.Second, RequireAtStart: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	l := newLeased(t, s, redisstore.LeaseOptions{TTL: time.Hour})
+	l := newPrefetch(t, s, redisstore.PrefetchOptions{TTL: time.Hour})
 	ctx := context.Background()
 	req := ratelimit.Request{Key: "hot", Limit: ratelimit.PerHour(1000000), N: 1} // largest slice 1000
 	for range 100 {

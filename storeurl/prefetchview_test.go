@@ -12,28 +12,28 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// TestLeasedView: none for the memory store; on Redis without lease=, one
-// view made on first use, counted in the lease metrics and closed with the
-// store; with lease=on, the store's own leased mode.
-func TestLeasedView(t *testing.T) {
+// TestPrefetchView: none for the memory store; on Redis without prefetch=, one
+// view made on first use, counted in the prefetch metrics and closed with the
+// store; with prefetch=on, the store's own prefetch mode.
+func TestPrefetchView(t *testing.T) {
 	ctx := context.Background()
 	mem, err := Open(ctx, "memory", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err := mem.LeasedView(); l != nil || err != nil {
-		t.Errorf("memory: LeasedView = %v, %v; want nil, nil", l, err)
+	if l, err := mem.PrefetchView(); l != nil || err != nil {
+		t.Errorf("memory: PrefetchView = %v, %v; want nil, nil", l, err)
 	}
 	mem.Close()
 
 	redistest.Require(t)
 	url := redistest.Shared(t).URL()
-	on, err := Open(ctx, url+"?lease=on", Options{})
+	on, err := Open(ctx, url+"?prefetch=on", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err := on.LeasedView(); err != nil || l == nil || l != on.Leased {
-		t.Errorf("lease=on: LeasedView = %v, %v; want the store's leased mode %v", l, err, on.Leased)
+	if l, err := on.PrefetchView(); err != nil || l == nil || l != on.Prefetch {
+		t.Errorf("prefetch=on: PrefetchView = %v, %v; want the store's prefetch mode %v", l, err, on.Prefetch)
 	}
 	on.Close()
 
@@ -45,12 +45,12 @@ func TestLeasedView(t *testing.T) {
 	if err := st.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	l, err := st.LeasedView()
-	if err != nil || l == nil || st.Leased != nil || st.Store != st.Redis {
-		t.Fatalf("LeasedView = %v, %v (store's leased mode %v): want a view beside the exact store", l, err, st.Leased)
+	l, err := st.PrefetchView()
+	if err != nil || l == nil || st.Prefetch != nil || st.Store != st.Redis {
+		t.Fatalf("PrefetchView = %v, %v (store's prefetch mode %v): want a view beside the exact store", l, err, st.Prefetch)
 	}
-	if again, _ := st.LeasedView(); again != l {
-		t.Error("a second LeasedView made another view")
+	if again, _ := st.PrefetchView(); again != l {
+		t.Error("a second PrefetchView made another view")
 	}
 	key := redistest.Prefix(t) + "hot"
 	lim := ratelimit.Limit{Rate: 1_000_000, Period: time.Second}
@@ -65,12 +65,12 @@ func TestLeasedView(t *testing.T) {
 	}
 	local := -1.0
 	for _, mf := range mfs {
-		if mf.GetName() == "sluice_redis_lease_local_total" {
+		if mf.GetName() == "sluice_redis_prefetch_local_total" {
 			local = mf.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
 	if local <= 0 {
-		t.Errorf("sluice_redis_lease_local_total = %v after 200 decisions of a hot key, want the view's local decisions", local)
+		t.Errorf("sluice_redis_prefetch_local_total = %v after 200 decisions of a hot key, want the view's local decisions", local)
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)

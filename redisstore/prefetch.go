@@ -10,19 +10,19 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// Defaults of LeaseOptions.
+// Defaults of PrefetchOptions.
 const (
-	DefaultLeaseTTL       = 100 * time.Millisecond
-	DefaultLeaseInstances = 10
-	DefaultLeaseMaxShare  = 0.01
-	DefaultLeaseMinSlice  = 8
-	DefaultLeaseMaxKeys   = 1 << 14
+	DefaultPrefetchTTL       = 100 * time.Millisecond
+	DefaultPrefetchInstances = 10
+	DefaultPrefetchMaxShare  = 0.01
+	DefaultPrefetchMinSlice  = 8
+	DefaultPrefetchMaxKeys   = 1 << 14
 )
 
-// LeaseOptions configures leased mode (NewLeased). The zero value is a
+// PrefetchOptions configures prefetch mode (NewPrefetch). The zero value is a
 // good default: slices live 100 ms, and the limit is over-admitted by at
 // most 1% with up to 10 instances.
-type LeaseOptions struct {
+type PrefetchOptions struct {
 	// TTL is how long an instance may spend a slice it took: what it has
 	// not spent then goes back to Redis. It is also the horizon of the
 	// slice's size: a slice holds what the key was seen to need in TTL.
@@ -36,7 +36,7 @@ type LeaseOptions struct {
 	// long as at most 10 instances share the key. Defaults 10 and 0.01.
 	Instances int
 	MaxShare  float64
-	// MinSlice is the smallest slice worth leasing. A key stays exact (one
+	// MinSlice is the smallest slice worth prefetching. A key stays exact (one
 	// Redis call a decision, as Store.Apply) when its largest slice is
 	// below MinSlice (a small limit), or when this instance saw fewer than
 	// MinSlice events of it in the last TTL (a cold key). Default 8.
@@ -47,7 +47,7 @@ type LeaseOptions struct {
 	// decided exactly until keys idle for 10 TTLs are dropped. Default
 	// 16384.
 	MaxKeys int
-	// ExactOthers sends requests under the algorithms leased mode does
+	// ExactOthers sends requests under the algorithms prefetch mode does
 	// not decide (LeakyBucket, SlidingWindowCounter, SlidingWindowLog) to
 	// the Store, decided exactly, instead of refusing them: for servers
 	// whose rules mix algorithms on one store.
@@ -57,8 +57,8 @@ type LeaseOptions struct {
 	Now func() time.Time
 }
 
-// LeaseStats are a Leased store's counters since it was made.
-type LeaseStats struct {
+// PrefetchStats are a Prefetch store's counters since it was made.
+type PrefetchStats struct {
 	// Local is the number of decisions made from a slice in hand (or from
 	// a remembered denial), Exact the number sent to Redis one by one.
 	Local, Exact uint64
@@ -69,23 +69,25 @@ type LeaseStats struct {
 	Keys int64
 }
 
-// Leased is leased mode over a Store: for a hot key, an instance takes a
+// Prefetch is prefetch mode over a Store: for a hot key, an instance takes a
 // slice of the key's budget from Redis in one script call (the exact
 // script, charged with the slice's cost), decides locally from it, and
 // gives back what it did not spend (a refund) when the slice expires,
 // when the key's limit changes, and on Close. Slices are sized from the
 // key's observed rate in this instance (what it needed in the last
-// LeaseOptions.TTL), capped by LeaseOptions.Instances and MaxShare; cold
+// PrefetchOptions.TTL), capped by PrefetchOptions.Instances and MaxShare; cold
 // keys and small limits are decided exactly, one Redis call each, as
 // Store.Apply decides them.
 //
-// It decides GCRA, TokenBucket and FixedWindow. LeakyBucket (its Delay is
-// a place in a queue that only the shared state knows),
-// SlidingWindowCounter and SlidingWindowLog (the estimate and the log
-// depend on when each event happened, which a slice taken ahead of time
-// does not record) are refused with an error wrapping
-// ratelimit.ErrInvalidRequest (or, with LeaseOptions.ExactOthers, decided
-// exactly by the Store). Peeks (N 0) and refunds go to Redis.
+// It decides the algorithms ratelimit.Algorithm.Prefetchable allows (the
+// one rule, which the rules parser and Set.Bind apply too): GCRA,
+// TokenBucket and FixedWindow. LeakyBucket (its Delay is a place in a
+// queue that only the shared state knows), SlidingWindowCounter and
+// SlidingWindowLog (the estimate and the log depend on when each event
+// happened, which a slice taken ahead of time does not record) are
+// refused with Prefetchable's error (wrapping ratelimit.ErrInvalidRequest),
+// or, with PrefetchOptions.ExactOthers, decided exactly by the Store.
+// Peeks (N 0) and refunds go to Redis.
 //
 // # Bound on over-admission
 //
@@ -114,13 +116,13 @@ type LeaseStats struct {
 // that long) while another still spends its slice. Under-admission is
 // bounded the same way, by n·s.
 //
-// A Leased is safe for concurrent use. Close gives back the slices; it
+// A Prefetch is safe for concurrent use. Close gives back the slices; it
 // does not close the Store.
-type Leased struct {
+type Prefetch struct {
 	s      *Store
-	opts   LeaseOptions
+	opts   PrefetchOptions
 	now    func() int64
-	keys   sync.Map // leaseKey -> *leaseEntry
+	keys   sync.Map // prefetchKey -> *prefetchEntry
 	nkeys  atomic.Int64
 	closed atomic.Bool
 	stop   chan struct{}
@@ -129,13 +131,13 @@ type Leased struct {
 	local, exact, takes, returns, returned atomic.Uint64
 }
 
-type leaseKey struct {
+type prefetchKey struct {
 	key    string
 	window bool // FixedWindow; else the bucket (GCRA, TokenBucket share a TAT)
 }
 
-// leaseEntry is an instance's view of one key: its slice and its rate.
-type leaseEntry struct {
+// prefetchEntry is an instance's view of one key: its slice and its rate.
+type prefetchEntry struct {
 	mu   sync.Mutex
 	name string // the key
 	lim  ratelimit.Limit
@@ -160,31 +162,31 @@ type leaseEntry struct {
 	dead    bool // dropped from the table: look it up again
 }
 
-// NewLeased returns leased mode over s. s must outlive it; close the
-// Leased first.
-func NewLeased(s *Store, o LeaseOptions) (*Leased, error) {
+// NewPrefetch returns prefetch mode over s. s must outlive it; close the
+// Prefetch first.
+func NewPrefetch(s *Store, o PrefetchOptions) (*Prefetch, error) {
 	if o.TTL < 0 || o.Instances < 0 || o.MaxShare < 0 || o.MaxShare > 1 || o.MinSlice < 0 || o.MaxKeys < 0 {
-		return nil, fmt.Errorf("redisstore: lease options: negative value or MaxShare above 1: %+v", o)
+		return nil, fmt.Errorf("redisstore: prefetch options: negative value or MaxShare above 1: %+v", o)
 	}
 	if o.TTL == 0 {
-		o.TTL = DefaultLeaseTTL
+		o.TTL = DefaultPrefetchTTL
 	}
 	if o.Instances == 0 {
-		o.Instances = DefaultLeaseInstances
+		o.Instances = DefaultPrefetchInstances
 	}
 	if o.MaxShare == 0 {
-		o.MaxShare = DefaultLeaseMaxShare
+		o.MaxShare = DefaultPrefetchMaxShare
 	}
 	if o.MinSlice == 0 {
-		o.MinSlice = DefaultLeaseMinSlice
+		o.MinSlice = DefaultPrefetchMinSlice
 	}
 	if o.MaxKeys == 0 {
-		o.MaxKeys = DefaultLeaseMaxKeys
+		o.MaxKeys = DefaultPrefetchMaxKeys
 	}
 	if o.Now == nil {
 		o.Now = s.opts.Now
 	}
-	l := &Leased{s: s, opts: o, stop: make(chan struct{})}
+	l := &Prefetch{s: s, opts: o, stop: make(chan struct{})}
 	if o.Now != nil {
 		l.now = func() int64 { return o.Now().UnixNano() }
 	} else {
@@ -200,39 +202,28 @@ func NewLeased(s *Store, o LeaseOptions) (*Leased, error) {
 // algorithm a: ⌊MaxShare·capacity/Instances⌋. The bound on
 // over-admission is the number of instances times it. A key whose
 // largest slice is below MinSlice is always decided exactly.
-func (l *Leased) MaxSlice(a ratelimit.Algorithm, lim ratelimit.Limit) int64 {
+func (l *Prefetch) MaxSlice(a ratelimit.Algorithm, lim ratelimit.Limit) int64 {
 	c := float64(lim.Capacity(a))
 	return int64(c * l.opts.MaxShare / float64(l.opts.Instances))
 }
 
-// Leasable reports whether leased mode decides algorithm a, and why not.
-func Leasable(a ratelimit.Algorithm) error {
-	switch a {
-	case ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.FixedWindow:
-		return nil
-	case ratelimit.LeakyBucket:
-		return fmt.Errorf("%w: leased mode does not decide leaky_bucket (its delay is a place in a queue only Redis knows); use gcra or token_bucket", ratelimit.ErrInvalidRequest)
-	}
-	return fmt.Errorf("%w: leased mode decides gcra, token_bucket and fixed_window, not %v (it depends on when each event happened, which a slice taken ahead does not record)", ratelimit.ErrInvalidRequest, a)
-}
-
 // Stats returns the counters.
-func (l *Leased) Stats() LeaseStats {
-	return LeaseStats{Local: l.local.Load(), Exact: l.exact.Load(), Takes: l.takes.Load(),
+func (l *Prefetch) Stats() PrefetchStats {
+	return PrefetchStats{Local: l.local.Load(), Exact: l.exact.Load(), Takes: l.takes.Load(),
 		Returns: l.returns.Load(), Returned: l.returned.Load(), Keys: l.nkeys.Load()}
 }
 
 // Store returns the store l takes its slices from.
-func (l *Leased) Store() *Store { return l.s }
+func (l *Prefetch) Store() *Store { return l.s }
 
 // Apply decides req: from the key's slice when there is one, else by
 // taking one (a hot key), else exactly in Redis (a cold key, a small
 // limit, a peek, a refund). Errors and the failure policy are Store.Apply's.
-func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (l *Prefetch) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, err
 	}
-	if err := Leasable(req.Algorithm); err != nil {
+	if err := req.Algorithm.Prefetchable(); err != nil {
 		if l.opts.ExactOthers {
 			l.exact.Add(1)
 			return l.s.Apply(ctx, req)
@@ -248,7 +239,7 @@ func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.De
 		l.exact.Add(1)
 		return l.s.Apply(ctx, req)
 	}
-	e := l.entry(leaseKey{req.Key, req.Algorithm == ratelimit.FixedWindow})
+	e := l.entry(prefetchKey{req.Key, req.Algorithm == ratelimit.FixedWindow})
 	if e == nil { // the table is full
 		l.exact.Add(1)
 		return l.s.Apply(ctx, req)
@@ -307,7 +298,7 @@ func (l *Leased) Apply(ctx context.Context, req ratelimit.Request) (ratelimit.De
 
 // inHand decides req from e's slice, or from e's remembered denial; ok
 // false when neither decides it. e is locked.
-func (e *leaseEntry) inHand(req ratelimit.Request, lim ratelimit.Limit, now int64) (ratelimit.Decision, bool) {
+func (e *prefetchEntry) inHand(req ratelimit.Request, lim ratelimit.Limit, now int64) (ratelimit.Decision, bool) {
 	if e.left >= req.N && now < e.expires {
 		e.left -= req.N
 		return ratelimit.Decision{Allowed: true, Limit: lim, Remaining: e.left + e.remaining, ResetAfter: time.Duration(max(0, e.resetAt-now))}, true
@@ -328,7 +319,7 @@ func (e *leaseEntry) inHand(req ratelimit.Request, lim ratelimit.Limit, now int6
 // the denial) when it refills within a TTL (nothing is lost: the bucket
 // keeps refilling), or when there is less than MinSlice (or req.N); else
 // take what there is rather than ask for more and be denied. e is locked.
-func (l *Leased) bucketWant(e *leaseEntry, req ratelimit.Request, lim ratelimit.Limit, want, now int64) (int64, ratelimit.Decision, bool) {
+func (l *Prefetch) bucketWant(e *prefetchEntry, req ratelimit.Request, lim ratelimit.Limit, want, now int64) (int64, ratelimit.Decision, bool) {
 	t := int64(lim.Interval())
 	want = max(want, req.N)
 	if have := min(e.remaining+(now-e.seenAt)/t, lim.Burst); have < want {
@@ -356,7 +347,7 @@ func (l *Leased) bucketWant(e *leaseEntry, req ratelimit.Request, lim ratelimit.
 // last asked for: honest (req.N fits in it), and up to a slice's refill
 // later than exact mode would say, which spares Redis a call per denial
 // while the key is at its limit. e is locked.
-func (l *Leased) take(ctx context.Context, e *leaseEntry, req ratelimit.Request, lim ratelimit.Limit, k, now int64) (ratelimit.Decision, error) {
+func (l *Prefetch) take(ctx context.Context, e *prefetchEntry, req ratelimit.Request, lim ratelimit.Limit, k, now int64) (ratelimit.Decision, error) {
 	for {
 		r := req
 		r.N = k
@@ -423,7 +414,7 @@ func (l *Leased) take(ctx context.Context, e *leaseEntry, req ratelimit.Request,
 // e is locked, and stays locked for the refund's round trip: the key has
 // one slice at a time in an instance. A failed refund loses events
 // (under-admission), never adds any.
-func (l *Leased) giveBack(e *leaseEntry, now int64) {
+func (l *Prefetch) giveBack(e *prefetchEntry, now int64) {
 	left := e.left
 	e.left, e.expires = 0, 0
 	if left <= 0 {
@@ -437,7 +428,7 @@ func (l *Leased) giveBack(e *leaseEntry, now int64) {
 	l.refund(ratelimit.Request{Key: e.name, Limit: e.lim, Algorithm: e.alg, N: left, Refund: true})
 }
 
-func (l *Leased) refund(req ratelimit.Request) {
+func (l *Prefetch) refund(req ratelimit.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.s.opts.Timeout*2)
 	defer cancel()
 	l.s.apply(ctx, req, false) //nolint:errcheck // a lost refund is under-admission
@@ -445,25 +436,25 @@ func (l *Leased) refund(req ratelimit.Request) {
 
 // entry returns key's entry, made if need be, or nil when the table is
 // full.
-func (l *Leased) entry(k leaseKey) *leaseEntry {
+func (l *Prefetch) entry(k prefetchKey) *prefetchEntry {
 	if v, ok := l.keys.Load(k); ok {
-		return v.(*leaseEntry)
+		return v.(*prefetchEntry)
 	}
 	if l.nkeys.Load() >= int64(l.opts.MaxKeys) {
 		return nil
 	}
 	now := l.now()
-	e := &leaseEntry{name: k.key, obsStart: now, lastUse: now}
+	e := &prefetchEntry{name: k.key, obsStart: now, lastUse: now}
 	v, loaded := l.keys.LoadOrStore(k, e)
 	if !loaded {
 		l.nkeys.Add(1)
 	}
-	return v.(*leaseEntry)
+	return v.(*prefetchEntry)
 }
 
 // sweep gives back expired slices every TTL/2 and drops keys idle for
 // 10 TTLs, until Close.
-func (l *Leased) sweep() {
+func (l *Prefetch) sweep() {
 	defer l.wg.Done()
 	t := time.NewTicker(l.opts.TTL / 2)
 	defer t.Stop()
@@ -476,7 +467,7 @@ func (l *Leased) sweep() {
 		now := l.now()
 		idle := 10 * int64(l.opts.TTL)
 		l.keys.Range(func(k, v any) bool {
-			e := v.(*leaseEntry)
+			e := v.(*prefetchEntry)
 			e.mu.Lock()
 			if e.left > 0 && now >= e.expires {
 				l.giveBack(e, now)
@@ -494,7 +485,7 @@ func (l *Leased) sweep() {
 
 // Close gives back every unspent slice and stops the sweeper. Apply
 // returns ratelimit.ErrClosed afterwards. It does not close the Store.
-func (l *Leased) Close() error {
+func (l *Prefetch) Close() error {
 	if !l.closed.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -502,7 +493,7 @@ func (l *Leased) Close() error {
 	l.wg.Wait()
 	now := l.now()
 	l.keys.Range(func(_, v any) bool {
-		e := v.(*leaseEntry)
+		e := v.(*prefetchEntry)
 		e.mu.Lock()
 		l.giveBack(e, now)
 		e.mu.Unlock()
