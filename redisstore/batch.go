@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redislink"
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -244,42 +245,37 @@ func (b *batcher) work() {
 }
 
 // watch fails the calls older than the timeout, every tick.
-func (b *batcher) watch(tick time.Duration) {
+func (b *batcher) watch(every time.Duration) {
 	defer b.watchWG.Done()
-	t := time.NewTicker(tick)
-	defer t.Stop()
+	tick.Loop(b.stop, every, func(time.Time) { b.failOverdue(b.now()) })
+}
+
+// failOverdue fails the calls queued or in flight past their deadline.
+func (b *batcher) failOverdue(now int64) {
 	err := b.timeoutErr
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
-		}
-		now := b.now()
-		b.mu.Lock()
-		for g, q := range b.pending {
-			kept := q[:0]
-			for _, c := range q {
-				if now > c.deadline {
-					c.finish(ratelimit.Decision{}, err)
-				} else {
-					kept = append(kept, c)
-				}
-			}
-			clear(q[len(kept):])
-			b.queued -= len(q) - len(kept)
-			b.nqueued.Store(int64(b.queued))
-			b.pending[g] = kept
-		}
-		for f := range b.flying {
-			for _, c := range f.calls {
-				if now > c.deadline {
-					c.finish(ratelimit.Decision{}, err)
-				}
+	b.mu.Lock()
+	for g, q := range b.pending {
+		kept := q[:0]
+		for _, c := range q {
+			if now > c.deadline {
+				c.finish(ratelimit.Decision{}, err)
+			} else {
+				kept = append(kept, c)
 			}
 		}
-		b.mu.Unlock()
+		clear(q[len(kept):])
+		b.queued -= len(q) - len(kept)
+		b.nqueued.Store(int64(b.queued))
+		b.pending[g] = kept
 	}
+	for f := range b.flying {
+		for _, c := range f.calls {
+			if now > c.deadline {
+				c.finish(ratelimit.Decision{}, err)
+			}
+		}
+	}
+	b.mu.Unlock()
 }
 
 // close stops the workers after they have run what is queued, then the

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -456,31 +457,27 @@ func (l *Prefetch) entry(k prefetchKey) *prefetchEntry {
 // 10 TTLs, until Close.
 func (l *Prefetch) sweep() {
 	defer l.wg.Done()
-	t := time.NewTicker(l.opts.TTL / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
+	tick.Loop(l.stop, l.opts.TTL/2, func(time.Time) { l.sweepOnce(l.now()) })
+}
+
+// sweepOnce gives back the slices expired at now and drops the keys idle
+// for 10 TTLs.
+func (l *Prefetch) sweepOnce(now int64) {
+	idle := 10 * int64(l.opts.TTL)
+	l.keys.Range(func(k, v any) bool {
+		e := v.(*prefetchEntry)
+		e.mu.Lock()
+		if e.left > 0 && now >= e.expires {
+			l.giveBack(e, now)
 		}
-		now := l.now()
-		idle := 10 * int64(l.opts.TTL)
-		l.keys.Range(func(k, v any) bool {
-			e := v.(*prefetchEntry)
-			e.mu.Lock()
-			if e.left > 0 && now >= e.expires {
-				l.giveBack(e, now)
-			}
-			if e.left == 0 && now-e.lastUse > idle {
-				e.dead = true
-				l.keys.Delete(k)
-				l.nkeys.Add(-1)
-			}
-			e.mu.Unlock()
-			return true
-		})
-	}
+		if e.left == 0 && now-e.lastUse > idle {
+			e.dead = true
+			l.keys.Delete(k)
+			l.nkeys.Add(-1)
+		}
+		e.mu.Unlock()
+		return true
+	})
 }
 
 // Close gives back every unspent slice and stops the sweeper. Apply

@@ -55,7 +55,7 @@ var allowed = map[string][]string{
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
-	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/redact"},
+	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/redact", "internal/tick"},
 	// The one link to Redis of both Redis stores: breakers, trials, health.
 	"internal/redislink": {},
 	// The store opener, beside the stores: a URL to a server's stores (rate
