@@ -160,7 +160,7 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.observe(ShedEvent{Shedder: "utilization", Class: c, Outcome: Allowed})
 	}
 	if f := m.Fleet; f != nil {
-		lease, d, err := f.Acquire(r.Context(), c)
+		ticket, d, err := f.Enter(r.Context(), c)
 		switch {
 		case err != nil:
 			m.observe(ShedEvent{Shedder: "fleet", Class: c, Outcome: StoreError, Err: err})
@@ -175,9 +175,7 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		default:
 			m.observe(ShedEvent{Shedder: "fleet", Class: c, Outcome: Allowed})
-			defer release(f, lease)
-			stop := renewWhileRunning(f, lease, f.TTL())
-			defer stop()
+			defer f.Leave(ticket) // renewed meanwhile by the Fleet's one renewer
 		}
 	}
 	h.next.ServeHTTP(w, r)

@@ -47,7 +47,9 @@ type FleetOptions struct {
 // share of it reserved for critical requests. It is the concurrent
 // requests limiter with one global key.
 //
-// Fleet is safe for concurrent use; its state is the Store's.
+// Fleet is safe for concurrent use; its state is the Store's. A request
+// that holds its slot with Enter and Leave has its lease renewed by the
+// Fleet's one renewer (see Enter); Close stops it.
 type Fleet struct {
 	store        inflight.Store
 	key          string
@@ -55,6 +57,7 @@ type Fleet struct {
 	firstCrit    Class
 	classes      Classes
 	ttl          time.Duration
+	held         held // the leases of Enter's requests, and their renewer
 }
 
 // NewFleet returns a Fleet shedder, or an error wrapping ErrOptions.
