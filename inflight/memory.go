@@ -106,6 +106,10 @@ type shard struct {
 	owner *Memory
 	mu    sync.Mutex
 	keys  map[string]*entry
+	// last is the record of the key acquired last, in keys: the same key
+	// again (one user's requests one after another, a fleet's one key)
+	// skips the map lookup.
+	last  *entry
 	seq   uint64 // the last lease sequence number given
 	spare []*entry
 	// idle holds the last keys whose leases all ended, left in keys so
@@ -240,8 +244,12 @@ func (m *Memory) Acquire(ctx context.Context, req Request) (l Lease, d Decision,
 	d.Cap = req.Cap
 	sh := &m.shards[maphash.String(m.seed, req.Key)&m.mask]
 	sh.mu.Lock()
-	e := sh.keys[req.Key]
+	e := sh.last
+	if e == nil || e.key != req.Key {
+		e = sh.keys[req.Key]
+	}
 	if e != nil {
+		sh.last = e
 		if e.live > 0 && now >= e.earliest() {
 			e.reap(now)
 			if e.live == 0 {
@@ -280,6 +288,7 @@ func (m *Memory) Acquire(ctx context.Context, req Request) (l Lease, d Decision,
 		e = sh.newEntry()
 		e.key = req.Key
 		sh.keys[req.Key] = e
+		sh.last = e
 	}
 	sh.seq = (sh.seq + 1) & seqMask
 	if sh.seq == 0 {
@@ -562,6 +571,9 @@ func (sh *shard) drop(key string, e *entry) {
 // idle ring, and keeps e for reuse.
 func (sh *shard) free(key string, e *entry) {
 	delete(sh.keys, key)
+	if sh.last == e {
+		sh.last = nil
+	}
 	if len(sh.spare) >= spares {
 		return
 	}

@@ -84,3 +84,33 @@ func BenchmarkFleetAcquireMemory(b *testing.B) {
 		})
 	})
 }
+
+// The fleet shedder's Enter and Leave on the memory store: acquire and
+// release with the lease held in the Fleet's renewed set (what the
+// middleware does per request).
+func BenchmarkFleetEnterLeave(b *testing.B) {
+	ctx := context.Background()
+	store := inflight.NewMemory(inflight.MemoryOptions{})
+	defer store.Close()
+	f, err := shed.NewFleet(shed.FleetOptions{Store: store, Cap: 1 << 30, Reserved: 0.2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			t, _, _ := f.Enter(ctx, 1)
+			f.Leave(t)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				t, _, _ := f.Enter(ctx, 1)
+				f.Leave(t)
+			}
+		})
+	})
+}
