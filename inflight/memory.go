@@ -244,10 +244,7 @@ func (m *Memory) Acquire(ctx context.Context, req Request) (l Lease, d Decision,
 	d.Cap = req.Cap
 	sh := &m.shards[maphash.String(m.seed, req.Key)&m.mask]
 	sh.mu.Lock()
-	e := sh.last
-	if e == nil || e.key != req.Key {
-		e = sh.keys[req.Key]
-	}
+	e := sh.lookup(req.Key)
 	if e != nil {
 		sh.last = e
 		if e.live > 0 && now >= e.earliest() {
@@ -531,6 +528,15 @@ func (e *entry) remove(i int32) {
 	e.live--
 	e.slots[i] = slot{next: e.free}
 	e.free = i
+}
+
+// lookup returns key's record, or nil: the last key acquired (sh.last)
+// without the map lookup.
+func (sh *shard) lookup(key string) *entry {
+	if e := sh.last; e != nil && e.key == key {
+		return e
+	}
+	return sh.keys[key]
 }
 
 // newEntry returns an empty record, a spare one when the shard has one.
