@@ -60,28 +60,9 @@ func BenchmarkUtilizationAcquire(b *testing.B) {
 
 // The fleet shedder on the memory store: one shared key, acquire+release.
 func BenchmarkFleetAcquireMemory(b *testing.B) {
-	ctx := context.Background()
-	store := inflight.NewMemory(inflight.MemoryOptions{})
-	defer store.Close()
-	f, err := shed.NewFleet(shed.FleetOptions{Store: store, Cap: 1 << 30, Reserved: 0.2})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			l, _, _ := f.Acquire(ctx, 1)
-			f.Release(ctx, l)
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				l, _, _ := f.Acquire(ctx, 1)
-				f.Release(ctx, l)
-			}
-		})
+	benchFleet(b, func(ctx context.Context, f *shed.Fleet) {
+		l, _, _ := f.Acquire(ctx, 1)
+		f.Release(ctx, l)
 	})
 }
 
@@ -89,6 +70,15 @@ func BenchmarkFleetAcquireMemory(b *testing.B) {
 // release with the lease held in the Fleet's renewed set (what the
 // middleware does per request).
 func BenchmarkFleetEnterLeave(b *testing.B) {
+	benchFleet(b, func(ctx context.Context, f *shed.Fleet) {
+		t, _, _ := f.Enter(ctx, 1)
+		f.Leave(t)
+	})
+}
+
+// benchFleet runs op serially and in parallel on a fleet of a memory
+// store.
+func benchFleet(b *testing.B, op func(context.Context, *shed.Fleet)) {
 	ctx := context.Background()
 	store := inflight.NewMemory(inflight.MemoryOptions{})
 	defer store.Close()
@@ -100,16 +90,14 @@ func BenchmarkFleetEnterLeave(b *testing.B) {
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			t, _, _ := f.Enter(ctx, 1)
-			f.Leave(t)
+			op(ctx, f)
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				t, _, _ := f.Enter(ctx, 1)
-				f.Leave(t)
+				op(ctx, f)
 			}
 		})
 	})
