@@ -206,8 +206,8 @@ func (ln *proxyListener) Accept() (net.Conn, error) {
 		if !ln.cfg.Required {
 			return c, nil
 		}
+		ln.refused.Inc() // before the close its peer sees
 		c.Close()
-		ln.refused.Inc()
 	}
 }
 
