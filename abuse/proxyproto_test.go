@@ -132,9 +132,7 @@ func TestProxyProtocolForgedFromUntrusted(t *testing.T) {
 			t.Errorf("untrusted peer with required (header %q): answered %d, want the connection closed", h, code)
 		}
 	}
-	if n := scrape(t, g2.admin).value(t, "sluice_gateway_proxy_protocol_rejected_total", `reason="untrusted"`); n != 3 {
-		t.Errorf("proxy_protocol_rejected_total{reason=untrusted} = %v, want 3", n)
-	}
+	ppRejected(t, g2, "untrusted", 3)
 }
 
 // Attack (the limit's purpose, behind a balancer): every caller arrives
@@ -169,9 +167,7 @@ func TestProxyProtocolSeparatesCallers(t *testing.T) {
 	if code, err := ppGet(addr, nil); err == nil {
 		t.Errorf("trusted peer without a header (required): answered %d, want the connection closed", code)
 	}
-	if n := scrape(t, g.admin).value(t, "sluice_gateway_proxy_protocol_rejected_total", `reason="invalid"`); n != 1 {
-		t.Errorf("proxy_protocol_rejected_total{reason=invalid} = %v, want 1", n)
-	}
+	ppRejected(t, g, "invalid", 1)
 }
 
 // Attack: connections from (or through) the balancer that send half a
@@ -216,7 +212,14 @@ func TestProxyProtocolSlowHeader(t *testing.T) {
 	if answered != 10 {
 		t.Errorf("%d of 10 callers answered beside 50 stalled headers, want 10", answered)
 	}
-	if n := scrape(t, g.admin).value(t, "sluice_gateway_proxy_protocol_rejected_total", `reason="invalid"`); n != 10 {
-		t.Errorf("proxy_protocol_rejected_total{reason=invalid} = %v, want 10", n)
+	ppRejected(t, g, "invalid", 10)
+}
+
+// ppRejected checks g's count of connections proxy_protocol closed for
+// reason.
+func ppRejected(t *testing.T, g *gatewayProc, reason string, want float64) {
+	t.Helper()
+	if n := scrape(t, g.admin).value(t, "sluice_gateway_proxy_protocol_rejected_total", `reason="`+reason+`"`); n != want {
+		t.Errorf("proxy_protocol_rejected_total{reason=%s} = %v, want %v", reason, n, want)
 	}
 }
