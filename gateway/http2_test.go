@@ -54,7 +54,8 @@ func limitedOverH2(t *testing.T, c *http.Client, url string, hdr ...string) {
 }
 
 // TestHTTP2OverTLS: the TLS listener offers h2 by ALPN; a limited
-// route's 429 comes with its headers; a header list over
+// route's 429 comes with its headers; the connection is counted and
+// released; a header list over
 // max_header_bytes is beyond the limit the server advertises; with http2.enabled
 // false, ALPN settles on HTTP/1.1.
 func TestHTTP2OverTLS(t *testing.T) {
@@ -66,6 +67,14 @@ func TestHTTP2OverTLS(t *testing.T) {
 	url := strings.Replace(s.url, "http://", "https://", 1) + "/hello"
 	c := h2Client(ca)
 	limitedOverH2(t, c, url)
+	// One connection for the five requests, counted toward
+	// connections.max, and released when it closes.
+	if got := gauge(t, s, "public"); got != "1" {
+		t.Errorf("open public connections after 5 HTTP/2 requests: %s, want 1", got)
+	}
+	c.CloseIdleConnections()
+	waitFor(t, "open public connections back to 0", func() bool { return gauge(t, s, "public") == "0" })
+	c = h2Client(ca)
 
 	req, _ := http.NewRequest("GET", url, nil)
 	req.Header.Set("X-Big", strings.Repeat("b", 16<<10))
