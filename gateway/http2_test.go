@@ -1,8 +1,11 @@
 package gateway_test
 
 import (
+	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -136,5 +139,31 @@ func TestListenerConfigErrors(t *testing.T) {
 	}
 	if !cfg.HTTP2.H2C || cfg.HTTP2.Off || cfg.HTTP2.MaxConcurrentStreams != gateway.DefaultMaxConcurrentStreams {
 		t.Errorf("http2: %s", cfg.HTTP2)
+	}
+}
+
+// TestProxyProtocolUnderTLS: the PROXY header comes before the TLS
+// handshake, and its client is the address the per-IP limit counts, over
+// HTTP/2 too.
+func TestProxyProtocolUnderTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA("gateway test CA")
+	writeCerts(t, dir, ca, "127.0.0.1")
+	s := start(t, dir, baseConfig+"tls: {cert_file: server.crt, key_file: server.key}\nproxy_protocol: {trusted: [127.0.0.1], required: true}\n")
+	addr := strings.TrimPrefix(s.url, "http://")
+	for _, src := range []string{"198.51.100.1", "198.51.100.2"} {
+		tr := &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: ca.Pool()},
+			ForceAttemptHTTP2: true,
+			DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+				c, err := (&net.Dialer{}).DialContext(ctx, network, a)
+				if err == nil {
+					_, err = fmt.Fprintf(c, "PROXY TCP4 %s 10.0.0.1 40000 443\r\n", src)
+				}
+				return c, err
+			},
+		}
+		limitedOverH2(t, &http.Client{Transport: tr}, "https://"+addr+"/hello")
+		tr.CloseIdleConnections()
 	}
 }
