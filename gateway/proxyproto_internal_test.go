@@ -227,3 +227,20 @@ func TestProxyConnSlow(t *testing.T) {
 }
 
 func testCount(c prometheus.Counter) float64 { return testutil.ToFloat64(c) }
+
+// BenchmarkParseProxyHeader: once per connection from a trusted peer.
+func BenchmarkParseProxyHeader(b *testing.B) {
+	for name, h := range map[string][]byte{
+		"v1": []byte("PROXY TCP4 203.0.113.7 10.0.0.1 4000 443\r\n"),
+		"v2": v2TCP6("2001:db8::7", "2001:db8::1", 4000, 443),
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, n, err := parseProxyHeader(h); err != nil || n != len(h) {
+					b.Fatal(n, err)
+				}
+			}
+		})
+	}
+}
