@@ -228,9 +228,12 @@ func (c *proxyConn) readHeader() {
 	c.remote = c.Conn.RemoteAddr()
 	c.Conn.SetReadDeadline(time.Now().Add(c.ln.timeout))
 	defer c.Conn.SetReadDeadline(time.Time{})
-	buf := make([]byte, 0, 16+maxProxyV2Len)
+	buf := make([]byte, 0, 256) // a v1 header, a v2 one with short TLVs
 	for {
 		src, n, err := parseProxyHeader(buf)
+		if errors.Is(err, errProxyNeedMore) && len(buf) == cap(buf) && cap(buf) < 16+maxProxyV2Len {
+			buf = append(make([]byte, 0, 16+maxProxyV2Len), buf...)
+		}
 		if errors.Is(err, errProxyNeedMore) && len(buf) < cap(buf) {
 			m, rerr := c.Conn.Read(buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+m]

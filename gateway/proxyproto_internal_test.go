@@ -244,3 +244,18 @@ func BenchmarkParseProxyHeader(b *testing.B) {
 		})
 	}
 }
+
+// A v2 header whose TLVs take it past the first read's buffer is read
+// whole, and the bytes after it kept.
+func TestProxyConnLongV2(t *testing.T) {
+	tlv := append([]byte{0xEA, 0x03, 0x00}, bytes.Repeat([]byte{'t'}, 768)...)
+	h := proxyV2(1, 0x11, append(v2TCP4("203.0.113.7", "10.0.0.1", 4000, 443)[16:], tlv...))
+	c, _ := testProxyConn(t, true, func(cc net.Conn) { cc.Write(append(h, "hello"...)) })
+	if got := c.RemoteAddr().String(); got != "203.0.113.7:4000" {
+		t.Errorf("RemoteAddr %s, want 203.0.113.7:4000", got)
+	}
+	b := make([]byte, 5)
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != "hello" {
+		t.Errorf("read %q %v, want hello", b, err)
+	}
+}
