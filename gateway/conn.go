@@ -34,7 +34,7 @@ func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
 		}, []string{"listener"}),
 		proxy: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "gateway", Name: "proxy_protocol_rejected_total",
-			Help: "Public connections closed by proxy_protocol: untrusted (a peer not in trusted, with required), invalid (a header malformed, oversized, late, or missing with required).",
+			Help: "Public connections closed by proxy_protocol: untrusted (a peer not in trusted, with required), invalid (a header malformed, oversized, late, or missing with required; not a connection closed before its first byte).",
 		}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.open, m.refused, m.evicted, m.proxy} {

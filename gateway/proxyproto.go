@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"strconv"
@@ -191,7 +192,7 @@ type proxyListener struct {
 	cfg     *ProxyProtocolConfig
 	timeout time.Duration
 	refused prometheus.Counter // untrusted peers refused (required)
-	invalid prometheus.Counter // headers malformed, missing (required) or late
+	invalid prometheus.Counter // headers malformed, missing (required) or late; not a connection closed before its first byte
 }
 
 func (ln *proxyListener) Accept() (net.Conn, error) {
@@ -250,7 +251,9 @@ func (c *proxyConn) readHeader() {
 		}
 		if err != nil {
 			c.err = err
-			c.ln.invalid.Inc()
+			if len(buf) > 0 || !errors.Is(err, io.EOF) { // not a balancer's bare TCP check
+				c.ln.invalid.Inc()
+			}
 			c.Conn.Close()
 			return
 		}

@@ -259,3 +259,12 @@ func TestProxyConnLongV2(t *testing.T) {
 		t.Errorf("read %q %v, want hello", b, err)
 	}
 }
+
+// A trusted peer that connects and closes before a byte (a balancer's
+// TCP health check) is closed without being counted invalid.
+func TestProxyConnHealthCheck(t *testing.T) {
+	c, pl := testProxyConn(t, true, func(cc net.Conn) { cc.Close() })
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) || testCount(pl.invalid) != 0 {
+		t.Errorf("read %v, invalid %v; want EOF, not counted", err, testCount(pl.invalid))
+	}
+}
