@@ -113,8 +113,13 @@ type Config struct {
 	Connections      ConnConfig
 	AdminConnections ConnConfig
 	// TLS, when set (tls:), has the public listener terminate TLS.
-	TLS   *TLSConfig
-	Rules *rules.Set
+	TLS *TLSConfig
+	// HTTP2 is the public listener's HTTP/2 (http2:).
+	HTTP2 HTTP2Config
+	// ProxyProtocol, when set (proxy_protocol:), has the public listener
+	// read the PROXY protocol header of its trusted peers.
+	ProxyProtocol *ProxyProtocolConfig
+	Rules         *rules.Set
 
 	// readFile reads the files the config names (the embedded files for
 	// Default); nil means os.ReadFile.
@@ -416,22 +421,30 @@ func (d *decoder) rulesErrors(err error, prefix string) {
 	}
 }
 
+// prefixes reads a list of IP addresses and CIDR prefixes (an address
+// is its own /32 or /128).
+func (d *decoder) prefixes(n *yaml.Node, path string) []netip.Prefix {
+	var ps []netip.Prefix
+	d.list(n, path, func(_ int, v *yaml.Node, path string) {
+		s := d.str(v, path)
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, err2 := netip.ParseAddr(s)
+			if err2 != nil {
+				d.add(v.Line, path, "want an IP address or CIDR prefix, got %s", yamlnode.Kind(v))
+				return
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		ps = append(ps, p.Masked())
+	})
+	return ps
+}
+
 func (d *decoder) identity(n *yaml.Node, ic *IdentityConfig, rel func(string) string) {
 	d.fields(n, "identity", map[string]func(k, v *yaml.Node){
 		"trusted_proxies": func(k, v *yaml.Node) {
-			d.list(v, "identity.trusted_proxies", func(_ int, v *yaml.Node, path string) {
-				s := d.str(v, path)
-				p, err := netip.ParsePrefix(s)
-				if err != nil {
-					a, err2 := netip.ParseAddr(s)
-					if err2 != nil {
-						d.add(v.Line, path, "want an IP address or CIDR prefix, got %s", yamlnode.Kind(v))
-						return
-					}
-					p = netip.PrefixFrom(a, a.BitLen())
-				}
-				ic.TrustedProxies = append(ic.TrustedProxies, p.Masked())
-			})
+			ic.TrustedProxies = d.prefixes(v, "identity.trusted_proxies")
 		},
 		"ipv6_prefix":   func(k, v *yaml.Node) { ic.IPv6Prefix = int(d.integer(v, "identity.ipv6_prefix", 0, 128)) },
 		"api_keys_file": func(k, v *yaml.Node) { ic.APIKeysFile = rel(d.str(v, "identity.api_keys_file")) },

@@ -36,16 +36,19 @@ type top struct {
 	disabledLines          []int
 	storeErrLine, failLine int // on_store_error's and fail_closed: true's
 	hasRulesFiles          bool
+	h2cLine                int // http2.h2c: true's
 }
 
 // topKeys is the gateway config's top level: one small decoder a key.
 // Sections with structure of their own (identity, tls, routes, shedding,
 // ...) have decoders of their own.
 var topKeys = map[string]func(t *top, v *yaml.Node){
-	"listen":       func(t *top, v *yaml.Node) { t.c.Listen = t.d.str(v, "listen") },
-	"admin_listen": func(t *top, v *yaml.Node) { t.c.AdminListen = t.d.str(v, "admin_listen") },
-	"tls":          func(t *top, v *yaml.Node) { t.c.TLS = t.d.tlsSection(v, t.rel) },
-	"upstream":     (*top).upstream,
+	"listen":         func(t *top, v *yaml.Node) { t.c.Listen = t.d.str(v, "listen") },
+	"admin_listen":   func(t *top, v *yaml.Node) { t.c.AdminListen = t.d.str(v, "admin_listen") },
+	"tls":            func(t *top, v *yaml.Node) { t.c.TLS = t.d.tlsSection(v, t.rel) },
+	"http2":          func(t *top, v *yaml.Node) { t.h2cLine = t.d.http2(v, &t.c.HTTP2) },
+	"proxy_protocol": func(t *top, v *yaml.Node) { t.c.ProxyProtocol = t.d.proxyProtocol(v) },
+	"upstream":       (*top).upstream,
 	"upstream_timeout": func(t *top, v *yaml.Node) {
 		t.c.UpstreamTimeout = t.d.duration(v, "upstream_timeout")
 	},
@@ -323,6 +326,12 @@ func (t *top) defaults() {
 	}
 	c.Connections = c.Connections.withDefaults(DefaultConnections())
 	c.AdminConnections = c.AdminConnections.withDefaults(DefaultAdminConnections())
+	if c.HTTP2.MaxConcurrentStreams == 0 {
+		c.HTTP2.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if c.HTTP2.H2C && c.TLS != nil {
+		t.d.add(t.h2cLine, "http2.h2c", "h2c is HTTP/2 in cleartext; over tls: HTTP/2 is offered by ALPN (http2.enabled)")
+	}
 }
 
 // routes decodes the routes and checks them against each other and

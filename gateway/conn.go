@@ -15,6 +15,7 @@ type connMetrics struct {
 	open    *prometheus.GaugeVec
 	refused *prometheus.CounterVec
 	evicted *prometheus.CounterVec
+	proxy   *prometheus.CounterVec // PROXY protocol rejections, by reason
 }
 
 func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
@@ -31,8 +32,12 @@ func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
 			Namespace: "sluice", Subsystem: "gateway", Name: "connections_evicted_total",
 			Help: "Idle keep-alive connections closed to make room for a new one at the listener's max.",
 		}, []string{"listener"}),
+		proxy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "gateway", Name: "proxy_protocol_rejected_total",
+			Help: "Public connections closed by proxy_protocol: untrusted (a peer not in trusted, with required), invalid (a header malformed, oversized, late, or missing with required; not a connection closed before its first byte).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.open, m.refused, m.evicted} {
+	for _, c := range []prometheus.Collector{m.open, m.refused, m.evicted, m.proxy} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -578,11 +578,16 @@ func (g *Gateway) Serve(ctx context.Context, ln, admin net.Listener) error {
 	plim := newConnLimiter(pc.Max, g.conns, "public")
 	pub := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: pc.ReadHeaderTimeout, IdleTimeout: pc.IdleTimeout,
 		MaxHeaderBytes: pc.MaxHeaderBytes, ConnState: plim.connState, ErrorLog: g.events.ErrorLog("listen")}
+	cfg.HTTP2.protocols(pub, cfg.TLS != nil)
+	if pp := cfg.ProxyProtocol; pp != nil {
+		ln = &proxyListener{Listener: ln, cfg: pp, timeout: pc.ReadHeaderTimeout,
+			refused: g.conns.proxy.WithLabelValues("untrusted"), invalid: g.conns.proxy.WithLabelValues("invalid")}
+	}
 	var adm *http.Server
 	errc := make(chan error, 2)
 	go func() {
 		if cfg.TLS != nil {
-			errc <- g.serveTLS(pub, plim.listener(ln), cfg.TLS)
+			errc <- g.serveTLS(pub, plim.listener(ln), cfg.TLS, !cfg.HTTP2.Off)
 			return
 		}
 		errc <- pub.Serve(plim.listener(ln))

@@ -38,12 +38,15 @@ func (t *TLSConfig) String() string {
 	return fmt.Sprintf("cert_file=%s key_file=%s client_ca_file=%s min_version=%#x", t.CertFile, t.KeyFile, t.ClientCAFile, t.MinVersion)
 }
 
-// options are the tlsreload options of t. The gateway offers HTTP/1.1
-// only over TLS, as over cleartext: its connection bounds (idle eviction,
-// per-request read and write deadlines) are HTTP/1.1's.
-func (t *TLSConfig) options() tlsreload.Options {
+// options are the tlsreload options of t, offering HTTP/2 by ALPN
+// when h2 (see HTTP2Config).
+func (t *TLSConfig) options(h2 bool) tlsreload.Options {
+	protos := []string{"http/1.1"}
+	if h2 {
+		protos = []string{"h2", "http/1.1"}
+	}
 	return tlsreload.Options{CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCAFile: t.ClientCAFile,
-		MinVersion: t.MinVersion, NextProtos: []string{"http/1.1"}}
+		MinVersion: t.MinVersion, NextProtos: protos}
 }
 
 // tlsSection reads tls: and checks that its files load, so that a bad
@@ -73,7 +76,7 @@ func (d *decoder) tlsSection(n *yaml.Node, rel func(string) string) *TLSConfig {
 		return t
 	}
 	if d.readFile == nil {
-		if _, err := tlsreload.New(t.options()); err != nil {
+		if _, err := tlsreload.New(t.options(false)); err != nil {
 			d.add(n.Line, "tls", "%s", strings.TrimPrefix(err.Error(), "tls: "))
 		}
 	}
@@ -81,9 +84,9 @@ func (d *decoder) tlsSection(n *yaml.Node, rel func(string) string) *TLSConfig {
 }
 
 // serveTLS serves pub on ln with t's certificate, reloaded when its files
-// change.
-func (g *Gateway) serveTLS(pub *http.Server, ln net.Listener, t *TLSConfig) error {
-	o := t.options()
+// change; HTTP/2 too when h2.
+func (g *Gateway) serveTLS(pub *http.Server, ln net.Listener, t *TLSConfig, h2 bool) error {
+	o := t.options(h2)
 	o.Logger = g.log
 	r, err := tlsreload.New(o)
 	if err != nil {
@@ -93,7 +96,9 @@ func (g *Gateway) serveTLS(pub *http.Server, ln net.Listener, t *TLSConfig) erro
 		g.log.Warn("gateway: TLS metrics not registered", "err", err)
 	}
 	pub.TLSConfig = r.Config()
-	pub.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // HTTP/1.1 only
+	if !h2 {
+		pub.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // HTTP/1.1 only
+	}
 	if cs := pub.ConnState; cs != nil {
 		// The connection limiter knows the connections it accepted, under
 		// the TLS layer.

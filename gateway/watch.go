@@ -168,6 +168,8 @@ func (g *Gateway) swap(cfg *Config) error {
 		{"connections (max, idle_timeout, read_header_timeout, max_header_bytes)", restartConn(old.Connections), restartConn(cfg.Connections)},
 		{"admin_connections", fmt.Sprint(old.AdminConnections), fmt.Sprint(cfg.AdminConnections)},
 		{"tls", old.TLS.String(), cfg.TLS.String()},
+		{"http2", old.HTTP2.String(), cfg.HTTP2.String()},
+		{"proxy_protocol", old.ProxyProtocol.String(), cfg.ProxyProtocol.String()},
 	} {
 		if c.old != c.new {
 			g.log.Warn("gateway: setting changed; it takes effect on restart", "setting", c.name, "serving", c.old, "file", c.new)
