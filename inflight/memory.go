@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
+
+	"github.com/sluicehq/sluice/internal/tick"
 )
 
 // DefaultMaxKeys is the number of keys a Memory store holds when
@@ -197,16 +199,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 		m.stop, m.done = make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(m.done)
-			t := time.NewTicker(opts.Resolution)
-			defer t.Stop()
-			for {
-				select {
-				case <-m.stop:
-					return
-				case <-t.C:
-					cached.Store(wall + int64(time.Since(base)))
-				}
-			}
+			tick.Loop(m.stop, opts.Resolution, func(time.Time) { cached.Store(wall + int64(time.Since(base))) })
 		}()
 	}
 	return m

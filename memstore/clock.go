@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/tick"
 )
 
 // DefaultResolution is the period of the cached clock that a Store reads
@@ -61,20 +63,13 @@ func acquireClock(res time.Duration) *cachedClock {
 
 func (c *cachedClock) run() {
 	defer close(c.done)
-	t := time.NewTicker(c.res)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case now := <-t.C:
-			// The tick's time can be older than a reading taken since
-			// (acquireClock's): the clock never goes back.
-			if v := baseWall + int64(now.Sub(baseMono)); v > c.now.Load() {
-				c.now.Store(v)
-			}
+	tick.Loop(c.stop, c.res, func(now time.Time) {
+		// The tick's time can be older than a reading taken since
+		// (acquireClock's): the clock never goes back.
+		if v := baseWall + int64(now.Sub(baseMono)); v > c.now.Load() {
+			c.now.Store(v)
 		}
-	}
+	})
 }
 
 // release ends a store's use of c; the last one stops its goroutine.

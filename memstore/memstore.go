@@ -10,6 +10,8 @@ import (
 	"github.com/sluicehq/sluice/algorithm/slidinglog"
 	"github.com/sluicehq/sluice/algorithm/window"
 	"github.com/sluicehq/sluice/ratelimit"
+
+	"github.com/sluicehq/sluice/internal/tick"
 )
 
 // DefaultMaxKeys is the number of keys a Store holds when Options.MaxKeys is
@@ -241,16 +243,7 @@ func (s *Store) every(d time.Duration, f func(now time.Time)) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.stop:
-				return
-			case now := <-t.C:
-				f(now)
-			}
-		}
+		tick.Loop(s.stop, d, f)
 	}()
 }
 

@@ -54,7 +54,7 @@ var allowed = map[string][]string{
 	"backoff":                  {},
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
-	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
+	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog", "internal/tick"},
 	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/redact", "internal/tick"},
 	// The one link to Redis of both Redis stores: breakers, trials, health.
 	"internal/redislink": {},
@@ -63,7 +63,7 @@ var allowed = map[string][]string{
 	"storeurl": {"memstore", "redisstore", "ratelimit", "inflight", "inflight/redisinflight", "internal/redact"},
 	// In-flight limits with leases: the vocabulary and the memory store
 	// (core), the Redis store, and their conformance suite.
-	"inflight":               {"ratelimit"},
+	"inflight":               {"ratelimit", "internal/tick"},
 	"inflight/inflighttest":  {"inflight"},
 	"inflight/redisinflight": {"inflight", "ratelimit", "internal/redislink"},
 	// Load shedders by priority: the fleet shedder holds inflight leases.
