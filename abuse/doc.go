@@ -1,4 +1,4 @@
-// Package abuse is sluice's abuse suite: each attack of issue 15, tried
+// Package abuse is sluice's abuse suite: each attack, tried
 // as an attacker or an unlucky operator would, against the built binary.
 // It has no code of its own, only tests.
 //

@@ -148,7 +148,7 @@ rules:
 }
 
 // Attack: one caller opens many slow requests at once, to hold the
-// upstream's workers (the seed's "thousands of slow requests" that a rate
+// upstream's workers (the "thousands of slow requests" that a rate
 // limit alone does not stop).
 //
 // Bound: with in_flight {max: 3}, at most 3 of the caller's requests reach

@@ -292,7 +292,7 @@ func TestRedisHung(t *testing.T) {
 
 // Attack: a store outage under load turns into a logging outage: a line
 // per rule per request (20k lines a second at 20k requests a second in
-// issue 15), and a flood of denials the same.
+// before the fix), and a flood of denials the same.
 //
 // Bound: store failures and denials are logged aggregated, one line per
 // (kind, rule) per interval (10 s) plus the first of a quiet pair at once

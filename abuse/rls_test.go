@@ -19,7 +19,7 @@ import (
 
 // Attack: with detailed_metric, every distinct descriptor value a client
 // sends becomes Prometheus series that are never dropped (1.37 GB and a
-// 310 MB /metrics in issue 15).
+// 310 MB /metrics before the bound).
 //
 // Bound: a detailed_metric rule keeps at most 1000 keys of its own
 // (rls.DefaultMaxDetailedSeries) plus one overflow key, whose count is in
@@ -105,7 +105,7 @@ func (r *rlsProc) sendDistinct(t *testing.T, domain string, from, to, perReq int
 // Attack: one HTTP/2 connection to the gRPC port opens as many streams as
 // it may and sends request bodies that never end, so that no handler
 // runs and nothing the server buffered is consumed (+2 GiB in the lean
-// server, +0.8 GiB through grpc-go in issue 15); then it ignores flow
+// server, +0.8 GiB through grpc-go before the bound); then it ignores flow
 // control. Against both gRPC servers of sluice rls, each with messages
 // just under its size limit.
 //

@@ -25,7 +25,7 @@ import (
 
 // Concurrency limits and load shedding: the in_flight, shedding and
 // adaptive sections of the config, and what the gateway builds of them
-// (Stripe's layers 2 to 4, seed 003, and adaptive concurrency).
+// (Stripe's layers 2 to 4, and adaptive concurrency).
 //
 // A route's request passes, in order: the shedders (shedding: this
 // process's utilization, then the fleet's cap), the rate limits

@@ -123,7 +123,7 @@ func TestRefundOnUpstream5xx(t *testing.T) {
 	}
 }
 
-// TestReloadKeepsUsedRequests is issue 20's reload: alice uses 3 of
+// TestReloadKeepsUsedRequests is a reload mid-window: alice uses 3 of
 // 5/min, the rule is raised to 50/min by a reload, and what she used
 // stays used: the next request shows 46 remaining (47 before its own
 // charge), not the 20 that reading the old bucket's state at the new rate

@@ -50,7 +50,7 @@ func Egress(ctx context.Context) string {
 
 // PerEgress returns a HostKey that limits each (egress, host) pair on its
 // own: host(req) (nil means the URL's host) prefixed with the request's
-// Egress. Seed 004's choice: a host sees each proxy of a pool as its own
+// Egress. The crawler guides' choice: a host sees each proxy of a pool as its own
 // client, so per-pair limits let the pool go faster, while per host (the
 // default) is the conservative one, since a host's pain is the total load
 // on it. Requests without an egress share the host's key with each other.

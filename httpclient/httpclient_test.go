@@ -49,7 +49,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	})
 }
 
-// TestGiveUp: seed 000's caps: 7 attempts, then an error upstream that says
+// TestGiveUp: the 429 guide's caps: 7 attempts, then an error upstream that says
 // how many and what the last answer was.
 func TestGiveUp(t *testing.T) {
 	t.Parallel()

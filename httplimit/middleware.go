@@ -103,7 +103,7 @@ type Middleware struct {
 	// gets a random extra wait of up to ResetJitter × the window (0.1:
 	// up to 6 s on a one-minute window), so that every client denied in a
 	// window does not come back at the same instant when it rolls over
-	// (seed 003's synchronized resets). 0, the default, adds none; it is at
+	// (synchronized resets). 0, the default, adds none; it is at
 	// most 1.
 	ResetJitter float64
 	// Disabled turns all limiting off: requests go straight to next.

@@ -56,7 +56,7 @@ func RefundBudgetRequest(req ratelimit.Request, budget float64) ratelimit.Reques
 
 // serveNext runs the next handler for an admitted request whose charges
 // are as, and gives them back when the response's status satisfies
-// RefundOn: the work the caller paid for did not happen (seed 003's
+// RefundOn: the work the caller paid for did not happen (the design article's
 // counter leak; express-rate-limit's skipFailedRequests). A handler that
 // writes nothing answers 200; a panicking one refunds nothing.
 func (h *handler) serveNext(w http.ResponseWriter, r *http.Request, as []applied) {

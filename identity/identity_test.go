@@ -347,7 +347,7 @@ func TestResolve(t *testing.T) {
 }
 
 // One API key used from three client addresses is one identity: the
-// user's requests are pooled across devices (seed 000).
+// user's requests are pooled across devices (the 429 integration guide's model).
 func TestResolveOneKeyThreeIPs(t *testing.T) {
 	t.Parallel()
 	r, err := NewResolver(Options{APIKeys: testKeys(t)})

@@ -16,7 +16,7 @@
 // longer than its TTL renews its lease (Renew) while it runs; a renewal
 // that fails with ErrExpired means the slot may have gone to someone else.
 //
-// The same lease-and-release pattern fixes seed 003's counter leak: a
+// The same lease-and-release pattern fixes the classic counter leak: a
 // request counts while it runs, and stops counting when it ends, whatever
 // its outcome.
 //

@@ -14,7 +14,7 @@ import (
 
 // snapshotVersion changes whenever the snapshot layout, or the key hash
 // that made its keys, does. 3: keyHash.sum changed; 4: every mixing step of
-// keyHash.sum depends on the secret (issue 15); 5: each bucket key's
+// keyHash.sum depends on the secret; 5: each bucket key's
 // emission interval (TATInterval), so that a limit changed across a
 // restart converts the state. Restore reads version 4 too (same key hash):
 // its bucket keys' interval is unknown, and the first request under any

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// The fixed window's plain-command path (issue 22: a lone decision must not
+// The fixed window's plain-command path (a lone decision must not
 // cost Redis more than envoyproxy/ratelimit's INCRBY + EXPIRE).
 //
 // A fixed window whose period is a whole number of milliseconds keeps its

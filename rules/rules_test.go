@@ -123,7 +123,7 @@ func TestMatchWildcard(t *testing.T) {
 		{e("noWild", "foo"), "wildcard.noWild_foo"},
 		{e("noVal", "anything"), "wildcard.noVal"},
 		{e("wild", "bar"), ""},
-		// '*' anywhere in a value, as envoyproxy/ratelimit's master (issue 20).
+		// '*' anywhere in a value, as envoyproxy/ratelimit's master.
 		{e("midWild", "barab"), "wildcard.midWild_bar*b"},
 		{e("midWild", "bar123b"), "wildcard.midWild_bar*b"},
 		{e("midWild", "barb"), "wildcard.midWild_bar*b"}, // '*' matches the empty run

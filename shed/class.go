@@ -13,7 +13,7 @@ type Class uint8
 // MaxClasses is the most classes an order may name.
 const MaxClasses = 16
 
-// DefaultClasses is Stripe's shedding order (seed 003, layer 4): test-mode
+// DefaultClasses is Stripe's shedding order (layer 4): test-mode
 // traffic first, then reads (GET), then writes (POST), critical requests
 // last.
 var DefaultClasses = []string{"test", "get", "post", "critical"}

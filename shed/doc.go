@@ -1,5 +1,5 @@
 // Package shed is load shedding by priority: the two load shedders of
-// Stripe's four layers (seed 003), which look at the whole system rather
+// Stripe's four layers, which look at the whole system rather
 // than at one caller and drop the least important work first when it
 // saturates.
 //

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Stripe's figures (seed 003, layer 4), the defaults of UtilizationOptions.
+// Stripe's figures (layer 4), the defaults of UtilizationOptions.
 const (
 	DefaultThreshold = 0.8               // shedding starts above 80% utilization
 	DefaultRamp      = 120 * time.Second // the amount shed follows its target over two minutes

@@ -121,7 +121,7 @@ func TestRLSXDSUsage(t *testing.T) {
 	}
 }
 
-// TestRLSUpstreamEnvXDS: the done-when of issue 23, with nothing but
+// TestRLSUpstreamEnvXDS: Envoy Gateway's deployment, with nothing but
 // envoyproxy/ratelimit's environment, as Envoy Gateway sets it: rules from
 // an xDS management server over TLS, gRPC served over mTLS, and a
 // go-control-plane client's answers following the pushed configs.

@@ -183,7 +183,7 @@ func (m HeaderMatcher) Match(r *http.Request) bool {
 	return ok != m.Invert
 }
 
-// IdentityKey is sluice's identity action, the seeds' model: an
+// IdentityKey is sluice's identity action, the usual model: an
 // authenticated caller gives the entry user=<user ID> (pooled across all
 // its devices and addresses), an anonymous one remote_address=<client IP>.
 // UserKey and IPKey rename the entries.
@@ -730,7 +730,7 @@ func CompileSafeRegex(expr string) (*regexp.Regexp, error) {
 //
 // A cookie is whatever the client sends: limiting per cookie alone lets a
 // client mint a fresh counter per request. Use it beside the client's
-// address (remote_address, then cookie: the seeds' answer to carrier-grade
+// address (remote_address, then cookie: the usual answer to carrier-grade
 // NAT, where many users share one IP), so that a client cannot escape its
 // address's share by changing cookies.
 type Cookie struct {

@@ -38,7 +38,7 @@ var (
 func ChangeTables() []ChangeTable {
 	five, fifty := ratelimit.PerMinute(5), ratelimit.PerMinute(50)
 	return []ChangeTable{{
-		// Issue 20's reload: 3 used at 5/min, raised to 50/min a second
+		// A reload mid-window: 3 used at 5/min, raised to 50/min a second
 		// later. The buckets' backlog of 35 s is 2 events and 11/12 of one
 		// at 12 s each, so 2·1.2 s + ⌈11 s·1.2/12⌉ = 3.5 s at 1.2 s each:
 		// 47 remaining (not 21, which 35 s of 1.2 s events would leave).

@@ -1,7 +1,6 @@
 package h2grpc_test
 
-// Tests of what one connection can make the server hold (issue 15 item
-// 6): request bytes bounded by the receive windows, credit given back
+// Tests of what one connection can make the server hold: request bytes bounded by the receive windows, credit given back
 // only as handlers consume, responses bounded by the send queue.
 
 import (
@@ -172,7 +171,7 @@ func (f *flowClient) stuck() {
 	}
 }
 
-// TestRecvBound is the attack of issue 15 item 6: one connection opens
+// TestRecvBound is the receive-window attack: one connection opens
 // as many streams as it may and sends 512 MiB of requests whose handlers
 // block. The server takes no more than its connection's window (32 MiB):
 // the client, keeping to HTTP/2's flow control, gets stuck, and the
