@@ -58,9 +58,21 @@ type announced struct {
 	// The window's reset, rounded up to whole seconds by the server, is
 	// somewhere in (lo, hi]: each answer narrows it.
 	lo, hi time.Time
+	// rmin is the fewest requests an answer said remain, at rminAt (and
+	// refilled since, for a bucket): an answer saying more is older.
+	rmin   float64
+	rminAt time.Time
 	// refilling: spending a bucket, the host waits for it to be full.
 	refilling bool
 	probing   bool // a window's reset passed: one request asks for the new quota
+	aligned   bool // reset is the window's guessed alignment, before hi
+}
+
+// misaligned reports whether a refusal of a request sent at start says
+// the window is not aligned as guessed: it went after the guessed reset
+// and before the latest one.
+func (a *announced) misaligned(start time.Time) bool {
+	return a.aligned && !start.Before(a.reset) && start.Before(a.hi)
 }
 
 func (a *announced) active(now time.Time) bool { return now.Before(a.until) }
@@ -130,7 +142,7 @@ func (a *announced) take(now time.Time) {
 
 // apply sets the model from b, announced at now for the answer to permit
 // seq (-1: unknown), with unseen requests sent that b may not count.
-func (a *announced) apply(b Budget, now time.Time, seq, unseen int64) {
+func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, align bool) {
 	avail := float64(b.Remaining - unseen)
 	live := a.active(now)
 	prev := a
@@ -140,16 +152,18 @@ func (a *announced) apply(b Budget, now time.Time, seq, unseen int64) {
 	if b.bucket(prev) {
 		rate := float64(b.Limit) / b.Window.Seconds()
 		if live && a.rate == rate && a.size == float64(b.Limit) {
-			// The same bucket: answers come out of the order the server
-			// counted them in, so each is a bound on what it holds.
-			a.level, a.at = min(a.tokens(now), avail), now
+			// The same bucket: each answer bounds what it holds.
+			if a.stale(b.Remaining, now) {
+				return
+			}
+			a.level, a.at = bound(a.tokens(now), avail), now
 			a.seq, a.until = max(a.seq, seq), later(a.until, now.Add(b.Reset+b.Window))
 			return
 		}
 		if live && seq >= 0 && seq < a.seq {
 			return // older than the model: stale
 		}
-		*a = announced{until: now.Add(b.Reset + b.Window), seq: seq, level: avail, at: now,
+		*a = announced{until: now.Add(b.Reset + b.Window), seq: seq, level: avail, at: now, rmin: float64(b.Remaining), rminAt: now,
 			rate: rate, size: float64(b.Limit), refilling: a.refilling && a.rate > 0}
 		return
 	}
@@ -158,21 +172,52 @@ func (a *announced) apply(b Budget, now time.Time, seq, unseen int64) {
 		lo = hi.Add(-time.Second) // rounded up to whole seconds
 	}
 	if live && a.rate == 0 && !a.probing && a.hi.After(lo) && hi.After(a.lo) {
-		// The same window: answers come out of the order the server
-		// counted them in, so each is a bound on what remains, and each
-		// narrows where the reset is.
+		// The same window: each answer bounds what remains, and narrows
+		// where the reset is.
+		if a.stale(b.Remaining, now) {
+			return
+		}
 		a.lo, a.hi = later(lo, a.lo), earlier(hi, a.hi)
-		a.reset, a.until = a.hi, a.hi.Add(time.Second)
-		a.level, a.at, a.seq = min(a.level, avail), now, max(a.seq, seq)
-		return
-	}
-	if live && seq >= 0 && seq < a.seq {
+		a.level, a.at, a.seq = bound(a.level, avail), now, max(a.seq, seq)
+	} else if live && seq >= 0 && seq < a.seq {
 		return // an older window's answer
+	} else {
+		*a = announced{seq: seq, level: avail, at: now, lo: lo, hi: hi, rmin: float64(b.Remaining), rminAt: now}
 	}
-	*a = announced{seq: seq, level: avail, at: now, lo: lo, hi: hi, reset: hi}
-	// The reset a client may go at is the latest it can be.
-	a.until = hi.Add(time.Second)
+	a.reset, a.aligned = a.hi, false
+	if w := b.Window; align && w >= time.Second && w%time.Second == 0 && a.hi.Sub(a.lo) > 0 {
+		// A fixed window aligned to the Unix epoch (sluice's and
+		// envoyproxy/ratelimit's are) resets at a multiple of its length:
+		// if one is where the reset can be, it is the reset, up to a
+		// second sooner than the rounded-up one.
+		m := time.Unix(0, (a.lo.UnixNano()/int64(w)+1)*int64(w))
+		if !m.After(a.hi) {
+			a.reset, a.aligned = m, true
+		}
+	}
+	a.until = a.hi.Add(time.Second)
 }
+
+// stale reports whether an answer saying remaining at now is older news
+// than the fewest yet (the server counted fewer requests when it wrote
+// it); if not, it is the fewest.
+func (a *announced) stale(remaining int64, now time.Time) bool {
+	least := a.rmin
+	if a.rate > 0 {
+		least = min(a.size, least+a.rate*now.Sub(a.rminAt).Seconds())
+	}
+	if float64(remaining) > least+1e-9 {
+		return true
+	}
+	a.rmin, a.rminAt = float64(remaining), now
+	return false
+}
+
+// bound is what an answer that says avail remain leaves of level: each
+// is the fewest requests the server can have left (avail counts every
+// request the answer may not, level every request sent since an earlier
+// answer), so the larger holds.
+func bound(level, avail float64) float64 { return max(level, avail) }
 
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
@@ -229,13 +274,19 @@ func (p *Permit) Announce(b Budget, now time.Time) {
 func (l *Limiter) announce(h *host, b Budget, now time.Time, seq int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	// Requests that may be missing from Remaining: all the others in
-	// flight, or with the permit known, those sent after it.
+	// Requests that may be missing from Remaining: all those sent after
+	// it, and those sent before it still in flight (the server counts in
+	// its own order). Unknown which, all the others in flight.
 	unseen := int64(max(h.sent-1, 0))
 	if seq >= 0 {
 		unseen = int64(h.seq) - seq
+		for s := range h.live {
+			if int64(s) < seq {
+				unseen++
+			}
+		}
 	}
-	h.ann.apply(b, now, seq, unseen)
+	h.ann.apply(b, now, seq, unseen, !h.unaligned)
 	close(h.annWake)
 	h.annWake = make(chan struct{})
 }

@@ -137,6 +137,14 @@ type host struct {
 	// ann is what the server announced of its budget (Announce).
 	ann     announced
 	annWake chan struct{} // closed when an answer changes ann
+	// unaligned: a window guessed aligned to the epoch was not (a refusal
+	// came after the guessed reset); its rounded-up reset is waited for.
+	unaligned bool
+	// concCap caps the requests in flight (0: none) after a refusal that
+	// the announced budget does not explain, set at capAt.
+	concCap int
+	capAt   time.Time
+	live    map[uint64]struct{} // the permits in flight, for Permit.Announce
 	// ceiling caps the host's rate (a robots.txt Crawl-delay); 0 is none.
 	ceiling float64
 }
@@ -249,6 +257,11 @@ func (l *Limiter) Acquire(ctx context.Context, host string) (*Permit, error) {
 		if h.conc != nil {
 			limit = max(1, h.conc.Limit())
 		}
+		h.mu.Lock()
+		if h.concCap > 0 {
+			limit = min(limit, h.concCap)
+		}
+		h.mu.Unlock()
 		if err := h.acquireSlot(ctx, limit); err != nil {
 			return nil, err
 		}
@@ -307,6 +320,9 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 			return nil, err
 		}
 		now = time.Now()
+		if l.announcedOnly(h, now) {
+			return l.permit(h, now), nil
+		}
 		d, err := l.store.Apply(ctx, ratelimit.Request{
 			Key:       l.o.KeyPrefix + h.key,
 			Limit:     l.limit(h, now),
@@ -329,7 +345,11 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 		if wait <= 0 {
 			wait = time.Millisecond
 		}
-		if err := retry.Sleep(ctx, wait); err != nil {
+		// An answer announcing a budget may end the wait sooner.
+		h.mu.Lock()
+		wake := h.annWake
+		h.mu.Unlock()
+		if err := sleepOrWake(ctx, wait, wake); err != nil {
 			return nil, err
 		}
 	}
@@ -346,17 +366,35 @@ func (l *Limiter) waitAnnounced(ctx context.Context, h *host) error {
 		if w <= 0 {
 			return nil
 		}
-		t := time.NewTimer(w)
-		select {
-		case <-t.C:
-		case <-wake:
-			t.Stop()
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		if err := sleepOrWake(ctx, w, wake); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// sleepOrWake waits for d, until wake is closed or ctx ends.
+func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-wake:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// announcedOnly reports whether the budget the server announced is all
+// that holds h: its rate is adaptive (a guess the announcement replaces)
+// and no Crawl-delay caps it. The bucket in the store is then skipped: its
+// state, from the slower guess, would hold the host back.
+func (l *Limiter) announcedOnly(h *host, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ctrl != nil && h.ceiling == 0 && h.ann.active(now)
 }
 
 // maxAnnouncedWaits bounds the waits of one request for announced
@@ -370,6 +408,10 @@ func (l *Limiter) permit(h *host, now time.Time) *Permit {
 	h.seq++
 	seq := h.seq
 	h.ann.take(now)
+	if h.live == nil {
+		h.live = make(map[uint64]struct{})
+	}
+	h.live[seq] = struct{}{}
 	h.mu.Unlock()
 	return &Permit{l: l, h: h, start: now, seq: seq}
 }
@@ -441,6 +483,15 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 	switch f.Signal {
 	case adaptive.Throttled:
 		ra := max(f.RetryAfter, 0)
+		if h.ann.misaligned(p.start) {
+			h.unaligned = true
+		}
+		if h.ann.active(now) && h.ann.tokens(now) > 0 && !p.start.Before(h.capAt) {
+			// Refused with the announced budget not spent: another limit,
+			// as GitHub's secondary one, on requests at once. Halve what
+			// was in flight (once for the requests sent together).
+			h.concCap, h.capAt = max(1, h.inflight/2), now
+		}
 		if p.start.Before(h.pausedAt) {
 			// Sent before the current pause began: its 429 is old news,
 			// though its Retry-After still counts.
@@ -461,6 +512,7 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 	}
 	h.inflight--
 	h.sent--
+	delete(h.live, p.seq)
 	close(h.wake)
 	h.wake = make(chan struct{})
 	h.mu.Unlock()
