@@ -185,11 +185,13 @@ func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, align bool
 		*a = announced{seq: seq, level: avail, at: now, lo: lo, hi: hi, rmin: float64(b.Remaining), rminAt: now}
 	}
 	a.reset, a.aligned = a.hi, false
-	if w := b.Window; align && w >= time.Second && w%time.Second == 0 && a.hi.Sub(a.lo) > 0 {
+	if w := b.Window; align && w >= 2*time.Second && w%time.Second == 0 && a.hi.Sub(a.lo) > 0 {
 		// A fixed window aligned to the Unix epoch (sluice's and
 		// envoyproxy/ratelimit's are) resets at a multiple of its length:
 		// if one is where the reset can be, it is the reset, up to a
-		// second sooner than the rounded-up one.
+		// second sooner than the rounded-up one. A window of a second
+		// has a multiple in every second, which says nothing, so its
+		// rounded-up reset is waited for.
 		m := time.Unix(0, (a.lo.UnixNano()/int64(w)+1)*int64(w))
 		if !m.After(a.hi) {
 			a.reset, a.aligned = m, true
