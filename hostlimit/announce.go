@@ -48,6 +48,9 @@ func (b Budget) bucket(prev *announced) bool {
 type announced struct {
 	until time.Time // the model holds until then; zero: no model
 	seq   int64     // the permit whose answer set it (-1: unknown)
+	// first is the first permit the model speaks of: an answer to an
+	// earlier one is of an earlier window (or bucket state).
+	first int64
 	level float64   // requests the server takes at at, less those sent since
 	at    time.Time
 	// A token bucket refills at rate (per second) up to size; a window
@@ -87,7 +90,7 @@ func (a *announced) tokens(now time.Time) float64 {
 
 // wait is how long a request must wait for the announced budget at now
 // (0: it may go). mode is the Limiter's.
-func (a *announced) wait(now time.Time, mode BudgetMode) time.Duration {
+func (a *announced) wait(now time.Time, mode BudgetMode, next uint64) time.Duration {
 	if !a.active(now) {
 		return 0
 	}
@@ -118,7 +121,7 @@ func (a *announced) wait(now time.Time, mode BudgetMode) time.Duration {
 	if !a.probing {
 		// The window is over: one request finds out the new quota; the
 		// others wait for its answer (or for the model to lapse).
-		a.probing, a.level, a.at = true, 1, now
+		a.probing, a.level, a.at, a.first = true, 1, now, int64(next)
 		a.until = now.Add(max(a.reset.Sub(a.lo), time.Second))
 	}
 	if a.level >= 1 {
@@ -142,9 +145,12 @@ func (a *announced) take(now time.Time) {
 
 // apply sets the model from b, announced at now for the answer to permit
 // seq (-1: unknown), with unseen requests sent that b may not count.
-func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, align bool) {
+func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, margin time.Duration) {
 	avail := float64(b.Remaining - unseen)
 	live := a.active(now)
+	if live && seq >= 0 && seq < a.first {
+		return // sent before what the model speaks of: stale
+	}
 	prev := a
 	if !live {
 		prev = &announced{}
@@ -163,7 +169,7 @@ func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, align bool
 		if live && seq >= 0 && seq < a.seq {
 			return // older than the model: stale
 		}
-		*a = announced{until: now.Add(b.Reset + b.Window), seq: seq, level: avail, at: now, rmin: float64(b.Remaining), rminAt: now,
+		*a = announced{until: now.Add(b.Reset + b.Window), seq: seq, first: seq, level: avail, at: now, rmin: float64(b.Remaining), rminAt: now,
 			rate: rate, size: float64(b.Limit), refilling: a.refilling && a.rate > 0}
 		return
 	}
@@ -182,19 +188,21 @@ func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, align bool
 	} else if live && seq >= 0 && seq < a.seq {
 		return // an older window's answer
 	} else {
-		*a = announced{seq: seq, level: avail, at: now, lo: lo, hi: hi, rmin: float64(b.Remaining), rminAt: now}
+		*a = announced{seq: seq, first: seq, level: avail, at: now, lo: lo, hi: hi, rmin: float64(b.Remaining), rminAt: now}
 	}
 	a.reset, a.aligned = a.hi, false
-	if w := b.Window; align && w >= 2*time.Second && w%time.Second == 0 && a.hi.Sub(a.lo) > 0 {
+	if w := b.Window; margin > 0 && w >= 2*time.Second && w%time.Second == 0 && a.hi.Sub(a.lo) > 0 {
 		// A fixed window aligned to the Unix epoch (sluice's and
 		// envoyproxy/ratelimit's are) resets at a multiple of its length:
 		// if one is where the reset can be, it is the reset, up to a
 		// second sooner than the rounded-up one. A window of a second
 		// has a multiple in every second, which says nothing, so its
 		// rounded-up reset is waited for.
+		// The margin covers a server whose clock lags (a cached clock,
+		// a loaded machine).
 		m := time.Unix(0, (a.lo.UnixNano()/int64(w)+1)*int64(w))
 		if !m.After(a.hi) {
-			a.reset, a.aligned = m, true
+			a.reset, a.aligned = earlier(m.Add(margin), a.hi), true
 		}
 	}
 	a.until = a.hi.Add(time.Second)
@@ -288,9 +296,29 @@ func (l *Limiter) announce(h *host, b Budget, now time.Time, seq int64) {
 			}
 		}
 	}
-	h.ann.apply(b, now, seq, unseen, !h.unaligned)
+	h.ann.apply(b, now, seq, unseen, h.alignMargin())
 	close(h.annWake)
 	h.annWake = make(chan struct{})
+}
+
+// Margins after a window's guessed reset: the first, and the most before
+// the guess is given up for the rounded-up reset. Each refusal after the
+// guess doubles the margin.
+const (
+	firstAlignMargin = 50 * time.Millisecond
+	maxAlignMargin   = 800 * time.Millisecond
+)
+
+// alignMargin is the time h's requests wait after a window's guessed
+// reset; 0 when the guess is given up. h.mu is held.
+func (h *host) alignMargin() time.Duration {
+	switch {
+	case h.margin == 0:
+		return firstAlignMargin
+	case h.margin > maxAlignMargin:
+		return 0
+	}
+	return h.margin
 }
 
 // pace is the rate the model lets requests go at from now, for Hosts: a

@@ -137,14 +137,16 @@ type host struct {
 	// ann is what the server announced of its budget (Announce).
 	ann     announced
 	annWake chan struct{} // closed when an answer changes ann
-	// unaligned: a window guessed aligned to the epoch was not (a refusal
-	// came after the guessed reset); its rounded-up reset is waited for.
-	unaligned bool
+	// margin is the wait after a window's guessed reset (see
+	// alignMargin): each refusal after the guess doubles it.
+	margin time.Duration
 	// concCap caps the requests in flight (0: none) after a refusal that
 	// the announced budget does not explain, set at capAt.
 	concCap int
 	capAt   time.Time
 	live    map[uint64]struct{} // the permits in flight, for Permit.Announce
+	// afterPause: the next request follows a pause for a refusal.
+	afterPause bool
 	// ceiling caps the host's rate (a robots.txt Crawl-delay); 0 is none.
 	ceiling float64
 }
@@ -320,7 +322,7 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 			return nil, err
 		}
 		now = time.Now()
-		if l.announcedOnly(h, now) {
+		if l.announcedOnly(h, now) || h.firstAfterPause() {
 			return l.permit(h, now), nil
 		}
 		d, err := l.store.Apply(ctx, ratelimit.Request{
@@ -360,7 +362,7 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 func (l *Limiter) waitAnnounced(ctx context.Context, h *host) error {
 	for range maxAnnouncedWaits {
 		h.mu.Lock()
-		w := h.ann.wait(time.Now(), l.o.BudgetMode)
+		w := h.ann.wait(time.Now(), l.o.BudgetMode, h.seq+1)
 		wake := h.annWake
 		h.mu.Unlock()
 		if w <= 0 {
@@ -385,6 +387,20 @@ func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// firstAfterPause reports, once, whether this is the first request after
+// a pause for a refusal: the pause was its wait (the backoff schedule's
+// step), so it does not wait again for the bucket, whose rate the refusal
+// lowered for the requests after it.
+func (h *host) firstAfterPause() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.afterPause {
+		return false
+	}
+	h.afterPause = false
+	return true
 }
 
 // announcedOnly reports whether the budget the server announced is all
@@ -484,7 +500,10 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 	case adaptive.Throttled:
 		ra := max(f.RetryAfter, 0)
 		if h.ann.misaligned(p.start) {
-			h.unaligned = true
+			h.margin = 2 * h.alignMargin()
+			if h.margin == 0 {
+				h.margin = 2 * maxAlignMargin
+			}
 		}
 		if h.ann.active(now) && h.ann.tokens(now) > 0 && !p.start.Before(h.capAt) {
 			// Refused with the announced budget not spent: another limit,
@@ -506,6 +525,7 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 		h.pausedAt = now
 		h.pauseUntil = now.Add(paused)
 		h.pauses++
+		h.afterPause = true
 		h.setRamp(l.o.Ramp)
 	case adaptive.Success:
 		h.throttles = 0

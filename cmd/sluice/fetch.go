@@ -50,7 +50,7 @@ its Crawl-delay caps the host's rate.
 Prints a progress bar with the rate and an ETA on a terminal (stderr) and a
 summary at the end:
 human-readable, or one JSON object with --json:
-  {"requests","succeeded","failed","attempts","retries","status","hosts","elapsed_ms"}
+  {"requests","succeeded","failed","attempts","retries","status","hosts","elapsed_ms","robots"}
 
 A refused connection (nothing listening) is retried at most twice, within
 about a second, whatever --max-attempts says.
@@ -71,6 +71,18 @@ type fetchSummary struct {
 	Status    map[string]int64   `json:"status"`
 	Hosts     map[string]float64 `json:"hosts"`
 	ElapsedMS int64              `json:"elapsed_ms"`
+	// Robots counts the robots.txt fetches apart from the URLs': their
+	// attempts, answers, retries and the time they waited (for the host's
+	// budget, pauses and retries). Absent with --robots=false.
+	Robots *robotsSummary `json:"robots,omitempty"`
+}
+
+// robotsSummary is the robots.txt part of a fetchSummary.
+type robotsSummary struct {
+	Attempts int64            `json:"attempts"`
+	Retries  int64            `json:"retries"`
+	Status   map[string]int64 `json:"status"`
+	WaitMS   int64            `json:"wait_ms"`
 }
 
 func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -360,6 +372,9 @@ func (c *fetchConfig) summary(st *fetchStats, tr *httpclient.Transport, ok int, 
 	for _, h := range tr.Hosts() {
 		sum.Hosts[h.Host] = float64(int64(h.Rate*100+0.5)) / 100
 	}
+	if c.robots {
+		sum.Robots = st.robots.summary()
+	}
 	return sum
 }
 
@@ -484,16 +499,58 @@ func fetchBackoff(name string, base, maxd time.Duration) (backoff.Strategy, erro
 	return nil, fmt.Errorf("%w: unknown --backoff %q (want equal, full, decorrelated, exponential or multiplicative)", errUsage, name)
 }
 
-// fetchStats counts what the transport reports.
+// fetchStats counts what the transport reports: the URLs' attempts, and
+// apart, robots.txt's.
 type fetchStats struct {
 	attempts, retries, throttled atomic.Int64
 	mu                           sync.Mutex
 	status                       map[int]int64
+
+	robots robotsStats
+}
+
+// robotsStats counts the robots.txt fetches.
+type robotsStats struct {
+	mu                sync.Mutex
+	attempts, retries int64
+	status            map[int]int64
+	wait              time.Duration
+}
+
+func (r *robotsStats) observe(e httpclient.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch e.Kind {
+	case httpclient.Attempt:
+		r.attempts++
+		if e.Status != 0 {
+			if r.status == nil {
+				r.status = map[int]int64{}
+			}
+			r.status[e.Status]++
+		}
+	case httpclient.Retry:
+		r.retries++
+		r.wait += e.Delay
+	case httpclient.Wait:
+		r.wait += e.Delay
+	}
+}
+
+func (r *robotsStats) summary() *robotsSummary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := &robotsSummary{Attempts: r.attempts, Retries: r.retries, Status: map[string]int64{}, WaitMS: r.wait.Milliseconds()}
+	for code, n := range r.status {
+		out.Status[strconv.Itoa(code)] = n
+	}
+	return out
 }
 
 func (s *fetchStats) observe(e httpclient.Event) {
 	if e.Robots {
-		return // the summary counts the URLs asked for
+		s.robots.observe(e) // apart: the URLs' counts are the URLs'
+		return
 	}
 	switch e.Kind {
 	case httpclient.Attempt:
@@ -590,23 +647,32 @@ func progressLine(n, total int, retries, throttled int64, rate float64) string {
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, total, rs, eta, retries, throttled)
 }
 
-func fetchPrintSummary(w io.Writer, s fetchSummary, failures []string) {
-	fmt.Fprintf(w, "fetched %d %s in %v: %d succeeded, %d failed\n",
-		s.Requests, plural(s.Requests, "URL"), (time.Duration(s.ElapsedMS) * time.Millisecond).Round(10*time.Millisecond), s.Succeeded, s.Failed)
-	codes := make([]string, 0, len(s.Status))
-	for c := range s.Status {
+// statusLine is "status 200×3 429×1", or says no answer came.
+func statusLine(m map[string]int64) string {
+	codes := make([]string, 0, len(m))
+	for c := range m {
 		codes = append(codes, c)
 	}
 	sort.Strings(codes)
 	var parts []string
 	for _, c := range codes {
-		parts = append(parts, fmt.Sprintf("%s×%d", c, s.Status[c]))
+		parts = append(parts, fmt.Sprintf("%s×%d", c, m[c]))
 	}
-	status := "status " + strings.Join(parts, " ")
 	if len(parts) == 0 {
-		status = "no status: no response came back"
+		return "no status: no response came back"
 	}
+	return "status " + strings.Join(parts, " ")
+}
+
+func fetchPrintSummary(w io.Writer, s fetchSummary, failures []string) {
+	fmt.Fprintf(w, "fetched %d %s in %v: %d succeeded, %d failed\n",
+		s.Requests, plural(s.Requests, "URL"), (time.Duration(s.ElapsedMS) * time.Millisecond).Round(10*time.Millisecond), s.Succeeded, s.Failed)
+	status := statusLine(s.Status)
 	fmt.Fprintf(w, "attempts %d (%d %s); %s\n", s.Attempts, s.Retries, map[bool]string{true: "retry", false: "retries"}[s.Retries == 1], status)
+	if r := s.Robots; r != nil && r.Attempts > 0 {
+		fmt.Fprintf(w, "robots.txt: attempts %d (%d %s); %s; waited %v\n", r.Attempts, r.Retries,
+			map[bool]string{true: "retry", false: "retries"}[r.Retries == 1], statusLine(r.Status), (time.Duration(r.WaitMS) * time.Millisecond).Round(10*time.Millisecond))
+	}
 	hosts := make([]string, 0, len(s.Hosts))
 	for h := range s.Hosts {
 		hosts = append(hosts, h)

@@ -1,0 +1,68 @@
+package httpclient
+
+import (
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/backoff"
+)
+
+// TestSecondaryLimitWaitsAMinute: GitHub's secondary rate limit without
+// Retry-After is retried after a minute, then two, exactly (virtual time).
+func TestSecondaryLimitWaitsAMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`
+		secondary := func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			w.Write([]byte(body))
+		}
+		s := &script{steps: []http.HandlerFunc{secondary, secondary, status(200)}}
+		o := fast(s)
+		o.MaxDelay = 10 * time.Minute
+		resp, err := get(t, NewClient(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || s.calls() != 3 {
+			t.Fatalf("got %d after %d calls, want 200 after 3", resp.StatusCode, s.calls())
+		}
+		if d1, d2 := s.at[1].Sub(s.at[0]), s.at[2].Sub(s.at[1]); d1 != time.Minute || d2 != 2*time.Minute {
+			t.Errorf("retried after %v and %v, want 1m and 2m", d1, d2)
+		}
+	})
+}
+
+// TestBackoffScheduleWithoutRetryAfter: a bare 429 is retried on the
+// configured backoff schedule, step for step, while AIMD lowers the host's
+// rate alongside (the adaptive default); every attempt counted reached the
+// server.
+func TestBackoffScheduleWithoutRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{steps: []http.HandlerFunc{status(http.StatusTooManyRequests)}}
+		attempts := 0
+		o := Options{Transport: handlerTransport{s}, MaxAttempts: 6, Backoff: backoff.Exponential{Base: 500 * time.Millisecond},
+			Observer: ObserverFunc(func(e Event) {
+				if e.Kind == Attempt {
+					attempts++
+				}
+			})}
+		resp, err := get(t, NewClient(o))
+		if err == nil {
+			resp.Body.Close()
+			t.Fatal("want an error after 6 attempts")
+		}
+		if s.calls() != 6 || attempts != 6 {
+			t.Fatalf("%d calls, %d attempts counted; want 6 and 6 (%v)", s.calls(), attempts, err)
+		}
+		// Exponential from 500 ms: the delay before retry k is 500ms·2^k.
+		for i := 1; i < 6; i++ {
+			if got, want := s.at[i].Sub(s.at[i-1]), 500*time.Millisecond<<i; got != want {
+				t.Errorf("gap %d: %v, want %v", i, got, want)
+			}
+		}
+	})
+}
