@@ -51,7 +51,7 @@ type announced struct {
 	// first is the first permit the model speaks of: an answer to an
 	// earlier one is of an earlier window (or bucket state).
 	first int64
-	level float64   // requests the server takes at at, less those sent since
+	level float64 // requests the server takes at at, less those sent since
 	at    time.Time
 	// A token bucket refills at rate (per second) up to size; a window
 	// (rate 0) has its quota back at reset.
