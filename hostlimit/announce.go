@@ -110,7 +110,10 @@ func (a *announced) wait(now time.Time, mode BudgetMode, next uint64) time.Durat
 		if tk >= 1 {
 			return 0
 		}
-		return durationOf((1 - tk) / a.rate)
+		// The margin covers a server whose clock lags; the refill during
+		// it counts in take, so it does not add up from one request to
+		// the next.
+		return durationOf((1-tk)/a.rate) + min(firstAlignMargin, durationOf(0.05/a.rate))
 	}
 	if now.Before(a.reset) {
 		if tk >= 1 {

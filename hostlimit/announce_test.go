@@ -22,7 +22,7 @@ func state(t *testing.T, l *Limiter) HostState {
 // a token bucket's refill, a window's reset. The send times are exact, in
 // virtual time.
 func TestAnnouncedSchedule(t *testing.T) {
-	const s = time.Second
+	const s, ms = time.Second, time.Millisecond
 	tests := []struct {
 		name string
 		mode BudgetMode
@@ -31,9 +31,11 @@ func TestAnnouncedSchedule(t *testing.T) {
 		want []time.Duration // send time of each request after the first answer
 	}{
 		// sluice serve's demo key: a bucket of 20 refilled at 1 a second,
-		// announced as q=20;w=20 and r=19;t=1 after the first request.
+		// announced as q=20;w=20 and r=19;t=1 after the first request;
+		// each refill is waited for with a margin of 50 ms (a server's
+		// lagging clock), which does not add up.
 		{"bucket", BudgetPace, Budget{Remaining: 19, Reset: s, Limit: 20, Window: 20 * s}, 22,
-			append(repeat(19, 0), 1*s, 2*s, 3*s)},
+			append(repeat(19, 0), 1050*ms, 2050*ms, 3050*ms)},
 		// Spending a bucket: what it holds, then wait until it is full.
 		{"bucket, spend", BudgetSpend, Budget{Remaining: 4, Reset: s, Limit: 5, Window: 5 * s}, 6,
 			append(repeat(4, 0), 5*s, 5*s)},
