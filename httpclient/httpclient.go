@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -105,6 +106,10 @@ type Options struct {
 	// then waited for (hostlimit.BudgetSpend). Neither sends more than
 	// remains.
 	BudgetMode hostlimit.BudgetMode
+	// RandomDelay, when positive, makes each attempt wait a random time
+	// in [0, RandomDelay) before it asks its host for a slot, spreading
+	// requests (colly's RandomDelay, Scrapy's RANDOMIZE_DOWNLOAD_DELAY).
+	RandomDelay time.Duration
 	// MaxHosts bounds the hosts whose state (bucket, budget, breaker) is
 	// kept; idle ones beyond it are forgotten. Zero means 10 000.
 	MaxHosts int
@@ -523,6 +528,11 @@ func (t *Transport) admit(ctx context.Context, req *http.Request, key string, hs
 		return refuse(retry.WithDelay(fmt.Errorf("httpclient: %s paused for another %v", key, left.Round(time.Second)), left))
 	}
 	waitStart := time.Now()
+	if d := t.o.RandomDelay; d > 0 {
+		if err := retry.Sleep(ctx, rand.N(d)); err != nil {
+			return refuse(retry.Permanent(err))
+		}
+	}
 	permit, err = t.limiter.Acquire(ctx, key)
 	if err != nil {
 		return refuse(retry.Permanent(err))

@@ -66,3 +66,37 @@ func TestBackoffScheduleWithoutRetryAfter(t *testing.T) {
 		}
 	})
 }
+
+// TestRandomDelay: each request waits a random time below RandomDelay
+// before it goes (virtual time): the gaps are spread, none reaches it.
+func TestRandomDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{steps: []http.HandlerFunc{status(200)}}
+		o := fast(s)
+		o.RandomDelay = time.Second
+		c := NewClient(o)
+		start := time.Now()
+		for range 20 {
+			resp, err := get(t, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		spread := 0
+		prev := start
+		for i, at := range s.at {
+			gap := at.Sub(prev)
+			if gap >= time.Second {
+				t.Errorf("request %d waited %v, want under 1s", i, gap)
+			}
+			if gap > 0 {
+				spread++
+			}
+			prev = at
+		}
+		if spread < 15 {
+			t.Errorf("%d of 20 requests waited at all, want nearly all", spread)
+		}
+	})
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/httpclient"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/robots"
+	"github.com/sluicehq/sluice/storeurl"
 	"golang.org/x/term"
 )
 
@@ -91,7 +92,16 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	st := &fetchStats{status: map[int]int64{}}
-	tr := httpclient.New(cfg.clientOptions(st))
+	opts := cfg.clientOptions(st)
+	if cfg.store != "" {
+		store, err := storeurl.Open(ctx, cfg.store, storeurl.Options{})
+		if err != nil {
+			return fmt.Errorf("%w: --store: %w", errUsage, err)
+		}
+		defer store.Close()
+		opts.Store = store
+	}
+	tr := httpclient.New(opts)
 	start := time.Now()
 	var done atomic.Int64
 	stopBar := fetchProgress(stderr, cfg.progress && !cfg.json, len(cfg.urls), &done, st)
@@ -136,6 +146,8 @@ type fetchConfig struct {
 	userAgent                     string
 	header                        http.Header // -H, in order, User-Agent and Host included
 	refusedDelay                  time.Duration
+	store                         string        // --store: "" or memory, or a Redis URL
+	randomDelay                   time.Duration // --random-delay
 }
 
 func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
@@ -194,6 +206,8 @@ func (c *fetchConfig) define(fs *flag.FlagSet) fetchFlagText {
 	text.adaptConc = fs.String("adaptive-concurrency", "off", "make each host's cap on requests in flight adaptive, following the latency of its answers: off (--concurrency, fixed), gradient or vegas (at most --concurrency)")
 	text.budget = fs.String("budget", "pace", "what to do with the budget a server announces (RateLimit, X-RateLimit-*): pace (spread what remains until the reset) or spend (send it at once, then wait for the reset); neither sends more than remains")
 	fs.BoolVar(&c.robots, "robots", true, "obey robots.txt for the -A user agent (--robots=false to ignore it)")
+	fs.StringVar(&c.store, "store", "", "where each host's bucket lives: memory (the default, this process only) or a Redis `URL` (redis://host:6379/0, as sluice serve's store), shared by every sluice fetch using it so that a fleet stays within one host's rate together")
+	fs.DurationVar(&c.randomDelay, "random-delay", 0, "wait a random time up to `D` before each request, spreading requests (0: none)")
 	fs.BoolVar(&c.domain, "by-domain", false, "limit per registrable domain (www.example.com and img.example.com together) instead of per host")
 	return text
 }
@@ -241,6 +255,8 @@ func (c *fetchConfig) checkBounds(base time.Duration) error {
 		return fmt.Errorf("%w: --base-delay %v: want a positive duration", errUsage, base)
 	case c.timeout < 0:
 		return fmt.Errorf("%w: --timeout %v is negative (0: none)", errUsage, c.timeout)
+	case c.randomDelay < 0:
+		return fmt.Errorf("%w: --random-delay %v is negative (0: none)", errUsage, c.randomDelay)
 	}
 	return nil
 }
@@ -273,6 +289,7 @@ func (c *fetchConfig) clientOptions(st *fetchStats) httpclient.Options {
 		Backoff:        c.backoff,
 		AttemptTimeout: c.timeout,
 		Observer:       httpclient.ObserverFunc(st.observe),
+		RandomDelay:    c.randomDelay,
 		Transport:      refusedTransport{base: http.DefaultTransport, retries: fetchRefusedRetries, delay: c.refusedDelay},
 	}
 	if c.domain {
