@@ -75,9 +75,10 @@ type Options struct {
 	// means DefaultMaxHosts.
 	MaxHosts int
 	// BudgetMode says what to do with a budget a server announces
-	// (Announce): pace it over its window (BudgetPace, the zero value) or
-	// spend it as fast as the concurrency allows and then wait for the
-	// reset (BudgetSpend). Either way no more is sent than remains.
+	// (Announce): send what it takes now and then go as it comes back
+	// (BudgetPace, the zero value), or the same but wait for a token
+	// bucket to be full again before sending it (BudgetSpend). Either way
+	// no more is sent than remains.
 	BudgetMode BudgetMode
 	// OnPause, when set, is called when a host pauses, with the pause's
 	// length.

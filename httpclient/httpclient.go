@@ -96,15 +96,14 @@ type Options struct {
 	Robots *robots.Options
 	// IgnoreBudgetHeaders turns off reading the budget servers announce
 	// (RateLimit, RateLimit-Policy, X-RateLimit-*; see ParseBudget). By
-	// default each answer's budget paces its host, so that what remains
-	// lasts until the reset rather than being spent and then waited for,
-	// and a spent budget's reset is the delay of a 403 or 429 that gives
-	// no Retry-After.
+	// default each answer's budget holds its host (hostlimit's Announce):
+	// what the server takes now is sent at once, the rest as it comes
+	// back, never more than remains; and a spent budget's reset is the
+	// delay of a 403 or 429 that gives no Retry-After.
 	IgnoreBudgetHeaders bool
-	// BudgetMode is how an announced budget is used: paced over its
-	// window (hostlimit.BudgetPace, the zero value) or spent at once and
-	// then waited for (hostlimit.BudgetSpend). Neither sends more than
-	// remains.
+	// BudgetMode is how an announced budget is used: hostlimit.BudgetPace
+	// (the zero value) or hostlimit.BudgetSpend, which differ for a token
+	// bucket only (see hostlimit). Neither sends more than remains.
 	BudgetMode hostlimit.BudgetMode
 	// RandomDelay, when positive, makes each attempt wait a random time
 	// in [0, RandomDelay) before it asks its host for a slot, spreading

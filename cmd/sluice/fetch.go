@@ -43,10 +43,13 @@ Retries use the backoff with jitter, at most --max-attempts attempts and
 throttling trips a breaker. A 403 or 429 that says when to come back
 (Retry-After, X-RateLimit-Remaining: 0 with a reset, GitHub's secondary
 limits) is waited out and retried; other 403s and challenge pages are not.
-The budget servers announce (RateLimit, RateLimit-Policy, X-RateLimit-*) paces
-each host so that it lasts until its reset. robots.txt is obeyed (--robots):
-each host's file is fetched once, disallowed URLs fail without being sent, and
-its Crawl-delay caps the host's rate.
+The budget servers announce (RateLimit, RateLimit-Policy, X-RateLimit-*) is
+sent as soon as the server allows: what remains at once, then as it comes
+back (a bucket's refill, a window's reset), never more than remains.
+robots.txt is obeyed (--robots): each host's file is fetched once, with the
+request's headers (-H) and for its Host, disallowed URLs fail without being
+sent, and its Crawl-delay caps the host's rate. --store redis://... shares
+each host's bucket with every sluice fetch using the same Redis.
 
 Prints a progress bar with the rate and an ETA on a terminal (stderr) and a
 summary at the end:
@@ -204,7 +207,7 @@ func (c *fetchConfig) define(fs *flag.FlagSet) fetchFlagText {
 	fs.StringVar(&c.userAgent, "A", fetchUserAgent(), "the User-Agent `string`")
 	fs.StringVar(&c.userAgent, "user-agent", fetchUserAgent(), "same as -A")
 	text.adaptConc = fs.String("adaptive-concurrency", "off", "make each host's cap on requests in flight adaptive, following the latency of its answers: off (--concurrency, fixed), gradient or vegas (at most --concurrency)")
-	text.budget = fs.String("budget", "pace", "what to do with the budget a server announces (RateLimit, X-RateLimit-*): pace (spread what remains until the reset) or spend (send it at once, then wait for the reset); neither sends more than remains")
+	text.budget = fs.String("budget", "pace", "what to do with the budget a server announces (RateLimit, X-RateLimit-*): pace (send what it takes now, then as it comes back: a bucket's refill, a window's reset) or spend (the same, but a bucket is sent whole once full again); neither sends more than remains")
 	fs.BoolVar(&c.robots, "robots", true, "obey robots.txt for the -A user agent (--robots=false to ignore it)")
 	fs.StringVar(&c.store, "store", "", "where each host's bucket lives: memory (the default, this process only) or a Redis `URL` (redis://host:6379/0, as sluice serve's store), shared by every sluice fetch using it so that a fleet stays within one host's rate together")
 	fs.DurationVar(&c.randomDelay, "random-delay", 0, "wait a random time up to `D` before each request, spreading requests (0: none)")
