@@ -330,7 +330,16 @@ type StatusError struct {
 	Status     string        // e.g. "429 Too Many Requests"
 	RetryAfter time.Duration // the answer's Retry-After, if any
 	Header     http.Header   // the answer's header
+	// Body is the start of the answer's body, at most MaxErrorBody
+	// bytes (a problem+json, a rate limit's message), read before the
+	// connection was reused; Truncated says there was more.
+	Body      []byte
+	Truncated bool
 }
+
+// MaxErrorBody is the most bytes of a refused answer's body a StatusError
+// keeps.
+const MaxErrorBody = 16 << 10
 
 func (e *StatusError) Error() string {
 	s := e.Status
@@ -480,6 +489,10 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, 
 		return resp, nil
 	}
 	se := &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, RetryAfter: ra, Header: resp.Header}
+	se.Body, _ = io.ReadAll(io.LimitReader(resp.Body, MaxErrorBody+1))
+	if len(se.Body) > MaxErrorBody {
+		se.Body, se.Truncated = se.Body[:MaxErrorBody], true
+	}
 	closeResp(resp)
 	if cancel != nil {
 		cancel()

@@ -1,7 +1,9 @@
 package httpclient
 
 import (
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -97,6 +99,34 @@ func TestRandomDelay(t *testing.T) {
 		}
 		if spread < 15 {
 			t.Errorf("%d of 20 requests waited at all, want nearly all", spread)
+		}
+	})
+}
+
+// TestGiveUpKeepsLastAnswer: when retries run out, the error carries the
+// last answer: its status, header and the start of its body, bounded.
+func TestGiveUpKeepsLastAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		big := strings.Repeat("x", MaxErrorBody+10)
+		s := &script{steps: []http.HandlerFunc{
+			status(http.StatusServiceUnavailable, "Retry-After", "1"),
+			func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Retry-After", "1")
+				w.Header().Set("X-Reason", "maintenance")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				w.Write([]byte("down for maintenance " + big))
+			},
+		}}
+		o := fast(s)
+		o.MaxAttempts = 2
+		_, err := get(t, NewClient(o))
+		se, ok := errors.AsType[*StatusError](err)
+		if !ok {
+			t.Fatalf("error %v, want a StatusError", err)
+		}
+		if se.StatusCode != 503 || se.Header.Get("X-Reason") != "maintenance" || !strings.HasPrefix(string(se.Body), "down for maintenance") ||
+			len(se.Body) != MaxErrorBody || !se.Truncated {
+			t.Errorf("StatusError %d %q, body %d bytes (truncated %v), want the last answer's, %d bytes", se.StatusCode, se.Header.Get("X-Reason"), len(se.Body), se.Truncated, MaxErrorBody)
 		}
 	})
 }
