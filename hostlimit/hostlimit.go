@@ -260,11 +260,6 @@ func (l *Limiter) Acquire(ctx context.Context, host string) (*Permit, error) {
 		if h.conc != nil {
 			limit = max(1, h.conc.Limit())
 		}
-		h.mu.Lock()
-		if h.concCap > 0 {
-			limit = min(limit, h.concCap)
-		}
-		h.mu.Unlock()
 		if err := h.acquireSlot(ctx, limit); err != nil {
 			return nil, err
 		}
@@ -323,7 +318,7 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 			return nil, err
 		}
 		now = time.Now()
-		if l.announcedOnly(h, now) || h.firstAfterPause() {
+		if l.skipBucket(h, now) {
 			return l.permit(h, now), nil
 		}
 		d, err := l.store.Apply(ctx, ratelimit.Request{
@@ -390,27 +385,20 @@ func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) err
 	}
 }
 
-// firstAfterPause reports, once, whether this is the first request after
-// a pause for a refusal: the pause was its wait (the backoff schedule's
-// step), so it does not wait again for the bucket, whose rate the refusal
-// lowered for the requests after it.
-func (h *host) firstAfterPause() bool {
+// skipBucket reports whether h's next request goes without a token of
+// the bucket in the store: when the budget the server announced is all
+// that holds h (its rate is adaptive, a guess the announcement replaces,
+// and no Crawl-delay caps it), the bucket's state, from the slower guess,
+// would hold it back; and, once, for the first request after a pause for
+// a refusal, whose wait the pause was (the backoff schedule's step), not
+// the bucket whose rate the refusal lowered for the requests after it.
+func (l *Limiter) skipBucket(h *host, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.afterPause {
-		return false
+	if h.afterPause {
+		h.afterPause = false
+		return true
 	}
-	h.afterPause = false
-	return true
-}
-
-// announcedOnly reports whether the budget the server announced is all
-// that holds h: its rate is adaptive (a guess the announcement replaces)
-// and no Crawl-delay caps it. The bucket in the store is then skipped: its
-// state, from the slower guess, would hold the host back.
-func (l *Limiter) announcedOnly(h *host, now time.Time) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	return h.ctrl != nil && h.ceiling == 0 && h.ann.active(now)
 }
 
@@ -590,6 +578,9 @@ func (h *host) acquireSlot(ctx context.Context, limit int) error {
 	for {
 		now := time.Now()
 		h.mu.Lock()
+		if h.concCap > 0 {
+			limit = min(limit, h.concCap)
+		}
 		slots, recheck := limit, time.Duration(0)
 		if now.Before(h.rampEnd) && !now.Before(h.pauseUntil) && limit > 1 {
 			total := h.rampEnd.Sub(h.pauseUntil)
