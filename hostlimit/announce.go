@@ -293,7 +293,7 @@ func (l *Limiter) announce(h *host, b Budget, now time.Time, seq int64) {
 	unseen := int64(max(h.sent-1, 0))
 	if seq >= 0 {
 		unseen = int64(h.seq) - seq
-		for s := range h.live {
+		for _, s := range h.live {
 			if int64(s) < seq {
 				unseen++
 			}

@@ -145,7 +145,7 @@ type host struct {
 	// the announced budget does not explain, set at capAt.
 	concCap int
 	capAt   time.Time
-	live    map[uint64]struct{} // the permits in flight, for Permit.Announce
+	live    []uint64 // the permits in flight, for Permit.Announce
 	// afterPause: the next request follows a pause for a refusal.
 	afterPause bool
 	// ceiling caps the host's rate (a robots.txt Crawl-delay); 0 is none.
@@ -314,11 +314,12 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 		if h.paused(now) {
 			return nil, nil
 		}
-		if err := l.waitAnnounced(ctx, h); err != nil {
+		skip, err := l.waitAnnounced(ctx, h)
+		if err != nil {
 			return nil, err
 		}
 		now = time.Now()
-		if l.skipBucket(h, now) {
+		if skip {
 			return l.permit(h, now), nil
 		}
 		d, err := l.store.Apply(ctx, ratelimit.Request{
@@ -354,21 +355,45 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 }
 
 // waitAnnounced waits until the server's announced budget takes a
-// request from h, or an answer changes it.
-func (l *Limiter) waitAnnounced(ctx context.Context, h *host) error {
+// request from h, or an answer changes it. It reports whether the request
+// then goes without a token of the bucket in the store (skipBucket).
+func (l *Limiter) waitAnnounced(ctx context.Context, h *host) (bool, error) {
 	for range maxAnnouncedWaits {
 		h.mu.Lock()
-		w := h.ann.wait(time.Now(), l.o.BudgetMode, h.seq+1)
+		now := time.Now()
+		w := h.ann.wait(now, l.o.BudgetMode, h.seq+1)
+		if w <= 0 {
+			skip := h.skipBucket(now)
+			h.mu.Unlock()
+			return skip, nil
+		}
 		wake := h.annWake
 		h.mu.Unlock()
-		if w <= 0 {
-			return nil
-		}
 		if err := sleepOrWake(ctx, w, wake); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return false, nil
+}
+
+// maxAnnouncedWaits bounds the waits of one request for announced
+// budgets: each ends at a reset, a refill or an answer.
+const maxAnnouncedWaits = 1000
+
+// skipBucket reports whether h's next request goes without a token of
+// the bucket in the store: when the budget the server announced is all
+// that holds h (its rate is adaptive, a guess the announcement replaces,
+// and no Crawl-delay caps it), the bucket's state, from the slower guess,
+// would hold it back; and, once, for the first request after a pause for
+// a refusal, whose wait the pause was (the backoff schedule's step), not
+// the bucket whose rate the refusal lowered for the requests after it.
+// h.mu is held.
+func (h *host) skipBucket(now time.Time) bool {
+	if h.afterPause {
+		h.afterPause = false
+		return true
+	}
+	return h.ctrl != nil && h.ceiling == 0 && h.ann.active(now)
 }
 
 // sleepOrWake waits for d, until wake is closed or ctx ends.
@@ -385,27 +410,6 @@ func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) err
 	}
 }
 
-// skipBucket reports whether h's next request goes without a token of
-// the bucket in the store: when the budget the server announced is all
-// that holds h (its rate is adaptive, a guess the announcement replaces,
-// and no Crawl-delay caps it), the bucket's state, from the slower guess,
-// would hold it back; and, once, for the first request after a pause for
-// a refusal, whose wait the pause was (the backoff schedule's step), not
-// the bucket whose rate the refusal lowered for the requests after it.
-func (l *Limiter) skipBucket(h *host, now time.Time) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.afterPause {
-		h.afterPause = false
-		return true
-	}
-	return h.ctrl != nil && h.ceiling == 0 && h.ann.active(now)
-}
-
-// maxAnnouncedWaits bounds the waits of one request for announced
-// budgets: each ends at a reset, a refill or an answer.
-const maxAnnouncedWaits = 1000
-
 func (l *Limiter) permit(h *host, now time.Time) *Permit {
 	h.mu.Lock()
 	h.lastUsed = now
@@ -413,10 +417,7 @@ func (l *Limiter) permit(h *host, now time.Time) *Permit {
 	h.seq++
 	seq := h.seq
 	h.ann.take(now)
-	if h.live == nil {
-		h.live = make(map[uint64]struct{})
-	}
-	h.live[seq] = struct{}{}
+	h.live = append(h.live, seq)
 	h.mu.Unlock()
 	return &Permit{l: l, h: h, start: now, seq: seq}
 }
@@ -521,7 +522,10 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 	}
 	h.inflight--
 	h.sent--
-	delete(h.live, p.seq)
+	if i := slices.Index(h.live, p.seq); i >= 0 {
+		h.live[i] = h.live[len(h.live)-1]
+		h.live = h.live[:len(h.live)-1]
+	}
 	close(h.wake)
 	h.wake = make(chan struct{})
 	h.mu.Unlock()
