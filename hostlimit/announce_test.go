@@ -2,7 +2,7 @@ package hostlimit
 
 import (
 	"context"
-	"math"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,43 +17,104 @@ func state(t *testing.T, l *Limiter) HostState {
 	return hs[0]
 }
 
-func TestAnnounce(t *testing.T) {
-	now := time.Now()
+// TestAnnouncedSchedule: what a server announces is sent at once (the
+// concurrency allowing), and the rest at the pace the budget comes back:
+// a token bucket's refill, a window's reset. The send times are exact, in
+// virtual time.
+func TestAnnouncedSchedule(t *testing.T) {
+	const s, ms = time.Second, time.Millisecond
 	tests := []struct {
-		name   string
-		b      []Budget
-		rate   float64
-		paused time.Duration
+		name string
+		mode BudgetMode
+		b    Budget
+		n    int
+		want []time.Duration // send time of each request after the first answer
 	}{
-		// 9 left for 10 s (whole seconds: paced to 9.5 s), 10 intervals.
-		{"window", []Budget{{Remaining: 9, Reset: 10 * time.Second}}, 10 / 9.5, 0},
-		{"window, sub-second reset", []Budget{{Remaining: 4, Reset: 2500 * time.Millisecond}}, 5 / 2.5, 0},
-		// 5 per minute, 2 left, full in 36 s: a bucket, refilling at 5/60.
-		{"bucket", []Budget{{Remaining: 2, Reset: 36 * time.Second, Limit: 5, Window: time.Minute}}, 5.0 / 60, 0},
-		// The same numbers with a reset that a bucket would not give.
-		{"window with a policy", []Budget{{Remaining: 2, Reset: 10 * time.Second, Limit: 5, Window: time.Minute}}, 3 / 9.5, 0},
-		{"spent window", []Budget{{Remaining: 0, Reset: 5 * time.Second}}, 2, 5 * time.Second},
-		{"spent bucket: one refill", []Budget{{Remaining: 0, Reset: time.Minute, Limit: 5, Window: time.Minute}}, 5.0 / 60, 12 * time.Second},
-		// A late answer's larger count, for the same window, is stale.
-		{"stale answer", []Budget{{Remaining: 3, Reset: 10 * time.Second}, {Remaining: 8, Reset: 10 * time.Second}}, 4 / 9.5, 0},
-		{"no reset: nothing", []Budget{{Remaining: 3}}, 2, 0},
+		// sluice serve's demo key: a bucket of 20 refilled at 1 a second,
+		// announced as q=20;w=20 and r=19;t=1 after the first request;
+		// each refill is waited for with a margin of 50 ms (a server's
+		// lagging clock), which does not add up.
+		{"bucket", BudgetPace, Budget{Remaining: 19, Reset: s, Limit: 20, Window: 20 * s}, 22,
+			append(repeat(19, 0), 1050*ms, 2050*ms, 3050*ms)},
+		// Spending a bucket: what it holds, then wait until it is full.
+		{"bucket, spend", BudgetSpend, Budget{Remaining: 4, Reset: s, Limit: 5, Window: 5 * s}, 6,
+			append(repeat(4, 0), 5*s, 5*s)},
+		// A window: what remains at once, then one request at the reset.
+		{"window", BudgetPace, Budget{Remaining: 5, Reset: 10 * s}, 6, append(repeat(5, 0), 10*s)},
+		{"window, spend", BudgetSpend, Budget{Remaining: 5, Reset: 10 * s}, 6, append(repeat(5, 0), 10*s)},
+		{"window with a policy", BudgetPace, Budget{Remaining: 150, Reset: 2 * s, Limit: 200, Window: 2 * s}, 151,
+			append(repeat(150, 0), 2*s)},
+		{"spent window", BudgetPace, Budget{Remaining: 0, Reset: 5 * s}, 1, []time.Duration{5 * s}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := New(Options{})
-			l.host("h", now)
-			for _, b := range tt.b {
-				l.Announce("h", b, now)
-			}
-			s := state(t, l)
-			if math.Abs(s.Rate-tt.rate) > 1e-9 {
-				t.Errorf("rate %v, want %v", s.Rate, tt.rate)
-			}
-			if d := s.PausedFor - tt.paused; d < -time.Second || d > time.Second/10 {
-				t.Errorf("paused for %v, want %v", s.PausedFor, tt.paused)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				l := New(Options{BudgetMode: tt.mode, Concurrency: 1000})
+				ctx := context.Background()
+				p, err := l.Acquire(ctx, "h")
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Announce(tt.b, time.Now())
+				p.Done(Feedback{})
+				start := time.Now()
+				var got []time.Duration
+				for range tt.n {
+					p, err := l.Acquire(ctx, "h")
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, time.Since(start))
+					p.Done(Feedback{})
+				}
+				if !slices.Equal(got, tt.want) {
+					t.Errorf("sent at %v, want %v", got, tt.want)
+				}
+			})
 		})
 	}
+}
+
+func repeat(n int, d time.Duration) []time.Duration { return slices.Repeat([]time.Duration{d}, n) }
+
+// TestAnnouncedInFlight: an answer may not count the other requests in
+// flight (the server counts in its own order), and an older answer's
+// larger count is stale; after the reset, one request asks for the new
+// quota and the others wait for its answer (here none: for a second).
+func TestAnnouncedInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := New(Options{Concurrency: 100})
+		ctx := context.Background()
+		var ps []*Permit
+		for range 4 {
+			p, err := l.Acquire(ctx, "h")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		// The 2nd's answer: 4 remain, of which the three others in
+		// flight may take 3. The 1st's later answer (8 remain) is older
+		// news.
+		ps[1].Announce(Budget{Remaining: 4, Reset: 10 * time.Second}, time.Now())
+		ps[0].Announce(Budget{Remaining: 8, Reset: 10 * time.Second}, time.Now())
+		for _, p := range ps {
+			p.Done(Feedback{})
+		}
+		start := time.Now()
+		var got []time.Duration
+		for range 3 {
+			p, err := l.Acquire(ctx, "h")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, time.Since(start))
+			p.Done(Feedback{})
+		}
+		if want := []time.Duration{0, 10 * time.Second, 11 * time.Second}; !slices.Equal(got, want) {
+			t.Errorf("sent at %v, want %v", got, want)
+		}
+	})
 }
 
 // TestSpendCredit: spending, the host sends what remains at once and then

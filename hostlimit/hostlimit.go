@@ -75,9 +75,10 @@ type Options struct {
 	// means DefaultMaxHosts.
 	MaxHosts int
 	// BudgetMode says what to do with a budget a server announces
-	// (Announce): pace it over its window (BudgetPace, the zero value) or
-	// spend it as fast as the concurrency allows and then wait for the
-	// reset (BudgetSpend). Either way no more is sent than remains.
+	// (Announce): send what it takes now and then go as it comes back
+	// (BudgetPace, the zero value), or the same but wait for a token
+	// bucket to be full again before sending it (BudgetSpend). Either way
+	// no more is sent than remains.
 	BudgetMode BudgetMode
 	// OnPause, when set, is called when a host pauses, with the pause's
 	// length.
@@ -90,19 +91,20 @@ type Options struct {
 type BudgetMode uint8
 
 const (
-	// BudgetPace spreads what remains of a window's budget evenly until
-	// its reset (a token bucket's at its refill rate): smooth for the
-	// server, and a long job takes the windows its requests need.
+	// BudgetPace sends what the server says it takes now, as fast as the
+	// concurrency allows, and then goes at the pace the budget comes
+	// back: a token bucket's requests one by one at its refill rate, a
+	// window's quota at its reset. A job ends as soon as the announced
+	// limit allows.
 	BudgetPace BudgetMode = iota
-	// BudgetSpend sends what remains at once, as fast as the concurrency
-	// allows, and then waits for the reset: a short job ends up to one
-	// window sooner than paced, in bursts at each window's start. Still no
-	// more than what remains is sent, so nothing is refused.
+	// BudgetSpend is BudgetPace but for a token bucket, which it spends
+	// and then waits for it to be full again, in bursts of its size.
+	// Either way no more than what remains is sent, so nothing is refused.
 	BudgetSpend
 )
 
 // maxSpendRate is the rate of a host spending an announced budget: the
-// credit and the concurrency are what hold it.
+// budget and the concurrency are what hold it.
 const maxSpendRate = 1e6
 
 // Limiter limits requests per host. It is safe for concurrent use.
@@ -133,23 +135,19 @@ type host struct {
 	pauses     int
 	lastUsed   time.Time
 
-	// The server's announced budget (Announce): until budgetUntil, the
-	// host is paced at budgetRate.
-	budgetRate  float64
-	budgetBurst int64
-	budgetUntil time.Time
-	// credit is what the latest announced window budget leaves for
-	// requests not yet sent; until creditUntil, the host pauses when it
-	// is spent, so that bursts between answers never send more than
-	// remains.
-	credit       int64
-	creditUntil  time.Time
-	creditPaused bool // the current pause is the credit's, lifted by new credit
-	// The window the latest answers speak of, and the fewest requests
-	// any of them said remain in it: answers arrive out of order, and an
-	// older one's larger count is stale.
-	winEnd time.Time
-	winMin int64
+	// ann is what the server announced of its budget (Announce).
+	ann     announced
+	annWake chan struct{} // closed when an answer changes ann
+	// margin is the wait after a window's guessed reset (see
+	// alignMargin): each refusal after the guess doubles it.
+	margin time.Duration
+	// concCap caps the requests in flight (0: none) after a refusal that
+	// the announced budget does not explain, set at capAt.
+	concCap int
+	capAt   time.Time
+	live    []uint64 // the permits in flight, for Permit.Announce
+	// afterPause: the next request follows a pause for a refusal.
+	afterPause bool
 	// ceiling caps the host's rate (a robots.txt Crawl-delay); 0 is none.
 	ceiling float64
 }
@@ -195,7 +193,7 @@ func (l *Limiter) host(key string, now time.Time) *host {
 		if len(l.hosts) >= l.o.MaxHosts {
 			l.evict(now)
 		}
-		h = &host{key: key, wake: make(chan struct{}), gate: make(chan struct{}, 1)}
+		h = &host{key: key, wake: make(chan struct{}), gate: make(chan struct{}, 1), annWake: make(chan struct{})}
 		if l.o.Rate == 0 {
 			h.ctrl = adaptive.NewAIMD(l.o.Adaptive)
 		}
@@ -316,6 +314,14 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 		if h.paused(now) {
 			return nil, nil
 		}
+		skip, err := l.waitAnnounced(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		now = time.Now()
+		if skip {
+			return l.permit(h, now), nil
+		}
 		d, err := l.store.Apply(ctx, ratelimit.Request{
 			Key:       l.o.KeyPrefix + h.key,
 			Limit:     l.limit(h, now),
@@ -338,9 +344,69 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 		if wait <= 0 {
 			wait = time.Millisecond
 		}
-		if err := retry.Sleep(ctx, wait); err != nil {
+		// An answer announcing a budget may end the wait sooner.
+		h.mu.Lock()
+		wake := h.annWake
+		h.mu.Unlock()
+		if err := sleepOrWake(ctx, wait, wake); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// waitAnnounced waits until the server's announced budget takes a
+// request from h, or an answer changes it. It reports whether the request
+// then goes without a token of the bucket in the store (skipBucket).
+func (l *Limiter) waitAnnounced(ctx context.Context, h *host) (bool, error) {
+	for range maxAnnouncedWaits {
+		h.mu.Lock()
+		now := time.Now()
+		w := h.ann.wait(now, l.o.BudgetMode, h.seq+1)
+		if w <= 0 {
+			skip := h.skipBucket(now)
+			h.mu.Unlock()
+			return skip, nil
+		}
+		wake := h.annWake
+		h.mu.Unlock()
+		if err := sleepOrWake(ctx, w, wake); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// maxAnnouncedWaits bounds the waits of one request for announced
+// budgets: each ends at a reset, a refill or an answer.
+const maxAnnouncedWaits = 1000
+
+// skipBucket reports whether h's next request goes without a token of
+// the bucket in the store: when the budget the server announced is all
+// that holds h (its rate is adaptive, a guess the announcement replaces,
+// and no Crawl-delay caps it), the bucket's state, from the slower guess,
+// would hold it back; and, once, for the first request after a pause for
+// a refusal, whose wait the pause was (the backoff schedule's step), not
+// the bucket whose rate the refusal lowered for the requests after it.
+// h.mu is held.
+func (h *host) skipBucket(now time.Time) bool {
+	if h.afterPause {
+		h.afterPause = false
+		return true
+	}
+	return h.ctrl != nil && h.ceiling == 0 && h.ann.active(now)
+}
+
+// sleepOrWake waits for d, until wake is closed or ctx ends.
+func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-wake:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -350,15 +416,8 @@ func (l *Limiter) permit(h *host, now time.Time) *Permit {
 	h.sent++
 	h.seq++
 	seq := h.seq
-	if now.Before(h.creditUntil) {
-		h.credit--
-		if h.credit <= 0 && h.creditUntil.After(h.pauseUntil) {
-			h.pauseUntil, h.creditPaused = h.creditUntil, true
-			if h.rampEnd.Before(h.pauseUntil) {
-				h.rampEnd = h.pauseUntil
-			}
-		}
-	}
+	h.ann.take(now)
+	h.live = append(h.live, seq)
 	h.mu.Unlock()
 	return &Permit{l: l, h: h, start: now, seq: seq}
 }
@@ -371,17 +430,10 @@ func (l *Limiter) limit(h *host, now time.Time) ratelimit.Limit {
 	}
 	var pacedBurst int64
 	h.mu.Lock()
-	if now.Before(h.budgetUntil) {
-		// The server said what it will take: its pace replaces the
-		// adaptive guess and caps a fixed rate. Spending, the credit
-		// bounds the host and the rate is as high as a bucket takes.
-		if math.IsInf(h.budgetRate, 1) {
-			if h.ctrl != nil {
-				rate, pacedBurst = maxSpendRate, max(h.credit, 1)
-			}
-		} else if h.ctrl != nil || h.budgetRate < rate {
-			rate, pacedBurst = h.budgetRate, max(h.budgetBurst, 1)
-		}
+	if h.ann.active(now) && h.ctrl != nil {
+		// The server said what it will take: the announced budget holds
+		// the host, not the adaptive guess (a fixed rate still caps it).
+		rate, pacedBurst = maxSpendRate, int64(l.o.Concurrency)
 	}
 	if h.ceiling > 0 && rate > h.ceiling {
 		rate, pacedBurst = h.ceiling, 1
@@ -437,6 +489,18 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 	switch f.Signal {
 	case adaptive.Throttled:
 		ra := max(f.RetryAfter, 0)
+		if h.ann.misaligned(p.start) {
+			h.margin = 2 * h.alignMargin()
+			if h.margin == 0 {
+				h.margin = 2 * maxAlignMargin
+			}
+		}
+		if h.ann.active(now) && h.ann.tokens(now) > 0 && !p.start.Before(h.capAt) {
+			// Refused with the announced budget not spent: another limit,
+			// as GitHub's secondary one, on requests at once. Halve what
+			// was in flight (once for the requests sent together).
+			h.concCap, h.capAt = max(1, h.inflight/2), now
+		}
 		if p.start.Before(h.pausedAt) {
 			// Sent before the current pause began: its 429 is old news,
 			// though its Retry-After still counts.
@@ -451,12 +515,17 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 		h.pausedAt = now
 		h.pauseUntil = now.Add(paused)
 		h.pauses++
+		h.afterPause = true
 		h.setRamp(l.o.Ramp)
 	case adaptive.Success:
 		h.throttles = 0
 	}
 	h.inflight--
 	h.sent--
+	if i := slices.Index(h.live, p.seq); i >= 0 {
+		h.live[i] = h.live[len(h.live)-1]
+		h.live = h.live[:len(h.live)-1]
+	}
 	close(h.wake)
 	h.wake = make(chan struct{})
 	h.mu.Unlock()
@@ -513,6 +582,9 @@ func (h *host) acquireSlot(ctx context.Context, limit int) error {
 	for {
 		now := time.Now()
 		h.mu.Lock()
+		if h.concCap > 0 {
+			limit = min(limit, h.concCap)
+		}
 		slots, recheck := limit, time.Duration(0)
 		if now.Before(h.rampEnd) && !now.Before(h.pauseUntil) && limit > 1 {
 			total := h.rampEnd.Sub(h.pauseUntil)
@@ -558,145 +630,6 @@ func (h *host) release() {
 	h.mu.Unlock()
 }
 
-// Budget is what a host's server announced about a client's allowance:
-// the RateLimit or X-RateLimit-* fields of an answer (package httpclient
-// reads them).
-type Budget struct {
-	Remaining int64         // requests the server will still take before Reset
-	Reset     time.Duration // until the allowance is back (the window's end, or the bucket full)
-	Limit     int64         // the policy's quota; 0 if not announced
-	Window    time.Duration // the policy's window; 0 if not announced
-}
-
-// bucket reports whether b reads as a token bucket rather than a window:
-// its Reset is the time the missing requests take to come back at
-// Limit/Window, as a bucket's "until full" is, give or take the rounding
-// to seconds and one interval. Below 2 s that rounding cannot tell the
-// two apart, and a window is the safer reading. A window read as a bucket
-// is paced at its average rate, which a client that paced it so far
-// (whose remaining requests fall with the time left, as a bucket's would)
-// can keep.
-func (b Budget) bucket() bool {
-	if b.Limit <= 0 || b.Window <= 0 || b.Remaining > b.Limit {
-		return false
-	}
-	interval := b.Window / time.Duration(b.Limit)
-	full := time.Duration(b.Limit-b.Remaining) * interval
-	return full >= 2*time.Second && (b.Reset-full).Abs() <= time.Second+interval
-}
-
-// Announce tells the Limiter what host's server announced at now about
-// its budget, so that the host is paced by it rather than by the hits of
-// its limit:
-//
-//   - a window (Remaining requests until Reset, then a fresh quota): what
-//     remains, less what the requests already sent will use, is spread
-//     evenly until the reset; a spent one pauses the host until then;
-//   - a token bucket (its Reset is how long the missing requests take to
-//     come back at Limit per Window): the host is paced at Limit/Window,
-//     the rate the server refills at; a spent one pauses the host for one
-//     refill.
-//
-// With an adaptive rate the pace replaces it; a fixed rate is capped by it.
-// The pause after a spent budget has no ramp. A Reset of 0 or less says
-// nothing and is ignored.
-//
-// Limiter.Announce cannot tell which requests in flight the server had
-// counted, and assumes none; Permit.Announce, for the answer to that
-// permit's request, assumes those sent before it were.
-func (l *Limiter) Announce(host string, b Budget, now time.Time) {
-	if b.Reset <= 0 {
-		return
-	}
-	l.announce(l.host(host, now), b, now, -1)
-}
-
-// Announce is Limiter.Announce for the answer to p's request: the server
-// counted it and, in all likelihood, the requests sent before it, so only
-// those sent after it may be missing from Remaining. Call it before Done.
-func (p *Permit) Announce(b Budget, now time.Time) {
-	if b.Reset <= 0 {
-		return
-	}
-	p.l.announce(p.h, b, now, int64(p.seq))
-}
-
-// announce applies b to h. seq is the permit the answer is for, or -1 when
-// unknown.
-func (l *Limiter) announce(h *host, b Budget, now time.Time, seq int64) {
-	paceReset := b.Reset
-	if b.Reset >= time.Second && b.Reset%time.Second == 0 {
-		// Whole seconds are rounded up: the true time left is anywhere in
-		// the second before. Pace to the middle of it. Pacing a little
-		// fast refuses nothing, since no more than what remains is sent
-		// (and pauses last to the rounded-up reset); pacing to it leaves a
-		// quarter of a short window's quota unused.
-		paceReset -= time.Second / 2
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if end := now.Add(b.Reset); !b.bucket() && !h.winEnd.IsZero() && end.Sub(h.winEnd).Abs() <= time.Second {
-		b.Remaining = min(b.Remaining, h.winMin) // the same window: remaining only falls
-		h.winMin = b.Remaining
-	} else {
-		h.winEnd, h.winMin = end, b.Remaining
-	}
-	// Requests that may be missing from Remaining: all the others in
-	// flight, or with the permit known, those sent after it.
-	unseen := int64(max(h.sent-1, 0))
-	if seq >= 0 {
-		unseen = int64(h.seq) - seq
-	}
-	avail := b.Remaining - unseen
-	pause, until := b.Reset, now.Add(b.Reset)
-	bucket := b.bucket()
-	if bucket {
-		pause = b.Window / time.Duration(b.Limit)
-		until = now.Add(max(b.Reset, b.Window))
-	}
-	if avail <= 0 {
-		if end := now.Add(pause); end.After(h.pauseUntil) {
-			h.pauseUntil = end
-			if h.rampEnd.Before(end) {
-				h.rampEnd = end
-			}
-			// With requests remaining at the server, the requests in
-			// flight may already be counted in them: a later answer that
-			// says so lifts the pause.
-			h.creditPaused = b.Remaining > 0 && !bucket
-		}
-		if !bucket {
-			h.budgetRate, h.budgetUntil = 0, time.Time{}
-			h.credit, h.creditUntil = 0, time.Time{}
-			return
-		}
-		avail = 1
-	}
-	h.credit, h.creditUntil = avail, until
-	if h.creditPaused && now.Before(h.pauseUntil) && !bucket {
-		// Answers to requests sent before the credit ran out say more
-		// remains than was assumed: go on.
-		h.pauseUntil, h.rampEnd, h.creditPaused = now, now, false
-	}
-	if bucket {
-		h.credit, h.creditUntil = 0, time.Time{} // it refills as it goes
-	}
-	if l.o.BudgetMode == BudgetSpend && !bucket {
-		// No pace: the credit alone holds the host at what remains.
-		h.budgetRate, h.budgetBurst, h.budgetUntil = math.Inf(1), 0, until
-		return
-	}
-	if bucket {
-		h.budgetRate, h.budgetBurst = float64(b.Limit)/b.Window.Seconds(), 1
-	} else {
-		// avail+1 intervals: the last request goes one interval before
-		// the reset rather than at it, where a reset rounded up to the
-		// second would push it into the next window.
-		h.budgetRate, h.budgetBurst = float64(avail+1)/paceReset.Seconds(), 1
-	}
-	h.budgetUntil = until
-}
-
 // SetCeiling caps host's rate at rate requests per second, whatever the
 // adaptive controller or an announced budget would allow: a robots.txt
 // Crawl-delay of d is a ceiling of 1/d. Zero or less removes the cap.
@@ -740,8 +673,10 @@ func (l *Limiter) Hosts() []HostState {
 		if h.conc != nil {
 			s.MaxInFlight = h.conc.Limit()
 		}
-		if now.Before(h.budgetUntil) && !math.IsInf(h.budgetRate, 1) && (h.ctrl != nil || h.budgetRate < s.Rate) {
-			s.Rate, s.Paced = h.budgetRate, true
+		if h.ann.active(now) {
+			if r := h.ann.pace(now); h.ctrl != nil || r < s.Rate {
+				s.Rate, s.Paced = r, true
+			}
 		}
 		if h.ceiling > 0 && s.Rate > h.ceiling {
 			s.Rate, s.Paced = h.ceiling, true

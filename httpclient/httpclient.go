@@ -1,11 +1,13 @@
 package httpclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -94,16 +96,19 @@ type Options struct {
 	Robots *robots.Options
 	// IgnoreBudgetHeaders turns off reading the budget servers announce
 	// (RateLimit, RateLimit-Policy, X-RateLimit-*; see ParseBudget). By
-	// default each answer's budget paces its host, so that what remains
-	// lasts until the reset rather than being spent and then waited for,
-	// and a spent budget's reset is the delay of a 403 or 429 that gives
-	// no Retry-After.
+	// default each answer's budget holds its host (hostlimit's Announce):
+	// what the server takes now is sent at once, the rest as it comes
+	// back, never more than remains; and a spent budget's reset is the
+	// delay of a 403 or 429 that gives no Retry-After.
 	IgnoreBudgetHeaders bool
-	// BudgetMode is how an announced budget is used: paced over its
-	// window (hostlimit.BudgetPace, the zero value) or spent at once and
-	// then waited for (hostlimit.BudgetSpend). Neither sends more than
-	// remains.
+	// BudgetMode is how an announced budget is used: hostlimit.BudgetPace
+	// (the zero value) or hostlimit.BudgetSpend, which differ for a token
+	// bucket only (see hostlimit). Neither sends more than remains.
 	BudgetMode hostlimit.BudgetMode
+	// RandomDelay, when positive, makes each attempt wait a random time
+	// in [0, RandomDelay) before it asks its host for a slot, spreading
+	// requests (colly's RandomDelay, Scrapy's RANDOMIZE_DOWNLOAD_DELAY).
+	RandomDelay time.Duration
 	// MaxHosts bounds the hosts whose state (bucket, budget, breaker) is
 	// kept; idle ones beyond it are forgotten. Zero means 10 000.
 	MaxHosts int
@@ -175,16 +180,41 @@ func New(o Options) *Transport {
 
 type robotsFetch struct{}
 
+// robotsFor carries, in the context of a robots.txt check, the request
+// the check is for, so that the file is fetched as that request would be.
+type robotsFor struct{}
+
 // isRobotsFetch reports whether req is the Transport's own robots.txt
 // fetch.
 func isRobotsFetch(req *http.Request) bool { return req.Context().Value(robotsFetch{}) != nil }
 
+// robotsDropped are the fields of a request that do not carry over to its
+// origin's robots.txt: they describe its own body or its own operation.
+var robotsDropped = []string{"Content-Type", "Content-Length", "Content-Encoding", "Idempotency-Key", "If-Match", "If-None-Match",
+	"If-Modified-Since", "If-Unmodified-Since", "Range", "If-Range"}
+
 // fetchRobots gets a robots.txt through t, marked so that RoundTrip does
-// not consult robots.txt for it.
+// not consult robots.txt for it. It is asked as the request that needs it
+// would be: of the same address, with the same header (credentials, a
+// virtual Host), so that it is the file of the host the requests go to
+// and counts against the caller's budget, not an anonymous one. The
+// User-Agent is Robots.UserAgent when set.
 func (t *Transport) fetchRobots(ctx context.Context, u string) (*http.Response, error) {
+	var orig *http.Request
+	if r, ok := ctx.Value(robotsFor{}).(*http.Request); ok {
+		orig = r
+		u = r.URL.Scheme + "://" + r.URL.Host + "/robots.txt"
+	}
 	req, err := http.NewRequestWithContext(context.WithValue(ctx, robotsFetch{}, true), http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
+	}
+	if orig != nil {
+		req.Header = orig.Header.Clone()
+		for _, k := range robotsDropped {
+			req.Header.Del(k)
+		}
+		req.Host = orig.Host
 	}
 	if ua := t.o.Robots.UserAgent; ua != "" {
 		req.Header.Set("User-Agent", ua)
@@ -196,24 +226,43 @@ func (t *Transport) fetchRobots(ctx context.Context, u string) (*http.Response, 
 // package.
 var ErrDisallowed = robots.ErrDisallowed
 
+// ErrRobotsUnreachable is matched by the error of a request whose
+// origin's robots.txt could not be fetched for a network error (the host
+// is down, refuses connections, times out): RFC 9309 says to fetch
+// nothing then. It wraps the network error.
+var ErrRobotsUnreachable = errors.New("httpclient: host unreachable (fetching robots.txt)")
+
 // checkRobots applies robots.txt to req: an error for a disallowed URL, and
-// the Crawl-delay as key's rate ceiling.
+// the Crawl-delay as key's rate ceiling. The file is that of the host the
+// request goes to: its Host field when set (a virtual host), else its
+// URL's.
 func (t *Transport) checkRobots(req *http.Request, key string) error {
 	if t.robots == nil || isRobotsFetch(req) {
 		return nil
 	}
-	d, err := t.robots.Check(req.Context(), req.URL)
+	u := req.URL
+	if req.Host != "" && !strings.EqualFold(req.Host, u.Host) {
+		v := *u
+		v.Host = req.Host
+		u = &v
+	}
+	d, err := t.robots.Check(context.WithValue(req.Context(), robotsFor{}, req), u)
 	if err != nil {
 		return err
 	}
 	if d.Err != nil {
 		// Unreachable: RFC 9309 says to fetch nothing; say why.
-		return fmt.Errorf("httpclient: %s: %w: %w", req.URL.Redacted(), robots.ErrDisallowed, d.Err)
+		return fmt.Errorf("%w: %s: %w", ErrRobotsUnreachable, req.URL.Redacted(), d.Err)
 	}
 	if d.CrawlDelay > 0 {
 		t.limiter.SetCeiling(key, 1/d.CrawlDelay.Seconds())
 	}
 	if !d.Allowed {
+		// d.Reason is "disallowed by robots.txt" or "robots.txt
+		// unreachable (503)": the sentinel names the first.
+		if d.Reason == "disallowed by robots.txt" {
+			return fmt.Errorf("httpclient: %s: %w", req.URL.Redacted(), robots.ErrDisallowed)
+		}
 		return fmt.Errorf("httpclient: %s: %w (%s)", req.URL.Redacted(), robots.ErrDisallowed, d.Reason)
 	}
 	return nil
@@ -281,7 +330,16 @@ type StatusError struct {
 	Status     string        // e.g. "429 Too Many Requests"
 	RetryAfter time.Duration // the answer's Retry-After, if any
 	Header     http.Header   // the answer's header
+	// Body is the start of the answer's body, at most MaxErrorBody
+	// bytes (a problem+json, a rate limit's message), read before the
+	// connection was reused; Truncated says there was more.
+	Body      []byte
+	Truncated bool
 }
+
+// MaxErrorBody is the most bytes of a refused answer's body a StatusError
+// keeps.
+const MaxErrorBody = 16 << 10
 
 func (e *StatusError) Error() string {
 	s := e.Status
@@ -398,8 +456,14 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, 
 	if err != nil && ctx.Err() != nil {
 		sig = adaptive.Neutral // our own cancellation says nothing about the host
 	}
-	ra := t.serverDelay(resp, permit, sig, now)
+	ra := t.serverDelay(resp, permit, sig, now, attempt)
 	permit.Done(hostlimit.Feedback{Signal: sig, Latency: latency, RetryAfter: ra})
+	if sig == adaptive.Throttled && ra == 0 {
+		// No delay from the server: the host's pause after it is the
+		// backoff schedule's step (Options.Backoff), and the retry waits
+		// exactly that, not a second draw of the same schedule on top.
+		ra = t.limiter.PauseLeft(key)
+	}
 	hs.record(probe, sig, start, now, ra)
 	ev := Event{Kind: Attempt, Host: key, Method: req.Method, Robots: isRobotsFetch(req), URL: req.URL.String(), Attempt: attempt,
 		Signal: sig, Latency: latency, Delay: ra, Err: err}
@@ -425,6 +489,10 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, key string, 
 		return resp, nil
 	}
 	se := &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, RetryAfter: ra, Header: resp.Header}
+	se.Body, _ = io.ReadAll(io.LimitReader(resp.Body, MaxErrorBody+1))
+	if len(se.Body) > MaxErrorBody {
+		se.Body, se.Truncated = se.Body[:MaxErrorBody], true
+	}
 	closeResp(resp)
 	if cancel != nil {
 		cancel()
@@ -472,6 +540,11 @@ func (t *Transport) admit(ctx context.Context, req *http.Request, key string, hs
 		return refuse(retry.WithDelay(fmt.Errorf("httpclient: %s paused for another %v", key, left.Round(time.Second)), left))
 	}
 	waitStart := time.Now()
+	if d := t.o.RandomDelay; d > 0 {
+		if err := retry.Sleep(ctx, rand.N(d)); err != nil {
+			return refuse(retry.Permanent(err))
+		}
+	}
 	permit, err = t.limiter.Acquire(ctx, key)
 	if err != nil {
 		return refuse(retry.Permanent(err))
@@ -485,11 +558,16 @@ func (t *Transport) admit(ctx context.Context, req *http.Request, key string, hs
 // serverDelay is how long the answer resp, received at now and classified
 // sig, asks the client to wait (Retry-After, else an exhausted budget's
 // reset), and tells permit the budget it announces.
-func (t *Transport) serverDelay(resp *http.Response, permit *hostlimit.Permit, sig adaptive.Signal, now time.Time) time.Duration {
+func (t *Transport) serverDelay(resp *http.Response, permit *hostlimit.Permit, sig adaptive.Signal, now time.Time, attempt int) time.Duration {
 	if resp == nil {
 		return 0
 	}
 	ra, ok := retry.RetryAfter(resp.Header, now)
+	if !ok && sig == adaptive.Throttled && SecondaryLimit(resp) {
+		// GitHub: "wait at least one minute before retrying", and
+		// exponentially longer while it goes on.
+		ra, ok = SecondaryDelay<<min(max(attempt-1, 0), 16), true
+	}
 	if !t.o.IgnoreBudgetHeaders {
 		if b, has := ParseBudget(resp.Header, now); has {
 			permit.Announce(hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window}, now)
@@ -499,6 +577,21 @@ func (t *Transport) serverDelay(resp *http.Response, permit *hostlimit.Permit, s
 		}
 	}
 	return ra
+}
+
+// SecondaryDelay is the least wait after a GitHub secondary rate limit
+// that gives no Retry-After: GitHub asks for at least a minute, then
+// exponentially longer while the limit goes on.
+const SecondaryDelay = time.Minute
+
+// SecondaryLimit reports whether resp is GitHub's secondary rate limit: a
+// 403 or 429 whose body says "secondary rate limit". It may read up to
+// 4 KiB of the body, which it puts back.
+func SecondaryLimit(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests {
+		return false
+	}
+	return bytes.Contains(bytes.ToLower(peek(resp)), []byte("secondary rate limit"))
 }
 
 // record tells the host's breaker, if any, the outcome of an attempt sent

@@ -208,8 +208,25 @@ func parseTriple(h http.Header, limitF, remF, resetF string, now time.Time, epoc
 	b := Budget{Remaining: max(rem, 0), Reset: reset, Used: -1}
 	if l, ok := leadingInt(h.Get(limitF)); ok && l > 0 {
 		b.Limit = l
+		b.Window = quotaWindow(h.Get(limitF))
 	}
 	return b, true
+}
+
+// quotaWindow reads the window of the early drafts' quota policy, the w
+// of "100, 100;w=60" (as envoyproxy/ratelimit sends it); 0 if none.
+func quotaWindow(v string) time.Duration {
+	_, params, ok := strings.Cut(v, ";")
+	for ok {
+		var p string
+		p, params, ok = strings.Cut(params, ";")
+		if k, val, found := strings.Cut(strings.TrimSpace(p), "="); found && strings.TrimSpace(k) == "w" {
+			if n, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(val, ",", 2)[0]), 10, 64); err == nil && n > 0 {
+				return seconds(n)
+			}
+		}
+	}
+	return 0
 }
 
 // leadingInt reads the integer at the start of v: "100" and the early

@@ -44,7 +44,7 @@ func TestParseBudget(t *testing.T) {
 		{"ietf malformed falls through", h("RateLimit", `"a";r=x`, "X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "5"),
 			Budget{Remaining: 3, Reset: 5 * time.Second, Used: -1, Source: "x"}, true},
 		{"envoyproxy/ratelimit and drafts 5-6", h("RateLimit-Limit", "100, 100;w=60", "RateLimit-Remaining", "99", "RateLimit-Reset", "59"),
-			Budget{Remaining: 99, Reset: 59 * time.Second, Limit: 100, Used: -1, Source: "draft"}, true},
+			Budget{Remaining: 99, Reset: 59 * time.Second, Limit: 100, Window: time.Minute, Used: -1, Source: "draft"}, true},
 		{"github, epoch seconds", h("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1700000042",
 			"X-RateLimit-Used", "5000", "X-RateLimit-Resource", "core"),
 			Budget{Remaining: 0, Reset: 42 * time.Second, Limit: 5000, Used: 5000, Policy: "core", Source: "x"}, true},

@@ -26,6 +26,28 @@ import (
 type target interface {
 	URL() string
 	Close()
+	// Schedule is the soonest a client that started at start can have
+	// sent n requests without a refusal, computed from the limit the
+	// server announces (0 where it announces none).
+	Schedule(start time.Time, n int) time.Duration
+}
+
+// windowSchedule is the schedule of a fixed window of q requests: the
+// last of n requests goes at the start of the window (n-1)/q after the
+// first one's, whose windows end at resets.
+func windowSchedule(start time.Time, n, q int, reset func(k int) time.Time) time.Duration {
+	j := (n - 1) / q
+	if j == 0 {
+		return 0
+	}
+	return max(0, reset(j-1).Sub(start))
+}
+
+// epochResets are the resets of windows of w aligned to the Unix epoch,
+// the first the end of the window holding start.
+func epochResets(start time.Time, w time.Duration) func(k int) time.Time {
+	first := start.Truncate(w).Add(w)
+	return func(k int) time.Time { return first.Add(time.Duration(k) * w) }
 }
 
 // bucketTarget is the in-process token bucket server of the retry-after
@@ -42,7 +64,10 @@ func newBucketTarget(cfg Config) *bucketTarget {
 }
 
 func (b *bucketTarget) URL() string { return b.hs.URL }
-func (b *bucketTarget) Close()      { b.hs.Close(); b.store.Close() }
+
+// Schedule: the bare token bucket announces nothing.
+func (b *bucketTarget) Schedule(time.Time, int) time.Duration { return 0 }
+func (b *bucketTarget) Close()                                { b.hs.Close(); b.store.Close() }
 
 // githubTarget answers as GitHub's REST API does (docs.github.com, "Rate
 // limits for the REST API"): a primary limit per window, announced on
@@ -70,7 +95,17 @@ func newGitHubTarget(cfg Config) *githubTarget {
 }
 
 func (g *githubTarget) URL() string { return g.hs.URL }
-func (g *githubTarget) Close()      { g.hs.Close() }
+
+// Schedule: windows from the server's start, each announced to reset at
+// its end rounded up to the second.
+func (g *githubTarget) Schedule(start time.Time, n int) time.Duration {
+	idx := int(start.Sub(g.start) / g.window)
+	return windowSchedule(start, n, g.limit, func(k int) time.Time {
+		end := g.start.Add(time.Duration(idx+k+1) * g.window)
+		return time.Unix(end.Add(time.Second-1).Unix(), 0)
+	})
+}
+func (g *githubTarget) Close() { g.hs.Close() }
 
 func (g *githubTarget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/robots.txt" {
@@ -123,6 +158,18 @@ type gatewayTarget struct {
 	cmd  *exec.Cmd
 	url  string
 	done chan struct{}
+	cfg  Config
+}
+
+// Schedule: the fixed window (aligned to the Unix epoch, as the gateway's
+// are) holds Rate × Window requests; the token bucket (the bucket
+// scenario) Burst at once, refilled at Rate a second.
+func (g *gatewayTarget) Schedule(start time.Time, n int) time.Duration {
+	if g.cfg.Scenario == "bucket" {
+		return time.Duration(float64(max(0, n-int(g.cfg.Burst))) / float64(g.cfg.Rate) * float64(time.Second))
+	}
+	q := int(g.cfg.Rate * int64(g.cfg.Window/time.Second))
+	return windowSchedule(start, n, q, epochResets(start, g.cfg.Window))
 }
 
 var (
@@ -166,6 +213,11 @@ func newGatewayTarget(cfg Config) (*gatewayTarget, error) {
 		return nil, err
 	}
 	file := filepath.Join(dir, "gateway.yaml")
+	rule := fmt.Sprintf("{name: per-client, algorithm: fixed_window, unit: second, unit_multiplier: %d, requests_per_unit: %d}",
+		int64(cfg.Window/time.Second), cfg.Rate*int64(cfg.Window/time.Second))
+	if cfg.Scenario == "bucket" {
+		rule = fmt.Sprintf("{name: per-client, algorithm: token_bucket, unit: second, requests_per_unit: %d, burst: %d}", cfg.Rate, cfg.Burst)
+	}
 	conf := fmt.Sprintf(`upstream: builtin:echo
 headers: ietf
 routes:
@@ -175,8 +227,8 @@ rules:
   domain: bench
   descriptors:
     - key: remote_address
-      rate_limit: {name: per-client, algorithm: fixed_window, unit: second, unit_multiplier: %d, requests_per_unit: %d}
-`, int64(cfg.Window/time.Second), cfg.Rate*int64(cfg.Window/time.Second))
+      rate_limit: %s
+`, rule)
 	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
@@ -188,7 +240,7 @@ rules:
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	g := &gatewayTarget{cmd: cmd, done: make(chan struct{})}
+	g := &gatewayTarget{cmd: cmd, done: make(chan struct{}), cfg: cfg}
 	addrs := make(chan [2]string, 1)
 	re := regexp.MustCompile(`msg="sluice serve: listening" addr=(\S+) admin=(\S+)`)
 	go func() {
@@ -245,4 +297,60 @@ func (c *counting) RoundTrip(r *http.Request) (*http.Response, error) {
 		c.refused.Add(1)
 	}
 	return resp, err
+}
+
+// envoyTarget answers as Envoy's rate limit filter in front of
+// envoyproxy/ratelimit does with enable_x_ratelimit_headers
+// (DRAFT_VERSION_03): a fixed window aligned to the Unix epoch, announced
+// in X-RateLimit-Limit ("200, 200;w=2"), -Remaining and -Reset (seconds
+// to the window's end, rounded up), and a bare 429 when spent.
+type envoyTarget struct {
+	hs     *httptest.Server
+	limit  int
+	window time.Duration
+
+	mu   sync.Mutex
+	win  int64
+	used int
+}
+
+func newEnvoyTarget(cfg Config) *envoyTarget {
+	e := &envoyTarget{limit: int(cfg.Rate * int64(cfg.Window/time.Second)), window: cfg.Window}
+	e.hs = httptest.NewServer(e)
+	return e
+}
+
+func (e *envoyTarget) URL() string { return e.hs.URL }
+func (e *envoyTarget) Close()      { e.hs.Close() }
+
+func (e *envoyTarget) Schedule(start time.Time, n int) time.Duration {
+	return windowSchedule(start, n, e.limit, epochResets(start, e.window))
+}
+
+func (e *envoyTarget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/robots.txt" {
+		http.NotFound(w, r)
+		return
+	}
+	now := time.Now()
+	e.mu.Lock()
+	if win := now.UnixNano() / int64(e.window); win != e.win {
+		e.win, e.used = win, 0
+	}
+	ok := e.used < e.limit
+	if ok {
+		e.used++
+	}
+	used := e.used
+	end := time.Unix(0, (e.win+1)*int64(e.window))
+	e.mu.Unlock()
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", fmt.Sprintf("%d, %d;w=%d", e.limit, e.limit, int64(e.window/time.Second)))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(e.limit-used))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(int64((end.Sub(now)+time.Second-1)/time.Second), 10))
+	if !ok {
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	io.WriteString(w, "ok\n")
 }

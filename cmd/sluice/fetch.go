@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/httpclient"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/robots"
+	"github.com/sluicehq/sluice/storeurl"
 	"golang.org/x/term"
 )
 
@@ -42,15 +43,18 @@ Retries use the backoff with jitter, at most --max-attempts attempts and
 throttling trips a breaker. A 403 or 429 that says when to come back
 (Retry-After, X-RateLimit-Remaining: 0 with a reset, GitHub's secondary
 limits) is waited out and retried; other 403s and challenge pages are not.
-The budget servers announce (RateLimit, RateLimit-Policy, X-RateLimit-*) paces
-each host so that it lasts until its reset. robots.txt is obeyed (--robots):
-each host's file is fetched once, disallowed URLs fail without being sent, and
-its Crawl-delay caps the host's rate.
+The budget servers announce (RateLimit, RateLimit-Policy, X-RateLimit-*) is
+sent as soon as the server allows: what remains at once, then as it comes
+back (a bucket's refill, a window's reset), never more than remains.
+robots.txt is obeyed (--robots): each host's file is fetched once, with the
+request's headers (-H) and for its Host, disallowed URLs fail without being
+sent, and its Crawl-delay caps the host's rate. --store redis://... shares
+each host's bucket with every sluice fetch using the same Redis.
 
 Prints a progress bar with the rate and an ETA on a terminal (stderr) and a
 summary at the end:
 human-readable, or one JSON object with --json:
-  {"requests","succeeded","failed","attempts","retries","status","hosts","elapsed_ms"}
+  {"requests","succeeded","failed","attempts","retries","status","hosts","elapsed_ms","robots"}
 
 A refused connection (nothing listening) is retried at most twice, within
 about a second, whatever --max-attempts says.
@@ -71,6 +75,18 @@ type fetchSummary struct {
 	Status    map[string]int64   `json:"status"`
 	Hosts     map[string]float64 `json:"hosts"`
 	ElapsedMS int64              `json:"elapsed_ms"`
+	// Robots counts the robots.txt fetches apart from the URLs': their
+	// attempts, answers, retries and the time they waited (for the host's
+	// budget, pauses and retries). Absent with --robots=false.
+	Robots *robotsSummary `json:"robots,omitempty"`
+}
+
+// robotsSummary is the robots.txt part of a fetchSummary.
+type robotsSummary struct {
+	Attempts int64            `json:"attempts"`
+	Retries  int64            `json:"retries"`
+	Status   map[string]int64 `json:"status"`
+	WaitMS   int64            `json:"wait_ms"`
 }
 
 func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -79,7 +95,16 @@ func runFetch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	st := &fetchStats{status: map[int]int64{}}
-	tr := httpclient.New(cfg.clientOptions(st))
+	opts := cfg.clientOptions(st)
+	if cfg.store != "" {
+		store, err := storeurl.Open(ctx, cfg.store, storeurl.Options{})
+		if err != nil {
+			return fmt.Errorf("%w: --store: %w", errUsage, err)
+		}
+		defer store.Close()
+		opts.Store = store
+	}
+	tr := httpclient.New(opts)
 	start := time.Now()
 	var done atomic.Int64
 	stopBar := fetchProgress(stderr, cfg.progress && !cfg.json, len(cfg.urls), &done, st)
@@ -124,6 +149,8 @@ type fetchConfig struct {
 	userAgent                     string
 	header                        http.Header // -H, in order, User-Agent and Host included
 	refusedDelay                  time.Duration
+	store                         string        // --store: "" or memory, or a Redis URL
+	randomDelay                   time.Duration // --random-delay
 }
 
 func parseFetchFlags(args []string, stderr io.Writer) (*fetchConfig, error) {
@@ -180,8 +207,10 @@ func (c *fetchConfig) define(fs *flag.FlagSet) fetchFlagText {
 	fs.StringVar(&c.userAgent, "A", fetchUserAgent(), "the User-Agent `string`")
 	fs.StringVar(&c.userAgent, "user-agent", fetchUserAgent(), "same as -A")
 	text.adaptConc = fs.String("adaptive-concurrency", "off", "make each host's cap on requests in flight adaptive, following the latency of its answers: off (--concurrency, fixed), gradient or vegas (at most --concurrency)")
-	text.budget = fs.String("budget", "pace", "what to do with the budget a server announces (RateLimit, X-RateLimit-*): pace (spread what remains until the reset) or spend (send it at once, then wait for the reset); neither sends more than remains")
+	text.budget = fs.String("budget", "pace", "what to do with the budget a server announces (RateLimit, X-RateLimit-*): pace (send what it takes now, then as it comes back: a bucket's refill, a window's reset) or spend (the same, but a bucket is sent whole once full again); neither sends more than remains")
 	fs.BoolVar(&c.robots, "robots", true, "obey robots.txt for the -A user agent (--robots=false to ignore it)")
+	fs.StringVar(&c.store, "store", "", "where each host's bucket lives: memory (the default, this process only) or a Redis `URL` (redis://host:6379/0, as sluice serve's store), shared by every sluice fetch using it so that a fleet stays within one host's rate together")
+	fs.DurationVar(&c.randomDelay, "random-delay", 0, "wait a random time up to `D` before each request, spreading requests (0: none)")
 	fs.BoolVar(&c.domain, "by-domain", false, "limit per registrable domain (www.example.com and img.example.com together) instead of per host")
 	return text
 }
@@ -229,6 +258,8 @@ func (c *fetchConfig) checkBounds(base time.Duration) error {
 		return fmt.Errorf("%w: --base-delay %v: want a positive duration", errUsage, base)
 	case c.timeout < 0:
 		return fmt.Errorf("%w: --timeout %v is negative (0: none)", errUsage, c.timeout)
+	case c.randomDelay < 0:
+		return fmt.Errorf("%w: --random-delay %v is negative (0: none)", errUsage, c.randomDelay)
 	}
 	return nil
 }
@@ -261,6 +292,7 @@ func (c *fetchConfig) clientOptions(st *fetchStats) httpclient.Options {
 		Backoff:        c.backoff,
 		AttemptTimeout: c.timeout,
 		Observer:       httpclient.ObserverFunc(st.observe),
+		RandomDelay:    c.randomDelay,
 		Transport:      refusedTransport{base: http.DefaultTransport, retries: fetchRefusedRetries, delay: c.refusedDelay},
 	}
 	if c.domain {
@@ -359,6 +391,9 @@ func (c *fetchConfig) summary(st *fetchStats, tr *httpclient.Transport, ok int, 
 	st.mu.Unlock()
 	for _, h := range tr.Hosts() {
 		sum.Hosts[h.Host] = float64(int64(h.Rate*100+0.5)) / 100
+	}
+	if c.robots {
+		sum.Robots = st.robots.summary()
 	}
 	return sum
 }
@@ -484,16 +519,58 @@ func fetchBackoff(name string, base, maxd time.Duration) (backoff.Strategy, erro
 	return nil, fmt.Errorf("%w: unknown --backoff %q (want equal, full, decorrelated, exponential or multiplicative)", errUsage, name)
 }
 
-// fetchStats counts what the transport reports.
+// fetchStats counts what the transport reports: the URLs' attempts, and
+// apart, robots.txt's.
 type fetchStats struct {
 	attempts, retries, throttled atomic.Int64
 	mu                           sync.Mutex
 	status                       map[int]int64
+
+	robots robotsStats
+}
+
+// robotsStats counts the robots.txt fetches.
+type robotsStats struct {
+	mu                sync.Mutex
+	attempts, retries int64
+	status            map[int]int64
+	wait              time.Duration
+}
+
+func (r *robotsStats) observe(e httpclient.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch e.Kind {
+	case httpclient.Attempt:
+		r.attempts++
+		if e.Status != 0 {
+			if r.status == nil {
+				r.status = map[int]int64{}
+			}
+			r.status[e.Status]++
+		}
+	case httpclient.Retry:
+		r.retries++
+		r.wait += e.Delay
+	case httpclient.Wait:
+		r.wait += e.Delay
+	}
+}
+
+func (r *robotsStats) summary() *robotsSummary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := &robotsSummary{Attempts: r.attempts, Retries: r.retries, Status: map[string]int64{}, WaitMS: r.wait.Milliseconds()}
+	for code, n := range r.status {
+		out.Status[strconv.Itoa(code)] = n
+	}
+	return out
 }
 
 func (s *fetchStats) observe(e httpclient.Event) {
 	if e.Robots {
-		return // the summary counts the URLs asked for
+		s.robots.observe(e) // apart: the URLs' counts are the URLs'
+		return
 	}
 	switch e.Kind {
 	case httpclient.Attempt:
@@ -590,23 +667,32 @@ func progressLine(n, total int, retries, throttled int64, rate float64) string {
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, total, rs, eta, retries, throttled)
 }
 
-func fetchPrintSummary(w io.Writer, s fetchSummary, failures []string) {
-	fmt.Fprintf(w, "fetched %d %s in %v: %d succeeded, %d failed\n",
-		s.Requests, plural(s.Requests, "URL"), (time.Duration(s.ElapsedMS) * time.Millisecond).Round(10*time.Millisecond), s.Succeeded, s.Failed)
-	codes := make([]string, 0, len(s.Status))
-	for c := range s.Status {
+// statusLine is "status 200×3 429×1", or says no answer came.
+func statusLine(m map[string]int64) string {
+	codes := make([]string, 0, len(m))
+	for c := range m {
 		codes = append(codes, c)
 	}
 	sort.Strings(codes)
 	var parts []string
 	for _, c := range codes {
-		parts = append(parts, fmt.Sprintf("%s×%d", c, s.Status[c]))
+		parts = append(parts, fmt.Sprintf("%s×%d", c, m[c]))
 	}
-	status := "status " + strings.Join(parts, " ")
 	if len(parts) == 0 {
-		status = "no status: no response came back"
+		return "no status: no response came back"
 	}
+	return "status " + strings.Join(parts, " ")
+}
+
+func fetchPrintSummary(w io.Writer, s fetchSummary, failures []string) {
+	fmt.Fprintf(w, "fetched %d %s in %v: %d succeeded, %d failed\n",
+		s.Requests, plural(s.Requests, "URL"), (time.Duration(s.ElapsedMS) * time.Millisecond).Round(10*time.Millisecond), s.Succeeded, s.Failed)
+	status := statusLine(s.Status)
 	fmt.Fprintf(w, "attempts %d (%d %s); %s\n", s.Attempts, s.Retries, map[bool]string{true: "retry", false: "retries"}[s.Retries == 1], status)
+	if r := s.Robots; r != nil && r.Attempts > 0 {
+		fmt.Fprintf(w, "robots.txt: attempts %d (%d %s); %s; waited %v\n", r.Attempts, r.Retries,
+			map[bool]string{true: "retry", false: "retries"}[r.Retries == 1], statusLine(r.Status), (time.Duration(r.WaitMS) * time.Millisecond).Round(10*time.Millisecond))
+	}
 	hosts := make([]string, 0, len(s.Hosts))
 	for h := range s.Hosts {
 		hosts = append(hosts, h)
