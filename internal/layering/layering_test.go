@@ -23,7 +23,7 @@ const module = "github.com/sluicehq/sluice"
 var allowed = map[string][]string{
 	// The command.
 	"cmd/sluice": {"gateway", "rls/runner", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
-		"internal/server/control", "internal/config/didyoumean", "internal/redact"},
+		"internal/server/control", "internal/config/didyoumean", "internal/redact", "storeurl"},
 	// The RLS assembled (as gateway is the gateway): flags to store, server,
 	// rules' source, gRPC server and listeners. The only importer of the
 	// transport.
