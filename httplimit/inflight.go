@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/inflight"
-	"github.com/sluicehq/sluice/internal/server/sfv"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/header"
 )
@@ -108,7 +107,7 @@ func (m *InFlight) Handler(next http.Handler) http.Handler {
 	if h.m.Logger == nil {
 		h.m.Logger = slog.New(slog.DiscardHandler)
 	}
-	h.policy = string(sfv.AppendString(nil, h.m.Policy)) + ";q=" + strconv.FormatInt(h.m.Max, 10) + `;qu="concurrent-requests"`
+	h.policy = string(header.AppendString(nil, h.m.Policy)) + ";q=" + strconv.FormatInt(h.m.Max, 10) + `;qu="concurrent-requests"`
 	return h
 }
 
@@ -157,7 +156,7 @@ func (h *inFlightHandler) setHeaders(hd http.Header, d inflight.Decision) {
 		return
 	}
 	hd.Add("Ratelimit-Policy", h.policy)
-	hd.Add("Ratelimit", string(sfv.AppendString(nil, h.m.Policy))+";r="+strconv.FormatInt(d.Remaining(), 10))
+	hd.Add("Ratelimit", string(header.AppendString(nil, h.m.Policy))+";r="+strconv.FormatInt(d.Remaining(), 10))
 }
 
 // deny answers 429 for a caller with too many requests in flight.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/tick"
 	"time"
 )
 
@@ -144,11 +143,24 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 			// clock moved between MaxDelay and now; the slot is spent.
 			return d, ErrDeadline
 		}
-		if err := tick.Sleep(ctx, wait); err != nil {
+		if err := sleep(ctx, wait); err != nil {
 			return d, err
 		}
 		if d.Allowed {
 			return d, nil
 		}
+	}
+}
+
+// sleep waits d or until ctx is done. It is tick.Sleep's twin: the
+// vocabulary, at the ground floor, imports nothing of the module.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"rls/xds": {"rules"},
 	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "internal/server/status", "internal/server/control", "internal/tick"},
 	// The middleware and who is calling.
-	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "ratelimit/header", "internal/server/sfv", "internal/tick"},
+	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "ratelimit/header", "internal/tick"},
 	// Envoy's rate_limits actions and sluice's: request -> descriptor entries.
 	"httplimit/action": {"identity", "rules"},
 	"identity":         {},
@@ -73,7 +73,7 @@ var allowed = map[string][]string{
 	"algorithm/window":     {"ratelimit"},
 	"algorithm/slidinglog": {"ratelimit"},
 	// The vocabulary and its conformance suite.
-	"ratelimit":               {"internal/tick"},
+	"ratelimit":               {},
 	"ratelimit/ratelimittest": {"ratelimit"},
 	// Simulations drive the real pure components (and the CPU-bound
 	// overload server the real adaptive middleware, httplimit.Adaptive).
@@ -81,8 +81,7 @@ var allowed = map[string][]string{
 	// What both servers share, below them.
 	"internal/server/admin":      {},
 	"internal/server/eventlog":   {"internal/tick"},
-	"ratelimit/header":           {"ratelimit", "internal/server/sfv"},
-	"internal/server/sfv":        {},
+	"ratelimit/header":           {"ratelimit"},
 	"internal/server/watch":      {"internal/tick"},
 	"internal/server/topk":       {},
 	"internal/server/status":     {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},

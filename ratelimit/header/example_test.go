@@ -52,3 +52,10 @@ func TestParseMode(t *testing.T) {
 		}
 	}
 }
+
+// A policy name as a structured field string, escaped.
+func ExampleAppendString() {
+	b := header.AppendString(nil, `tier "gold"`)
+	fmt.Println(string(append(b, ";q=100;w=60"...)))
+	// Output: "tier \"gold\"";q=100;w=60
+}

@@ -2,8 +2,6 @@ package header
 
 import (
 	"strconv"
-
-	"github.com/sluicehq/sluice/internal/server/sfv"
 )
 
 // Header names, as they are written.
@@ -83,7 +81,7 @@ func appendMembers(b []byte, ps []State, policy bool) []byte {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = sfv.AppendString(b, p.Name)
+		b = AppendString(b, p.Name)
 		b = append(b, k1...)
 		b = strconv.AppendInt(b, v1, 10)
 		b = append(b, k2...)

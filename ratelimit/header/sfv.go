@@ -1,6 +1,7 @@
-package sfv
+package header
 
-// AppendString appends s as a structured field string: quoted, with '"'
+// AppendString appends s as a structured field string (RFC 9651), as a
+// policy name is written in RateLimit and RateLimit-Policy: quoted, with '"'
 // and '\' escaped and bytes outside printable ASCII (which a string may not
 // hold) replaced by '?'.
 func AppendString(b []byte, s string) []byte {

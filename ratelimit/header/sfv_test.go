@@ -1,4 +1,4 @@
-package sfv
+package header
 
 import "testing"
 
