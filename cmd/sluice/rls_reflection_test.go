@@ -87,6 +87,13 @@ func TestRLSReflection(t *testing.T) {
 			t.Errorf("the start line does not say reflection is on:\n%s", logs)
 		}
 	})
+	t.Run("env", func(t *testing.T) {
+		t.Setenv("SLUICE_GRPC_REFLECTION", "true")
+		grpcAddr, _, _ := startRLS(t, append(args, "--grpc-server", "grpc-go")...)
+		if _, _, err := reflect(t, grpcAddr); err != nil {
+			t.Errorf("reflection with SLUICE_GRPC_REFLECTION=true: %v", err)
+		}
+	})
 	for _, impl := range []string{"lean", "grpc-go"} {
 		t.Run("off/"+impl, func(t *testing.T) {
 			grpcAddr, _, _ := startRLS(t, append(args, "--grpc-server", impl)...)
