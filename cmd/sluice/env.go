@@ -75,7 +75,7 @@ func annotateUsage(fs *flag.FlagSet) {
 		others = fe.vars()
 	}
 	fs.VisitAll(func(f *flag.Flag) {
-		if strings.Contains(f.Usage, "(env "+envPrefix) {
+		if f.Name == versionFlag || strings.Contains(f.Usage, "(env "+envPrefix) {
 			return
 		}
 		note := "(env " + envVar(f.Name)
@@ -93,7 +93,7 @@ func applyEnv(fs *flag.FlagSet) error {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] {
+		if given[f.Name] || f.Name == versionFlag {
 			return
 		}
 		name := envVar(f.Name)
@@ -138,7 +138,11 @@ func applyEnv(fs *flag.FlagSet) error {
 // the closest of fs's as a did-you-mean. Values are never printed.
 func unknownEnv(fs *flag.FlagSet) []error {
 	names := otherEnv[fs.Name()]
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, envVar(f.Name)) })
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != versionFlag {
+			names = append(names, envVar(f.Name))
+		}
+	})
 	var unknown []string
 	for _, kv := range environ() {
 		name, v, _ := strings.Cut(kv, "=")

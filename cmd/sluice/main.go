@@ -51,6 +51,14 @@ func lookup(name string) (command, bool) {
 // errUsage marks an error caused by bad command-line usage (exit status 2).
 var errUsage = errors.New("usage")
 
+// errVersion is what a command returns when given --version: run prints
+// what sluice version prints, and the command does nothing else.
+var errVersion = errors.New("version asked")
+
+// versionFlag is the --version every command's flag set has; no
+// environment variable sets it.
+const versionFlag = "version"
+
 // shownError is a usage error whose message and usage have already been
 // printed to stderr, so that nothing prints them twice.
 type shownError struct{ error }
@@ -122,6 +130,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	err := c.run(ctx, args[1:], stdout, stderr)
+	if errors.Is(err, errVersion) {
+		_, err = fmt.Fprintln(stdout, readBuildInfo())
+		return err
+	}
 	var done shownError
 	if errors.Is(err, errUsage) && !errors.As(err, &done) {
 		// Say what is wrong, then how the command is used: its --help.
@@ -151,6 +163,7 @@ func usage(w io.Writer) {
 func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Bool(versionFlag, false, "print what sluice version prints, and do nothing else")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: sluice %s %s\n\nFlags:\n", name, synopsis)
 		fs.PrintDefaults()
@@ -168,6 +181,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		}
 		// The flag package printed the message and the usage.
 		return shown(fmt.Errorf("%w: %v", errUsage, err))
+	}
+	if f := fs.Lookup(versionFlag); f != nil && f.Value.String() == "true" {
+		return errVersion
 	}
 	if err := applyEnv(fs); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

@@ -41,6 +41,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return nil
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return errVersion
+	}
 	sc, ok := sim.Lookup(args[0])
 	if !ok {
 		fmt.Fprintf(stderr, "sluice sim: unknown scenario %q\n\n", args[0])

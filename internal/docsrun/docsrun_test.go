@@ -168,7 +168,13 @@ func TestDocs(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "docs", "sim"), 0o755); err != nil { // where the sims' --svg write
 		t.Fatal(err)
 	}
-	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH") + string(os.PathListSeparator) + "/usr/sbin",
+	// grpcurl (docs/rls.md) is where go install puts it: scripts/test
+	// installs it there.
+	gobin := filepath.Join(goEnv(t, root, "GOPATH"), "bin")
+	if b := goEnv(t, root, "GOBIN"); b != "" {
+		gobin = b
+	}
+	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH") + string(os.PathListSeparator) + "/usr/sbin" + string(os.PathListSeparator) + gobin,
 		"HOME=" + work, "LANG=C.UTF-8", "TZ=UTC"}
 	ran, notRun := 0, 0
 	for _, b := range all {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -26,6 +27,16 @@ func goCommand(dir string, args ...string) *exec.Cmd {
 	c := exec.Command("go", args...)
 	c.Dir = dir
 	return c
+}
+
+// goEnv is go env name, run in dir.
+func goEnv(t *testing.T, dir, name string) string {
+	t.Helper()
+	out, err := goCommand(dir, "env", name).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
