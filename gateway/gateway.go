@@ -451,6 +451,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			RefundBudget:  rc.RefundBudget,
 			Observe:       observe,
 			Refusals:      refusals,
+			Denial:        rc.Denial,
 			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
 		}
