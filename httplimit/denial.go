@@ -40,6 +40,7 @@ type Denial struct {
 	contentType string
 	escape      func(string) string // for {policy}, per the content type
 	parts       []string            // literal, placeholder, literal, ...: odd indexes are placeholders
+	size        int                 // the literals' length
 }
 
 // The placeholders a Denial's body may hold. Both are the server's
@@ -89,6 +90,9 @@ func NewDenial(status int, body, contentType string) (*Denial, error) {
 		d.escape = html.EscapeString
 	}
 	d.parts = splitPlaceholders(body)
+	for i := 0; i < len(d.parts); i += 2 {
+		d.size += len(d.parts[i])
+	}
 	return d, nil
 }
 
@@ -115,6 +119,9 @@ func splitPlaceholders(body string) []string {
 
 // jsonEscape escapes s for the inside of a JSON string.
 func jsonEscape(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r >= 0x7f || strings.ContainsRune(`"\\<>&`, r) }) {
+		return s // the usual policy name: nothing to escape
+	}
 	b, err := json.Marshal(s)
 	if err != nil || len(b) < 2 {
 		return ""
@@ -139,7 +146,7 @@ func (d *Denial) applies(rf *Refusal) bool {
 // write writes d's body for a refusal with status, policy and Retry-After
 // seconds; the headers (Retry-After, RateLimit) are already set.
 func (d *Denial) write(w http.ResponseWriter, status int, policy string, retry int64) {
-	var b []byte
+	b := make([]byte, 0, d.size+(len(d.parts)/2)*(len(policy)+8))
 	for i, p := range d.parts {
 		switch {
 		case i%2 == 0:
