@@ -1,13 +1,11 @@
 package gateway_test
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/gateway"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // A route with denial 503 and a JSON body answers a caller over its rate
@@ -81,28 +79,14 @@ rules:
   domain: d
   descriptors: []
 `
-	_, err := gateway.Parse("gw.yaml", []byte(src))
-	var errs *rules.Errors
-	if !errors.As(err, &errs) {
-		t.Fatalf("Parse = %v, want *rules.Errors", err)
-	}
-	want := []string{
+	wantProblems(t, src, []string{
 		"gw.yaml:2: denial.status: want a whole number from 400 to 599",
 		`gw.yaml:5: routes[0].denial.content_type: content_type "json": want a media type`,
 		"gw.yaml:7: routes[1].denial.content_type: content_type without a body",
 		`gw.yaml:9: routes[2].denial: unknown field "bogus"`,
 		"gw.yaml:11: routes[3].denial: want status or body",
 		"gw.yaml:14: routes[4].denial.body: body is 4097 bytes: at most 4096",
-	}
-	got := err.Error()
-	for _, w := range want {
-		if !strings.Contains(got, w) {
-			t.Errorf("Parse errors:\n%s\nlack %q", got, w)
-		}
-	}
-	if n := len(*errs); n != len(want) {
-		t.Errorf("Parse reported %d problems, want %d:\n%s", n, len(want), got)
-	}
+	})
 }
 
 // A route's denial replaces the top level's; a route without one takes it.
