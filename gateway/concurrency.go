@@ -678,6 +678,7 @@ func (rl *routeLayers) wrap(i int, limit func(http.Handler) http.Handler, next h
 	if ifc != nil && ifc.Max > 0 {
 		m := &httplimit.InFlight{Store: rl.c.inflightStore(rl.cfg), Max: ifc.Max, TTL: ifc.TTL, RetryAfter: ifc.RetryAfter,
 			Identity: rl.identity, Headers: rl.cfg.Headers, OnStoreError: rl.cfg.OnStoreError, Refusals: rl.refusals, Logger: rl.c.g.log,
+			Denial: r.Denial,
 			Observe: func(e httplimit.InFlightEvent) {
 				rl.c.inFlight.WithLabelValues(e.Outcome.String()).Inc()
 				if e.Outcome == httplimit.Allowed {

@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/httplimit/action"
 	"github.com/sluicehq/sluice/internal/config/yamlnode"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -96,6 +97,10 @@ type Config struct {
 	// nil: none. See concurrency.go.
 	InFlight *InFlightConfig
 	Shedding *SheddingConfig
+	// Denial (denial) is every route's answer to a caller over a rate
+	// limit or its in-flight cap in place of 429 and problem+json; nil
+	// keeps them. A route's own replaces it. See denial.go.
+	Denial *httplimit.Denial
 
 	// UpstreamIdleConnections (upstream_idle_connections) is how many idle
 	// keep-alive connections to the upstream the proxy keeps for reuse:
@@ -313,6 +318,9 @@ type Route struct {
 	// (max: 0 turns the top level's off), Priority (priority) its
 	// shedding class, Adaptive (adaptive) its adaptive concurrency limit.
 	// See concurrency.go.
+	// Denial (denial) is the route's answer over its rate limits and
+	// in-flight cap; nil takes the top level's. See denial.go.
+	Denial       *httplimit.Denial
 	InFlight     *InFlightConfig
 	Priority     string
 	Adaptive     *AdaptiveConfig
@@ -539,6 +547,7 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 			r.Adaptive = d.adaptive(v, yamlnode.Join(path, "adaptive"))
 		},
 		"rate_limits": func(k, v *yaml.Node) { r.Descriptors = d.rateLimits(v, yamlnode.Join(path, "rate_limits"), c) },
+		"denial":      func(k, v *yaml.Node) { r.Denial = d.denial(v, yamlnode.Join(path, "denial")) },
 	})
 	switch {
 	case r.Pattern != "" && (pathLine != 0 || r.Host != "" || len(r.Methods) > 0):
@@ -548,6 +557,9 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	}
 	if r.UpstreamTimeout == 0 {
 		r.UpstreamTimeout = c.UpstreamTimeout
+	}
+	if r.Denial == nil {
+		r.Denial = c.Denial
 	}
 	refundsDone()
 	return r

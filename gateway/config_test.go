@@ -50,12 +50,7 @@ rules:
     - key: remote_address
       rate_limit: {unit: fortnight, requests_per_unit: 1}
 `
-	_, err := gateway.Parse("gw.yaml", []byte(src))
-	var errs *rules.Errors
-	if !errors.As(err, &errs) {
-		t.Fatalf("Parse = %v, want *rules.Errors", err)
-	}
-	want := []string{
+	wantProblems(t, src, []string{
 		"gw.yaml:2: upstream: want an http:// or https:// URL or builtin:echo",
 		"gw.yaml:3: headers: want ietf, legacy or opaque",
 		"gw.yaml:4: store: want memory or a redis://",
@@ -67,6 +62,17 @@ rules:
 		"gw.yaml:15: routes[0].rate_limits[0].actions[1].generic_key: descriptor_value is required",
 		`gw.yaml:16: routes[0].rate_limits[0].actions[2]: unknown field "remote_adress"`,
 		`gw.yaml:21: rules.descriptors[0].rate_limit.unit: unknown unit "fortnight"`,
+	})
+}
+
+// wantProblems checks that parsing src as gw.yaml reports exactly the
+// problems want, each a substring of one.
+func wantProblems(t *testing.T, src string, want []string) {
+	t.Helper()
+	_, err := gateway.Parse("gw.yaml", []byte(src))
+	var errs *rules.Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("Parse = %v, want *rules.Errors", err)
 	}
 	got := err.Error()
 	for _, w := range want {

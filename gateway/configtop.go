@@ -97,6 +97,7 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 	"rules":             func(t *top, v *yaml.Node) { t.rulesNode = v },
 	"in_flight":         func(t *top, v *yaml.Node) { t.c.InFlight = t.d.inFlight(v, "in_flight", false) },
 	"shedding":          func(t *top, v *yaml.Node) { t.c.Shedding = t.d.shedding(v) },
+	"denial":            func(t *top, v *yaml.Node) { t.c.Denial = t.d.denial(v, "denial") },
 	"rules_files":       (*top).rulesFiles,
 }
 

@@ -436,6 +436,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		}
 		mw := &httplimit.Middleware{
 			Store:         g.store,
+			Rules:         set,
 			Domain:        cfg.Domain,
 			Descriptors:   rc.Descriptors,
 			Identity:      res,
@@ -451,11 +452,9 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			RefundBudget:  rc.RefundBudget,
 			Observe:       observe,
 			Refusals:      refusals,
+			Denial:        rc.Denial,
 			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
-		}
-		if set != nil {
-			mw.Rules = set // never a typed nil in the interface
 		}
 		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, next), resolver: resolver, headers: ih,
 			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log, refuse: g.refuse}

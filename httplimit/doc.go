@@ -41,8 +41,10 @@
 // Hijacker and the deadlines keep working). Give every layer the same
 // *Refusals: its Observe then sees every refusal, whichever layer made it
 // ([Refusal] names the layer, the cause, the policy and who was
-// refused). A layer that does not wrap the ResponseWriter sets its
-// headers before calling next.
+// refused). A rate limit's or in-flight cap's [Denial] (Middleware.Denial,
+// InFlight.Denial) replaces the status and body of its refusals over the
+// limit, written by the same writer. A layer that does not wrap the
+// ResponseWriter sets its headers before calling next.
 //
 // Envoy's rate_limits action vocabulary, which turns a request into the
 // rate limit layer's descriptors, is package httplimit/action.

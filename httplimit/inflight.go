@@ -81,6 +81,9 @@ type InFlight struct {
 	// Refusals writes the refusals and reports each to its observer (see
 	// Middleware.Refusals).
 	Refusals *Refusals
+	// Denial, when set, is the status and body of a refusal over the
+	// limit in place of 429 and problem+json (see Denial); nil keeps them.
+	Denial *Denial
 	// Observe, when set, is called for every decision (for metrics). It
 	// must be fast and safe for concurrent use.
 	Observe func(InFlightEvent)
@@ -164,7 +167,7 @@ func (h *inFlightHandler) deny(w http.ResponseWriter, key string, d inflight.Dec
 	m := &h.m
 	h.setHeaders(w.Header(), d)
 	rf := Refusal{Layer: LayerInFlight, Status: http.StatusTooManyRequests, Policy: m.Policy, Key: key, RetryAfter: m.RetryAfter,
-		Detail: "too many requests in flight: at most " + strconv.FormatInt(m.Max, 10) + " at once"}
+		Detail: "too many requests in flight: at most " + strconv.FormatInt(m.Max, 10) + " at once", Denial: m.Denial}
 	if d.Unsatisfiable {
 		rf.Detail, rf.RetryAfter = "the request weighs more than the in-flight limit "+strconv.Quote(m.Policy), 0
 	}

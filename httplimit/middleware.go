@@ -154,6 +154,9 @@ type Middleware struct {
 	// nil writes them and observes nothing. Give every admission layer of a
 	// server the same one (see Refusals).
 	Refusals *Refusals
+	// Denial, when set, is the status and body of a refusal over the
+	// limit in place of 429 and problem+json (see Denial); nil keeps them.
+	Denial *Denial
 	// LatencySampling n > 1 measures Event.Latency for one decision in n,
 	// chosen at random, and leaves it 0 for the others, sparing them two
 	// clock reads: a latency histogram fed from Observe then holds a
@@ -475,7 +478,7 @@ func (h *handler) deny(w http.ResponseWriter, a *applied) {
 		return
 	}
 	rf := Refusal{Layer: LayerRateLimit, Status: http.StatusTooManyRequests, Policy: a.policy, Rule: a.Rule, Key: a.Request.Key,
-		RetryAfter: a.d.RetryAfter, Detail: "rate limit " + strconv.Quote(a.policy) + " exceeded"}
+		RetryAfter: a.d.RetryAfter, Detail: "rate limit " + strconv.Quote(a.policy) + " exceeded", Denial: h.m.Denial}
 	switch {
 	case a.d.Unsatisfiable:
 		rf.Detail = "the request's cost exceeds the capacity of rate limit " + strconv.Quote(a.policy)

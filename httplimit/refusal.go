@@ -81,6 +81,11 @@ type Refusal struct {
 	RetryAfter time.Duration
 	Detail     string // the problem's detail
 	Err        error  // the store's error, for Unavailable
+	// Denial is the layer's configured answer (Middleware.Denial,
+	// InFlight.Denial); nil answers problem+json. It applies to an
+	// OverLimit refusal of the rate limits or the in-flight cap only, and
+	// Status is then the denial's status, as Observe sees it.
+	Denial *Denial
 }
 
 // Refusals is the one writer of the admission layers' refusals (the rate
@@ -113,11 +118,18 @@ func (rs *Refusals) unavailableRetry() time.Duration {
 }
 
 // Write answers rf: it reports rf to Observe, then writes rf.Status with
-// Retry-After and a problem body naming rf.Policy. mode is the layer's
-// header mode: Opaque leaves the policy out of the body, and a 429 bare
-// (no Retry-After, no detail: no quota information); a 503 keeps its
-// Retry-After, which is about the server, not the caller's quota.
+// Retry-After and a problem body naming rf.Policy, or rf.Denial's status
+// and body when it applies (see Denial). mode is the layer's header mode:
+// Opaque leaves the policy out of the body, and a refusal for the
+// caller's own limit (429) bare (no Retry-After, no detail: no quota
+// information); a 503 keeps its Retry-After, which is about the server,
+// not the caller's quota.
 func (rs *Refusals) Write(w http.ResponseWriter, mode header.Mode, rf Refusal) {
+	quota := rf.Status == http.StatusTooManyRequests
+	denial := rf.Denial.applies(&rf)
+	if denial && rf.Denial.status != 0 {
+		rf.Status = rf.Denial.status
+	}
 	if rs != nil && rs.Observe != nil {
 		rs.Observe(rf)
 	}
@@ -125,12 +137,17 @@ func (rs *Refusals) Write(w http.ResponseWriter, mode header.Mode, rf Refusal) {
 	retry := rf.RetryAfter
 	if mode == header.Off {
 		p.Policy = ""
-		if rf.Status == http.StatusTooManyRequests {
+		if quota {
 			p.Detail, retry = "", 0
 		}
 	}
-	if secs := ratelimit.DurationCeil(retry); secs > 0 {
+	secs := ratelimit.DurationCeil(retry)
+	if secs > 0 {
 		w.Header()["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
+	}
+	if denial && rf.Denial.parts != nil {
+		rf.Denial.write(w, rf.Status, p.Policy, secs)
+		return
 	}
 	WriteProblem(w, p)
 }

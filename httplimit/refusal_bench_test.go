@@ -15,7 +15,11 @@ import (
 // BenchmarkRefusal is the refusal path (a flood's): one rule that denies
 // every request (a limit of 1 an hour, spent), its 429 with the IETF
 // headers and the problem body written.
-func BenchmarkRefusal(b *testing.B) {
+func BenchmarkRefusal(b *testing.B) { benchmarkRefusal(b, nil) }
+
+// benchmarkRefusal is BenchmarkRefusal's flood, answered with denial (nil:
+// the problem body).
+func benchmarkRefusal(b *testing.B, denial *httplimit.Denial) {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	set := mustRules(b, `
@@ -24,7 +28,7 @@ descriptors:
   - key: remote_address
     rate_limit: {name: per-ip, algorithm: token_bucket, unit: hour, requests_per_unit: 1}
 `)
-	h := (&httplimit.Middleware{Store: store, Rules: set, Domain: "test", Descriptors: identityDescriptors()}).Handler(ok)
+	h := (&httplimit.Middleware{Store: store, Rules: set, Domain: "test", Descriptors: identityDescriptors(), Denial: denial}).Handler(ok)
 	for i := range 250 { // every client's one request of the hour, spent
 		h.ServeHTTP(&nopWriter{h: http.Header{}}, &http.Request{Method: "GET", RemoteAddr: "10.0.0." + strconv.Itoa(i) + ":1", URL: &url.URL{Path: "/"}})
 	}
