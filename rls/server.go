@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/header"
@@ -142,6 +143,10 @@ type Options struct {
 	// by the store, exactly, and a warning names each of them once (with
 	// its file:line).
 	Prefetch ratelimit.Store
+	// AccessLog, when set, gets a line per limited descriptor of every
+	// request (internal/server/accesslog); the caller closes it after the
+	// server. Nil: no access log.
+	AccessLog *accesslog.Log
 }
 
 // Server answers ShouldRateLimit. Create it with New; it is safe for
@@ -168,7 +173,8 @@ type Server struct {
 	now        func() time.Time
 	scratch    sync.Pool // *scratch
 	loaded     atomic.Pointer[loaded]
-	events     *eventlog.Log // store failures and denials, aggregated
+	events     *eventlog.Log  // store failures and denials, aggregated
+	access     *accesslog.Log // Options.AccessLog; nil: off
 
 	storeStatus func() (bool, string)
 	dynMeta     bool
@@ -201,6 +207,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		quota:       opts.QuotaMode,
 		storeStatus: opts.StoreStatus,
 		dynMeta:     opts.ResponseDynamicMetadata,
+		access:      opts.AccessLog,
 		health:      health.NewServer(),
 	}
 	for _, n := range []string{opts.HeaderNames.Limit, opts.HeaderNames.Remaining, opts.HeaderNames.Reset} {
@@ -227,6 +234,9 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.m = m
+	if err := registerAccessLog(s.reg, s.access); err != nil {
+		return nil, err
+	}
 	if opts.LocalCacheSize < 0 {
 		return nil, fmt.Errorf("rls: local cache size %d is negative", opts.LocalCacheSize)
 	}
@@ -500,6 +510,9 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 			}
 		}
 		s.events.Report(eventlog.StoreError, domain, key, err)
+		if s.access != nil {
+			s.logAccess(domain, checks, sc.descs, true)
+		}
 		return nil, status.Errorf(codes.Unavailable, "rls: store: %v", err)
 	}
 	for i := range checks {
@@ -510,6 +523,9 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 				s.logDenial(c)
 			}
 		}
+	}
+	if s.access != nil {
+		s.logAccess(domain, checks, sc.descs, false)
 	}
 	resp := s.respond(checks)
 	if s.dynMeta {
