@@ -9,9 +9,9 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// registerAccessLog exports the access log's dropped lines as
-// sluice_rls_access_log_dropped_total.
-func registerAccessLog(reg *prometheus.Registry, l *accesslog.Log) error {
+// RegisterAccessLog exports the access log's dropped lines on reg as
+// sluice_rls_access_log_dropped_total; a nil l registers nothing.
+func RegisterAccessLog(reg *prometheus.Registry, l *accesslog.Log) error {
 	if l == nil {
 		return nil
 	}
@@ -47,13 +47,22 @@ func (s *Server) logAccess(domain string, checks []check, descs []rules.Descript
 		if c.Rule != nil {
 			name = c.Rule.Key
 		}
-		var keys strings.Builder
-		for j, e := range descs[i].Entries {
-			if j > 0 {
-				keys.WriteByte(',')
-			}
-			keys.WriteString(e.Key)
-		}
-		s.access.Log(accesslog.Entry{Rule: name, Outcome: out, Identity: c.Request.Key, Domain: domain, Descriptor: keys.String()})
+		s.access.Log(accesslog.Entry{Rule: name, Outcome: out, Identity: c.Request.Key, Domain: domain, Descriptor: entryKeys(descs[i].Entries)})
 	}
+}
+
+// entryKeys is the keys of entries, comma-separated (one entry's key is
+// not copied).
+func entryKeys(entries []rules.Entry) string {
+	if len(entries) == 1 {
+		return entries[0].Key
+	}
+	var keys strings.Builder
+	for j, e := range entries {
+		if j > 0 {
+			keys.WriteByte(',')
+		}
+		keys.WriteString(e.Key)
+	}
+	return keys.String()
 }

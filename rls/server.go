@@ -145,7 +145,8 @@ type Options struct {
 	Prefetch ratelimit.Store
 	// AccessLog, when set, gets a line per limited descriptor of every
 	// request (internal/server/accesslog); the caller closes it after the
-	// server. Nil: no access log.
+	// server, and exports its Dropped (RegisterAccessLog). Nil: no access
+	// log.
 	AccessLog *accesslog.Log
 }
 
@@ -234,9 +235,6 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.m = m
-	if err := registerAccessLog(s.reg, s.access); err != nil {
-		return nil, err
-	}
 	if opts.LocalCacheSize < 0 {
 		return nil, fmt.Errorf("rls: local cache size %d is negative", opts.LocalCacheSize)
 	}
@@ -282,6 +280,27 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 func (s *Server) Close() error {
 	s.ops.close()
 	return s.events.Close()
+}
+
+// storeFailed counts and logs a request's store failure, and returns its
+// answer (Unavailable).
+func (s *Server) storeFailed(domain string, checks []check, descs []rules.Descriptor, err error) error {
+	s.m.storeError.Inc()
+	s.ops.storeError(checks)
+	// Logged per domain (which descriptor's call failed is not known
+	// when they ran together), with the first limited key as a sample.
+	key := ""
+	for i := range checks {
+		if checks[i].Kind == kindLimited {
+			key = checks[i].Request.Key
+			break
+		}
+	}
+	s.events.Report(eventlog.StoreError, domain, key, err)
+	if s.access != nil {
+		s.logAccess(domain, checks, descs, true)
+	}
+	return status.Errorf(codes.Unavailable, "rls: store: %v", err)
 }
 
 // logDenial reports an over-limit descriptor to the aggregated log: a
@@ -498,22 +517,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 		}
 	}
 	if err != nil {
-		s.m.storeError.Inc()
-		s.ops.storeError(checks)
-		// Logged per domain (which descriptor's call failed is not known
-		// when they ran together), with the first limited key as a sample.
-		key := ""
-		for i := range checks {
-			if checks[i].Kind == kindLimited {
-				key = checks[i].Request.Key
-				break
-			}
-		}
-		s.events.Report(eventlog.StoreError, domain, key, err)
-		if s.access != nil {
-			s.logAccess(domain, checks, sc.descs, true)
-		}
-		return nil, status.Errorf(codes.Unavailable, "rls: store: %v", err)
+		return nil, s.storeFailed(domain, checks, sc.descs, err)
 	}
 	for i := range checks {
 		if c := &checks[i]; c.Kind == kindLimited {

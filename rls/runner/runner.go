@@ -131,6 +131,9 @@ func (r *RLS) open(ctx context.Context) error {
 	if err := store.Register(srv.Registry()); err != nil {
 		return err
 	}
+	if err := rls.RegisterAccessLog(srv.Registry(), r.access); err != nil {
+		return err
+	}
 	if err := admin.RegisterRuntime(srv.Registry()); err != nil {
 		return err
 	}
