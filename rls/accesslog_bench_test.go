@@ -9,23 +9,14 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/internal/server/accesslog"
-	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rls"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // BenchmarkShouldRateLimitAccessLog is BenchmarkShouldRateLimit with the
 // access log on (a file, every decision, a bound high enough that none is
 // dropped for it): the cost of a line a descriptor.
 func BenchmarkShouldRateLimitAccessLog(b *testing.B) {
-	cfg, err := rules.Parse("test.yaml", []byte(testConfig))
-	if err != nil {
-		b.Fatal(err)
-	}
-	set, _ := rules.NewSet(cfg)
-	store := memstore.New(memstore.Options{})
-	defer store.Close()
 	f, err := os.Create(filepath.Join(b.TempDir(), "access.log"))
 	if err != nil {
 		b.Fatal(err)
@@ -36,10 +27,7 @@ func BenchmarkShouldRateLimitAccessLog(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer al.Close()
-	srv, err := rls.New(store, set, rls.Options{Headers: header.Off, AccessLog: al})
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv := benchServerOpts(b, rls.Options{Headers: header.Off, AccessLog: al})
 	runParallel(b, benchRequests(), func(r *pb.RateLimitRequest) error {
 		_, err := srv.ShouldRateLimit(context.Background(), r)
 		return err
