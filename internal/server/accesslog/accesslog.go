@@ -13,8 +13,8 @@
 //
 // The identity is the decided key. By default it is hashed (HMAC-SHA-256
 // under Options.Key, or a key drawn per process; 16 hex digits), the same
-// caller hashing the same in every line: grep for a caller's hash finds
-// its lines, and the log keeps no credential or address in the clear.
+// key hashing the same in every line: grep for a key's hash finds its
+// lines, and the log keeps no credential or address in the clear.
 //
 // A nil *Log logs nothing; servers keep it nil when the access log is off,
 // so the request path pays one nil check.
