@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,14 +19,19 @@ import (
 
 // BenchmarkHandler is the gateway's public handler with builtin:echo, with
 // limits off (the kill switch) and on (one token bucket per client IP):
-// routing, identity, decision, headers, metrics. bench/gateway measures
-// the same over real HTTP.
+// routing, identity, decision, headers, metrics; and on with access_log
+// (a file, a bound no line is dropped for: the cost of a line a request).
+// bench/gateway measures the same over real HTTP.
 func BenchmarkHandler(b *testing.B) {
-	for _, tc := range []struct{ name, disabled string }{{"limits-off", "true"}, {"limits-on", "false"}} {
+	access := "access_log: {file: " + filepath.Join(b.TempDir(), "access.log") + ", max_per_second: 1000000}"
+	for _, tc := range []struct{ name, disabled, extra string }{
+		{"limits-off", "true", ""}, {"limits-on", "false", ""}, {"limits-on-access-log", "false", access},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg, err := gateway.Parse("bench.yaml", []byte(`
 upstream: builtin:echo
 disabled: `+tc.disabled+`
+`+tc.extra+`
 routes:
   - path: /
     rate_limits:

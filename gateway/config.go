@@ -124,7 +124,9 @@ type Config struct {
 	// ProxyProtocol, when set (proxy_protocol:), has the public listener
 	// read the PROXY protocol header of its trusted peers.
 	ProxyProtocol *ProxyProtocolConfig
-	Rules         *rules.Set
+	// AccessLog, when set (access_log:), logs every decision (accesslog.go).
+	AccessLog *AccessLogConfig
+	Rules     *rules.Set
 
 	// readFile reads the files the config names (the embedded files for
 	// Default); nil means os.ReadFile.

@@ -49,6 +49,7 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 	"http2":          func(t *top, v *yaml.Node) { t.h2cLine = t.d.http2(v, &t.c.HTTP2) },
 	"proxy_protocol": func(t *top, v *yaml.Node) { t.c.ProxyProtocol = t.d.proxyProtocol(v) },
 	"upstream":       (*top).upstream,
+	"access_log":     (*top).accessLog,
 	"upstream_timeout": func(t *top, v *yaml.Node) {
 		t.c.UpstreamTimeout = t.d.duration(v, "upstream_timeout")
 	},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"github.com/sluicehq/sluice/internal/tick"
@@ -65,8 +67,10 @@ type Gateway struct {
 	draining atomic.Bool
 	reloadMu sync.Mutex
 
-	events    *eventlog.Log // store failures and denials, aggregated per rule
-	ops       *ops          // /status, the admin API, /rate_limit (status.go)
+	events    *eventlog.Log  // store failures and denials, aggregated per rule
+	access    *accesslog.Log // access_log: nil when off (accesslog.go)
+	accessW   io.Closer
+	ops       *ops // /status, the admin API, /rate_limit (status.go)
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -108,10 +112,15 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if err := g.openStore(ctx, cfg); err != nil {
 		return nil, err
 	}
+	if err := g.openAccessLog(cfg); err != nil {
+		g.closeFn()
+		return nil, err
+	}
 	g.events = eventlog.New(g.log, eventlog.Options{})
 	if g.ops, err = newOps(ctx, g); err != nil {
 		g.closeFn()
 		g.events.Close()
+		g.closeAccessLog()
 		return nil, err
 	}
 	st, err := g.build(cfg)
@@ -119,6 +128,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		g.ops.close()
 		g.closeFn()
 		g.events.Close()
+		g.closeAccessLog()
 		return nil, err
 	}
 	g.cur.Store(st)
@@ -638,7 +648,7 @@ func (g *Gateway) Close() error {
 			errs = append(errs, g.Snapshot())
 		}
 		g.ops.close()
-		errs = append(errs, g.closeFn(), g.events.Close())
+		errs = append(errs, g.closeFn(), g.events.Close(), g.closeAccessLog())
 		g.closeErr = errors.Join(errs...)
 	})
 	return g.closeErr

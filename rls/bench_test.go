@@ -28,7 +28,9 @@ func benchRequests() []*pb.RateLimitRequest {
 	return reqs
 }
 
-func benchServer(b *testing.B) *rls.Server {
+func benchServer(b *testing.B) *rls.Server { return benchServerOpts(b, rls.Options{Headers: header.Off}) }
+
+func benchServerOpts(b *testing.B, opts rls.Options) *rls.Server {
 	cfg, err := rules.Parse("test.yaml", []byte(testConfig))
 	if err != nil {
 		b.Fatal(err)
@@ -36,7 +38,7 @@ func benchServer(b *testing.B) *rls.Server {
 	set, _ := rules.NewSet(cfg)
 	store := memstore.New(memstore.Options{})
 	b.Cleanup(func() { store.Close() })
-	srv, err := rls.New(store, set, rls.Options{Headers: header.Off})
+	srv, err := rls.New(store, set, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/header"
@@ -142,6 +143,11 @@ type Options struct {
 	// by the store, exactly, and a warning names each of them once (with
 	// its file:line).
 	Prefetch ratelimit.Store
+	// AccessLog, when set, gets a line per limited descriptor of every
+	// request (internal/server/accesslog); the caller closes it after the
+	// server, and exports its Dropped (RegisterAccessLog). Nil: no access
+	// log.
+	AccessLog *accesslog.Log
 }
 
 // Server answers ShouldRateLimit. Create it with New; it is safe for
@@ -168,7 +174,8 @@ type Server struct {
 	now        func() time.Time
 	scratch    sync.Pool // *scratch
 	loaded     atomic.Pointer[loaded]
-	events     *eventlog.Log // store failures and denials, aggregated
+	events     *eventlog.Log  // store failures and denials, aggregated
+	access     *accesslog.Log // Options.AccessLog; nil: off
 
 	storeStatus func() (bool, string)
 	dynMeta     bool
@@ -201,6 +208,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		quota:       opts.QuotaMode,
 		storeStatus: opts.StoreStatus,
 		dynMeta:     opts.ResponseDynamicMetadata,
+		access:      opts.AccessLog,
 		health:      health.NewServer(),
 	}
 	for _, n := range []string{opts.HeaderNames.Limit, opts.HeaderNames.Remaining, opts.HeaderNames.Reset} {
@@ -272,6 +280,27 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 func (s *Server) Close() error {
 	s.ops.close()
 	return s.events.Close()
+}
+
+// storeFailed counts and logs a request's store failure, and returns its
+// answer (Unavailable).
+func (s *Server) storeFailed(domain string, checks []check, descs []rules.Descriptor, err error) error {
+	s.m.storeError.Inc()
+	s.ops.storeError(checks)
+	// Logged per domain (which descriptor's call failed is not known
+	// when they ran together), with the first limited key as a sample.
+	key := ""
+	for i := range checks {
+		if checks[i].Kind == kindLimited {
+			key = checks[i].Request.Key
+			break
+		}
+	}
+	s.events.Report(eventlog.StoreError, domain, key, err)
+	if s.access != nil {
+		s.logAccess(domain, checks, descs, true)
+	}
+	return status.Errorf(codes.Unavailable, "rls: store: %v", err)
 }
 
 // logDenial reports an over-limit descriptor to the aggregated log: a
@@ -488,19 +517,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 		}
 	}
 	if err != nil {
-		s.m.storeError.Inc()
-		s.ops.storeError(checks)
-		// Logged per domain (which descriptor's call failed is not known
-		// when they ran together), with the first limited key as a sample.
-		key := ""
-		for i := range checks {
-			if checks[i].Kind == kindLimited {
-				key = checks[i].Request.Key
-				break
-			}
-		}
-		s.events.Report(eventlog.StoreError, domain, key, err)
-		return nil, status.Errorf(codes.Unavailable, "rls: store: %v", err)
+		return nil, s.storeFailed(domain, checks, sc.descs, err)
 	}
 	for i := range checks {
 		if c := &checks[i]; c.Kind == kindLimited {
@@ -510,6 +527,9 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 				s.logDenial(c)
 			}
 		}
+	}
+	if s.access != nil {
+		s.logAccess(domain, checks, sc.descs, false)
 	}
 	resp := s.respond(checks)
 	if s.dynMeta {

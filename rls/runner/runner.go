@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/memstore"
@@ -69,6 +71,9 @@ type RLS struct {
 	sd    *rls.Statsd
 	srv   *rls.Server
 	set   *rules.Set // the rules at start, for the start line
+
+	access  *accesslog.Log // --access-log; nil: none
+	accessW io.Closer
 }
 
 // New opens f's store and builds the server with f's rules (which must
@@ -112,7 +117,10 @@ func (r *RLS) open(ctx context.Context) error {
 		}
 		prefetched = l
 	}
-	srv, err := rls.New(store, set, rls.Options{Prefetch: prefetched, Statsd: r.sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
+	if r.access, r.accessW, err = f.access.open(); err != nil {
+		return err
+	}
+	srv, err := rls.New(store, set, rls.Options{AccessLog: r.access, Prefetch: prefetched, Statsd: r.sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
 		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
 		MetricLabels: f.metricLabels, HeaderNames: f.headerNames, StopIncrementWhenOverLimit: f.stopIncrement,
 		QuotaMode: f.quotaMode, HealthyWithConfig: f.healthyWithConfig})
@@ -121,6 +129,9 @@ func (r *RLS) open(ctx context.Context) error {
 	}
 	r.srv = srv
 	if err := store.Register(srv.Registry()); err != nil {
+		return err
+	}
+	if err := rls.RegisterAccessLog(srv.Registry(), r.access); err != nil {
 		return err
 	}
 	if err := admin.RegisterRuntime(srv.Registry()); err != nil {
@@ -171,6 +182,9 @@ func (r *RLS) Close() error {
 	if r.srv != nil {
 		errs = append(errs, r.srv.Close())
 	}
+	if r.access != nil { // after the server: its last lines
+		errs = append(errs, r.access.Close(), r.accessW.Close())
+	}
 	if r.sd != nil {
 		errs = append(errs, r.sd.Close())
 	}
@@ -201,6 +215,7 @@ type Config struct {
 	stats                                                       rlsStatsFlags
 	tr                                                          grpcTransportFlags
 	xds                                                         rlsXDSFlags
+	access                                                      rlsAccessLogFlags
 	text                                                        rlsFlagText
 }
 
@@ -221,6 +236,9 @@ func (f *Config) Check() error {
 		return err
 	}
 	if err := f.stats.check(); err != nil {
+		return err
+	}
+	if err := f.access.check(); err != nil {
 		return err
 	}
 	if err := f.xds.check(f.configDir); err != nil {
@@ -278,6 +296,7 @@ func (f *Config) define(fs *flag.FlagSet) rlsFlagText {
 	f.stats.add(fs)
 	f.tr.add(fs)
 	f.xds.add(fs)
+	f.access.add(fs)
 	return text
 }
 

@@ -1,0 +1,348 @@
+// Package accesslog writes one JSON line per rate limit decision (or a
+// sampled fraction of them), so that one caller's refusals can be found
+// with grep: the gateway's and the RLS's access log.
+//
+//	{"time":"2026-12-01T22:40:00.123Z","server":"gateway","rule":"api","outcome":"denied","layer":"rate_limit","identity":"5f1c0e8a2b7d9c41","method":"GET","path":"/v1/items"}
+//
+// It is bounded three ways, whatever the request rate: at most
+// Options.MaxPerSecond lines a second (further decisions are dropped and
+// counted, Dropped), each value cut to eventlog.MaxKeyLen bytes (so a line
+// is at most MaxLineBytes), and at most Buffer lines waiting for the
+// writer. Log does not block: a line the writer goroutine cannot take at
+// once is dropped and counted too, so a slow disk never slows a request.
+//
+// The identity is the decided key. By default it is hashed (HMAC-SHA-256
+// under Options.Key, or a key drawn per process; 16 hex digits), the same
+// key hashing the same in every line: grep for a key's hash finds its
+// lines, and the log keeps no credential or address in the clear.
+//
+// A nil *Log logs nothing; servers keep it nil when the access log is off,
+// so the request path pays one nil check.
+package accesslog
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	mrand "math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/server/eventlog"
+)
+
+// Identity is how a line names the caller.
+type Identity uint8
+
+const (
+	Hashed Identity = iota // HMAC of the key: stable across lines, not reversible (the default)
+	Clear                  // the key as is
+	None                   // no identity
+)
+
+// ParseIdentity parses hashed, clear or none ("" is hashed).
+func ParseIdentity(s string) (Identity, error) {
+	switch s {
+	case "", "hashed":
+		return Hashed, nil
+	case "clear":
+		return Clear, nil
+	case "none":
+		return None, nil
+	}
+	return 0, fmt.Errorf("access log identity %q: want hashed, clear or none", s)
+}
+
+// Defaults and bounds.
+const (
+	DefaultMaxPerSecond = 1000
+	// Buffer is the most lines waiting for the writer.
+	Buffer = 1024
+	// MaxLineBytes bounds a line: the fixed fields plus eight values of at
+	// most eventlog.MaxKeyLen bytes each, JSON-escaped (6 bytes a byte at
+	// worst, for control bytes).
+	MaxLineBytes = 8*(6*eventlog.MaxKeyLen+len(eventlog.CutMarker)) + 256
+)
+
+// Outcomes of a decision.
+const (
+	Allowed      = "allowed"
+	Denied       = "denied"
+	ShadowDenied = "shadow_denied"
+	StoreError   = "store_error"
+)
+
+// Options configures a Log.
+type Options struct {
+	// Writer receives the lines. Required.
+	Writer io.Writer
+	// Server names the server in every line: gateway or rls.
+	Server string
+	// Sample is the fraction of decisions logged, in (0, 1]. 0 means 1.
+	Sample float64
+	// RefusalsOnly leaves allowed decisions out.
+	RefusalsOnly bool
+	// MaxPerSecond bounds the lines a second. 0 means DefaultMaxPerSecond.
+	MaxPerSecond int
+	// Identity is how the caller is named. The zero value is Hashed.
+	Identity Identity
+	// Key is the hash key; nil draws one per process (so hashes are stable
+	// within a process; configure one to keep them across restarts).
+	Key []byte
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Entry is one decision.
+type Entry struct {
+	Rule     string // the rule (or policy) that decided
+	Outcome  string // Allowed, Denied, ShadowDenied, StoreError
+	Layer    string // the layer that decided (the gateway's: rate_limit, in_flight, shed, adaptive)
+	Identity string // the decided key, hashed or not as configured
+	// The gateway's request, or the RLS's domain and descriptor; empty
+	// ones are left out.
+	Method, Path, Domain, Descriptor string
+}
+
+// Log is an access log. Its methods are safe for concurrent use; the
+// methods of a nil *Log do nothing.
+type Log struct {
+	opts      Options
+	threshold uint64 // a decision is sampled when a random uint64 is below it; 0: all
+	hashes    sync.Pool
+	lines     chan []byte
+	done      chan struct{}
+	dropped   atomic.Uint64
+
+	mu     sync.Mutex
+	sec    int64 // the second n counts in
+	n      int
+	closed bool
+}
+
+// New starts a Log writing to opts.Writer; Close stops it.
+func New(opts Options) (*Log, error) {
+	if opts.Writer == nil {
+		return nil, errors.New("access log: no writer")
+	}
+	if opts.Sample < 0 || opts.Sample > 1 || opts.Sample != opts.Sample {
+		return nil, fmt.Errorf("access log: sample %v is not in (0, 1]", opts.Sample)
+	}
+	if opts.MaxPerSecond < 0 {
+		return nil, fmt.Errorf("access log: max per second %d is negative", opts.MaxPerSecond)
+	}
+	if opts.MaxPerSecond == 0 {
+		opts.MaxPerSecond = DefaultMaxPerSecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Key == nil {
+		opts.Key = make([]byte, 32)
+		if _, err := rand.Read(opts.Key); err != nil {
+			return nil, fmt.Errorf("access log: key: %w", err)
+		}
+	}
+	l := &Log{opts: opts, lines: make(chan []byte, Buffer), done: make(chan struct{})}
+	if opts.Sample > 0 && opts.Sample < 1 {
+		l.threshold = uint64(opts.Sample * (1 << 63))
+		if l.threshold == 0 {
+			l.threshold = 1
+		}
+	}
+	key := opts.Key
+	l.hashes.New = func() any { return hmac.New(sha256.New, key) }
+	go l.run()
+	return l, nil
+}
+
+// Open returns the writer of path: "-" is standard error; any other path
+// a file opened for appending (created 0600).
+func Open(path string) (io.WriteCloser, error) {
+	if path == "-" {
+		return nopCloser{os.Stderr}, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("access log: %w", err)
+	}
+	return f, nil
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+func (l *Log) run() {
+	defer close(l.done)
+	for line := range l.lines {
+		_, _ = l.opts.Writer.Write(line)
+	}
+}
+
+// Close writes the lines waiting and stops the writer goroutine. Lines
+// logged after Close are dropped.
+func (l *Log) Close() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.lines)
+	}
+	l.mu.Unlock()
+	<-l.done
+	return nil
+}
+
+// Dropped is the number of decisions not written for the bounds (the
+// lines a second, the writer's buffer); sampled-out ones are not counted.
+func (l *Log) Dropped() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.dropped.Load()
+}
+
+// Wants reports whether a decision of outcome would be considered at all
+// (the log is on, and RefusalsOnly does not leave it out): callers check
+// it before building an Entry.
+func (l *Log) Wants(outcome string) bool {
+	return l != nil && !(l.opts.RefusalsOnly && outcome == Allowed)
+}
+
+// Log writes e's line, unless it is sampled out, or over the lines a
+// second or the writer's buffer (then it is counted in Dropped).
+func (l *Log) Log(e Entry) {
+	if !l.Wants(e.Outcome) {
+		return
+	}
+	if l.threshold != 0 && mrand.Uint64()>>1 >= l.threshold {
+		return
+	}
+	now := l.opts.Now()
+	if !l.admit(now.Unix()) {
+		l.dropped.Add(1)
+		return
+	}
+	line := l.format(now, e)
+	l.mu.Lock()
+	sent := false
+	if !l.closed {
+		select {
+		case l.lines <- line:
+			sent = true
+		default:
+		}
+	}
+	l.mu.Unlock()
+	if !sent {
+		l.dropped.Add(1)
+	}
+}
+
+// admit counts a line in second sec, reporting whether it is within
+// MaxPerSecond.
+func (l *Log) admit(sec int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sec != l.sec {
+		l.sec, l.n = sec, 0
+	}
+	if l.n >= l.opts.MaxPerSecond {
+		return false
+	}
+	l.n++
+	return true
+}
+
+// format is e's line.
+func (l *Log) format(now time.Time, e Entry) []byte {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"time":"`...)
+	b = now.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = append(b, '"')
+	b = field(b, "server", l.opts.Server)
+	b = field(b, "rule", e.Rule)
+	b = field(b, "outcome", e.Outcome)
+	b = field(b, "layer", e.Layer)
+	switch l.opts.Identity {
+	case Hashed:
+		b = append(b, `,"identity":"`...)
+		b = l.hash(b, e.Identity)
+		b = append(b, '"')
+	case Clear:
+		b = field(b, "identity", e.Identity)
+	}
+	b = field(b, "method", e.Method)
+	b = field(b, "path", e.Path)
+	b = field(b, "domain", e.Domain)
+	b = field(b, "descriptor", e.Descriptor)
+	return append(b, "}\n"...)
+}
+
+// hash appends the first 8 bytes of the HMAC of id, in hex.
+func (l *Log) hash(b []byte, id string) []byte {
+	h := l.hashes.Get().(hash.Hash)
+	h.Reset()
+	_, _ = io.WriteString(h, id)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	l.hashes.Put(h)
+	return hex.AppendEncode(b, sum[:8])
+}
+
+// field appends ,"name":"value" with value cut (eventlog.Cut) and
+// JSON-escaped; an empty value is left out.
+func field(b []byte, name, value string) []byte {
+	if value == "" {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, `":"`...)
+	b = appendString(b, eventlog.Cut(value))
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s JSON-escaped, without quotes; invalid UTF-8
+// becomes U+FFFD.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20 || c == 0x7f:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return b
+}
