@@ -524,6 +524,12 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 			// was in flight (once for the requests sent together).
 			h.concCap, h.capAt = max(1, h.inflight/2), now
 		}
+		if b.name != "" && b.ann.active(now) && b.ann.tokens(now) < 1 {
+			// Refused by a named budget that is spent: it holds its own
+			// routes until its reset; the host's other budgets are not
+			// paused for it.
+			break
+		}
 		if p.start.Before(h.pausedAt) {
 			// Sent before the current pause began: its 429 is old news,
 			// though its Retry-After still counts.

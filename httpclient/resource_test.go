@@ -200,3 +200,33 @@ func TestBudgetsPerResourceRealServer(t *testing.T) {
 		t.Errorf("%d refused, want none", n)
 	}
 }
+
+// TestSpentResourceDoesNotPauseHost: a refusal by a named budget that is
+// spent (search, its reset an hour away: the client had not seen it yet)
+// holds that budget's routes, not the host: core requests go at once.
+func TestSpentResourceDoesNotPauseHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newResourceServer(0, 100, time.Hour)
+		c := NewClient(Options{Transport: handlerTransport{srv}, Concurrency: 4})
+		ctx := t.Context()
+		base := "http://api.example"
+		if err := fetch(ctx, c, base+paths["core"]); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := fetch(ctx, c, base+paths["search"]); err == nil {
+			t.Fatal("search went through a spent budget")
+		}
+		for i := range 10 {
+			if err := fetch(ctx, c, base+paths["core"]); err != nil {
+				t.Fatalf("core request %d: %v", i, err)
+			}
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("core requests done after %v, want at once", d)
+		}
+		if n := srv.refused(); n != 1 {
+			t.Errorf("%d refused, want the one search request", n)
+		}
+	})
+}
