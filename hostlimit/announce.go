@@ -313,6 +313,7 @@ func (l *Limiter) announce(h *host, bu *budget, b Budget, now time.Time, seq int
 	// Requests that may be missing from Remaining: all those sent after
 	// it, and those sent before it still in flight (the server counts in
 	// its own order). Unknown which, all the others in flight.
+	h.announced.Store(true)
 	unseen := int64(max(bu.sent+others-1, 0))
 	if seq >= 0 {
 		unseen = int64(bu.seq) - seq

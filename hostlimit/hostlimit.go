@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -138,7 +139,12 @@ type host struct {
 	budgets map[string]*budget
 	routes  map[string]*budget
 	dflt    *budget // the budget most routes map to, nil if none
-	annWake chan struct{} // closed when an answer changes a budget
+	unnamed *budget // budgets[""], never evicted
+	// announced is set by the first answer announcing a budget: until
+	// then every request is paced by the unnamed budget, found without
+	// h.mu.
+	announced atomic.Bool
+	annWake   chan struct{} // closed when an answer changes a budget
 	// concCap caps the requests in flight (0: none) after a refusal that
 	// the announced budget does not explain, set at capAt.
 	concCap int
@@ -191,7 +197,8 @@ func (l *Limiter) host(key string, now time.Time) *host {
 			l.evict(now)
 		}
 		h = &host{key: key, wake: make(chan struct{}), annWake: make(chan struct{}),
-			budgets: map[string]*budget{"": newBudget("")}, routes: make(map[string]*budget)}
+			routes: make(map[string]*budget), unnamed: newBudget("")}
+		h.budgets = map[string]*budget{"": h.unnamed}
 		if l.o.Rate == 0 {
 			h.ctrl = adaptive.NewAIMD(l.o.Adaptive)
 		}
@@ -334,7 +341,7 @@ func (l *Limiter) takeToken(ctx context.Context, h *host, b *budget, route strin
 			return nil, nil
 		}
 		h.mu.Lock()
-		spare := h.routeBudget(route) == b && b.ann.wait(now, l.o.BudgetMode, b.seq+1) <= 0
+		spare := h.routeBudget(route, now) == b && b.ann.wait(now, l.o.BudgetMode, b.seq+1) <= 0
 		skip := spare && h.skipBucket(b, now)
 		h.mu.Unlock()
 		if !spare {
@@ -378,11 +385,15 @@ func (l *Limiter) takeToken(ctx context.Context, h *host, b *budget, route strin
 // waitAnnounced waits until the server's announced budget that paces
 // route takes a request from h, and returns it.
 func (l *Limiter) waitAnnounced(ctx context.Context, h *host, route string) (*budget, error) {
+	if !h.announced.Load() {
+		return h.unnamed, nil
+	}
 	var b *budget
 	for range maxAnnouncedWaits {
 		h.mu.Lock()
-		b = h.routeBudget(route)
-		w := b.ann.wait(time.Now(), l.o.BudgetMode, b.seq+1)
+		now := time.Now()
+		b = h.routeBudget(route, now)
+		w := b.ann.wait(now, l.o.BudgetMode, b.seq+1)
 		wake := h.annWake
 		h.mu.Unlock()
 		if w <= 0 {

@@ -35,18 +35,22 @@ func newBudget(name string) *budget {
 	return &budget{name: name, gate: make(chan struct{}, 1)}
 }
 
-// routeBudget is the budget that paces a request on route: the one its
-// answers last named, else the one most routes map to (a server that
+// routeBudget is the budget that paces a request on route at now: the one
+// its answers last named, else the one most routes map to (a server that
 // names a single budget counts every route against it; GitHub counts all
-// but a few against core), else the unnamed one. h.mu is held.
-func (h *host) routeBudget(route string) *budget {
+// but a few against core), else the unnamed one. A default learnt from
+// fewer than minDefaultRoutes routes paces only while it has a request to
+// spare: one route says nothing of the others (a client whose first
+// request is a search must not hold its first core requests for the
+// search reset). h.mu is held.
+func (h *host) routeBudget(route string, now time.Time) *budget {
 	if b := h.routes[route]; b != nil {
 		return b
 	}
-	if h.dflt != nil {
-		return h.dflt
+	if d := h.dflt; d != nil && (d.routes >= minDefaultRoutes || !d.ann.active(now) || d.ann.tokens(now) >= 1) {
+		return d
 	}
-	return h.budgets[""]
+	return h.unnamed
 }
 
 // budgetFor is the budget named name, added if there is room. h.mu is
@@ -56,7 +60,7 @@ func (h *host) budgetFor(name string, now time.Time) *budget {
 		return b
 	}
 	if len(h.budgets) >= MaxResources && !h.evictBudget(now) {
-		return h.budgets[""]
+		return h.unnamed
 	}
 	b := newBudget(name)
 	h.budgets[name] = b
@@ -103,12 +107,19 @@ func (h *host) learnRoute(route string, b *budget) {
 // electDefault makes the budget most routes map to the default of routes
 // not seen yet. h.mu is held.
 func (h *host) electDefault() {
+	if h.dflt != nil && h.dflt.routes == 0 {
+		h.dflt = nil
+	}
 	for _, b := range h.budgets {
 		if b.routes > 0 && (h.dflt == nil || b.routes > h.dflt.routes) {
 			h.dflt = b
 		}
 	}
 }
+
+// minDefaultRoutes is the fewest routes a default budget is learnt for
+// before it holds the routes not seen yet when it is spent.
+const minDefaultRoutes = 2
 
 // pace is the sum of the paces of h's live budgets, and whether there is
 // one. h.mu is held.
