@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
 )
 
 // TestBudgetPerResource: each route is paced by the budget its answers
@@ -92,6 +94,34 @@ func TestResourceBounds(t *testing.T) {
 		}
 		for _, p := range held {
 			p.Done(Feedback{})
+		}
+	})
+}
+
+// BenchmarkAcquireRoute: requests on two routes paced by two announced
+// budgets of one host.
+func BenchmarkAcquireRoute(b *testing.B) {
+	b.ReportAllocs()
+	l := New(Options{Rate: 1e9, Burst: 1000000, Concurrency: 1 << 20})
+	ctx := context.Background()
+	routes := []string{"GET /search", "GET /repos"}
+	for i, r := range routes {
+		p, err := l.AcquireRoute(ctx, "a.example", r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Announce(Budget{Remaining: 1 << 40, Reset: time.Hour, Resource: fmt.Sprint("res", i)}, time.Now())
+		p.Done(Feedback{})
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			p, err := l.AcquireRoute(ctx, "a.example", routes[i%2])
+			if err != nil {
+				b.Fatal(err)
+			}
+			i++
+			p.Done(Feedback{Signal: adaptive.Success, Latency: time.Millisecond})
 		}
 	})
 }
