@@ -518,45 +518,7 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 	h.mu.Lock()
 	switch f.Signal {
 	case adaptive.Throttled:
-		ra := max(f.RetryAfter, 0)
-		b := p.b
-		if p.answered != nil {
-			b = p.answered
-		}
-		if b.ann.misaligned(p.start) {
-			b.margin = 2 * b.alignMargin()
-			if b.margin == 0 {
-				b.margin = 2 * maxAlignMargin
-			}
-		}
-		if b.ann.active(now) && b.ann.tokens(now) > 0 && !p.start.Before(h.capAt) {
-			// Refused with the announced budget not spent: another limit,
-			// as GitHub's secondary one, on requests at once. Halve what
-			// was in flight (once for the requests sent together).
-			h.concCap, h.capAt = max(1, h.inflight/2), now
-		}
-		if b.name != "" && b.ann.active(now) && b.ann.tokens(now) < 1 {
-			// Refused by a named budget that is spent: it holds its own
-			// routes until its reset; the host's other budgets are not
-			// paused for it.
-			break
-		}
-		if p.start.Before(h.pausedAt) {
-			// Sent before the current pause began: its 429 is old news,
-			// though its Retry-After still counts.
-			if until := now.Add(ra); until.After(h.pauseUntil) {
-				h.pauseUntil = until
-				h.setRamp(l.o.Ramp)
-			}
-			break
-		}
-		h.throttles++
-		paused = max(ra, l.o.Pause.Delay(h.throttles))
-		h.pausedAt = now
-		h.pauseUntil = now.Add(paused)
-		h.pauses++
-		h.afterPause = true
-		h.setRamp(l.o.Ramp)
+		paused = l.throttled(p, max(f.RetryAfter, 0), now)
 	case adaptive.Success:
 		h.throttles = 0
 	}
@@ -578,6 +540,51 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 			l.o.Logger.Debug("hostlimit: pause", "host", h.key, "pause", paused, "retry_after", f.RetryAfter)
 		}
 	}
+}
+
+// throttled applies a refusal of p's request, answered at now with the
+// delay ra, and returns the pause of the host it starts (0 if none). The
+// host's mu is held.
+func (l *Limiter) throttled(p *Permit, ra time.Duration, now time.Time) time.Duration {
+	h, b := p.h, p.b
+	if p.answered != nil {
+		b = p.answered
+	}
+	if b.ann.misaligned(p.start) {
+		b.margin = 2 * b.alignMargin()
+		if b.margin == 0 {
+			b.margin = 2 * maxAlignMargin
+		}
+	}
+	if b.ann.active(now) && b.ann.tokens(now) > 0 && !p.start.Before(h.capAt) {
+		// Refused with the announced budget not spent: another limit,
+		// as GitHub's secondary one, on requests at once. Halve what
+		// was in flight (once for the requests sent together).
+		h.concCap, h.capAt = max(1, h.inflight/2), now
+	}
+	if b.name != "" && b.ann.active(now) && b.ann.tokens(now) < 1 {
+		// Refused by a named budget that is spent: it holds its own
+		// routes until its reset; the host's other budgets are not
+		// paused for it.
+		return 0
+	}
+	if p.start.Before(h.pausedAt) {
+		// Sent before the current pause began: its 429 is old news,
+		// though its Retry-After still counts.
+		if until := now.Add(ra); until.After(h.pauseUntil) {
+			h.pauseUntil = until
+			h.setRamp(l.o.Ramp)
+		}
+		return 0
+	}
+	h.throttles++
+	paused := max(ra, l.o.Pause.Delay(h.throttles))
+	h.pausedAt = now
+	h.pauseUntil = now.Add(paused)
+	h.pauses++
+	h.afterPause = true
+	h.setRamp(l.o.Ramp)
+	return paused
 }
 
 // setRamp starts the ramp at the end of the pause. h.mu is held.
