@@ -13,6 +13,10 @@ type Budget struct {
 	Reset     time.Duration // until the allowance is back (the window's end, or the bucket full)
 	Limit     int64         // the policy's quota; 0 if not announced
 	Window    time.Duration // the policy's window; 0 if not announced
+	// Resource names the budget, when the server keeps several (GitHub's
+	// X-RateLimit-Resource, an IETF policy's name); "" is the host's
+	// unnamed budget.
+	Resource string
 }
 
 // bucket reports whether b reads as a token bucket rather than a window:
@@ -247,7 +251,7 @@ func earlier(a, b time.Time) time.Time {
 }
 
 // Announce tells the Limiter what host's server announced at now about
-// its budget, so that the host spends what the server will take and then
+// its budget (the one named b.Resource, see AcquireRoute), so that the host spends what the server will take and then
 // goes at the pace the budget comes back:
 //
 //   - a window (Remaining requests until Reset, then a fresh quota): what
@@ -269,37 +273,57 @@ func (l *Limiter) Announce(host string, b Budget, now time.Time) {
 	if b.Reset <= 0 {
 		return
 	}
-	l.announce(l.host(host, now), b, now, -1)
+	h := l.host(host, now)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l.announce(h, h.budgetFor(b.Resource, now), b, now, -1, 0)
 }
 
 // Announce is Limiter.Announce for the answer to p's request: the server
 // counted it and, in all likelihood, the requests sent before it, so only
 // those sent after it may be missing from Remaining. Call it before Done.
+//
+// The answer names the budget that counted the request (b.Resource, ""
+// for none): it is applied to that budget of the host, and the permit's
+// route is paced by it from now on (see AcquireRoute).
 func (p *Permit) Announce(b Budget, now time.Time) {
 	if b.Reset <= 0 {
 		return
 	}
-	p.l.announce(p.h, b, now, int64(p.seq))
-}
-
-// announce applies b to h. seq is the permit the answer is for, or -1 when
-// unknown.
-func (l *Limiter) announce(h *host, b Budget, now time.Time, seq int64) {
+	h := p.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	bu := h.budgetFor(b.Resource, now)
+	h.learnRoute(p.route, bu)
+	p.answered = bu
+	if bu == p.b {
+		p.l.announce(h, bu, b, now, int64(p.seq), 0)
+		return
+	}
+	// Paced by another budget (its route was not known to count against
+	// bu): its place in bu is unknown, and the others in flight that p's
+	// budget paced may count against bu too.
+	p.l.announce(h, bu, b, now, -1, max(p.b.sent-1, 0)+1)
+}
+
+// announce applies b to bu, a budget of h. seq is bu's permit the answer
+// is for, or -1 when unknown; others are requests in flight, paced by
+// another budget, that may count against bu. h.mu is held.
+func (l *Limiter) announce(h *host, bu *budget, b Budget, now time.Time, seq int64, others int) {
 	// Requests that may be missing from Remaining: all those sent after
 	// it, and those sent before it still in flight (the server counts in
 	// its own order). Unknown which, all the others in flight.
-	unseen := int64(max(h.sent-1, 0))
+	h.announced.Store(true)
+	unseen := int64(max(bu.sent+others-1, 0))
 	if seq >= 0 {
-		unseen = int64(h.seq) - seq
-		for _, s := range h.live {
+		unseen = int64(bu.seq) - seq
+		for _, s := range bu.live {
 			if int64(s) < seq {
 				unseen++
 			}
 		}
 	}
-	h.ann.apply(b, now, seq, unseen, h.alignMargin())
+	bu.ann.apply(b, now, seq, unseen, bu.alignMargin())
 	close(h.annWake)
 	h.annWake = make(chan struct{})
 }
@@ -312,16 +336,16 @@ const (
 	maxAlignMargin   = 800 * time.Millisecond
 )
 
-// alignMargin is the time h's requests wait after a window's guessed
-// reset; 0 when the guess is given up. h.mu is held.
-func (h *host) alignMargin() time.Duration {
+// alignMargin is the time b's requests wait after a window's guessed
+// reset; 0 when the guess is given up. The host's mu is held.
+func (b *budget) alignMargin() time.Duration {
 	switch {
-	case h.margin == 0:
+	case b.margin == 0:
 		return firstAlignMargin
-	case h.margin > maxAlignMargin:
+	case b.margin > maxAlignMargin:
 		return 0
 	}
-	return h.margin
+	return b.margin
 }
 
 // pace is the rate the model lets requests go at from now, for Hosts: a

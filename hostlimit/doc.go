@@ -17,6 +17,15 @@
 // with a fixed rate, the rate growing from a quarter of it), so that
 // recovery is not a spike.
 //
+// A budget the server announces (Announce, Permit.Announce) holds the
+// host too: what remains is sent, then requests go as it comes back. A
+// server that keeps several budgets and names them (GitHub's
+// X-RateLimit-Resource, an IETF policy's name) gets one model per name
+// (at most MaxResources per host), and a request acquired with
+// AcquireRoute waits for the budget its route's answers named (at most
+// MaxRoutes routes per host), so that a spent budget holds only its own
+// requests.
+//
 // Most callers use package httpclient, which drives a Limiter from an
 // http.RoundTripper; a Limiter is also usable alone:
 //

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -121,12 +122,8 @@ type host struct {
 	ctrl *adaptive.AIMD   // nil with a fixed rate
 	conc adaptive.Limiter // nil with a fixed concurrency
 
-	gate chan struct{} // held by the one request waiting for the bucket
-
 	mu         sync.Mutex
 	inflight   int           // requests holding a slot
-	sent       int           // requests holding a permit (past the bucket)
-	seq        uint64        // permits issued
 	wake       chan struct{} // closed when a slot frees up
 	pausedAt   time.Time     // start of the latest pause
 	pauseUntil time.Time
@@ -135,17 +132,23 @@ type host struct {
 	pauses     int
 	lastUsed   time.Time
 
-	// ann is what the server announced of its budget (Announce).
-	ann     announced
-	annWake chan struct{} // closed when an answer changes ann
-	// margin is the wait after a window's guessed reset (see
-	// alignMargin): each refusal after the guess doubles it.
-	margin time.Duration
+	// budgets are what the server announced of its budgets (Announce),
+	// by name ("" for the unnamed one), at most MaxResources; routes
+	// maps a route to the budget its answers last named, at most
+	// MaxRoutes.
+	budgets map[string]*budget
+	routes  map[string]*budget
+	dflt    *budget // the budget most routes map to, nil if none
+	unnamed *budget // budgets[""], never evicted
+	// announced is set by the first answer announcing a budget: until
+	// then every request is paced by the unnamed budget, found without
+	// h.mu.
+	announced atomic.Bool
+	annWake   chan struct{} // closed when an answer changes a budget
 	// concCap caps the requests in flight (0: none) after a refusal that
 	// the announced budget does not explain, set at capAt.
 	concCap int
 	capAt   time.Time
-	live    []uint64 // the permits in flight, for Permit.Announce
 	// afterPause: the next request follows a pause for a refusal.
 	afterPause bool
 	// ceiling caps the host's rate (a robots.txt Crawl-delay); 0 is none.
@@ -193,7 +196,9 @@ func (l *Limiter) host(key string, now time.Time) *host {
 		if len(l.hosts) >= l.o.MaxHosts {
 			l.evict(now)
 		}
-		h = &host{key: key, wake: make(chan struct{}), gate: make(chan struct{}, 1), annWake: make(chan struct{})}
+		h = &host{key: key, wake: make(chan struct{}), annWake: make(chan struct{}),
+			routes: make(map[string]*budget), unnamed: newBudget("")}
+		h.budgets = map[string]*budget{"": h.unnamed}
 		if l.o.Rate == 0 {
 			h.ctrl = adaptive.NewAIMD(l.o.Adaptive)
 		}
@@ -233,10 +238,14 @@ func (l *Limiter) evict(now time.Time) {
 type Permit struct {
 	l     *Limiter
 	h     *host
-	start time.Time
-	seq   uint64         // the host's permits issued before this one
-	tok   adaptive.Token // the adaptive concurrency limit's, if any
-	once  sync.Once
+	b     *budget // the budget that paced it
+	route string
+	// answered is the budget its answer named (Announce), if any.
+	answered *budget
+	start    time.Time
+	seq      uint64         // b's permits issued before this one, and it
+	tok      adaptive.Token // the adaptive concurrency limit's, if any
+	once     sync.Once
 }
 
 // Feedback is what a request's answer says about its host.
@@ -249,11 +258,27 @@ type Feedback struct {
 // Acquire waits until a request to host may start: the host is not paused,
 // a concurrency slot is free and its bucket has a token. It returns ctx's
 // error if ctx ends first, and an error wrapping ErrStore if the store
-// fails (unless FailOpen).
+// fails (unless FailOpen). It is AcquireRoute with the route "".
 func (l *Limiter) Acquire(ctx context.Context, host string) (*Permit, error) {
+	return l.AcquireRoute(ctx, host, "")
+}
+
+// AcquireRoute is Acquire for a request on route, a key the caller
+// chooses for the requests that count against the same budget of the
+// server (package httpclient uses the method and the first segment of the
+// path). The request waits for the budget the answers to route's
+// requests last named (Permit.Announce with a Budget's Resource), else
+// for the host's unnamed budget; it waits for it without holding a
+// concurrency slot, so that requests waiting for a spent budget do not
+// hold back those of another.
+func (l *Limiter) AcquireRoute(ctx context.Context, host, route string) (*Permit, error) {
 	h := l.host(host, time.Now())
 	for {
 		if err := h.waitPause(ctx); err != nil {
+			return nil, err
+		}
+		b, err := l.waitAnnounced(ctx, h, route)
+		if err != nil {
 			return nil, err
 		}
 		limit := l.o.Concurrency
@@ -282,55 +307,58 @@ func (l *Limiter) Acquire(ctx context.Context, host string) (*Permit, error) {
 				continue
 			}
 		}
-		p, err := l.takeToken(ctx, h)
+		p, err := l.takeToken(ctx, h, b, route)
 		if p != nil || err != nil {
 			if err != nil {
 				tok.Ignore()
 				h.release()
 			}
 			if p != nil {
-				p.tok = tok
+				p.tok, p.route = tok, route
 			}
 			return p, err
 		}
 		tok.Ignore()
-		h.release() // a pause began: wait it out
+		h.release() // a pause began, or the budget is spent: wait it out
 	}
 }
 
-// takeToken waits for a token of h's bucket. Only one request per host
-// waits for the bucket at a time (the gate), so that each token costs one
-// wake-up, not one per waiting request. It returns nil, nil when a pause
-// begins meanwhile.
-func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
+// takeToken waits for a token of h's bucket for a request paced by b.
+// Only one request per budget waits for the bucket at a time (b's gate),
+// so that each token costs one wake-up, not one per waiting request. It
+// returns nil, nil when a pause begins meanwhile, b has no request to
+// spare now, or an answer made another budget route's.
+func (l *Limiter) takeToken(ctx context.Context, h *host, b *budget, route string) (*Permit, error) {
 	select {
-	case h.gate <- struct{}{}:
+	case b.gate <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	defer func() { <-h.gate }()
+	defer func() { <-b.gate }()
 	for {
 		now := time.Now()
 		if h.paused(now) {
 			return nil, nil
 		}
-		skip, err := l.waitAnnounced(ctx, h)
-		if err != nil {
-			return nil, err
+		h.mu.Lock()
+		spare := h.routeBudget(route, now) == b && b.ann.wait(now, l.o.BudgetMode, b.seq+1) <= 0
+		skip := spare && h.skipBucket(b, now)
+		h.mu.Unlock()
+		if !spare {
+			return nil, nil
 		}
-		now = time.Now()
 		if skip {
-			return l.permit(h, now), nil
+			return l.permit(h, b, now), nil
 		}
 		d, err := l.store.Apply(ctx, ratelimit.Request{
 			Key:       l.o.KeyPrefix + h.key,
-			Limit:     l.limit(h, now),
+			Limit:     l.limit(h, b, now),
 			Algorithm: ratelimit.TokenBucket,
 			N:         1,
 		})
 		if err != nil {
 			if l.o.FailOpen && ctx.Err() == nil {
-				return l.permit(h, now), nil
+				return l.permit(h, b, now), nil
 			}
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr
@@ -338,7 +366,7 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrStore, h.key, err)
 		}
 		if d.Allowed {
-			return l.permit(h, now), nil
+			return l.permit(h, b, now), nil
 		}
 		wait := d.RetryAfter
 		if wait <= 0 {
@@ -354,26 +382,28 @@ func (l *Limiter) takeToken(ctx context.Context, h *host) (*Permit, error) {
 	}
 }
 
-// waitAnnounced waits until the server's announced budget takes a
-// request from h, or an answer changes it. It reports whether the request
-// then goes without a token of the bucket in the store (skipBucket).
-func (l *Limiter) waitAnnounced(ctx context.Context, h *host) (bool, error) {
+// waitAnnounced waits until the server's announced budget that paces
+// route takes a request from h, and returns it.
+func (l *Limiter) waitAnnounced(ctx context.Context, h *host, route string) (*budget, error) {
+	if !h.announced.Load() {
+		return h.unnamed, nil
+	}
+	var b *budget
 	for range maxAnnouncedWaits {
 		h.mu.Lock()
 		now := time.Now()
-		w := h.ann.wait(now, l.o.BudgetMode, h.seq+1)
-		if w <= 0 {
-			skip := h.skipBucket(now)
-			h.mu.Unlock()
-			return skip, nil
-		}
+		b = h.routeBudget(route, now)
+		w := b.ann.wait(now, l.o.BudgetMode, b.seq+1)
 		wake := h.annWake
 		h.mu.Unlock()
+		if w <= 0 {
+			return b, nil
+		}
 		if err := sleepOrWake(ctx, w, wake); err != nil {
-			return false, err
+			return nil, err
 		}
 	}
-	return false, nil
+	return b, nil
 }
 
 // maxAnnouncedWaits bounds the waits of one request for announced
@@ -388,12 +418,12 @@ const maxAnnouncedWaits = 1000
 // a refusal, whose wait the pause was (the backoff schedule's step), not
 // the bucket whose rate the refusal lowered for the requests after it.
 // h.mu is held.
-func (h *host) skipBucket(now time.Time) bool {
+func (h *host) skipBucket(b *budget, now time.Time) bool {
 	if h.afterPause {
 		h.afterPause = false
 		return true
 	}
-	return h.ctrl != nil && h.ceiling == 0 && h.ann.active(now)
+	return h.ctrl != nil && h.ceiling == 0 && b.ann.active(now)
 }
 
 // sleepOrWake waits for d, until wake is closed or ctx ends.
@@ -410,27 +440,27 @@ func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) err
 	}
 }
 
-func (l *Limiter) permit(h *host, now time.Time) *Permit {
+func (l *Limiter) permit(h *host, b *budget, now time.Time) *Permit {
 	h.mu.Lock()
 	h.lastUsed = now
-	h.sent++
-	h.seq++
-	seq := h.seq
-	h.ann.take(now)
-	h.live = append(h.live, seq)
+	b.sent++
+	b.seq++
+	seq := b.seq
+	b.ann.take(now)
+	b.live = append(b.live, seq)
 	h.mu.Unlock()
-	return &Permit{l: l, h: h, start: now, seq: seq}
+	return &Permit{l: l, h: h, b: b, start: now, seq: seq}
 }
 
-// limit returns the host's current bucket limit.
-func (l *Limiter) limit(h *host, now time.Time) ratelimit.Limit {
+// limit returns the host's current bucket limit for a request paced by b.
+func (l *Limiter) limit(h *host, b *budget, now time.Time) ratelimit.Limit {
 	rate := l.o.Rate
 	if h.ctrl != nil {
 		rate = h.ctrl.Rate()
 	}
 	var pacedBurst int64
 	h.mu.Lock()
-	if h.ann.active(now) && h.ctrl != nil {
+	if b.ann.active(now) && h.ctrl != nil {
 		// The server said what it will take: the announced budget holds
 		// the host, not the adaptive guess (a fixed rate still caps it).
 		rate, pacedBurst = maxSpendRate, int64(l.o.Concurrency)
@@ -488,43 +518,16 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 	h.mu.Lock()
 	switch f.Signal {
 	case adaptive.Throttled:
-		ra := max(f.RetryAfter, 0)
-		if h.ann.misaligned(p.start) {
-			h.margin = 2 * h.alignMargin()
-			if h.margin == 0 {
-				h.margin = 2 * maxAlignMargin
-			}
-		}
-		if h.ann.active(now) && h.ann.tokens(now) > 0 && !p.start.Before(h.capAt) {
-			// Refused with the announced budget not spent: another limit,
-			// as GitHub's secondary one, on requests at once. Halve what
-			// was in flight (once for the requests sent together).
-			h.concCap, h.capAt = max(1, h.inflight/2), now
-		}
-		if p.start.Before(h.pausedAt) {
-			// Sent before the current pause began: its 429 is old news,
-			// though its Retry-After still counts.
-			if until := now.Add(ra); until.After(h.pauseUntil) {
-				h.pauseUntil = until
-				h.setRamp(l.o.Ramp)
-			}
-			break
-		}
-		h.throttles++
-		paused = max(ra, l.o.Pause.Delay(h.throttles))
-		h.pausedAt = now
-		h.pauseUntil = now.Add(paused)
-		h.pauses++
-		h.afterPause = true
-		h.setRamp(l.o.Ramp)
+		paused = l.throttled(p, max(f.RetryAfter, 0), now)
 	case adaptive.Success:
 		h.throttles = 0
 	}
 	h.inflight--
-	h.sent--
-	if i := slices.Index(h.live, p.seq); i >= 0 {
-		h.live[i] = h.live[len(h.live)-1]
-		h.live = h.live[:len(h.live)-1]
+	b := p.b
+	b.sent--
+	if i := slices.Index(b.live, p.seq); i >= 0 {
+		b.live[i] = b.live[len(b.live)-1]
+		b.live = b.live[:len(b.live)-1]
 	}
 	close(h.wake)
 	h.wake = make(chan struct{})
@@ -537,6 +540,51 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 			l.o.Logger.Debug("hostlimit: pause", "host", h.key, "pause", paused, "retry_after", f.RetryAfter)
 		}
 	}
+}
+
+// throttled applies a refusal of p's request, answered at now with the
+// delay ra, and returns the pause of the host it starts (0 if none). The
+// host's mu is held.
+func (l *Limiter) throttled(p *Permit, ra time.Duration, now time.Time) time.Duration {
+	h, b := p.h, p.b
+	if p.answered != nil {
+		b = p.answered
+	}
+	if b.ann.misaligned(p.start) {
+		b.margin = 2 * b.alignMargin()
+		if b.margin == 0 {
+			b.margin = 2 * maxAlignMargin
+		}
+	}
+	if b.ann.active(now) && b.ann.tokens(now) > 0 && !p.start.Before(h.capAt) {
+		// Refused with the announced budget not spent: another limit,
+		// as GitHub's secondary one, on requests at once. Halve what
+		// was in flight (once for the requests sent together).
+		h.concCap, h.capAt = max(1, h.inflight/2), now
+	}
+	if b.name != "" && b.ann.active(now) && b.ann.tokens(now) < 1 {
+		// Refused by a named budget that is spent: it holds its own
+		// routes until its reset; the host's other budgets are not
+		// paused for it.
+		return 0
+	}
+	if p.start.Before(h.pausedAt) {
+		// Sent before the current pause began: its 429 is old news,
+		// though its Retry-After still counts.
+		if until := now.Add(ra); until.After(h.pauseUntil) {
+			h.pauseUntil = until
+			h.setRamp(l.o.Ramp)
+		}
+		return 0
+	}
+	h.throttles++
+	paused := max(ra, l.o.Pause.Delay(h.throttles))
+	h.pausedAt = now
+	h.pauseUntil = now.Add(paused)
+	h.pauses++
+	h.afterPause = true
+	h.setRamp(l.o.Ramp)
+	return paused
 }
 
 // setRamp starts the ramp at the end of the pause. h.mu is held.
@@ -673,10 +721,8 @@ func (l *Limiter) Hosts() []HostState {
 		if h.conc != nil {
 			s.MaxInFlight = h.conc.Limit()
 		}
-		if h.ann.active(now) {
-			if r := h.ann.pace(now); h.ctrl != nil || r < s.Rate {
-				s.Rate, s.Paced = r, true
-			}
+		if r, ok := h.pace(now); ok && (h.ctrl != nil || r < s.Rate) {
+			s.Rate, s.Paced = r, true
 		}
 		if h.ceiling > 0 && s.Rate > h.ceiling {
 			s.Rate, s.Paced = h.ceiling, true

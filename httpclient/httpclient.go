@@ -112,6 +112,25 @@ type Options struct {
 	// MaxHosts bounds the hosts whose state (bucket, budget, breaker) is
 	// kept; idle ones beyond it are forgotten. Zero means 10 000.
 	MaxHosts int
+	// Route names the requests that count against the same budget of a
+	// server that keeps several (GitHub's X-RateLimit-Resource: core,
+	// search, graphql; an IETF policy's name): a request waits for the
+	// budget its route's answers last named (see hostlimit.AcquireRoute).
+	// Nil means DefaultRoute: the method and the first segment of the
+	// path.
+	Route func(*http.Request) string
+}
+
+// DefaultRoute is the route of req when Options.Route is nil: its method
+// and the first segment of its path ("GET /search" for
+// /search/issues?q=x, "POST /graphql"), so that the routes a host keeps
+// are few (hostlimit.MaxRoutes bounds them).
+func DefaultRoute(req *http.Request) string {
+	p := strings.TrimPrefix(req.URL.EscapedPath(), "/")
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		p = p[:i]
+	}
+	return req.Method + " /" + p
 }
 
 // Transport is the polite http.RoundTripper. It is safe for concurrent use.
@@ -158,6 +177,9 @@ func New(o Options) *Transport {
 	}
 	if o.Backoff == nil {
 		o.Backoff = backoff.Recommended()
+	}
+	if o.Route == nil {
+		o.Route = DefaultRoute
 	}
 	t := &Transport{o: o, base: o.Transport, hosts: make(map[string]*hostState)}
 	if t.base == nil {
@@ -545,7 +567,7 @@ func (t *Transport) admit(ctx context.Context, req *http.Request, key string, hs
 			return refuse(retry.Permanent(err))
 		}
 	}
-	permit, err = t.limiter.Acquire(ctx, key)
+	permit, err = t.limiter.AcquireRoute(ctx, key, t.o.Route(req))
 	if err != nil {
 		return refuse(retry.Permanent(err))
 	}
@@ -570,7 +592,7 @@ func (t *Transport) serverDelay(resp *http.Response, permit *hostlimit.Permit, s
 	}
 	if !t.o.IgnoreBudgetHeaders {
 		if b, has := ParseBudget(resp.Header, now); has {
-			permit.Announce(hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window}, now)
+			permit.Announce(hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window, Resource: b.Policy}, now)
 			if !ok && b.Exhausted() && sig == adaptive.Throttled {
 				ra = b.Reset // GitHub's 403/429 with X-RateLimit-Reset and no Retry-After
 			}
