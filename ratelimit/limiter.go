@@ -118,7 +118,11 @@ func (l *Limiter) Algorithm() Algorithm { return l.algorithm }
 //
 // golang.org/x/time/rate's SetLimit keeps the bucket's tokens, not the
 // events used: for the same Burst the two are the same (tokens = Burst −
-// used). They differ when the Burst changes too, as SetBurst says.
+// used). They differ when the Burst changes too, as SetBurst says. And
+// x/time's limiter is one bucket, converted at the change; a Limiter has
+// many keys, and the store converts each when a request under the new
+// limit next meets it: until then the key drains at the old rate. To have
+// a key converted at the change, peek it then (AllowN(ctx, key, 0)).
 func (l *Limiter) SetLimit(limit Limit) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -91,7 +91,7 @@ func (l *Limiter) ReserveN(ctx context.Context, key string, n int64) (*Reservati
 		return nil, err
 	}
 	r.ok = d.Allowed
-	r.decision = reserveDecision(d, lim, n)
+	r.decision = reserveDecision(d, lim)
 	return r, nil
 }
 
@@ -111,8 +111,10 @@ func reserveLimit(a Algorithm, lim Limit) (Algorithm, Limit, bool) {
 
 // reserveDecision turns a decision of the reserve queue (reserveLimit) on
 // n events into one under lim: the caller's wait is the part of the
-// backlog beyond what lim's burst holds, backlog + n·T − Burst·T.
-func reserveDecision(d Decision, lim Limit, n int64) Decision {
+// backlog after the request beyond what lim's burst holds,
+// ResetAfter − Burst·T (a peek, n = 0, waits for a debt to be paid, as
+// x/time/rate's ReserveN(0) does).
+func reserveDecision(d Decision, lim Limit) Decision {
 	t := int64(lim.Interval())
 	tau := lim.Burst * t
 	d.Limit = lim
@@ -121,7 +123,7 @@ func reserveDecision(d Decision, lim Limit, n int64) Decision {
 		return d
 	}
 	ttl := int64(d.ResetAfter) // the backlog after the request
-	d.Delay = time.Duration(max(0, int64(d.Delay)+n*t-tau))
+	d.Delay = time.Duration(max(0, ttl-tau))
 	d.Remaining = 0
 	if ttl < tau {
 		d.Remaining = (tau - ttl) / t
