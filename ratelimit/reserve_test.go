@@ -12,16 +12,11 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
+// newClockedLimiter is newLimiter on a memstore whose clock stands still.
 func newClockedLimiter(t *testing.T, a ratelimit.Algorithm, lim ratelimit.Limit) *ratelimit.Limiter {
 	t.Helper()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := memstore.New(memstore.Options{Now: func() time.Time { return at }})
-	t.Cleanup(func() { s.Close() })
-	l, err := ratelimit.NewLimiter(s, a, lim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return newLimiterOpts(t, memstore.Options{Now: func() time.Time { return at }}, a, lim)
 }
 
 func TestSetLimitInvalidKeepsLimit(t *testing.T) {
