@@ -35,18 +35,30 @@ func (deadlineError) Is(target error) bool {
 type Limiter struct {
 	store     Store
 	algorithm Algorithm
-	// cur is the limit and what decides under it; SetLimit and SetBurst
-	// swap it whole, so a decision never mixes two limits.
+	// bound decides: the store's own when the store is a Binder whose
+	// Bound is a Rebinder, else a swapBound. It never changes (SetLimit
+	// rebinds it in place), and one interface call keeps Allow small
+	// enough to inline, which spares the hot path a copy of the decision.
+	bound Bound
+	// cur is the limit and the bound that reserves under it; SetLimit and
+	// SetBurst replace it.
 	cur atomic.Pointer[binding]
 	mu  sync.Mutex // serializes SetLimit and SetBurst
 }
 
-// binding is a limit and its bounds. bound decides: the store's own when
-// the store is a Binder, else a storeBound. reserve decides reservations
-// (reserveBound).
+// Rebinder is implemented by a Bound that can change its limit in place:
+// after Rebind returns, Take decides under limit. Rebind returns the error
+// Bind would for limit, and then changes nothing. A Limiter's SetLimit
+// uses it when its store's Bound has it, so that Allow keeps a single
+// interface call.
+type Rebinder interface {
+	Rebind(limit Limit) error
+}
+
+// binding is a limit and the bound that reserves under it (reserveBound;
+// nil when the algorithm reserves as it decides).
 type binding struct {
 	limit   Limit
-	bound   Bound
 	reserve Bound
 }
 
@@ -62,6 +74,14 @@ func (b storeBound) Take(ctx context.Context, key string, n int64, maxDelay time
 	return b.store.Apply(ctx, Request{Key: key, Limit: b.limit, Algorithm: b.algorithm, N: n, MaxDelay: maxDelay})
 }
 
+// swapBound is a Bound whose bound SetLimit replaces: for stores whose
+// Bound is not a Rebinder.
+type swapBound struct{ cur atomic.Pointer[Bound] }
+
+func (b *swapBound) Take(ctx context.Context, key string, n int64, maxDelay time.Duration) (Decision, error) {
+	return (*b.cur.Load()).Take(ctx, key, n, maxDelay)
+}
+
 // NewLimiter returns a Limiter applying limit with algorithm a on store. An
 // invalid limit or algorithm is an error.
 func NewLimiter(store Store, a Algorithm, limit Limit) (*Limiter, error) {
@@ -69,30 +89,38 @@ func NewLimiter(store Store, a Algorithm, limit Limit) (*Limiter, error) {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidRequest)
 	}
 	l := &Limiter{store: store, algorithm: a}
-	b, err := l.bind(limit)
+	b, bound, err := l.bind(limit)
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := bound.(Rebinder); ok {
+		l.bound = bound
+	} else {
+		sb := &swapBound{}
+		sb.cur.Store(&bound)
+		l.bound = sb
 	}
 	l.cur.Store(b)
 	return l, nil
 }
 
-// bind validates limit and prepares its bounds on l's store.
-func (l *Limiter) bind(limit Limit) (*binding, error) {
+// bind validates limit and prepares its bounds on l's store: the binding
+// and the bound that decides.
+func (l *Limiter) bind(limit Limit) (*binding, Bound, error) {
 	if err := (Request{Limit: limit, Algorithm: l.algorithm, N: 1}).Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b := &binding{limit: limit.Normalize()}
-	var err error
-	if b.bound, err = l.bindOne(l.algorithm, b.limit); err != nil {
-		return nil, err
+	bound, err := l.bindOne(l.algorithm, b.limit)
+	if err != nil {
+		return nil, nil, err
 	}
 	if ra, rl, ok := reserveLimit(l.algorithm, b.limit); ok {
 		if b.reserve, err = l.bindOne(ra, rl); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return b, nil
+	return b, bound, nil
 }
 
 func (l *Limiter) bindOne(a Algorithm, limit Limit) (Bound, error) {
@@ -100,6 +128,21 @@ func (l *Limiter) bindOne(a Algorithm, limit Limit) (Bound, error) {
 		return s.Bind(a, limit)
 	}
 	return storeBound{store: l.store, algorithm: a, limit: limit}, nil
+}
+
+// set makes limit the limiter's; l.mu is held.
+func (l *Limiter) set(limit Limit) error {
+	b, bound, err := l.bind(limit)
+	if err != nil {
+		return err
+	}
+	if sb, ok := l.bound.(*swapBound); ok {
+		sb.cur.Store(&bound)
+	} else if err := l.bound.(Rebinder).Rebind(b.limit); err != nil {
+		return err
+	}
+	l.cur.Store(b)
+	return nil
 }
 
 // Limit returns the limiter's limit, normalized.
@@ -126,12 +169,7 @@ func (l *Limiter) Algorithm() Algorithm { return l.algorithm }
 func (l *Limiter) SetLimit(limit Limit) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, err := l.bind(limit)
-	if err != nil {
-		return err
-	}
-	l.cur.Store(b)
-	return nil
+	return l.set(limit)
 }
 
 // SetBurst is SetLimit with the limit's Burst set to burst (0 means Rate)
@@ -150,24 +188,19 @@ func (l *Limiter) SetBurst(burst int64) error {
 	defer l.mu.Unlock()
 	limit := l.cur.Load().limit
 	limit.Burst = burst
-	b, err := l.bind(limit)
-	if err != nil {
-		return err
-	}
-	l.cur.Store(b)
-	return nil
+	return l.set(limit)
 }
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.cur.Load().bound.Take(ctx, key, 1, 0)
+	return l.bound.Take(ctx, key, 1, 0)
 }
 
 // AllowN decides now whether n events may happen for key, consuming them if
 // so. With LeakyBucket an allowed decision may carry a Delay the caller must
 // honour; Wait does that for you.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	return l.cur.Load().bound.Take(ctx, key, n, 0)
+	return l.bound.Take(ctx, key, n, 0)
 }
 
 // Wait is WaitN(ctx, key, 1).
@@ -203,7 +236,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 			}
 			maxDelay = left
 		}
-		d, err := l.cur.Load().bound.Take(ctx, key, n, maxDelay)
+		d, err := l.bound.Take(ctx, key, n, maxDelay)
 		if err != nil {
 			return d, err
 		}

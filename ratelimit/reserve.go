@@ -74,7 +74,7 @@ func (l *Limiter) ReserveN(ctx context.Context, key string, n int64) (*Reservati
 	b := l.cur.Load()
 	r := &Reservation{l: l, key: key, n: n}
 	if b.reserve == nil {
-		d, err := b.bound.Take(ctx, key, n, 0)
+		d, err := l.bound.Take(ctx, key, n, 0)
 		if err != nil {
 			return nil, err
 		}
