@@ -421,21 +421,42 @@ func (s *Store) Bind(a ratelimit.Algorithm, limit ratelimit.Limit) (ratelimit.Bo
 	if err := (ratelimit.Request{Limit: limit, Algorithm: a, N: 1}).Validate(); err != nil {
 		return nil, err
 	}
-	b := &bound{s: s, alg: a, limit: limit, p: gcra.NewParams(limit)}
-	if !a.Windowed() {
-		b.tag = s.tags.tag(b.p.T)
-	} else {
-		b.tag = s.periods.tag(int64(limit.Period))
-	}
+	b := &bound{s: s, alg: a}
+	b.cur.Store(s.boundLimit(a, limit))
 	return b, nil
 }
 
+// boundLimit derives what a bound's Take needs from limit, which is valid.
+func (s *Store) boundLimit(a ratelimit.Algorithm, limit ratelimit.Limit) *boundLimit {
+	c := &boundLimit{limit: limit, p: gcra.NewParams(limit)}
+	if !a.Windowed() {
+		c.tag = s.tags.tag(c.p.T)
+	} else {
+		c.tag = s.periods.tag(int64(limit.Period))
+	}
+	return c
+}
+
 type bound struct {
-	s     *Store
-	alg   ratelimit.Algorithm
+	s   *Store
+	alg ratelimit.Algorithm
+	cur atomic.Pointer[boundLimit] // Rebind swaps it
+}
+
+// boundLimit is a bound's limit and what Take derives from it.
+type boundLimit struct {
 	limit ratelimit.Limit
 	p     gcra.Params
 	tag   uint8 // as limitMemo's
+}
+
+// Rebind implements ratelimit.Rebinder: the next Take decides under limit.
+func (b *bound) Rebind(limit ratelimit.Limit) error {
+	if err := (ratelimit.Request{Limit: limit, Algorithm: b.alg, N: 1}).Validate(); err != nil {
+		return err
+	}
+	b.cur.Store(b.s.boundLimit(b.alg, limit))
+	return nil
 }
 
 func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Duration) (d ratelimit.Decision, err error) {
@@ -443,16 +464,17 @@ func (b *bound) Take(_ context.Context, key string, n int64, maxDelay time.Durat
 	if s.closed.Load() {
 		return d, ratelimit.ErrClosed
 	}
+	c := b.cur.Load()
 	if n < 0 || maxDelay < 0 {
-		return d, ratelimit.Request{Key: key, Limit: b.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}.Validate()
+		return d, ratelimit.Request{Key: key, Limit: c.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}.Validate()
 	}
 	now := s.clock()
 	var ok bool
 	if b.alg.Windowed() {
-		req := ratelimit.Request{Key: key, Limit: b.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}
-		ok = s.applyWindow(s.hash.sum(key), now, &req, b.tag, &d)
+		req := ratelimit.Request{Key: key, Limit: c.limit, Algorithm: b.alg, N: n, MaxDelay: maxDelay}
+		ok = s.applyWindow(s.hash.sum(key), now, &req, c.tag, &d)
 	} else {
-		ok = s.applyTAT(s.hash.sum(key), now, n, b.alg == ratelimit.LeakyBucket, maxDelay, &b.p, b.tag, &d)
+		ok = s.applyTAT(s.hash.sum(key), now, n, b.alg == ratelimit.LeakyBucket, maxDelay, &c.p, c.tag, &d)
 	}
 	if !ok {
 		return ratelimit.Decision{}, ErrFull

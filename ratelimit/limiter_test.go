@@ -13,7 +13,13 @@ import (
 
 func newLimiter(t *testing.T, a ratelimit.Algorithm, lim ratelimit.Limit) *ratelimit.Limiter {
 	t.Helper()
-	s := memstore.New(memstore.Options{})
+	return newLimiterOpts(t, memstore.Options{}, a, lim)
+}
+
+// newLimiterOpts is newLimiter on a memstore made with opts.
+func newLimiterOpts(t *testing.T, opts memstore.Options, a ratelimit.Algorithm, lim ratelimit.Limit) *ratelimit.Limiter {
+	t.Helper()
+	s := memstore.New(opts)
 	t.Cleanup(func() { s.Close() })
 	l, err := ratelimit.NewLimiter(s, a, lim)
 	if err != nil {

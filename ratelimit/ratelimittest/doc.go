@@ -4,8 +4,10 @@
 // nginx limit_req's delays for the leaky bucket, the window formulas), edge
 // cases (time going backwards, huge costs, zero and invalid limits, long and
 // unicode keys), concurrent callers on one key (exactly the capacity, no lost
-// updates) and randomized invariants (never more than the bound, never
-// negative remaining, an honest RetryAfter).
+// updates), randomized invariants (never more than the bound, never
+// negative remaining, an honest RetryAfter), limit changes and refunds, and
+// a ratelimit.Limiter's reservations and in-place limit changes on the
+// store (ReserveTables).
 //
 // A store's test calls Run with a constructor that builds a store on the
 // given clock:

@@ -86,6 +86,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Contention", func(t *testing.T) { testContention(t, newStore) })
 	t.Run("LimitChange", func(t *testing.T) { testLimitChange(t, newStore) })
 	t.Run("Refund", func(t *testing.T) { testRefund(t, newStore) })
+	t.Run("Reserve", func(t *testing.T) { testReserve(t, newStore) })
 	t.Run("Bound", func(t *testing.T) {
 		if _, ok := newStore(t, NewClock(T0).Now).(ratelimit.Binder); !ok {
 			t.Skip("the store is not a ratelimit.Binder")
