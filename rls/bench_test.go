@@ -28,7 +28,9 @@ func benchRequests() []*pb.RateLimitRequest {
 	return reqs
 }
 
-func benchServer(b *testing.B) *rls.Server { return benchServerOpts(b, rls.Options{Headers: header.Off}) }
+func benchServer(b *testing.B) *rls.Server {
+	return benchServerOpts(b, rls.Options{Headers: header.Off})
+}
 
 func benchServerOpts(b *testing.B, opts rls.Options) *rls.Server {
 	cfg, err := rules.Parse("test.yaml", []byte(testConfig))
