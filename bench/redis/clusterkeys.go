@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/sluicehq/sluice/internal/redislink"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -92,46 +93,11 @@ func ClusterKeys(set string, n int, seed uint64) ([]ClusterKey, error) {
 	return out, nil
 }
 
-// HashSlot returns the Redis Cluster hash slot of a Redis key: CRC16
-// (XMODEM) of its hash tag (the text between the first "{" and the next
-// "}", when not empty) or of the whole key, modulo 16384, as Redis
-// computes it (CLUSTER KEYSLOT; the package's tests compare the two).
-func HashSlot(key string) int {
-	if i := indexByte(key, '{'); i >= 0 {
-		if j := indexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var c uint16
-	for i := 0; i < len(key); i++ {
-		c = c<<8 ^ crc16Table[byte(c>>8)^key[i]]
-	}
-	return int(c & 16383)
-}
-
-func indexByte(s string, b byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == b {
-			return i
-		}
-	}
-	return -1
-}
-
-var crc16Table = func() (t [256]uint16) {
-	for i := range t {
-		c := uint16(i) << 8
-		for range 8 {
-			if c&0x8000 != 0 {
-				c = c<<1 ^ 0x1021
-			} else {
-				c <<= 1
-			}
-		}
-		t[i] = c
-	}
-	return t
-}()
+// HashSlot returns the Redis Cluster hash slot of a Redis key, hash tag
+// included: the store's own (internal/redislink.Slot, which routes every
+// batch), so that the package's tests check the store's routing against
+// the server's CLUSTER KEYSLOT.
+func HashSlot(key string) int { return int(redislink.Slot(key)) }
 
 // SlotRange is a range of hash slots [Lo, Hi] served by one primary
 // (Node: its index among the cluster's primaries).
