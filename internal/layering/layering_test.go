@@ -33,9 +33,9 @@ var allowed = map[string][]string{
 	// import each other.
 	"gateway": {"httplimit", "httplimit/action", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "adaptive",
 		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
-		"internal/server/status", "internal/server/control", "internal/redact", "internal/tick", "ratelimit/header", "internal/server/accesslog"},
+		"server/status", "internal/server/control", "internal/redact", "internal/tick", "ratelimit/header", "internal/server/accesslog"},
 	"rls/xds": {"rules"},
-	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "internal/server/status", "internal/server/control", "internal/tick", "internal/server/accesslog"},
+	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "server/status", "internal/server/control", "internal/tick", "internal/server/accesslog"},
 	// The middleware and who is calling.
 	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "ratelimit/header", "internal/tick"},
 	// Envoy's rate_limits actions and sluice's: request -> descriptor entries.
@@ -85,7 +85,7 @@ var allowed = map[string][]string{
 	"ratelimit/header":           {"ratelimit"},
 	"internal/server/watch":      {"internal/tick"},
 	"internal/server/topk":       {},
-	"internal/server/status":     {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},
+	"server/status":              {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},
 	"internal/server/control":    {"ratelimit", "internal/server/eventlog", "internal/tick"},
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
