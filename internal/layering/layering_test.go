@@ -78,14 +78,16 @@ var allowed = map[string][]string{
 	// Simulations drive the real pure components (and the CPU-bound
 	// overload server the real adaptive middleware, httplimit.Adaptive).
 	"sim": {"adaptive", "httplimit", "backoff", "inflight", "memstore", "ratelimit", "retry", "shed", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
-	// What both servers share, below them.
+	// What both servers share over rules: the status page and the Door
+	// (a rule and its checks as the page and the admin API see them).
+	"server/status": {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},
+	// What both servers share, below them and below rules.
 	"internal/server/admin":      {},
 	"internal/server/accesslog":  {"internal/server/eventlog"},
 	"internal/server/eventlog":   {"internal/tick"},
 	"ratelimit/header":           {"ratelimit"},
 	"internal/server/watch":      {"internal/tick"},
 	"internal/server/topk":       {},
-	"server/status":              {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},
 	"internal/server/control":    {"ratelimit", "internal/server/eventlog", "internal/tick"},
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
