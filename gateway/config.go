@@ -126,6 +126,9 @@ type Config struct {
 	ProxyProtocol *ProxyProtocolConfig
 	// AccessLog, when set (access_log:), logs every decision (accesslog.go).
 	AccessLog *AccessLogConfig
+	// Decision, when set (decision:), has the public listener answer the
+	// proxy in front instead of proxying (decision.go).
+	Decision *DecisionConfig
 	Rules     *rules.Set
 
 	// readFile reads the files the config names (the embedded files for
