@@ -169,20 +169,8 @@ func TestDecisionIdentityFlood(t *testing.T) {
 	t.Parallel()
 	const maxKeys, holders = 1024, 50
 	dir := t.TempDir()
-	g, err := tryServe(t, writeFile(t, dir, "gateway.yaml", fmt.Sprintf(`
-decision: {proxy: forwarded}
-identity: {trusted_proxies: [127.0.0.0/8]}
-max_keys: %d
-routes:
-  - path: /w
-    rate_limits:
-      - actions: [{request_headers: {header_name: X-Client, descriptor_key: client}}]
-  - path: /q
-    rate_limits:
-      - actions: [{generic_key: {descriptor_value: monthly}}, {request_headers: {header_name: X-Client, descriptor_key: client}}]
-rules:
-  domain: abuse
-  descriptors:`, maxKeys)+floodRules(true)))
+	g, err := tryServe(t, writeFile(t, dir, "gateway.yaml", "decision: {proxy: forwarded}\nidentity: {trusted_proxies: [127.0.0.0/8]}\n"+
+		floodGateway(maxKeys, true)))
 	skipIfUnknown(t, err, "sluice serve has no decision endpoint")
 	identityFlood(t, floodDoor{g.proc, g.admin, func(c *http.Client, id string, quota bool) (int, error) {
 		target := "/w"

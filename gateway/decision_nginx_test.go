@@ -99,7 +99,6 @@ func TestDecisionNginx(t *testing.T) {
 		last.h.Get("Content-Type") != "application/problem+json" || !strings.Contains(last.body, `"status":429`) {
 		t.Errorf("the 429 through nginx: %v %q, want Retry-After, RateLimit, RateLimit-Policy and problem+json", last.h, last.body)
 	}
-	t.Logf("429 through nginx: %v %s", last.h, last.body)
 	// Another spelling of the same path spends the same budget.
 	if r := get(t, c, fronts[0]+"/api//items"); r.code != http.StatusTooManyRequests {
 		t.Errorf("/api//items after the budget is spent: %d, want 429", r.code)

@@ -36,22 +36,26 @@ const (
 	DecideEnvoy
 )
 
-var decisionProxyNames = map[string]DecisionProxy{
-	"nginx": DecideNginx, "ingress-nginx": DecideIngressNginx, "forwarded": DecideForwarded,
-	"traefik": DecideForwarded, "caddy": DecideForwarded, "envoy": DecideEnvoy,
+// decisionProxies are the proxies' names, as String gives them; traefik
+// and caddy are also read as forwarded.
+var decisionProxies = [...]string{DecideNginx: "nginx", DecideIngressNginx: "ingress-nginx", DecideForwarded: "forwarded", DecideEnvoy: "envoy"}
+
+func parseDecisionProxy(s string) DecisionProxy {
+	if s == "traefik" || s == "caddy" {
+		s = "forwarded"
+	}
+	for p, n := range decisionProxies {
+		if n == s && n != "" {
+			return DecisionProxy(p)
+		}
+	}
+	return 0
 }
 
 // String returns nginx, ingress-nginx, forwarded or envoy.
 func (p DecisionProxy) String() string {
-	switch p {
-	case DecideNginx:
-		return "nginx"
-	case DecideIngressNginx:
-		return "ingress-nginx"
-	case DecideForwarded:
-		return "forwarded"
-	case DecideEnvoy:
-		return "envoy"
+	if int(p) < len(decisionProxies) && p != 0 {
+		return decisionProxies[p]
 	}
 	return fmt.Sprintf("DecisionProxy(%d)", uint8(p))
 }
@@ -79,7 +83,7 @@ func (t *top) decision(v *yaml.Node) {
 	d.fields(v, "decision", map[string]func(k, v *yaml.Node){
 		"proxy": func(k, v *yaml.Node) {
 			s := d.str(v, "decision.proxy")
-			if dc.Proxy = decisionProxyNames[s]; dc.Proxy == 0 {
+			if dc.Proxy = parseDecisionProxy(s); dc.Proxy == 0 {
 				d.add(v.Line, "decision.proxy", "want nginx, ingress-nginx, forwarded (Traefik, Caddy) or envoy, got %s", yamlnode.Kind(v))
 			}
 		},
