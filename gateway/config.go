@@ -129,7 +129,7 @@ type Config struct {
 	// Decision, when set (decision:), has the public listener answer the
 	// proxy in front instead of proxying (decision.go).
 	Decision *DecisionConfig
-	Rules     *rules.Set
+	Rules    *rules.Set
 
 	// readFile reads the files the config names (the embedded files for
 	// Default); nil means os.ReadFile.

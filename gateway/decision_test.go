@@ -208,7 +208,7 @@ func TestDecisionConfigErrors(t *testing.T) {
 	base := decisionConfig("nginx", "")
 	cases := []struct {
 		name, cfg, want string
-		line           int
+		line            int
 	}{
 		{"no trusted proxies", strings.Replace(base, "  trusted_proxies: [127.0.0.2]\n", "", 1), "identity.trusted_proxies", 4},
 		{"unknown proxy", strings.Replace(base, "proxy: nginx", "proxy: haproxy", 1), "want nginx, ingress-nginx", 4},
