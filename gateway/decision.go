@@ -151,11 +151,20 @@ func (h *decider) original(r *http.Request, envoyTarget string) (*http.Request, 
 
 // decisionAnswer is the decision endpoint's upstream: the request was
 // admitted, so it answers 200 (Envoy admits on 200 only) with no body,
-// the RateLimit headers the middleware set, and the identity headers.
+// the RateLimit headers the middleware set, and the identity headers,
+// each of them present, empty when unknown (an anonymous caller's user):
+// a proxy that copies them to the request it proxies (Traefik's
+// authResponseHeaders, Caddy's copy_headers, Envoy's
+// allowed_upstream_headers) then replaces the client's own copy.
 func decisionAnswer(ih *identityHeaders) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		ih.set(h, r.Context())
+		for _, name := range [...]string{ih.user, ih.tier, ih.kind} {
+			if _, ok := h[name]; !ok && name != "" {
+				h[name] = []string{""}
+			}
+		}
 		h["Content-Length"] = []string{"0"}
 		w.WriteHeader(http.StatusOK)
 	})
