@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -238,5 +240,23 @@ func TestDecisionConfigErrors(t *testing.T) {
 	}
 	if _, err := gateway.Parse("gw.yaml", []byte(base)); err != nil {
 		t.Errorf("a whole-listener decision endpoint without upstream: %v", err)
+	}
+}
+
+// TestDecisionExamples: examples/proxies/sluice.yaml is valid for every
+// proxy it names, and the proxies' YAML configs beside it parse.
+func TestDecisionExamples(t *testing.T) {
+	t.Parallel()
+	for _, proxy := range []string{"nginx", "ingress-nginx", "forwarded", "traefik", "caddy", "envoy"} {
+		data := exampleFile(t, "sluice.yaml", "proxy: nginx", "proxy: "+proxy)
+		if err := gateway.Check("../examples/proxies/sluice.yaml", []byte(data)); err != nil {
+			t.Errorf("examples/proxies/sluice.yaml with proxy: %s: %v", proxy, err)
+		}
+	}
+	for _, f := range []string{"traefik.yaml", "traefik-dynamic.yaml", "envoy.yaml", "ingress-nginx.yaml"} {
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(exampleFile(t, f)), &v); err != nil || len(v) == 0 {
+			t.Errorf("examples/proxies/%s: %v (%d keys)", f, err, len(v))
+		}
 	}
 }
