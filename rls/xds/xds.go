@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -339,8 +340,12 @@ func Convert(rc *rlsconf.RateLimitConfig) (*rules.Config, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", " ")
-	if err := enc.Encode(yamlConfig{Domain: rc.GetDomain(), Descriptors: descriptors(rc.GetDescriptors())}); err != nil {
-		return nil, err
+	ds, err := descriptors(rc.GetDescriptors(), "")
+	if err != nil {
+		return nil, fmt.Errorf("xds:%s: %w", rc.GetName(), err)
+	}
+	if err := enc.Encode(yamlConfig{Domain: rc.GetDomain(), Descriptors: ds}); err != nil {
+		return nil, fmt.Errorf("xds:%s: %w", rc.GetName(), err)
 	}
 	return rules.Parse("xds:"+rc.GetName(), buf.Bytes())
 }
@@ -357,6 +362,8 @@ type yamlDescriptor struct {
 	Descriptors    []yamlDescriptor `json:"descriptors,omitempty"`
 	ShadowMode     bool             `json:"shadow_mode,omitempty"`
 	DetailedMetric bool             `json:"detailed_metric,omitempty"`
+	QuotaMode      bool             `json:"quota_mode,omitempty"`
+	Metadata       map[string]any   `json:"metadata,omitempty"`
 }
 
 type yamlRateLimit struct {
@@ -371,13 +378,53 @@ type yamlReplace struct {
 	Name string `json:"name"`
 }
 
-func descriptors(ds []*rlsconf.RateLimitDescriptor) []yamlDescriptor {
+// descriptors is the descriptors' YAML; path names them in errors
+// (descriptors[0].descriptors[2]).
+func descriptors(ds []*rlsconf.RateLimitDescriptor, path string) ([]yamlDescriptor, error) {
 	out := make([]yamlDescriptor, 0, len(ds))
-	for _, d := range ds {
-		out = append(out, yamlDescriptor{Key: d.GetKey(), Value: d.GetValue(), RateLimit: rateLimit(d.GetRateLimit()),
-			Descriptors: descriptors(d.GetDescriptors()), ShadowMode: d.GetShadowMode(), DetailedMetric: d.GetDetailedMetric()})
+	for i, d := range ds {
+		at := fmt.Sprintf("%sdescriptors[%d]", path, i)
+		children, err := descriptors(d.GetDescriptors(), at+".")
+		if err != nil {
+			return nil, err
+		}
+		y := yamlDescriptor{Key: d.GetKey(), Value: d.GetValue(), RateLimit: rateLimit(d.GetRateLimit()),
+			Descriptors: children, ShadowMode: d.GetShadowMode(), DetailedMetric: d.GetDetailedMetric(), QuotaMode: d.GetQuotaMode()}
+		if md := d.GetMetadata(); md != nil {
+			if err := finite(structpb.NewStructValue(md), at+".metadata"); err != nil {
+				return nil, err
+			}
+			y.Metadata = md.AsMap()
+		}
+		out = append(out, y)
 	}
-	return out
+	return out, nil
+}
+
+// finite refuses a NaN or infinite number in v, which the YAML written
+// as JSON cannot carry (a file can, as .nan or .inf, and Envoy gets it
+// back as such). A value without a kind (a Value message sent empty) is
+// null, as protojson and AsMap read it.
+func finite(v *structpb.Value, path string) error {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NumberValue:
+		if math.IsNaN(k.NumberValue) || math.IsInf(k.NumberValue, 0) {
+			return fmt.Errorf("%s: %v: a metadata number must be finite", path, k.NumberValue)
+		}
+	case *structpb.Value_StructValue:
+		for name, f := range k.StructValue.GetFields() {
+			if err := finite(f, path+"."+name); err != nil {
+				return err
+			}
+		}
+	case *structpb.Value_ListValue:
+		for i, e := range k.ListValue.GetValues() {
+			if err := finite(e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // rateLimit is the policy's YAML: the unit only when known (an unlimited
