@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/rls"
@@ -33,17 +35,28 @@ type controlPlane struct {
 	cache cachev3.SnapshotCache
 	addr  string
 
-	mu    sync.Mutex
-	nacks []string
-	acked []string
+	mu      sync.Mutex
+	nacks   []string
+	acked   []string
+	headers []metadata.MD  // of each stream opened
+	nodes   []*corev3.Node // of each request
 }
 
 func startControlPlane(t *testing.T) *controlPlane {
 	t.Helper()
 	cp := &controlPlane{cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)}
-	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, req *discoverygrpc.DiscoveryRequest) error {
+	cb := serverv3.CallbackFuncs{StreamOpenFunc: func(ctx context.Context, _ int64, _ string) error {
+		md, _ := metadata.FromIncomingContext(ctx)
 		cp.mu.Lock()
 		defer cp.mu.Unlock()
+		cp.headers = append(cp.headers, md)
+		return nil
+	}, StreamRequestFunc: func(_ int64, req *discoverygrpc.DiscoveryRequest) error {
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		if n := req.GetNode(); n != nil {
+			cp.nodes = append(cp.nodes, n)
+		}
 		if req.GetErrorDetail() != nil {
 			cp.nacks = append(cp.nacks, req.GetErrorDetail().GetMessage())
 		} else if req.GetResponseNonce() != "" {
