@@ -101,7 +101,7 @@ var upstreamVars = []upstreamVar{
 	{"USE_PROMETHEUS", "false", "mapped", []string{"metrics-listen"}, "true serves /metrics on PROMETHEUS_ADDR too (--metrics-listen); /metrics is on the HTTP listener (PORT) either way"},
 	{"PROMETHEUS_ADDR", ":9090", "mapped", []string{"metrics-listen"}, "with USE_PROMETHEUS=true; on the HTTP listener's port it needs no listener of its own"},
 	{"PROMETHEUS_PATH", "/metrics", "refused", nil, "with USE_PROMETHEUS=true, refused unless /metrics"},
-	{"PROMETHEUS_MAPPER_YAML", "", "refused", nil, "refused when set: the default mapping's names and labels are built in (--metric-labels)"},
+	{"PROMETHEUS_MAPPER_YAML", "", "refused", nil, "refused unless the file is upstream's default mapping (as Envoy Gateway's statsd-exporter-config is), which is built in (--metric-labels)"},
 	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "no effect", nil, "sluice exports no per-method response_time series"},
 	{"RUNTIME_ROOT", "/srv/runtime_data/current", "mapped", []string{"config-dir"}, "--config-dir is RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY"},
 	{"RUNTIME_SUBDIRECTORY", "", "mapped", []string{"config-dir"}, "with RUNTIME_ROOT"},
@@ -498,7 +498,11 @@ func (e *upstreamEnv) stats() {
 		e.note("read only with USE_PROMETHEUS=true, as envoyproxy/ratelimit does; /metrics is on the HTTP listener (PORT) anyway", "USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH")
 	}
 	if v, ok := e.get("PROMETHEUS_MAPPER_YAML"); ok {
-		e.refuse("PROMETHEUS_MAPPER_YAML", v, "no statsd mapper: the default mapping's names and labels are built in (--metric-labels)")
+		if err := checkStatsdMapper(v); err != nil {
+			e.refuse("PROMETHEUS_MAPPER_YAML", v, "no statsd mapper: the default mapping's names and labels are built in (--metric-labels), and a file is taken only when it is that mapping (as Envoy Gateway's statsd-exporter-config is): "+err.Error())
+		} else {
+			e.note("the file is upstream's default mapping, which sluice's /metrics builds in", "PROMETHEUS_MAPPER_YAML")
+		}
 	}
 	e.boolVar("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", false)
 	e.note("sluice exports no per-method response_time series", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")
