@@ -486,7 +486,7 @@ func (e *upstreamEnv) stats() {
 		addr := e.getOr("PROMETHEUS_ADDR", ":9090")
 		if _, port, err := net.SplitHostPort(addr); err != nil {
 			e.fail("PROMETHEUS_ADDR", addr, "want HOST:PORT or :PORT")
-		} else if port == e.getOr("PORT", "8080") {
+		} else if port == e.getOr("PORT", "8080") && port != "0" { // 0 is a free port, each its own
 			e.note("/metrics is served on the HTTP listener, on this port", "USE_PROMETHEUS", "PROMETHEUS_ADDR")
 		} else {
 			e.set("metrics-listen", addr, "USE_PROMETHEUS", "PROMETHEUS_ADDR")
