@@ -1,7 +1,6 @@
 package xds_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"sync"
@@ -146,14 +145,7 @@ func TestFileAndXDSAnswerAlike(t *testing.T) {
 
 	cp := startControlPlane(t)
 	fromXDS := server(nil)
-	client, err := xds.New(fromXDS, xds.Options{Server: cp.addr, NodeID: "diff", RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- client.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	client := runClient(t, fromXDS, xds.Options{Server: cp.addr, NodeID: "diff"})
 	cp.push(t, "diff", "1", diffConfig(t))
 	waitFor(t, "version 1", func() bool { return client.Status().Version == "1" })
 

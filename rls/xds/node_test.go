@@ -1,10 +1,8 @@
 package xds_test
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/rls/xds"
 )
@@ -15,17 +13,9 @@ import (
 func TestNodeMetadataAndHeaders(t *testing.T) {
 	cp := startControlPlane(t)
 	srv, _ := rlsOver(t)
-	client, err := xds.New(srv, xds.Options{Server: cp.addr, NodeID: "meta",
+	client := runClient(t, srv, xds.Options{Server: cp.addr, NodeID: "meta",
 		NodeMetadata: map[string]string{"cluster": "eg", "zone": "a=b"},
-		Headers:      map[string]string{"X-Token": "s3cret", "x-tenant": "t1", "trace-bin": "\x00\xff"},
-		RetryMin:     10 * time.Millisecond, RetryMax: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- client.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+		Headers:      map[string]string{"X-Token": "s3cret", "x-tenant": "t1", "trace-bin": "\x00\xff"}})
 	cp.push(t, "meta", "1", limitConfig("a", "a", "x", 1))
 	waitFor(t, "version 1", func() bool { return client.Status().Version == "1" })
 
