@@ -404,7 +404,7 @@ func Convert(rc *rlsconf.RateLimitConfig) (*rules.Config, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", " ")
-	ds, err := descriptors(rc.GetDescriptors(), "")
+	ds, err := descriptors(rc.GetDescriptors(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("xds:%s: %w", rc.GetName(), err)
 	}
@@ -442,21 +442,25 @@ type yamlReplace struct {
 	Name string `json:"name"`
 }
 
-// descriptors is the descriptors' YAML; path names them in errors
-// (descriptors[0].descriptors[2]).
-func descriptors(ds []*rlsconf.RateLimitDescriptor, path string) ([]yamlDescriptor, error) {
+// descriptors is the descriptors' YAML; at is the index path of ds's
+// parent, to name a descriptor in an error (descriptors[0].descriptors[2]).
+func descriptors(ds []*rlsconf.RateLimitDescriptor, at []int) ([]yamlDescriptor, error) {
 	out := make([]yamlDescriptor, 0, len(ds))
+	if len(ds) == 0 {
+		return out, nil
+	}
+	here := append(at[:len(at):len(at)], 0) // one copy a list, not a descriptor
 	for i, d := range ds {
-		at := fmt.Sprintf("%sdescriptors[%d]", path, i)
-		children, err := descriptors(d.GetDescriptors(), at+".")
+		here[len(at)] = i
+		children, err := descriptors(d.GetDescriptors(), here)
 		if err != nil {
 			return nil, err
 		}
 		y := yamlDescriptor{Key: d.GetKey(), Value: d.GetValue(), RateLimit: rateLimit(d.GetRateLimit()),
 			Descriptors: children, ShadowMode: d.GetShadowMode(), DetailedMetric: d.GetDetailedMetric(), QuotaMode: d.GetQuotaMode()}
 		if md := d.GetMetadata(); md != nil {
-			if err := finite(structpb.NewStructValue(md), at+".metadata"); err != nil {
-				return nil, err
+			if where, n, ok := finite(structpb.NewStructValue(md)); !ok {
+				return nil, fmt.Errorf("%s.metadata%s: %v: a metadata number must be finite", descriptorPath(here), where, n)
 			}
 			y.Metadata = md.AsMap()
 		}
@@ -465,30 +469,42 @@ func descriptors(ds []*rlsconf.RateLimitDescriptor, path string) ([]yamlDescript
 	return out, nil
 }
 
-// finite refuses a NaN or infinite number in v, which the YAML written
-// as JSON cannot carry (a file can, as .nan or .inf, and Envoy gets it
-// back as such). A value without a kind (a Value message sent empty) is
-// null, as protojson and AsMap read it.
-func finite(v *structpb.Value, path string) error {
+func descriptorPath(at []int) string {
+	var b strings.Builder
+	for i, n := range at {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		fmt.Fprintf(&b, "descriptors[%d]", n)
+	}
+	return b.String()
+}
+
+// finite reports whether every number in v is finite; if not, where the
+// first other is (".a.b[2]") and what it is. The YAML written as JSON
+// cannot carry NaN or an infinity (a file can, as .nan or .inf, and Envoy
+// gets it back as such). A value without a kind (a Value message sent
+// empty) is null, as protojson and AsMap read it.
+func finite(v *structpb.Value) (where string, n float64, ok bool) {
 	switch k := v.GetKind().(type) {
 	case *structpb.Value_NumberValue:
 		if math.IsNaN(k.NumberValue) || math.IsInf(k.NumberValue, 0) {
-			return fmt.Errorf("%s: %v: a metadata number must be finite", path, k.NumberValue)
+			return "", k.NumberValue, false
 		}
 	case *structpb.Value_StructValue:
 		for name, f := range k.StructValue.GetFields() {
-			if err := finite(f, path+"."+name); err != nil {
-				return err
+			if where, n, ok := finite(f); !ok {
+				return "." + name + where, n, false
 			}
 		}
 	case *structpb.Value_ListValue:
 		for i, e := range k.ListValue.GetValues() {
-			if err := finite(e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
+			if where, n, ok := finite(e); !ok {
+				return fmt.Sprintf("[%d]%s", i, where), n, false
 			}
 		}
 	}
-	return nil
+	return "", 0, true
 }
 
 // rateLimit is the policy's YAML: the unit only when known (an unlimited
