@@ -119,7 +119,7 @@ var modules = map[string][]string{
 	"google.golang.org/genproto/googleapis":  {"rls/xds"},
 	"github.com/envoyproxy/go-control-plane": {"rls", "rls/xds"},
 	"github.com/lyft/gostats":                {"rls"},
-	"go.yaml.in/yaml/v3":                     {"internal/config/yamlnode", "rules", "gateway", "cmd/sluice"},
+	"go.yaml.in/yaml/v3":                     {"internal/config/yamlnode", "rules", "gateway", "cmd/sluice", "rls/runner"},
 	"golang.org/x/net":                       {"rls/runner", "gateway", "rls", "httpclient", "internal/transport/h2grpc"},
 	"golang.org/x/term":                      {"cmd/sluice"},
 	// The client's parsers of what servers send: maintained libraries
