@@ -35,32 +35,16 @@ var actionKeys = map[string]func(d *decoder, v *yaml.Node, p string) action.Acti
 		d.noClusterNames(v, p, "caller")
 		return nil
 	},
-	"identity": func(d *decoder, v *yaml.Node, p string) action.Action {
-		var x action.IdentityKey
-		d.fields(v, p, map[string]func(k, v *yaml.Node){
-			"user_key": d.strTo(&x.UserKey, p, "user_key"),
-			"ip_key":   d.strTo(&x.IPKey, p, "ip_key"),
-		})
-		return x
-	},
-	"tier": func(d *decoder, v *yaml.Node, p string) action.Action {
-		var x action.Tier
-		d.fields(v, p, map[string]func(k, v *yaml.Node){
-			"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key"),
-			"default":        d.strTo(&x.Default, p, "default"),
-		})
-		return x
-	},
-	"method": func(d *decoder, v *yaml.Node, p string) action.Action {
-		var x action.Method
-		d.fields(v, p, map[string]func(k, v *yaml.Node){"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key")})
-		return x
-	},
-	"path": func(d *decoder, v *yaml.Node, p string) action.Action {
-		var x action.Path
-		d.fields(v, p, map[string]func(k, v *yaml.Node){"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key")})
-		return x
-	},
+	"identity": strFields(func(x *action.IdentityKey) map[string]*string {
+		return map[string]*string{"user_key": &x.UserKey, "ip_key": &x.IPKey}
+	}),
+	"tier": strFields(func(x *action.Tier) map[string]*string {
+		return map[string]*string{"descriptor_key": &x.DescriptorKey, "default": &x.Default}
+	}),
+	"method": strFields(func(x *action.Method) map[string]*string {
+		return map[string]*string{"descriptor_key": &x.DescriptorKey}
+	}),
+	"path": strFields(func(x *action.Path) map[string]*string { return map[string]*string{"descriptor_key": &x.DescriptorKey} }),
 }
 
 // action decodes one rate_limits action: a mapping with exactly one of
@@ -77,6 +61,21 @@ func (d *decoder) action(n *yaml.Node, path string) action.Action {
 	}
 	d.fields(n, path, handlers)
 	return a
+}
+
+// strFields decodes an action of type A whose fields are all optional
+// strings: fields maps each field's name to where it goes in x.
+func strFields[A action.Action](fields func(x *A) map[string]*string) func(d *decoder, v *yaml.Node, p string) action.Action {
+	return func(d *decoder, v *yaml.Node, p string) action.Action {
+		var x A
+		dsts := fields(&x)
+		handlers := make(map[string]func(k, v *yaml.Node), len(dsts))
+		for name, dst := range dsts {
+			handlers[name] = d.strTo(dst, p, name)
+		}
+		d.fields(v, p, handlers)
+		return x
+	}
 }
 
 // strTo decodes a string field of the mapping at p into dst.
