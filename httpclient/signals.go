@@ -84,7 +84,8 @@ func ParseBudget(h http.Header, now time.Time) (b Budget, ok bool) {
 // reset=7", is read too.
 func parseIETF(rl, policy []string) (Budget, bool) {
 	if list, err := httpsfv.UnmarshalList(rl); err == nil {
-		quotas := policyQuotas(policy)
+		quotas := map[string][2]int64{}
+		readQuotas(quotas, policy)
 		best, found := Budget{}, false
 		for it := range listItems(list) {
 			r, okr := intParam(it.Params, "r")
@@ -117,21 +118,19 @@ func parseIETF(rl, policy []string) (Budget, bool) {
 	return Budget{Remaining: r, Reset: seconds(t), Limit: max(l, 0), Used: -1, Source: "ietf"}, true
 }
 
-// policyQuotas reads RateLimit-Policy: each named policy's quota (q) and
-// window (w, 0 when absent); a policy without q is left out.
-func policyQuotas(policy []string) map[string][2]int64 {
+// readQuotas reads RateLimit-Policy into quotas: each named policy's
+// quota (q) and window (w, 0 when absent); a policy without q is left out.
+func readQuotas(quotas map[string][2]int64, policy []string) {
 	pl, err := httpsfv.UnmarshalList(policy)
 	if err != nil {
-		return nil
+		return
 	}
-	quotas := map[string][2]int64{}
 	for it := range listItems(pl) {
 		if q, ok := intParam(it.Params, "q"); ok {
 			w, _ := intParam(it.Params, "w")
 			quotas[itemName(it)] = [2]int64{q, w}
 		}
 	}
-	return quotas
 }
 
 // listItems yields the items of a structured-field list, passing over
