@@ -104,7 +104,7 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 }
 
 func (d *decoder) parse(data []byte) *Config {
-	root := d.root(data)
+	root := d.walker().Root(data, "at least upstream, routes and rules")
 	if root == nil {
 		return nil
 	}
@@ -125,26 +125,6 @@ func (d *decoder) parse(data []byte) *Config {
 	t.routes()
 	t.checkDecision()
 	return t.c
-}
-
-// root is the top-level mapping of a config file, or nil after adding
-// the problem.
-func (d *decoder) root(data []byte) *yaml.Node {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		d.yamlError(err)
-		return nil
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		d.add(0, "", "empty file (want at least upstream, routes and rules)")
-		return nil
-	}
-	root := d.deref(doc.Content[0])
-	if root != nil && root.Kind != yaml.MappingNode {
-		d.add(root.Line, "", "want a mapping, got %s", yamlnode.Kind(root))
-		return nil
-	}
-	return root
 }
 
 // newTop starts a Config with every default.
