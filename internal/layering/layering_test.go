@@ -102,6 +102,8 @@ var allowed = map[string][]string{
 	"internal/testharness/redistest": {},
 	"internal/testharness/twodoors":  {},
 	"internal/testharness/testcerts": {},
+	"internal/testharness/nginxtest": {},
+	"internal/testharness/cputime":   {},
 	"internal/layering":              {},
 	"internal/docsrun":               {},
 	"abuse":                          {},
