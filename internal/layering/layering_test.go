@@ -67,7 +67,7 @@ var allowed = map[string][]string{
 	"inflight/inflighttest":  {"inflight"},
 	"inflight/redisinflight": {"inflight", "ratelimit", "internal/redislink"},
 	// Load shedders by priority: the fleet shedder holds inflight leases.
-	"shed": {"inflight"},
+	"shed": {"inflight", "internal/tick"},
 	// The algorithms, pure: the vocabulary only.
 	"algorithm/gcra":       {"ratelimit"},
 	"algorithm/window":     {"ratelimit"},
