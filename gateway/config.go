@@ -126,7 +126,10 @@ type Config struct {
 	ProxyProtocol *ProxyProtocolConfig
 	// AccessLog, when set (access_log:), logs every decision (accesslog.go).
 	AccessLog *AccessLogConfig
-	Rules     *rules.Set
+	// Decision, when set (decision:), has the public listener answer the
+	// proxy in front instead of proxying (decision.go).
+	Decision *DecisionConfig
+	Rules    *rules.Set
 
 	// readFile reads the files the config names (the embedded files for
 	// Default); nil means os.ReadFile.

@@ -100,6 +100,7 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 	"shedding":          func(t *top, v *yaml.Node) { t.c.Shedding = t.d.shedding(v) },
 	"denial":            func(t *top, v *yaml.Node) { t.c.Denial = t.d.denial(v, "denial") },
 	"rules_files":       (*top).rulesFiles,
+	"decision":          (*top).decision, // decisionconfig.go
 }
 
 func (d *decoder) parse(data []byte) *Config {
@@ -113,7 +114,7 @@ func (d *decoder) parse(data []byte) *Config {
 		handlers[key] = func(_, v *yaml.Node) { decode(t, v) }
 	}
 	d.fields(root, "", handlers)
-	if t.c.Upstream == "" {
+	if t.c.Upstream == "" && !t.c.Decision.All() {
 		d.add(root.Line, "upstream", "missing upstream (a URL, or %s)", BuiltinEcho)
 	}
 	t.failClosed()
@@ -122,6 +123,7 @@ func (d *decoder) parse(data []byte) *Config {
 	t.knownDisabledRules()
 	t.defaults()
 	t.routes()
+	t.checkDecision()
 	return t.c
 }
 

@@ -437,6 +437,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
+	dmux, answer := decisionMux(cfg, ih) // decision.go; nil without decision
 	patterns := routePatterns(cfg.Routes)
 	catchAll := false
 	for i, rc := range cfg.Routes {
@@ -474,6 +475,13 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			}
 			catchAll = catchAll || p == "/"
 		}
+		if dmux != nil { // the same route, deciding
+			dt := *rt
+			dt.limited = layers.wrap(i, mw.Handler, answer)
+			for _, p := range patterns[i] {
+				dmux.Handle(p, &dt)
+			}
+		}
 	}
 	if err := g.ops.configure(cfg, mux, res); err != nil {
 		return nil, err
@@ -486,11 +494,11 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	// The body's deadline here; the response's in routeHandler, which
 	// knows the route's upstream_timeout (the gateway's own answers are
 	// a few hundred bytes).
-	h := withDeadlines(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := withDeadlines(g.decisions(cfg, dmux, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if canonicalize(w, r) {
 			mux.ServeHTTP(w, r)
 		}
-	}), cc.ReadTimeout, 0)
+	})), cc.ReadTimeout, 0)
 	return &state{cfg: cfg, handler: h}, nil
 }
 
