@@ -221,8 +221,17 @@ func decisionMux(cfg *Config, ih *identityHeaders) (*http.ServeMux, http.Handler
 			}
 		}
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		problem(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
-	})
+	mux.HandleFunc("/", noRoute)
 	return mux, decisionAnswer(ih)
+}
+
+// addDecisionRoute registers rt's route on the decision route table mux
+// at patterns, with limited (its limits, then the decision's answer) in
+// place of its limits and upstream.
+func addDecisionRoute(mux *http.ServeMux, rt *routeHandler, limited http.Handler, patterns []string) {
+	dt := *rt
+	dt.limited = limited
+	for _, p := range patterns {
+		mux.Handle(p, &dt)
+	}
 }
