@@ -119,7 +119,7 @@ func (e *env) start(c *contender, o options) error {
 		case kindTraefikSluice:
 			c.p, err = e.startTraefik(c, sl)
 		default:
-			c.p, err = e.startNginxAsking(c.name, sl, upHost)
+			c.p, err = e.startNginxAsking(c.name, sl, upHost, o)
 		}
 	}
 	if err != nil {
@@ -185,13 +185,18 @@ func example(name string, repl ...string) (string, error) {
 
 // startNginxAsking runs nginx with examples/proxies/nginx.conf in front
 // of upstream, asking the sluice at decider (both host:port).
-func (e *env) startNginxAsking(name, decider, upstream string) (*proc, error) {
+// With -idle-examples its keepalive (idle connections to each) is -idle.
+func (e *env) startNginxAsking(name, decider, upstream string, o options) (*proc, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	conf, err := example("nginx.conf", "listen 8000;", "listen "+addr+";",
-		"server 127.0.0.1:3000;", "server "+upstream+";", "server 127.0.0.1:8181;", "server "+decider+";")
+	repl := []string{"listen 8000;", "listen " + addr + ";",
+		"server 127.0.0.1:3000;", "server " + upstream + ";", "server 127.0.0.1:8181;", "server " + decider + ";"}
+	if o.idleExamples {
+		repl = append(repl, "keepalive 16;", fmt.Sprintf("keepalive %d;", o.idle))
+	}
+	conf, err := example("nginx.conf", repl...)
 	if err != nil {
 		return nil, err
 	}

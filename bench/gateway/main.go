@@ -99,22 +99,23 @@ const (
 
 // options are a run's settings.
 type options struct {
-	contenders []string // kinds; a kind named twice is an A/A pair ("sluice-on", "sluice-on#2")
-	clients    int      // closed loop clients (and wrk connections)
-	openConns  int      // open loop clients
-	dur        time.Duration
-	warmup     time.Duration
-	rounds     int
-	tools      []string
-	rates      []float64 // percentages; empty: the side-by-side run
-	capacity   float64   // req/s that is 100%; 0: measure goproxy
-	idle       int       // idle upstream connections of the proxies
-	path       string
-	sluice     string // a sluice binary to use instead of building the checkout's
-	caddy      string // a caddy binary; empty: gobuild.Caddy
-	traefik    string // a traefik binary; empty: gobuild.Traefik
-	profile    string // a directory for CPU profiles of the sluice contenders
-	progress   io.Writer
+	contenders   []string // kinds; a kind named twice is an A/A pair ("sluice-on", "sluice-on#2")
+	clients      int      // closed loop clients (and wrk connections)
+	openConns    int      // open loop clients
+	dur          time.Duration
+	warmup       time.Duration
+	rounds       int
+	tools        []string
+	rates        []float64 // percentages; empty: the side-by-side run
+	capacity     float64   // req/s that is 100%; 0: measure goproxy
+	idle         int       // idle upstream connections of the proxies
+	path         string
+	sluice       string // a sluice binary to use instead of building the checkout's
+	idleExamples bool   // the examples' idle upstream connections set to idle too
+	caddy        string // a caddy binary; empty: gobuild.Caddy
+	traefik      string // a traefik binary; empty: gobuild.Traefik
+	profile      string // a directory for CPU profiles of the sluice contenders
+	progress     io.Writer
 }
 
 func main() {
@@ -130,14 +131,18 @@ func main() {
 	flag.Float64Var(&o.capacity, "capacity", 0, "sweep: req/s taken as 100% (0: measure goproxy in a closed loop first)")
 	flag.IntVar(&o.idle, "idle", 256, "idle connections each proxy keeps to the upstream")
 	flag.StringVar(&o.path, "path", "/hello", "request path")
-	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of each sluice contender's first gwload round to `DIR`/NAME.pprof (go tool pprof)")
+	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of each sluice (serving, or the decision endpoint a proxy asks) over its first gwload round to `DIR`/NAME.pprof; with -rates, each load's first round to DIR/NAME-PERCENT.pprof (0: saturation)")
 	flag.StringVar(&o.sluice, "sluice", "", "a sluice binary to measure (default: build ./cmd/sluice of this checkout, uncommitted changes included)")
+	flag.BoolVar(&o.idleExamples, "idle-examples", false, "set the idle upstream connections of examples/proxies/nginx.conf (keepalive 16, for the API and for sluice) to -idle too; default: as pasted")
 	flag.StringVar(&o.caddy, "caddy", "", "a caddy binary (default: built from the Go module proxy into the user cache, once)")
 	flag.StringVar(&o.traefik, "traefik", "", "a traefik binary (default: built from the Go module proxy into the user cache, once)")
 	flag.Parse()
-	o.contenders = strings.Split(*contenders, ",")
-	if *contenders == "proxies" {
-		o.contenders = proxyKinds
+	for _, k := range strings.Split(*contenders, ",") {
+		if k == "proxies" {
+			o.contenders = append(o.contenders, proxyKinds...)
+		} else {
+			o.contenders = append(o.contenders, k)
+		}
 	}
 	o.tools = []string{toolGo}
 	switch *wrk {
@@ -468,17 +473,11 @@ func compare(ctx context.Context, e *env, o options) (*results, error) {
 	for r := range o.rounds {
 		for _, tool := range o.tools {
 			for _, c := range rotated(e.contenders, r) {
-				var prof chan error
-				if o.profile != "" && r == 0 && tool == toolGo && c.p.admin != "" {
-					prof = make(chan error, 1)
-					go func() { prof <- profile(ctx, c, o) }()
+				file := ""
+				if r == 0 && tool == toolGo {
+					file = c.name
 				}
-				m, err := measure(ctx, e, o, c, tool, 0)
-				if prof != nil {
-					if perr := <-prof; perr != nil && err == nil {
-						err = perr
-					}
-				}
+				m, err := measureProfiled(ctx, e, o, c, tool, 0, file)
 				if err != nil {
 					return nil, err
 				}
@@ -493,35 +492,56 @@ func compare(ctx context.Context, e *env, o options) (*results, error) {
 	return res, nil
 }
 
-// profile writes a CPU profile of c over a measurement (warm-up and
-// window, in whole seconds) to o.profile/NAME.pprof.
-func profile(ctx context.Context, c *contender, o options) error {
+// measureProfiled is measure, and with -profile and a file name, a CPU
+// profile of c's sluice (its own process, or the decision endpoint it
+// asks) over the measurement in o.profile/FILE.pprof.
+func measureProfiled(ctx context.Context, e *env, o options, c *contender, tool string, rate float64, file string) (loadgen.Result, error) {
+	sl := c.p
+	if c.decider != nil {
+		sl = c.decider
+	}
+	if o.profile == "" || file == "" || sl.admin == "" {
+		return measure(ctx, e, o, c, tool, rate)
+	}
+	prof := make(chan error, 1)
+	go func() { prof <- profile(ctx, c.name, sl.admin, file, o) }()
+	m, err := measure(ctx, e, o, c, tool, rate)
+	if perr := <-prof; perr != nil && err == nil {
+		err = perr
+	}
+	return m, err
+}
+
+// profile writes a CPU profile of the sluice of contender name, whose
+// admin listener is admin, over a measurement (warm-up and window, in
+// whole seconds) to o.profile/FILE.pprof.
+func profile(ctx context.Context, name, admin, file string, o options) error {
 	secs := max(1, int((o.warmup + o.dur).Seconds()))
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", c.p.admin, secs)
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, secs)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("profile %s: %w", c.name, err)
+		return fmt.Errorf("profile %s: %w", name, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("profile %s: %s", c.name, res.Status)
+		return fmt.Errorf("profile %s: %s", name, res.Status)
 	}
 	if err := os.MkdirAll(o.profile, 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(o.profile, c.name+".pprof"))
+	f, err := os.Create(filepath.Join(o.profile, file+".pprof"))
 	if err != nil {
 		return err
 	}
 	if _, err := io.Copy(f, res.Body); err != nil {
 		f.Close()
-		return fmt.Errorf("profile %s: %w", c.name, err)
+		return fmt.Errorf("profile %s: %w", name, err)
 	}
-	fmt.Fprintf(o.progress, "profile of %s: %s\n", c.name, f.Name())
+	fmt.Fprintf(o.progress, "profile of %s: %s\n", name, f.Name())
 	return f.Close()
 }
 
@@ -680,7 +700,11 @@ func sweep(ctx context.Context, e *env, o options) ([]point, error) {
 		pt.rounds = map[string][]loadgen.Result{}
 		for r := range o.rounds {
 			for _, c := range rotated(e.contenders, r) {
-				m, err := measure(ctx, e, o, c, toolGo, pt.rate)
+				file := ""
+				if r == 0 {
+					file = fmt.Sprintf("%s-%.0f", c.name, pt.percent)
+				}
+				m, err := measureProfiled(ctx, e, o, c, toolGo, pt.rate, file)
 				if err != nil {
 					return err
 				}
