@@ -24,6 +24,9 @@ import (
 //
 //   - nginx+sluice: examples/proxies/nginx.conf (auth_request), sluice on
 //     the memory store; nginx+sluice-redis on the run's redis-server;
+//     nginx+sluice-idle with the file's keepalive 16 (idle connections to
+//     the API and to sluice) raised to -idle, as the other proxies keep:
+//     fewer than the clients, and nginx opens and closes connections;
 //   - caddy: Caddy's reverse_proxy alone (Caddy has no rate limiter of its
 //     own among its standard modules); caddy+sluice: examples/proxies/
 //     Caddyfile (forward_auth);
@@ -108,7 +111,7 @@ func (e *env) start(c *contender, o options) error {
 	case kindTraefik, kindTraefikRedis:
 		c.p, err = e.startTraefik(c, "")
 	default: // a proxy asking sluice
-		proxy := map[string]string{kindNginxSluice: "nginx", kindNginxSluiceRedis: "nginx", kindCaddySluice: "forwarded", kindTraefikSluice: "forwarded"}[c.kind]
+		proxy := map[string]string{kindNginxSluice: "nginx", kindNginxSluiceIdle: "nginx", kindNginxSluiceRedis: "nginx", kindCaddySluice: "forwarded", kindTraefikSluice: "forwarded"}[c.kind]
 		if c.decider, err = startDecider(e.bins.sluice, e.dir, c.name+"-decision", proxy, store, pprof); err != nil {
 			return err
 		}
@@ -119,7 +122,7 @@ func (e *env) start(c *contender, o options) error {
 		case kindTraefikSluice:
 			c.p, err = e.startTraefik(c, sl)
 		default:
-			c.p, err = e.startNginxAsking(c.name, sl, upHost, o)
+			c.p, err = e.startNginxAsking(c.name, sl, upHost, c.kind == kindNginxSluiceIdle, o.idle)
 		}
 	}
 	if err != nil {
@@ -185,16 +188,16 @@ func example(name string, repl ...string) (string, error) {
 
 // startNginxAsking runs nginx with examples/proxies/nginx.conf in front
 // of upstream, asking the sluice at decider (both host:port).
-// With -idle-examples its keepalive (idle connections to each) is -idle.
-func (e *env) startNginxAsking(name, decider, upstream string, o options) (*proc, error) {
+// With raise, its keepalive (idle connections to each) is idle.
+func (e *env) startNginxAsking(name, decider, upstream string, raise bool, idle int) (*proc, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
 	repl := []string{"listen 8000;", "listen " + addr + ";",
 		"server 127.0.0.1:3000;", "server " + upstream + ";", "server 127.0.0.1:8181;", "server " + decider + ";"}
-	if o.idleExamples {
-		repl = append(repl, "keepalive 16;", fmt.Sprintf("keepalive %d;", o.idle))
+	if raise {
+		repl = append(repl, "keepalive 16;", fmt.Sprintf("keepalive %d;", idle))
 	}
 	conf, err := example("nginx.conf", repl...)
 	if err != nil {

@@ -74,6 +74,7 @@ const (
 	// asking sluice's decision endpoint (fronts.go).
 	kindNginxSluice      = "nginx+sluice"
 	kindNginxSluiceRedis = "nginx+sluice-redis"
+	kindNginxSluiceIdle  = "nginx+sluice-idle"
 	kindCaddy            = "caddy"
 	kindCaddySluice      = "caddy+sluice"
 	kindTraefik          = "traefik"
@@ -82,14 +83,14 @@ const (
 )
 
 var kinds = []string{kindNginx, kindGoProxy, kindSluiceOff, kindSluiceOn, kindSluiceRedis, kindGoPlain, kindQuota, kindJournal,
-	kindNginxSluice, kindNginxSluiceRedis, kindCaddy, kindCaddySluice, kindTraefik, kindTraefikRedis, kindTraefikSluice}
+	kindNginxSluice, kindNginxSluiceIdle, kindNginxSluiceRedis, kindCaddy, kindCaddySluice, kindTraefik, kindTraefikRedis, kindTraefikSluice}
 
 // defaultKinds are the contenders of a run without -contenders.
 var defaultKinds = kinds[:5]
 
 // proxyKinds are -contenders proxies: the proxies users run, alone and
 // in front of sluice's decision endpoint, against sluice serve proxying.
-var proxyKinds = []string{kindNginx, kindNginxSluice, kindSluiceOn, kindCaddy, kindCaddySluice, kindTraefik, kindTraefikRedis, kindTraefikSluice}
+var proxyKinds = []string{kindNginx, kindNginxSluice, kindNginxSluiceIdle, kindSluiceOn, kindCaddy, kindCaddySluice, kindTraefik, kindTraefikRedis, kindTraefikSluice}
 
 // Tools.
 const (
@@ -99,23 +100,22 @@ const (
 
 // options are a run's settings.
 type options struct {
-	contenders   []string // kinds; a kind named twice is an A/A pair ("sluice-on", "sluice-on#2")
-	clients      int      // closed loop clients (and wrk connections)
-	openConns    int      // open loop clients
-	dur          time.Duration
-	warmup       time.Duration
-	rounds       int
-	tools        []string
-	rates        []float64 // percentages; empty: the side-by-side run
-	capacity     float64   // req/s that is 100%; 0: measure goproxy
-	idle         int       // idle upstream connections of the proxies
-	path         string
-	sluice       string // a sluice binary to use instead of building the checkout's
-	idleExamples bool   // the examples' idle upstream connections set to idle too
-	caddy        string // a caddy binary; empty: gobuild.Caddy
-	traefik      string // a traefik binary; empty: gobuild.Traefik
-	profile      string // a directory for CPU profiles of the sluice contenders
-	progress     io.Writer
+	contenders []string // kinds; a kind named twice is an A/A pair ("sluice-on", "sluice-on#2")
+	clients    int      // closed loop clients (and wrk connections)
+	openConns  int      // open loop clients
+	dur        time.Duration
+	warmup     time.Duration
+	rounds     int
+	tools      []string
+	rates      []float64 // percentages; empty: the side-by-side run
+	capacity   float64   // req/s that is 100%; 0: measure goproxy
+	idle       int       // idle upstream connections of the proxies
+	path       string
+	sluice     string // a sluice binary to use instead of building the checkout's
+	caddy      string // a caddy binary; empty: gobuild.Caddy
+	traefik    string // a traefik binary; empty: gobuild.Traefik
+	profile    string // a directory for CPU profiles of the sluice contenders
+	progress   io.Writer
 }
 
 func main() {
@@ -133,7 +133,6 @@ func main() {
 	flag.StringVar(&o.path, "path", "/hello", "request path")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of each sluice (serving, or the decision endpoint a proxy asks) over its first gwload round to `DIR`/NAME.pprof; with -rates, each load's first round to DIR/NAME-PERCENT.pprof (0: saturation)")
 	flag.StringVar(&o.sluice, "sluice", "", "a sluice binary to measure (default: build ./cmd/sluice of this checkout, uncommitted changes included)")
-	flag.BoolVar(&o.idleExamples, "idle-examples", false, "set the idle upstream connections of examples/proxies/nginx.conf (keepalive 16, for the API and for sluice) to -idle too; default: as pasted")
 	flag.StringVar(&o.caddy, "caddy", "", "a caddy binary (default: built from the Go module proxy into the user cache, once)")
 	flag.StringVar(&o.traefik, "traefik", "", "a traefik binary (default: built from the Go module proxy into the user cache, once)")
 	flag.Parse()
