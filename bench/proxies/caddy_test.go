@@ -174,7 +174,7 @@ func TestCaddy(t *testing.T) {
 		addr := freeAddr(t)
 		file := filepath.Join(dir, fmt.Sprintf("Caddyfile-%d", i))
 		if err := os.WriteFile(file, []byte(example(t, "Caddyfile", "127.0.0.1:8181", sl,
-			"127.0.0.1:3000", strings.TrimPrefix(upstream.URL, "http://"), ":8000", addr)), 0o644); err != nil {
+			"127.0.0.1:3000", strings.TrimPrefix(upstream.URL, "http://"), ":8000 {", "http://"+addr+" {")), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		run(t, nil, caddy, "run", "--config", file, "--adapter", "caddyfile")
@@ -205,7 +205,7 @@ func TestCaddy(t *testing.T) {
 		got = append(got, code)
 	}
 	if fmt.Sprint(got) != "[200 200 200 200 200 429]" {
-		t.Fatalf("one client through two Caddy on one Redis: %v, want one burst of 5 [200 200 200 200 200 429]", got)
+		t.Fatalf("one client through two Caddy on one Redis: %v, want one burst of 5 [200 200 200 200 200 429]; last: %v %s", got, h, body)
 	}
 	if h.Get("Retry-After") == "" || h.Get("RateLimit") == "" || h.Get("RateLimit-Policy") == "" ||
 		h.Get("Content-Type") != "application/problem+json" || !strings.Contains(body, `"status":429`) {
