@@ -175,10 +175,10 @@ func TestRotated(t *testing.T) {
 // read for those that ask sluice only, and redis-server's for those on
 // it. It builds Caddy and Traefik from the Go module proxy (minutes the
 // first time; a contender whose build fails is skipped, as in a run), so
-// it runs only with SLUICE_BENCH_PROXIES=1, never in CI.
+// it runs only with BENCH_GATEWAY_PROXIES=1, never in CI.
 func TestProxies(t *testing.T) {
-	if os.Getenv("SLUICE_BENCH_PROXIES") != "1" {
-		t.Skip("SLUICE_BENCH_PROXIES=1 runs it: it builds Caddy and Traefik (minutes)")
+	if os.Getenv("BENCH_GATEWAY_PROXIES") != "1" {
+		t.Skip("BENCH_GATEWAY_PROXIES=1 runs it: it builds Caddy and Traefik (minutes)")
 	}
 	requireServers(t)
 	o := options{
