@@ -28,29 +28,7 @@ func BenchmarkHandler(b *testing.B) {
 		{"limits-off", "true", ""}, {"limits-on", "false", ""}, {"limits-on-access-log", "false", access},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg, err := gateway.Parse("bench.yaml", []byte(`
-upstream: builtin:echo
-disabled: `+tc.disabled+`
-`+tc.extra+`
-routes:
-  - path: /
-    rate_limits:
-      - actions: [{identity: {}}]
-rules:
-  domain: bench
-  descriptors:
-    - key: remote_address
-      rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
-`))
-			if err != nil {
-				b.Fatal(err)
-			}
-			g, err := gateway.New(context.Background(), cfg, gateway.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer g.Close()
-			h := g.Handler()
+			h := benchHandler(b, "upstream: builtin:echo\ndisabled: "+tc.disabled+"\n"+tc.extra+"\n")
 			var n atomic.Int64
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
