@@ -51,10 +51,12 @@ func BenchmarkDecision(b *testing.B) {
 	}
 }
 
-// benchHandler is the public handler of a gateway serving extra and one
-// route limited per client by a token bucket that never runs out; the
-// gateway is closed when b ends.
-func benchHandler(b *testing.B, extra string) http.Handler {
+// benchHandler is the public handler of benchGateway(b, extra).
+func benchHandler(b *testing.B, extra string) http.Handler { return benchGateway(b, extra).Handler() }
+
+// benchGateway is a gateway serving extra and one route limited per
+// client by a token bucket that never runs out; it is closed when b ends.
+func benchGateway(b *testing.B, extra string) *gateway.Gateway {
 	cfg, err := gateway.Parse("bench.yaml", []byte(extra+`
 routes:
   - path: /
@@ -74,5 +76,5 @@ rules:
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { g.Close() })
-	return g.Handler()
+	return g
 }
