@@ -21,28 +21,7 @@ import (
 func BenchmarkDecision(b *testing.B) {
 	for _, proxy := range []string{"forwarded", "nginx"} {
 		b.Run(proxy, func(b *testing.B) {
-			cfg, err := gateway.Parse("bench.yaml", []byte(`
-decision: {proxy: `+proxy+`}
-identity: {trusted_proxies: [10.0.0.0/8]}
-routes:
-  - path: /
-    rate_limits:
-      - actions: [{identity: {}}]
-rules:
-  domain: bench
-  descriptors:
-    - key: remote_address
-      rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
-`))
-			if err != nil {
-				b.Fatal(err)
-			}
-			g, err := gateway.New(context.Background(), cfg, gateway.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer g.Close()
-			h := g.Handler()
+			h := benchHandler(b, "decision: {proxy: "+proxy+"}\nidentity: {trusted_proxies: [10.0.0.0/8]}\n")
 			var n atomic.Int64
 			b.ReportAllocs()
 			if c0, ok := cputime.Process(); ok {
@@ -70,4 +49,32 @@ rules:
 			})
 		})
 	}
+}
+
+// benchHandler is the public handler of benchGateway(b, extra).
+func benchHandler(b *testing.B, extra string) http.Handler { return benchGateway(b, extra).Handler() }
+
+// benchGateway is a gateway serving extra and one route limited per
+// client by a token bucket that never runs out; it is closed when b ends.
+func benchGateway(b *testing.B, extra string) *gateway.Gateway {
+	cfg, err := gateway.Parse("bench.yaml", []byte(extra+`
+routes:
+  - path: /
+    rate_limits:
+      - actions: [{identity: {}}]
+rules:
+  domain: bench
+  descriptors:
+    - key: remote_address
+      rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := gateway.New(context.Background(), cfg, gateway.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.Close() })
+	return g
 }
