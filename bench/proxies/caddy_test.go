@@ -218,7 +218,7 @@ func TestCaddy(t *testing.T) {
 			t.Errorf("upstream request %d came as %q, want ip (anonymous, the client's X-Sluice-User replaced)", i, s)
 		}
 	}
-	if code, _, _ := get(fronts[0]+"/api//items"); code != http.StatusTooManyRequests {
+	if code, _, _ := get(fronts[0] + "/api//items"); code != http.StatusTooManyRequests {
 		t.Errorf("/api//items after the budget is spent: %d, want 429", code)
 	}
 	if code, _, b := get(fronts[1]+"/api/items", "X-API-Key", "example-key-alice"); code != 200 {
