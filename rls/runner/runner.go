@@ -290,7 +290,7 @@ func (f *Config) define(fs *flag.FlagSet) rlsFlagText {
 	fs.Float64Var(&f.nearRatio, "near-limit-ratio", rls.DefaultNearLimitRatio, "fraction of a limit past which hits count as near_limit")
 	text.metricLabels = fs.String("metric-labels", "envoy", "labels of the per-rule metrics: envoy (domain, key1, key2, as envoyproxy/ratelimit's Prometheus mapping, so its dashboards work) or sluice (domain and the whole key)")
 	fs.StringVar(&f.grpc, "grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
-	fs.BoolVar(&f.reflection, "grpc-reflection", false, "serve gRPC server reflection (grpc.reflection.v1 and v1alpha) on --grpc-listen, so that grpcurl and the like list, describe and call the services without their proto files; off by default: it tells any client what the server serves. Needs --grpc-server grpc-go (the lean server serves no call that streams from the client, and reflection's is one)")
+	fs.BoolVar(&f.reflection, "grpc-reflection", false, "serve gRPC server reflection (grpc.reflection.v1 and v1alpha) on --grpc-listen, so that grpcurl and the like list, describe and call the services without their proto files; off by default: it tells any client what the server serves. On either --grpc-server; on the lean one, a reflection stream takes messages of at most 64 KiB and must send its next within 5 s, at most 8 open on a connection")
 	fs.BoolVar(&f.healthyWithConfig, "healthy-with-config", false, "report not serving (gRPC health, /healthcheck, /readyz) until the configuration has a domain (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
 	text.storePW = addStorePasswordFlags(fs)
 	f.stats.add(fs)
@@ -348,9 +348,6 @@ func parseLimitHeaderNames(v string, names *header.Names) error {
 func (f *Config) checkBounds() error {
 	if f.grpc != "lean" && f.grpc != "grpc-go" {
 		return fmt.Errorf("%w: --grpc-server %q: want lean or grpc-go", ErrUsage, f.grpc)
-	}
-	if f.reflection && f.grpc != "grpc-go" {
-		return fmt.Errorf("%w: --grpc-reflection needs --grpc-server grpc-go: the lean server serves no call that streams from the client, and reflection's ServerReflectionInfo is one", ErrUsage)
 	}
 	if f.gcPercent < 0 {
 		return fmt.Errorf("%w: --gc-percent %d is negative", ErrUsage, f.gcPercent)

@@ -88,6 +88,7 @@ type conn struct {
 	closed          bool // ending: frames are no longer written
 	streams         map[uint32]*stream
 	active          uint32 // streams open, or whose handlers run
+	bidiStreams     uint32 // streams of methods that stream from the client, open
 	running         uint32 // handlers running
 	progress        uint64 // requests received whole, ever (MaxConnectionIdle)
 	lastID          uint32 // the highest stream the client has opened
@@ -714,7 +715,7 @@ func (c *conn) open(id uint32, end bool) error {
 	case r.encoding != "" && r.encoding != "identity":
 		return c.reject(id, end, 200, status.Newf(codes.Unimplemented, "h2grpc: no decompressor for grpc-encoding %q", r.encoding))
 	case m.stream != nil && m.stream.ClientStreams:
-		return c.reject(id, end, 200, status.Newf(codes.Unimplemented, "h2grpc: %s streams from the client, which this server does not serve", r.path))
+		return c.openBidi(id, end, m, r)
 	}
 	st := &stream{c: c, id: id, m: m, recvLimit: c.srv.lim.streamWin, msgLen: -1, encoding: r.encoding}
 	if r.hasTimeout {
@@ -803,7 +804,7 @@ func (c *conn) drop(st *stream) {
 	if c.streams[st.id] == st {
 		delete(c.streams, st.id)
 		st.reset = true
-		if !st.dispatched {
+		if !st.dispatched && st.bidi == nil {
 			c.releaseLocked()
 			c.releaseRecvLocked(st)
 			c.kickLocked()
@@ -919,6 +920,9 @@ func (c *conn) releaseLocked() {
 
 // endRequest runs st's handler: the client has sent all of its request.
 func (c *conn) endRequest(st *stream) error {
+	if st.bidi != nil {
+		return c.onBidiData(st, nil, true)
+	}
 	c.mu.Lock()
 	st.dispatched = true
 	c.running++
@@ -951,6 +955,9 @@ func (c *conn) onData(flags http2.Flags, id uint32, p []byte) error {
 	st, limit, err := c.takeData(id, int64(len(p)), int64(len(data)), end)
 	if st == nil || err != nil {
 		return err
+	}
+	if st.bidi != nil {
+		return c.onBidiData(st, data, end)
 	}
 	size := st.appendBody(data, limit)
 	max := c.srv.opts.MaxRecvMsgSize
@@ -996,6 +1003,11 @@ func (c *conn) takeData(id uint32, n, dataLen int64, end bool) (*stream, int64, 
 		return nil, 0, connError{http2.ErrCodeFlowControl, "DATA beyond the connection's window"}
 	}
 	st := c.streams[id]
+	if st != nil && st.bidi != nil && st.bidi.err != nil && !st.dispatched {
+		// The rest of a bidi stream the server ends (its message was too
+		// large): dropped.
+		st = nil
+	}
 	if st == nil || st.dispatched {
 		// Late data on a stream already answered or reset, or data after
 		// the request's end.

@@ -46,6 +46,10 @@ type stream struct {
 	// The handler's (server-streaming methods).
 	header, trailer metadata.MD
 	recvd           bool
+
+	// A method that streams from the client (bidi), handled from its
+	// HEADERS on; nil otherwise. See bidi.go.
+	bidi *bidiState
 }
 
 // bufs holds buffers for request bodies and marshalled responses.
@@ -112,7 +116,7 @@ func (st *stream) run() {
 	}
 	// The request is consumed: its buffer goes before finish gives its
 	// credit back, and perhaps waits for room in the send queue.
-	if st.buf != nil {
+	if st.bidi == nil && st.buf != nil {
 		putBuf(st.buf)
 		st.buf = nil
 	}
@@ -191,8 +195,16 @@ func (st *stream) finish(out *[]byte, s *status.Status) {
 			}
 			if c.roomLocked(st, 9+len(block)) {
 				c.wbuf = c.appendHeadersLocked(c.wbuf, st.id, http2.FlagHeadersEndStream, block)
+				if st.bidi != nil && !st.dispatched {
+					// The client is still sending: it may stop (RFC 9113
+					// §8.1).
+					c.wbuf = appendRST(c.wbuf, st.id, http2.ErrCodeNo)
+				}
 			}
 		}
+	}
+	if st.bidi != nil {
+		c.bidiStreams--
 	}
 	if c.streams[st.id] == st {
 		delete(c.streams, st.id)
@@ -300,9 +312,13 @@ func (st *stream) SendMsg(m any) error {
 	return err
 }
 
-// RecvMsg reads the request into m; the server serves no method that
-// takes more than one, so a second call returns io.EOF.
+// RecvMsg reads the request into m; a method that does not stream from
+// the client takes one, so a second call returns io.EOF. On one that does
+// (bidi), it waits for the client's next message.
 func (st *stream) RecvMsg(m any) error {
+	if st.bidi != nil {
+		return st.recvNext(m)
+	}
 	if st.recvd {
 		return io.EOF
 	}

@@ -112,7 +112,7 @@ func (c *conn) onTick() {
 func (c *conn) stalledLocked() (reason string) {
 	lim := &c.srv.lim
 	for _, st := range c.streams {
-		if lim.request > 0 && !st.dispatched && c.wd.tick-st.since > lim.request {
+		if lim.request > 0 && !st.dispatched && c.wd.tick-st.since > lim.request && (st.bidi == nil || st.bidi.err == nil) {
 			return "stalled_request"
 		}
 		if lim.write > 0 && st.stalled && c.wd.tick-st.stallSince > lim.write {
