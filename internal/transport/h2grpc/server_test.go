@@ -28,8 +28,31 @@ import (
 // testService is grpc-go's interop TestService, with hooks the tests set.
 type testService struct {
 	testpb.UnimplementedTestServiceServer
-	unary func(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error)
-	calls atomic.Int64
+	unary  func(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error)
+	duplex func(stream testpb.TestService_FullDuplexCallServer) error
+	calls  atomic.Int64
+}
+
+// FullDuplexCall answers each request, as it comes, with a message per
+// response parameter; a hook may decide instead.
+func (s *testService) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) error {
+	s.calls.Add(1)
+	if s.duplex != nil {
+		return s.duplex(stream)
+	}
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		for _, p := range req.GetResponseParameters() {
+			if err := stream.Send(&testpb.StreamingOutputCallResponse{Payload: payload(int(p.GetSize()))}); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 func (s *testService) EmptyCall(ctx context.Context, _ *testpb.Empty) (*testpb.Empty, error) {
@@ -228,14 +251,14 @@ func TestUnimplemented(t *testing.T) {
 	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "/no.Such/Method") {
 		t.Fatalf("unknown method: %v", err)
 	}
-	// Client streaming is not served, and says so.
-	stream, err := f.client.FullDuplexCall(ctx)
+	// A method that streams from the client, not implemented.
+	stream, err := f.client.HalfDuplexCall(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stream.Send(&testpb.StreamingOutputCallRequest{})
 	if _, err := stream.Recv(); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("FullDuplexCall: %v", err)
+		t.Fatalf("HalfDuplexCall: %v", err)
 	}
 	// The connection still serves.
 	if _, err := f.client.EmptyCall(ctx, &testpb.Empty{}); err != nil {
