@@ -113,6 +113,22 @@ func (fuzzService) StreamingOutputCall(req *testpb.StreamingOutputCallRequest, s
 	return nil
 }
 
+// FullDuplexCall answers each request as StreamingOutputCall does.
+func (s fuzzService) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) error {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		if err := s.StreamingOutputCall(req, stream); err != nil {
+			return err
+		}
+	}
+}
+
 // serverGoroutines returns the stacks of the goroutines, other than the
 // caller's, running the server's code or the fuzz target's.
 func serverGoroutines() []string {
@@ -227,6 +243,25 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 				fr.WriteData(id, true, empty)
 			}
 			return nil
+		},
+		// Bidi calls: two messages split across DATA frames (padded), one
+		// ended by trailers, one reset, one whose message is truncated,
+		// one too large.
+		func(fr *http2.Framer, block func(...string) []byte) error {
+			fr.WriteSettings()
+			two := append(bytes.Clone(streaming), streaming...)
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block(reqFields(pathDuplex)...), EndHeaders: true})
+			fr.WriteData(1, false, two[:3])
+			fr.WriteDataPadded(1, false, two[3:len(streaming)+2], make([]byte, 2))
+			fr.WriteData(1, false, two[len(streaming)+2:])
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block("x-trailer", "t"), EndHeaders: true, EndStream: true})
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: block(reqFields(pathDuplex)...), EndHeaders: true})
+			fr.WriteData(3, false, streaming)
+			fr.WriteRSTStream(3, http2.ErrCodeCancel)
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: block(reqFields(pathDuplex)...), EndHeaders: true})
+			fr.WriteData(5, true, streaming[:len(streaming)-1])
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 7, BlockFragment: block(reqFields(pathDuplex)...), EndHeaders: true})
+			return fr.WriteData(7, false, []byte{0, 0, 1, 0, 0, 1, 2, 3})
 		},
 		// The client's GOAWAY.
 		func(fr *http2.Framer, block func(...string) []byte) error {
