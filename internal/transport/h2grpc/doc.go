@@ -1,6 +1,7 @@
 // Package h2grpc is a lean gRPC server: HTTP/2 over cleartext TCP (h2c
 // with prior knowledge, as gRPC clients and Envoy's gRPC client speak it)
-// or over TLS (Options.TLS: ALPN "h2" required), for unary and server-streaming methods, with the generated
+// or over TLS (Options.TLS: ALPN "h2" required), for unary and server-streaming methods (and, a message at a
+// time, those that stream from the client), with the generated
 // protocol-buffers types and Register functions of grpc-go (Server
 // implements grpc.ServiceRegistrar).
 //
@@ -26,9 +27,14 @@
 //
 // What it serves, and what it keeps of HTTP/2 (RFC 9113):
 //
-//   - Unary and server-streaming methods. A method that streams from the
-//     client is answered UNIMPLEMENTED: the handler runs once the client
-//     has sent its whole request.
+//   - Unary and server-streaming methods: the handler runs once the
+//     client has sent its whole request. A method that streams from the
+//     client (gRPC reflection's ServerReflectionInfo) runs its handler at
+//     once and gets each message as it arrives, bounded a message at a
+//     time (bidi.go): a message fits the stream's window, its credit
+//     comes back once the handler has taken it, the next comes within
+//     RequestTimeout of the last, and at most 8 such calls are open on a
+//     connection. The unary path does not go through it.
 //   - Flow control both ways. A request's bytes count against its
 //     stream's window and the connection's until its handler returns,
 //     and only then are they given back (WINDOW_UPDATE): credit follows
@@ -106,6 +112,6 @@
 //
 // What it leaves out: compression (a compressed request is answered
 // UNIMPLEMENTED), incoming metadata in the handler's context,
-// interceptors, stats handlers and reflection. Where those are needed,
+// interceptors and stats handlers. Where those are needed,
 // serve with grpc-go: `sluice rls --grpc-server grpc-go`.
 package h2grpc
