@@ -33,10 +33,13 @@ descriptors:
 var grpcServers = []string{"lean", "grpc-go"}
 
 // callBlock is the HPACK header block of a ShouldRateLimit call.
-func callBlock() []byte {
+func callBlock() []byte { return grpcBlock(shouldRateLimit) }
+
+// grpcBlock is the HPACK header block of a call of path.
+func grpcBlock(path string) []byte {
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", shouldRateLimit},
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", path},
 		{":authority", "abuse"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
 		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
@@ -45,14 +48,19 @@ func callBlock() []byte {
 
 // callMessage is a whole ShouldRateLimit request body, gRPC-framed.
 func callMessage(t testing.TB) []byte {
-	m, err := proto.Marshal(&pb.RateLimitRequest{Domain: "abuse", HitsAddend: 1,
+	return grpcFramed(t, &pb.RateLimitRequest{Domain: "abuse", HitsAddend: 1,
 		Descriptors: []*commonpb.RateLimitDescriptor{{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: "k", Value: "attacker"}}}}})
+}
+
+// grpcFramed is m, gRPC-framed.
+func grpcFramed(t testing.TB, m proto.Message) []byte {
+	b, err := proto.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := make([]byte, 5, 5+len(m))
-	binary.BigEndian.PutUint32(b[1:], uint32(len(m)))
-	return append(b, m...)
+	out := make([]byte, 5, 5+len(b))
+	binary.BigEndian.PutUint32(out[1:], uint32(len(b)))
+	return append(out, b...)
 }
 
 // legit is a well-behaved gRPC client of the RLS (as Envoy is).
@@ -183,29 +191,35 @@ func TestStalledStreams(t *testing.T) {
 			t.Parallel()
 			r := startRLS(t, dir, append([]string{"--grpc-server", server}, stallBound...)...)
 			for _, at := range attacks {
-				t.Run(at.name, func(t *testing.T) {
-					start := time.Now()
-					conns := stallConns(t, r.grpc, 20, at.open)
-					// A legitimate client waits in the backlog behind them.
-					l := newLegit(t, r.grpc)
-					took, err := l.call(5 * time.Second)
-					if err != nil {
-						t.Fatalf("a legitimate call behind 20 stalled connections (%s): %v after %v", at.name, err, took.Round(time.Millisecond))
-					}
-					held := 0
-					for _, a := range conns {
-						if closed, _, _ := a.ended(until(start.Add(5 * time.Second))); !closed {
-							held++
-						}
-					}
-					if held > 0 {
-						t.Errorf("%d of 20 stalled connections (%s) still open %v after connecting", held, at.name, time.Since(start).Round(time.Millisecond))
-					}
-					t.Logf("%s: a legitimate call was answered %v after 20 stalled connections took every slot", at.name, time.Since(start).Round(time.Millisecond))
-				})
+				t.Run(at.name, func(t *testing.T) { stalledSlots(t, r.grpc, at.name, at.open) })
 			}
 		})
 	}
+}
+
+// stalledSlots takes the 20 slots of the server at addr with
+// connections whose one call open(a) starts and then stalls, and checks
+// that a legitimate client waiting in the backlog behind them is
+// answered, and that every one of them is closed within 5 s.
+func stalledSlots(t *testing.T, addr, name string, open func(a *h2attack) error) {
+	t.Helper()
+	start := time.Now()
+	conns := stallConns(t, addr, 20, open)
+	l := newLegit(t, addr)
+	took, err := l.call(5 * time.Second)
+	if err != nil {
+		t.Fatalf("a legitimate call behind 20 stalled connections (%s): %v after %v", name, err, took.Round(time.Millisecond))
+	}
+	held := 0
+	for _, a := range conns {
+		if closed, _, _ := a.ended(until(start.Add(5 * time.Second))); !closed {
+			held++
+		}
+	}
+	if held > 0 {
+		t.Errorf("%d of 20 stalled connections (%s) still open %v after connecting", held, name, time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("%s: a legitimate call was answered %v after 20 stalled connections took every slot", name, time.Since(start).Round(time.Millisecond))
 }
 
 // resetFlood opens and resets streams on a as fast as it can (HEADERS,

@@ -58,20 +58,7 @@ func (c *conn) openBidi(id uint32, end bool, m *method, r *request) error {
 		return c.reject(id, end, 200, status.Newf(codes.ResourceExhausted,
 			"h2grpc: %d calls that stream from the client are open on this connection, the most it takes", maxBidiStreams))
 	}
-	st := &stream{c: c, id: id, m: m, recvLimit: c.srv.lim.streamWin, msgLen: -1, encoding: r.encoding,
-		bidi: &bidiState{wake: make(chan struct{}, 1)}}
-	if r.hasTimeout {
-		st.ctx.setTimeout(r.timeout)
-	}
-	c.mu.Lock()
-	st.sendWin = c.peerInitWin
-	st.since = c.wd.tick
-	c.streams[id] = st
-	c.active++
-	c.bidiStreams++
-	c.running++
-	c.wd.armLocked(c.closed)
-	c.mu.Unlock()
+	st := c.addStream(id, m, r, &bidiState{wake: make(chan struct{}, 1)})
 	c.handlers.Add(1)
 	c.srv.dispatch(st)
 	if end {

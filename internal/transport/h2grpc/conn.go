@@ -671,6 +671,10 @@ func (c *conn) onFragment(end bool, p []byte) error {
 		if !c.hend || c.req.pseudo != 0 || c.req.malformed != "" {
 			return c.reset(st, http2.ErrCodeProtocol)
 		}
+		if c.req.size > c.srv.opts.MaxHeaderListSize && st.bidi != nil {
+			// Its handler may have answered already: no status can follow.
+			return c.reset(st, http2.ErrCodeProtocol)
+		}
 		if c.req.size > c.srv.opts.MaxHeaderListSize {
 			c.drop(st)
 			return c.reject(st.id, true, 200, status.Newf(codes.ResourceExhausted,
@@ -717,7 +721,18 @@ func (c *conn) open(id uint32, end bool) error {
 	case m.stream != nil && m.stream.ClientStreams:
 		return c.openBidi(id, end, m, r)
 	}
-	st := &stream{c: c, id: id, m: m, recvLimit: c.srv.lim.streamWin, msgLen: -1, encoding: r.encoding}
+	st := c.addStream(id, m, r, nil)
+	if end {
+		return c.endRequest(st)
+	}
+	return nil
+}
+
+// addStream makes the stream of a call of m on id, as r asks, and counts
+// it open; bidi, for a method that streams from the client, also counts
+// its handler as running.
+func (c *conn) addStream(id uint32, m *method, r *request, bidi *bidiState) *stream {
+	st := &stream{c: c, id: id, m: m, recvLimit: c.srv.lim.streamWin, msgLen: -1, encoding: r.encoding, bidi: bidi}
 	if r.hasTimeout {
 		st.ctx.setTimeout(r.timeout)
 	}
@@ -726,12 +741,13 @@ func (c *conn) open(id uint32, end bool) error {
 	st.since = c.wd.tick
 	c.streams[id] = st
 	c.active++
+	if bidi != nil {
+		c.bidiStreams++
+		c.running++
+	}
 	c.wd.armLocked(c.closed)
 	c.mu.Unlock()
-	if end {
-		return c.endRequest(st)
-	}
-	return nil
+	return st
 }
 
 // reject answers a call the server will not run with its status alone
