@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"fmt"
 	"net/http"
@@ -62,7 +63,7 @@ type Config struct {
 	File            string        // the file name given to Parse
 	Listen          string        // listen: the public address
 	AdminListen     string        // admin_listen: /metrics, /healthz, /readyz
-	Upstream        string        // upstream: a URL or builtin:echo
+	Upstream        string        // upstream: a URL or builtin:echo; "" when every route names one of Upstreams
 	UpstreamTimeout time.Duration // upstream_timeout: per request, unless a route says otherwise
 	ShutdownTimeout time.Duration // shutdown_timeout: how long in-flight requests may drain
 	Store           string        // store: memory, or a redis://, rediss:// or redis-cluster:// URL
@@ -107,6 +108,10 @@ type Config struct {
 	// set it to at least the requests in flight at peak, or the proxy
 	// dials the upstream afresh for the rest.
 	UpstreamIdleConnections int
+	// Upstreams (upstreams) are the services a route may name as its own
+	// upstream instead of Upstream, each with its pool and timeout (see
+	// upstreams.go).
+	Upstreams []UpstreamConfig
 
 	// Warnings are what is legal but probably not meant, each a line
 	// "file:line: path: warning: message" (a rate limit action reading a
@@ -328,6 +333,10 @@ type Route struct {
 	Adaptive     *AdaptiveConfig
 	priorityLine int
 
+	// Upstream (upstream) names the route's upstream in Config.Upstreams;
+	// "" is the top-level upstream. UpstreamTimeout (upstream_timeout) is
+	// the route's own, else its upstream's timeout, else the top level's.
+	Upstream        string
 	UpstreamTimeout time.Duration
 	Cost            int64
 	CostHeader      string
@@ -502,7 +511,7 @@ var methods = map[string]bool{
 
 func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	var r Route
-	var pathLine, patternLine int
+	var pathLine, patternLine, upstreamLine int
 	refundOn, refundBudget, refundsDone := d.refunds(&r, path, c)
 	d.fields(n, path, map[string]func(k, v *yaml.Node){
 		"path": func(k, v *yaml.Node) {
@@ -527,9 +536,12 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 		},
 		"methods":          func(k, v *yaml.Node) { r.Methods = d.methods(v, yamlnode.Join(path, "methods")) },
 		"upstream_timeout": func(k, v *yaml.Node) { r.UpstreamTimeout = d.duration(v, yamlnode.Join(path, "upstream_timeout")) },
-		"refund_on":        refundOn,
-		"refund_budget":    refundBudget,
-		"cost":             func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
+		"upstream": func(k, v *yaml.Node) {
+			r.Upstream, upstreamLine = d.str(v, yamlnode.Join(path, "upstream")), v.Line
+		},
+		"refund_on":     refundOn,
+		"refund_budget": refundBudget,
+		"cost":          func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
 		"cost_header": func(k, v *yaml.Node) {
 			p := yamlnode.Join(path, "cost_header")
 			r.CostHeader = d.str(v, p)
@@ -557,9 +569,7 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	case r.Pattern == "" && pathLine == 0 && patternLine == 0:
 		d.add(n.Line, yamlnode.Join(path, "path"), "missing path (or pattern)")
 	}
-	if r.UpstreamTimeout == 0 {
-		r.UpstreamTimeout = c.UpstreamTimeout
-	}
+	d.routeUpstream(&r, cmp.Or(upstreamLine, n.Line), path, c) // upstreams.go
 	if r.Denial == nil {
 		r.Denial = c.Denial
 	}

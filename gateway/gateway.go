@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
-	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -84,8 +82,9 @@ type Gateway struct {
 
 // state is one config and the handler built from it.
 type state struct {
-	cfg     *Config
-	handler http.Handler
+	cfg       *Config
+	handler   http.Handler
+	upstreams []*upstreamLink // the top-level upstream first, then upstreams (upstreams.go)
 }
 
 // New returns a Gateway serving cfg: it opens the store (restoring the
@@ -275,7 +274,9 @@ func (g *Gateway) Handler() http.Handler {
 // AdminHandler returns the admin handler: /metrics (Prometheus), /healthz
 // (the process is up) and /readyz (it serves traffic; 503 while draining;
 // a second line says how the store is: "store redis://…: unavailable
-// since …" while on_store_error answers for Redis),
+// since …" while on_store_error answers for Redis, and a line per
+// upstream how it is: "upstream api http://…: ok", or "unreachable since
+// …" after the proxy's 502 or 504 until its next response),
 // and /debug/pprof/ when the config at start says pprof: true.
 func (g *Gateway) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -294,8 +295,9 @@ func (g *Gateway) AdminHandler() http.Handler {
 		}
 		// The store line says whether the store decides for itself or
 		// on_store_error answers for it (Redis down); ready either way.
+		// So does a line per upstream: ok, or unreachable since when.
 		_, detail := g.st.Ready()
-		w.Write([]byte("ok\n" + detail + "\n"))
+		w.Write([]byte("ok\n" + detail + "\n" + upstreamsReady(g.cur.Load().upstreams)))
 	})
 	return mux
 }
@@ -388,17 +390,13 @@ func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.limited.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
 }
 
-// upstream is the handler requests go to once admitted: the built-in
-// echo API, or a reverse proxy to cfg.Upstream.
-func (g *Gateway) upstream(cfg *Config, ih *identityHeaders) (http.Handler, error) {
-	if cfg.Upstream == BuiltinEcho {
-		return http.HandlerFunc(echo), nil
+// upstream is the handler requests to l go to once admitted: the
+// built-in echo API, or a reverse proxy over l's Transport.
+func (g *Gateway) upstream(l *upstreamLink, cfg *Config, ih *identityHeaders) http.Handler {
+	if l.echo {
+		return http.HandlerFunc(echo)
 	}
-	target, err := url.Parse(cfg.Upstream)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: upstream: %w", err)
-	}
-	return g.proxy(target, cfg.UpstreamIdleConnections, cfg.Identity.TrustedProxies, ih), nil
+	return g.proxy(l, cfg.Identity.TrustedProxies, ih)
 }
 
 // ruleNames are the names of every rule of cfg, in every domain.
@@ -423,9 +421,13 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	res := cachedIdentity{resolver}
 	ih := newIdentityHeaders(cfg.Identity)
 	cc := cfg.Connections.withDefaults(DefaultConnections())
-	upstream, err := g.upstream(cfg, ih)
+	links, err := g.upstreamLinks(cfg) // upstreams.go
 	if err != nil {
 		return nil, err
+	}
+	handlers := make(map[*upstreamLink]http.Handler, len(links))
+	for _, l := range links {
+		handlers[l] = g.upstream(l, cfg, ih)
 	}
 	observe, refusals := g.observers(cfg) // refusals.go
 	set, err := g.bindRules(cfg)
@@ -440,9 +442,13 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	patterns := routePatterns(cfg.Routes)
 	catchAll := false
 	for i, rc := range cfg.Routes {
-		next := upstream
-		if cfg.Upstream != BuiltinEcho {
-			next = withTimeout(upstream, rc.UpstreamTimeout)
+		l := linkFor(links, rc.Upstream)
+		if l == nil {
+			return nil, fmt.Errorf("gateway: %s: routes[%d]: no upstream %q", cfg.File, i, rc.Upstream)
+		}
+		next := handlers[l]
+		if !l.echo {
+			next = withTimeout(next, rc.UpstreamTimeout)
 		}
 		mw := &httplimit.Middleware{
 			Store:         g.store,
@@ -491,7 +497,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			mux.ServeHTTP(w, r)
 		}
 	}), cc.ReadTimeout, 0)
-	return &state{cfg: cfg, handler: h}, nil
+	return &state{cfg: cfg, handler: h, upstreams: links}, nil
 }
 
 // withTimeout bounds the upstream call (the whole exchange, body
@@ -512,19 +518,11 @@ func withTimeout(h http.Handler, d time.Duration) http.Handler {
 // The identity headers are the gateway's (see identityHeaders): the
 // client's own values are removed and the resolved identity set.
 //
-// The Transport keeps up to idle keep-alive connections to the upstream
-// (upstream_idle_connections).
-func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *identityHeaders) http.Handler {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	// Keep an idle upstream connection for every concurrent client
-	// (net/http's default keeps 2, and a proxy with more clients than
-	// that dials the upstream again for most requests).
-	tr.MaxIdleConnsPerHost = cmp.Or(idle, DefaultUpstreamIdleConnections)
-	tr.MaxIdleConns = tr.MaxIdleConnsPerHost
-	// A proxy passes the client's Accept-Encoding through: the
-	// Transport must not ask for gzip itself and then decompress the
-	// answer to a client that did not ask for it.
-	tr.DisableCompression = true
+// Each upstream has a Transport of its own (upstreamTransport); a
+// response from the upstream marks it healthy, a 502 or 504 of the
+// proxy's unreachable (upstreams.go).
+func (g *Gateway) proxy(l *upstreamLink, trusted []netip.Prefix, ih *identityHeaders) http.Handler {
+	target := l.target
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -534,8 +532,9 @@ func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *i
 			pr.SetXForwarded()
 			ih.forward(pr)
 		},
-		Transport:  tr,
-		BufferPool: proxyBuffers{},
+		ModifyResponse: l.modifyResponse,
+		Transport:      l.tr,
+		BufferPool:     proxyBuffers{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			status, failure := http.StatusBadGateway, UpstreamUnreachable
 			if errors.Is(err, context.DeadlineExceeded) {
@@ -545,6 +544,7 @@ func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *i
 				return // the client went away
 			}
 			markFailure(r.Context(), failure) // for refund_on: the gateway's own answer, not the upstream's
+			l.health.fail(time.Now(), err)
 			// Counted per upstream, one line an interval: an
 			// upstream outage must not become a logging outage.
 			g.events.Report(eventlog.UpstreamError, target.Host, r.URL.Path, err)

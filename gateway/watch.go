@@ -175,6 +175,6 @@ func (g *Gateway) swap(cfg *Config) error {
 			g.log.Warn("gateway: setting changed; it takes effect on restart", "setting", c.name, "serving", c.old, "file", c.new)
 		}
 	}
-	g.cur.Store(st)
+	closeUnused(g.cur.Swap(st).upstreams, st.upstreams)
 	return nil
 }
