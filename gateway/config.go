@@ -290,13 +290,21 @@ func (c ConnConfig) withDefaults(def ConnConfig) ConnConfig {
 
 // JWTConfig is the jwt subsection of identity.
 type JWTConfig struct {
-	Algorithm string        // alg: HS256, RS256 or ES256
-	KeyFile   string        // key_file: the HMAC secret or the PEM public key
-	UserClaim string        // user_claim: default "sub"
-	TierClaim string        // tier_claim: optional
-	Issuer    string        // issuer: optional, checked when set
-	Audience  string        // audience: optional, checked when set
-	Leeway    time.Duration // leeway: clock skew allowed on exp and nbf
+	Algorithm string // alg: HS256, RS256 or ES256
+	KeyFile   string // key_file: the HMAC secret or the PEM public key
+	// JWKSURL (jwks_url), instead of KeyFile, is where the keys are
+	// fetched (RS256 or ES256): https://, or http:// to a loopback
+	// address. JWKSRefresh (jwks_refresh) is how old the keys get before
+	// a refresh, JWKSMinInterval (jwks_min_interval) the least time
+	// between two fetches (identity.JWKSOptions; 0: its defaults).
+	JWKSURL         string
+	JWKSRefresh     time.Duration
+	JWKSMinInterval time.Duration
+	UserClaim       string        // user_claim: default "sub"
+	TierClaim       string        // tier_claim: optional
+	Issuer          string        // issuer: optional, checked when set
+	Audience        string        // audience: optional, checked when set
+	Leeway          time.Duration // leeway: clock skew allowed on exp and nbf
 }
 
 // Route is one entry of routes: the requests it matches are limited by
@@ -480,27 +488,7 @@ func (d *decoder) identity(n *yaml.Node, ic *IdentityConfig, rel func(string) st
 		"forward_tier_header": func(k, v *yaml.Node) { ic.ForwardTierHeader = d.header(v, "identity.forward_tier_header") },
 		"forward_kind_header": func(k, v *yaml.Node) { ic.ForwardKindHeader = d.header(v, "identity.forward_kind_header") },
 		"hide_credentials":    func(k, v *yaml.Node) { ic.HideCredentials = d.boolean(v, "identity.hide_credentials") },
-		"jwt": func(k, v *yaml.Node) {
-			j := &JWTConfig{UserClaim: "sub"}
-			d.fields(v, "identity.jwt", map[string]func(k, v *yaml.Node){
-				"alg":        func(k, v *yaml.Node) { j.Algorithm = d.str(v, "identity.jwt.alg") },
-				"key_file":   func(k, v *yaml.Node) { j.KeyFile = rel(d.str(v, "identity.jwt.key_file")) },
-				"user_claim": func(k, v *yaml.Node) { j.UserClaim = d.str(v, "identity.jwt.user_claim") },
-				"tier_claim": func(k, v *yaml.Node) { j.TierClaim = d.str(v, "identity.jwt.tier_claim") },
-				"issuer":     func(k, v *yaml.Node) { j.Issuer = d.str(v, "identity.jwt.issuer") },
-				"audience":   func(k, v *yaml.Node) { j.Audience = d.str(v, "identity.jwt.audience") },
-				"leeway":     func(k, v *yaml.Node) { j.Leeway = d.duration(v, "identity.jwt.leeway") },
-			})
-			switch j.Algorithm {
-			case "HS256", "RS256", "ES256":
-			default:
-				d.add(v.Line, "identity.jwt.alg", "want HS256, RS256 or ES256, got %q", j.Algorithm)
-			}
-			if j.KeyFile == "" {
-				d.add(v.Line, "identity.jwt.key_file", "missing key_file")
-			}
-			ic.JWT = j
-		},
+		"jwt":                 func(k, v *yaml.Node) { ic.JWT = d.jwt(v, rel) },
 	})
 }
 

@@ -78,6 +78,8 @@ type Gateway struct {
 	// adaptive limiters across reloads (concurrency.go); now is Options.Now.
 	conc *concurrency
 	now  func() time.Time
+
+	jwks jwksCache // identity.jwt.jwks_url's keys, across reloads (jwt.go)
 }
 
 // state is one config and the handler built from it.
@@ -94,6 +96,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
+	g.jwks.log = g.log
 	if g.registry == nil {
 		g.registry = prometheus.NewRegistry()
 	}
@@ -323,7 +326,10 @@ func (g *Gateway) ReloadFile(filename string) error {
 
 // Resolver builds the identity resolver that cfg describes, loading its
 // key files. sluice check uses it to validate a config offline.
-func Resolver(cfg *Config) (*identity.Resolver, error) {
+func Resolver(cfg *Config) (*identity.Resolver, error) { return newResolver(cfg, newJWKS) }
+
+// newResolver is Resolver with the JWKS of jwks_url from jwks.
+func newResolver(cfg *Config, jwks func(*JWTConfig) (*identity.JWKS, error)) (*identity.Resolver, error) {
 	ic := cfg.Identity
 	opts := identity.Options{TrustedProxies: ic.TrustedProxies, IPv6Prefix: ic.IPv6Prefix, UserHeader: ic.UserHeader, TierHeader: ic.TierHeader}
 	if ic.APIKeysFile != "" {
@@ -338,7 +344,7 @@ func Resolver(cfg *Config) (*identity.Resolver, error) {
 		opts.APIKeys = ks
 	}
 	if ic.JWT != nil {
-		j, err := jwtConfig(cfg, ic.JWT)
+		j, err := jwtConfig(cfg, ic.JWT, jwks)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %s: identity.jwt: %w", cfg.File, err)
 		}
@@ -413,7 +419,7 @@ func ruleNames(cfg *Config) []string {
 }
 
 func (g *Gateway) build(cfg *Config) (*state, error) {
-	resolver, err := Resolver(cfg)
+	resolver, err := newResolver(cfg, g.jwks.get)
 	if err != nil {
 		return nil, err
 	}
