@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,9 @@ type Options struct {
 	// Now is the clock of the utilization shedder (shedding.utilization);
 	// nil means time.Now. Tests set it to drive the ramp.
 	Now func() time.Time
+	// Store, when not "", is the store URL in place of the config's store
+	// (sluice serve --store), at start and for every reload.
+	Store string
 }
 
 // Gateway is a rate limiting reverse proxy: the public handler limits each
@@ -80,7 +84,13 @@ type Gateway struct {
 	now  func() time.Time
 
 	jwks jwksCache // identity.jwt.jwks_url's keys, across reloads (jwt.go)
+	// storeURL is Options.Store: the store in place of the config's.
+	storeURL string
 }
+
+// StoreURL returns the URL of the store the gateway serves with cfg:
+// Options.Store, else cfg's store.
+func (g *Gateway) StoreURL(cfg *Config) string { return cmp.Or(g.storeURL, cfg.Store) }
 
 // state is one config and the handler built from it.
 type state struct {
@@ -92,7 +102,7 @@ type state struct {
 // New returns a Gateway serving cfg: it opens the store (restoring the
 // memory store's snapshot when there is one) and builds the handlers.
 func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
-	g := &Gateway{log: opts.Logger, registry: opts.Registry, now: opts.Now, stop: make(chan struct{})}
+	g := &Gateway{log: opts.Logger, registry: opts.Registry, now: opts.Now, stop: make(chan struct{}), storeURL: opts.Store}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -150,7 +160,7 @@ func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 	if cfg.OnStoreError == ratelimit.FailLocal {
 		ro.OnError = ratelimit.FailLocal
 	}
-	st, err := storeurl.Open(ctx, cfg.Store, storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, OnStoreError: cfg.OnStoreError, Logger: g.log})
+	st, err := storeurl.Open(ctx, g.StoreURL(cfg), storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, OnStoreError: cfg.OnStoreError, Logger: g.log})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}

@@ -161,7 +161,7 @@ func (g *Gateway) swap(cfg *Config) error {
 	for _, c := range []struct{ name, old, new string }{
 		{"listen", old.Listen, cfg.Listen},
 		{"admin_listen", old.AdminListen, cfg.AdminListen},
-		{"store", redact.URL(old.Store), redact.URL(cfg.Store)},
+		{"store", redact.URL(g.StoreURL(old)), redact.URL(g.StoreURL(cfg))},
 		{"snapshot.file", old.SnapshotFile, cfg.SnapshotFile},
 		{"snapshot.journal, snapshot.journal_interval", old.JournalFile() + " " + old.JournalEvery.String(), cfg.JournalFile() + " " + cfg.JournalEvery.String()},
 		{"max_keys", fmt.Sprint(old.MaxKeys), fmt.Sprint(cfg.MaxKeys)},
