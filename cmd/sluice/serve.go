@@ -115,8 +115,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if source == "" {
 		source = "built-in default"
 	}
-	log.Info("sluice serve: listening", "addr", ln.Addr().String(), "admin", adm.Addr().String(),
-		"config", source, "upstream", redact.URL(cfg.Upstream), "upstreams", len(cfg.Upstreams), "store", redact.URL(g.StoreURL(cfg)), "headers", cfg.Headers.String(), "tls", cfg.TLS != nil)
+	attrs := []any{"addr", ln.Addr().String(), "admin", adm.Addr().String(), "config", source, "upstream", redact.URL(cfg.Upstream)}
+	if len(cfg.Upstreams) > 0 {
+		attrs = append(attrs, "upstreams", len(cfg.Upstreams))
+	}
+	log.Info("sluice serve: listening", append(attrs, "store", redact.URL(g.StoreURL(cfg)), "headers", cfg.Headers.String(), "tls", cfg.TLS != nil)...)
 	err = g.Serve(ctx, ln, adm)
 	log.Info("sluice serve: stopped")
 	return err
