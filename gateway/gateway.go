@@ -437,13 +437,9 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	res := cachedIdentity{resolver}
 	ih := newIdentityHeaders(cfg.Identity)
 	cc := cfg.Connections.withDefaults(DefaultConnections())
-	links, err := g.upstreamLinks(cfg) // upstreams.go
+	links, upstreams, err := g.routeUpstreams(cfg, ih) // upstreams.go
 	if err != nil {
 		return nil, err
-	}
-	handlers := make(map[*upstreamLink]http.Handler, len(links))
-	for _, l := range links {
-		handlers[l] = g.upstream(l, cfg, ih)
 	}
 	observe, refusals := g.observers(cfg) // refusals.go
 	set, err := g.bindRules(cfg)
@@ -458,14 +454,6 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	patterns := routePatterns(cfg.Routes)
 	catchAll := false
 	for i, rc := range cfg.Routes {
-		l := linkFor(links, rc.Upstream)
-		if l == nil {
-			return nil, fmt.Errorf("gateway: %s: routes[%d]: no upstream %q", cfg.File, i, rc.Upstream)
-		}
-		next := handlers[l]
-		if !l.echo {
-			next = withTimeout(next, rc.UpstreamTimeout)
-		}
 		mw := &httplimit.Middleware{
 			Store:         g.store,
 			Rules:         set,
@@ -488,7 +476,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
 		}
-		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, next), resolver: resolver, headers: ih,
+		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, upstreams[i]), resolver: resolver, headers: ih,
 			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log, refuse: g.refuse}
 		for _, p := range patterns[i] {
 			if err := register(mux, p, rt); err != nil {

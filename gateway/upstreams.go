@@ -250,14 +250,31 @@ func (g *Gateway) upstreamLinks(cfg *Config) ([]*upstreamLink, error) {
 	return out, nil
 }
 
-// linkFor returns the link of the route's upstream among links.
-func linkFor(links []*upstreamLink, name string) *upstreamLink {
+// routeUpstreams returns the links of cfg's upstreams (upstreamLinks)
+// and, for each route, the handler its admitted requests go to: its
+// upstream's proxy, bounded by the route's upstream_timeout, or the echo
+// API.
+func (g *Gateway) routeUpstreams(cfg *Config, ih *identityHeaders) ([]*upstreamLink, []http.Handler, error) {
+	links, err := g.upstreamLinks(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	handlers := make(map[string]http.Handler, len(links))
 	for _, l := range links {
-		if l.name == name {
-			return l
+		handlers[l.name] = g.upstream(l, cfg, ih)
+	}
+	out := make([]http.Handler, len(cfg.Routes))
+	for i, rc := range cfg.Routes {
+		j := slices.IndexFunc(links, func(l *upstreamLink) bool { return l.name == rc.Upstream })
+		if j < 0 {
+			return nil, nil, fmt.Errorf("gateway: %s: routes[%d]: no upstream %q", cfg.File, i, rc.Upstream)
+		}
+		out[i] = handlers[rc.Upstream]
+		if !links[j].echo {
+			out[i] = withTimeout(out[i], rc.UpstreamTimeout)
 		}
 	}
-	return nil
+	return links, out, nil
 }
 
 // closeUnused closes the idle connections of the links in old that are
