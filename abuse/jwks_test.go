@@ -1,70 +1,17 @@
 package abuse
 
 import (
-	"crypto/rand"
 	"crypto/rsa"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
+	"github.com/sluicehq/sluice/internal/testharness/testidp"
 )
 
-// idpServer is an identity provider's JWKS endpoint: it serves the public
-// keys of keys and counts the fetches.
-type idpServer struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	keys    map[string]*rsa.PrivateKey
-	fetches atomic.Int64
-}
-
-func newIDPServer(t *testing.T) *idpServer {
-	p := &idpServer{keys: map[string]*rsa.PrivateKey{}}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.fetches.Add(1)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		var set jose.JSONWebKeySet
-		for kid, k := range p.keys {
-			set.Keys = append(set.Keys, jose.JSONWebKey{Key: &k.PublicKey, KeyID: kid, Algorithm: "RS256", Use: "sig"})
-		}
-		json.NewEncoder(w).Encode(set)
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *idpServer) add(t *testing.T, kid string) *rsa.PrivateKey {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.mu.Lock()
-	p.keys[kid] = k
-	p.mu.Unlock()
-	return k
-}
-
 func rs256Token(t *testing.T, k *rsa.PrivateKey, kid, sub string) string {
-	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", kid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := sig.Sign([]byte(fmt.Sprintf(`{"sub":%q,"exp":%d}`, sub, time.Now().Add(time.Hour).Unix())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := obj.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return testidp.Sign(t, "RS256", kid, k, fmt.Sprintf(`{"sub":%q,"exp":%d}`, sub, time.Now().Add(time.Hour).Unix()))
 }
 
 // Attack: a flood of JWTs each naming a kid the JWKS does not hold. A
@@ -79,8 +26,8 @@ func rs256Token(t *testing.T, k *rsa.PrivateKey, kid, sub string) string {
 // interval allows a fetch (a second gateway with a 300ms interval).
 func TestJWKSUnknownKidFlood(t *testing.T) {
 	t.Parallel()
-	idp := newIDPServer(t)
-	k1 := idp.add(t, "k1")
+	idp := testidp.New(t)
+	k1 := idp.AddRSA(t, "k1")
 	gw := func(interval string) *gatewayProc {
 		return startServe(t, writeFile(t, t.TempDir(), "gateway.yaml", fmt.Sprintf(`
 upstream: builtin:echo
@@ -88,19 +35,16 @@ identity:
   jwt: {alg: RS256, jwks_url: "%s", jwks_min_interval: %s}
 routes:
   - path: /
-`, idp.srv.URL, interval)))
+`, idp.URL, interval)))
 	}
 	g := gw("1h")
 	c := client(t)
-	forged, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	forged := testidp.RSAKey(t)
 	var tokens [400]string
 	for i := range tokens {
 		tokens[i] = rs256Token(t, forged, fmt.Sprintf("fresh-%d", i), "mallory")
 	}
-	err = parallel(len(tokens), 8, func(i int) error {
+	err := parallel(len(tokens), 8, func(i int) error {
 		code, _, _, err := tryDo(c, "GET", g.url+"/", "Authorization", "Bearer "+tokens[i])
 		if err == nil && code != http.StatusUnauthorized {
 			err = fmt.Errorf("token with kid fresh-%d: %d, want 401", i, code)
@@ -110,7 +54,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := idp.fetches.Load(); n != 1 {
+	if n := idp.Fetches(); n != 1 {
 		t.Errorf("400 unknown kids cost %d JWKS fetches, want 1", n)
 	}
 	if code, _, _ := do(t, c, "GET", g.url+"/", "Authorization", "Bearer "+rs256Token(t, k1, "k1", "alice")); code != http.StatusOK {
@@ -123,20 +67,20 @@ routes:
 	// Rotation: a key published while the gateway runs is fetched on
 	// its first token after the interval; the fetches stay within one
 	// per interval (plus the first).
-	before := idp.fetches.Load()
+	before := idp.Fetches()
 	r := gw("300ms")
 	started := time.Now()
 	if code, _, _ := do(t, c, "GET", r.url+"/", "Authorization", "Bearer "+rs256Token(t, k1, "k1", "alice")); code != http.StatusOK {
 		t.Fatalf("k1 on the second gateway: %d", code)
 	}
-	k2tok := rs256Token(t, idp.add(t, "k2"), "k2", "bob")
+	k2tok := rs256Token(t, idp.AddRSA(t, "k2"), "k2", "bob")
 	eventually(t, 30*time.Second, func() error {
 		if code, _, _ := do(t, c, "GET", r.url+"/", "Authorization", "Bearer "+k2tok); code != http.StatusOK {
 			return fmt.Errorf("rotated-in key k2: %d, want 200", code)
 		}
 		return nil
 	})
-	n, most := idp.fetches.Load()-before, int64(time.Since(started)/(300*time.Millisecond))+1
+	n, most := idp.Fetches()-before, int64(time.Since(started)/(300*time.Millisecond))+1
 	if n < 2 || n > most {
 		t.Errorf("rotation cost %d fetches, want 2 to %d (one, then one per 300ms at most)", n, most)
 	}

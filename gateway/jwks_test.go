@@ -1,22 +1,15 @@
 package gateway_test
 
 import (
-	"crypto/rand"
 	"crypto/rsa"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
-
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/testharness/testidp"
 )
 
 func TestParseJWKS(t *testing.T) {
@@ -54,49 +47,9 @@ routes: [{path: /}]
 `, []string{`gw.yaml:5: identity.jwt.jwks_url: a JWKS holds public keys: alg RS256 or ES256, not HS256`})
 }
 
-// jwksServer serves the public keys of keys (kid: key) as a JWK set and
-// counts the fetches.
-type jwksServer struct {
-	*httptest.Server
-	mu      sync.Mutex
-	keys    map[string]*rsa.PrivateKey
-	fetches atomic.Int64
-}
-
-func newJWKSServer(t *testing.T) *jwksServer {
-	s := &jwksServer{keys: map[string]*rsa.PrivateKey{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fetches.Add(1)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		var set jose.JSONWebKeySet
-		for kid, k := range s.keys {
-			set.Keys = append(set.Keys, jose.JSONWebKey{Key: &k.PublicKey, KeyID: kid, Algorithm: "RS256", Use: "sig"})
-		}
-		json.NewEncoder(w).Encode(set)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *jwksServer) add(t *testing.T, kid string) *rsa.PrivateKey {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	must(t, err)
-	s.mu.Lock()
-	s.keys[kid] = k
-	s.mu.Unlock()
-	return k
-}
-
 // rs256 returns a JWT for sub signed with k, with kid in its header.
 func rs256(t *testing.T, k *rsa.PrivateKey, kid, sub string) string {
-	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", kid))
-	must(t, err)
-	obj, err := sig.Sign([]byte(fmt.Sprintf(`{"sub":%q,"exp":%d}`, sub, time.Now().Add(time.Hour).Unix())))
-	must(t, err)
-	tok, err := obj.CompactSerialize()
-	must(t, err)
-	return tok
+	return testidp.Sign(t, "RS256", kid, k, fmt.Sprintf(`{"sub":%q,"exp":%d}`, sub, time.Now().Add(time.Hour).Unix()))
 }
 
 // TestJWKSIdentity: a gateway with jwks_url takes tokens of the set's
@@ -104,8 +57,8 @@ func rs256(t *testing.T, k *rsa.PrivateKey, kid, sub string) string {
 // fetch, and the keys serve while the IdP is down).
 func TestJWKSIdentity(t *testing.T) {
 	t.Parallel()
-	idp := newJWKSServer(t)
-	k1 := idp.add(t, "k1")
+	idp := testidp.New(t)
+	k1 := idp.AddRSA(t, "k1")
 	cfg := strings.Replace(baseConfig, "  api_keys_file: keys.txt\n",
 		"  api_keys_file: keys.txt\n  jwt: {alg: RS256, jwks_url: \""+idp.URL+"\", jwks_min_interval: 1h}\n", 1)
 	s := start(t, "", cfg)
@@ -113,8 +66,7 @@ func TestJWKSIdentity(t *testing.T) {
 	if r := get(t, c, s.url+"/", "Authorization", "Bearer "+rs256(t, k1, "k1", "alice")); r.code != 200 {
 		t.Fatalf("k1 token: %d %s", r.code, r.body)
 	}
-	forged, err := rsa.GenerateKey(rand.Reader, 2048)
-	must(t, err)
+	forged := testidp.RSAKey(t)
 	for name, tok := range map[string]string{
 		"another key, kid k1": rs256(t, forged, "k1", "mallory"),
 		"unknown kid":         rs256(t, forged, "k9", "mallory"),
@@ -123,7 +75,7 @@ func TestJWKSIdentity(t *testing.T) {
 			t.Errorf("%s: %d, want 401", name, r.code)
 		}
 	}
-	if n := idp.fetches.Load(); n != 1 {
+	if n := idp.Fetches(); n != 1 {
 		t.Errorf("%d fetches, want 1 (the unknown kid within jwks_min_interval fetches nothing)", n)
 	}
 	// A reload (the per-user limit changes): the same JWKS, no fetch; the
@@ -134,7 +86,7 @@ func TestJWKSIdentity(t *testing.T) {
 	if r := get(t, c, s.url+"/", "Authorization", "Bearer "+rs256(t, k1, "k1", "alice")); r.code != 200 {
 		t.Errorf("k1 token after the reload, IdP down: %d %s", r.code, r.body)
 	}
-	if n := idp.fetches.Load(); n != 1 {
+	if n := idp.Fetches(); n != 1 {
 		t.Errorf("%d fetches after the reload, want 1", n)
 	}
 }
@@ -144,8 +96,8 @@ func TestJWKSIdentity(t *testing.T) {
 // callers.
 func TestJWKSUnreachableFailsClosed(t *testing.T) {
 	t.Parallel()
-	idp := newJWKSServer(t)
-	k1 := idp.add(t, "k1")
+	idp := testidp.New(t)
+	k1 := idp.AddRSA(t, "k1")
 	idp.Close()
 	cfg := strings.Replace(baseConfig, "  api_keys_file: keys.txt\n",
 		"  api_keys_file: keys.txt\n  jwt: {alg: RS256, jwks_url: \""+idp.URL+"\"}\n", 1)

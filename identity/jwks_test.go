@@ -7,59 +7,16 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/sluicehq/sluice/internal/testharness/testidp"
 )
-
-// idp is a JWKS server: it serves whatever body is set, and counts the
-// fetches.
-type idp struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	body    string
-	status  int
-	fetches atomic.Int64
-}
-
-func newIDP(t *testing.T) *idp {
-	p := &idp{status: http.StatusOK}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.fetches.Add(1)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		w.WriteHeader(p.status)
-		w.Write([]byte(p.body))
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *idp) set(status int, body string) {
-	p.mu.Lock()
-	p.status, p.body = status, body
-	p.mu.Unlock()
-}
-
-// jwkSet is the JSON of a set of the keys, kid and key alternating.
-func jwkSet(t testing.TB, alg string, kv ...any) string {
-	var keys []json.RawMessage
-	for i := 0; i+1 < len(kv); i += 2 {
-		b, err := json.Marshal(jose.JSONWebKey{Key: kv[i+1], KeyID: kv[i].(string), Algorithm: alg, Use: "sig"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, b)
-	}
-	b, _ := json.Marshal(map[string]any{"keys": keys})
-	return string(b)
-}
 
 // clock is a manual clock.
 type clock struct {
@@ -75,9 +32,9 @@ func (c *clock) add(d time.Duration) {
 }
 
 // jwksResolver is a resolver of RS256 tokens whose keys p serves.
-func jwksResolver(t *testing.T, p *idp, clk *clock, alg string) *Resolver {
+func jwksResolver(t *testing.T, p *testidp.IdP, clk *clock, alg string) *Resolver {
 	t.Helper()
-	j, err := NewJWKS(JWKSOptions{URL: p.srv.URL, Algorithm: alg, Refresh: time.Hour, MinInterval: time.Minute, Now: clk.now})
+	j, err := NewJWKS(JWKSOptions{URL: p.URL, Algorithm: alg, Refresh: time.Hour, MinInterval: time.Minute, Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,22 +61,14 @@ func kidToken(t testing.TB, alg, kid string, key any) string {
 	return signHeader(t, map[string]any{"alg": alg, "kid": kid}, claims(), key)
 }
 
-func newRSA(t testing.TB) *rsa.PrivateKey {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
 // TestJWKSRotation: keys are fetched on first use, a new kid is fetched
 // (at most once a MinInterval), a key dropped from the set stops working
 // at the next refresh.
 func TestJWKSRotation(t *testing.T) {
 	t.Parallel()
-	p, clk := newIDP(t), &clock{t: t0}
-	k1, k2 := rsaKey(), newRSA(t)
-	p.set(200, jwkSet(t, RS256, "k1", &k1.PublicKey))
+	p, clk := testidp.New(t), &clock{t: t0}
+	k1, k2 := rsaKey(), testidp.RSAKey(t)
+	p.Set(200, testidp.KeySet(t, RS256, "k1", &k1.PublicKey))
 	r := jwksResolver(t, p, clk, RS256)
 	steps := []struct {
 		name    string
@@ -130,11 +79,11 @@ func TestJWKSRotation(t *testing.T) {
 	}{
 		{"k1, first use", nil, kidToken(t, RS256, "k1", k1), "alice", 1},
 		{"k1 again: cached", nil, kidToken(t, RS256, "k1", k1), "alice", 1},
-		{"k2 before it is published: one fetch allowed? not yet (interval)", func() { p.set(200, jwkSet(t, RS256, "k1", &k1.PublicKey, "k2", &k2.PublicKey)) },
+		{"k2 before it is published: one fetch allowed? not yet (interval)", func() { p.Set(200, testidp.KeySet(t, RS256, "k1", &k1.PublicKey, "k2", &k2.PublicKey)) },
 			kidToken(t, RS256, "k2", k2), "refused:unknown_kid", 1},
 		{"k2 after MinInterval: fetched", func() { clk.add(time.Minute) }, kidToken(t, RS256, "k2", k2), "alice", 2},
 		{"k1 still there", nil, kidToken(t, RS256, "k1", k1), "alice", 2},
-		{"k1 dropped, refresh due", func() { p.set(200, jwkSet(t, RS256, "k2", &k2.PublicKey)); clk.add(time.Hour) },
+		{"k1 dropped, refresh due", func() { p.Set(200, testidp.KeySet(t, RS256, "k2", &k2.PublicKey)); clk.add(time.Hour) },
 			kidToken(t, RS256, "k1", k1), "refused:unknown_kid", 3},
 		{"k2 after the refresh", nil, kidToken(t, RS256, "k2", k2), "alice", 3},
 		{"k2's kid, k1's signature", nil, kidToken(t, RS256, "k2", k1), "refused:bad_signature", 3},
@@ -147,7 +96,7 @@ func TestJWKSRotation(t *testing.T) {
 		if got := resolveToken(r, s.tok); got != s.want {
 			t.Errorf("%s: %s, want %s", s.name, got, s.want)
 		}
-		if n := p.fetches.Load(); n != s.fetches {
+		if n := p.Fetches(); n != s.fetches {
 			t.Errorf("%s: %d fetches, want %d", s.name, n, s.fetches)
 		}
 	}
@@ -157,10 +106,10 @@ func TestJWKSRotation(t *testing.T) {
 // IdP one fetch per MinInterval, however many tokens.
 func TestJWKSUnknownKidFlood(t *testing.T) {
 	t.Parallel()
-	p, clk := newIDP(t), &clock{t: t0}
-	p.set(200, jwkSet(t, RS256, "k1", &rsaKey().PublicKey))
+	p, clk := testidp.New(t), &clock{t: t0}
+	p.Set(200, testidp.KeySet(t, RS256, "k1", &rsaKey().PublicKey))
 	r := jwksResolver(t, p, clk, RS256)
-	forged := newRSA(t)
+	forged := testidp.RSAKey(t)
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
@@ -175,14 +124,14 @@ func TestJWKSUnknownKidFlood(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := p.fetches.Load(); n != 1 {
+	if n := p.Fetches(); n != 1 {
 		t.Errorf("800 made-up kids: %d fetches, want 1", n)
 	}
 	clk.add(time.Minute)
 	for i := range 100 {
 		resolveToken(r, kidToken(t, RS256, fmt.Sprintf("later-%d", i), forged))
 	}
-	if n := p.fetches.Load(); n != 2 {
+	if n := p.Fetches(); n != 2 {
 		t.Errorf("after MinInterval: %d fetches, want 2", n)
 	}
 }
@@ -207,12 +156,12 @@ func TestJWKSFailsClosed(t *testing.T) {
 		status int
 		body   string
 	}{
-		{"500", 500, jwkSet(t, RS256, "k1", &k.PublicKey)},
+		{"500", 500, testidp.KeySet(t, RS256, "k1", &k.PublicKey)},
 		{"not JSON", 200, "<html>"},
-		{"too big", 200, jwkSet(t, RS256, "k1", &k.PublicKey) + strings.Repeat(" ", DefaultJWKSMaxBytes)},
-		{"too many keys", 200, jwkSet(t, RS256, many...)},
-		{"RSA 1024", 200, jwkSet(t, RS256, "k1", &small.PublicKey)},
-		{"EC key for RS256", 200, jwkSet(t, "", "k1", &ec.PublicKey)},
+		{"too big", 200, testidp.KeySet(t, RS256, "k1", &k.PublicKey) + strings.Repeat(" ", DefaultJWKSMaxBytes)},
+		{"too many keys", 200, testidp.KeySet(t, RS256, many...)},
+		{"RSA 1024", 200, testidp.KeySet(t, RS256, "k1", &small.PublicKey)},
+		{"EC key for RS256", 200, testidp.KeySet(t, "", "k1", &ec.PublicKey)},
 		{"private key published", 200, `{"keys":[` + string(private) + `]}`},
 		{"encryption key", 200, `{"keys":[` + string(enc) + `]}`},
 		{"HMAC secret as a key (alg confusion)", 200, `{"keys":[` + string(oct) + `]}`},
@@ -220,8 +169,8 @@ func TestJWKSFailsClosed(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			p, clk := newIDP(t), &clock{t: t0}
-			p.set(c.status, c.body)
+			p, clk := testidp.New(t), &clock{t: t0}
+			p.Set(c.status, c.body)
 			r := jwksResolver(t, p, clk, RS256)
 			if got := resolveToken(r, kidToken(t, RS256, "k1", k)); got != "refused:keys_unavailable" {
 				t.Errorf("with the bad set: %s, want refused:keys_unavailable", got)
@@ -232,17 +181,17 @@ func TestJWKSFailsClosed(t *testing.T) {
 			}
 			// A good set, then the bad one again at the refresh: the good
 			// keys stay.
-			p.set(200, jwkSet(t, RS256, "k1", &k.PublicKey))
+			p.Set(200, testidp.KeySet(t, RS256, "k1", &k.PublicKey))
 			clk.add(time.Minute)
 			if got := resolveToken(r, kidToken(t, RS256, "k1", k)); got != "alice" {
 				t.Fatalf("with a good set: %s", got)
 			}
-			p.set(c.status, c.body)
+			p.Set(c.status, c.body)
 			clk.add(time.Hour)
 			if got := resolveToken(r, kidToken(t, RS256, "k1", k)); got != "alice" {
 				t.Errorf("bad set at the refresh: %s, want the held key to serve", got)
 			}
-			if n := p.fetches.Load(); n != 3 {
+			if n := p.Fetches(); n != 3 {
 				t.Errorf("%d fetches, want 3", n)
 			}
 		})
@@ -254,11 +203,11 @@ func TestJWKSFailsClosed(t *testing.T) {
 // signature are all refused.
 func TestJWKSForgeries(t *testing.T) {
 	t.Parallel()
-	p, clk := newIDP(t), &clock{t: t0}
+	p, clk := testidp.New(t), &clock{t: t0}
 	k := rsaKey()
-	p.set(200, jwkSet(t, RS256, "k1", &k.PublicKey))
+	p.Set(200, testidp.KeySet(t, RS256, "k1", &k.PublicKey))
 	r := jwksResolver(t, p, clk, RS256)
-	attacker := newRSA(t)
+	attacker := testidp.RSAKey(t)
 	embedded, _ := json.Marshal(jose.JSONWebKey{Key: &attacker.PublicKey})
 	var jwk map[string]any
 	json.Unmarshal(embedded, &jwk)

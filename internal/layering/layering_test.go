@@ -100,6 +100,7 @@ var allowed = map[string][]string{
 	"internal/testharness/redistest": {},
 	"internal/testharness/twodoors":  {},
 	"internal/testharness/testcerts": {},
+	"internal/testharness/testidp":   {},
 	"internal/layering":              {},
 	"internal/docsrun":               {},
 	"abuse":                          {},
@@ -126,7 +127,7 @@ var modules = map[string][]string{
 	"github.com/temoto/robotstxt": {"robots"},
 	// JWS verification and JWK parsing for JWTs: a maintained JOSE library
 	// rather than a verifier of our own.
-	"github.com/go-jose/go-jose/v4": {"identity"},
+	"github.com/go-jose/go-jose/v4": {"identity", "internal/testharness/testidp"},
 }
 
 // moduleOf is the row of modules that holds the import path p, or "".
