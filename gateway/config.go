@@ -662,14 +662,14 @@ func mappingValue(n *yaml.Node, key string) *yaml.Node {
 
 // noClusterNames refuses Envoy's destination_cluster and source_cluster:
 // their entries carry the name of the route's target cluster and of the
-// local service's cluster, and the gateway has no such names (one
-// upstream URL, routes without names, no service cluster of its own), so
-// any value put there would be made up. A constant per route says the
+// local service's cluster, and the gateway has no such names (upstreams
+// that are not clusters, routes without names, no service cluster of its
+// own), so any value put there would be made up. A constant per route says the
 // same thing.
 func (d *decoder) noClusterNames(v *yaml.Node, path, what string) {
 	name := path[strings.LastIndexByte(path, '.')+1:]
 	if what == "route" {
-		d.add(v.Line, path, "the gateway has one upstream and its routes have no names, so there is no cluster name for %s's entry: on each route, use generic_key: {descriptor_key: %s, descriptor_value: <a name for the route>}", name, name)
+		d.add(v.Line, path, "the gateway has no Envoy clusters (its routes have no names), so there is no cluster name for %s's entry: on each route, use generic_key: {descriptor_key: %s, descriptor_value: <a name for the route>}", name, name)
 		return
 	}
 	d.add(v.Line, path, "the gateway has no service cluster of its own, so there is no name for %s's entry: use generic_key: {descriptor_key: %s, descriptor_value: <this gateway's name>}", name, name)
