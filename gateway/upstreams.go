@@ -266,7 +266,11 @@ func (g *Gateway) routeUpstreams(cfg *Config, ih *identityHeaders) ([]*upstreamL
 	out := make([]http.Handler, len(cfg.Routes))
 	for i, rc := range cfg.Routes {
 		j := slices.IndexFunc(links, func(l *upstreamLink) bool { return l.name == rc.Upstream })
-		if j < 0 {
+		switch {
+		case j < 0 && rc.Upstream == "" && cfg.Decision.All():
+			out[i] = http.HandlerFunc(noUpstream) // never proxied: every request is decided
+			continue
+		case j < 0:
 			return nil, nil, fmt.Errorf("gateway: %s: routes[%d]: no upstream %q", cfg.File, i, rc.Upstream)
 		}
 		out[i] = handlers[rc.Upstream]
@@ -318,4 +322,9 @@ func upstreamTransport(idle int) *http.Transport {
 	// answer to a client that did not ask for it.
 	tr.DisableCompression = true
 	return tr
+}
+
+// noUpstream answers for a route that has no upstream to proxy to.
+func noUpstream(w http.ResponseWriter, r *http.Request) {
+	problem(w, http.StatusBadGateway, "no upstream for this route")
 }

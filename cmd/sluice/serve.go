@@ -115,7 +115,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if source == "" {
 		source = "built-in default"
 	}
-	attrs := []any{"addr", ln.Addr().String(), "admin", adm.Addr().String(), "config", source, "upstream", redact.URL(cfg.Upstream)}
+	upstream := redact.URL(cfg.Upstream)
+	if cfg.Decision.All() { // nothing is proxied: the proxy in front is answered
+		upstream = "decision:" + cfg.Decision.Proxy.String()
+	}
+	attrs := []any{"addr", ln.Addr().String(), "admin", adm.Addr().String(), "config", source, "upstream", upstream}
 	if len(cfg.Upstreams) > 0 {
 		attrs = append(attrs, "upstreams", len(cfg.Upstreams))
 	}
