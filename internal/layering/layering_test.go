@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "httplimit/action", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "adaptive",
-		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
+		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/config/didyoumean", "internal/server/tlsreload",
 		"server/status", "internal/server/control", "internal/redact", "internal/tick", "ratelimit/header", "internal/server/accesslog"},
 	"rls/xds": {"rules"},
 	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "server/status", "internal/server/control", "internal/tick", "internal/server/accesslog"},
@@ -102,6 +102,7 @@ var allowed = map[string][]string{
 	"internal/testharness/redistest": {},
 	"internal/testharness/twodoors":  {},
 	"internal/testharness/testcerts": {},
+	"internal/testharness/testidp":   {},
 	"internal/testharness/nginxtest": {},
 	"internal/testharness/cputime":   {},
 	"internal/layering":              {},
@@ -128,6 +129,9 @@ var modules = map[string][]string{
 	// rather than string splitting of our own.
 	"github.com/dunglas/httpsfv":  {"httpclient"},
 	"github.com/temoto/robotstxt": {"robots"},
+	// JWS verification and JWK parsing for JWTs: a maintained JOSE library
+	// rather than a verifier of our own.
+	"github.com/go-jose/go-jose/v4": {"identity", "internal/testharness/testidp"},
 }
 
 // moduleOf is the row of modules that holds the import path p, or "".

@@ -326,8 +326,8 @@ func FuzzUpstreamEnv(f *testing.F) {
 		}
 		for _, s := range sets {
 			if s.Flag == "store" {
-				p := storePassword{password: "pw"}
-				if _, err := p.apply(s.Value); err != nil && !strings.Contains(err.Error(), "has a password already") {
+				p := StorePassword{password: "pw"}
+				if _, err := p.Apply(s.Value); err != nil && !strings.Contains(err.Error(), "has a password already") {
 					t.Errorf("store %q from %v: %v", s.Value, env, err)
 				}
 			}
