@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice/internal/denycache"
 	"github.com/sluicehq/sluice/internal/redislink"
 	"github.com/sluicehq/sluice/internal/transport/rawconn"
 	"github.com/sluicehq/sluice/memstore"
@@ -106,7 +107,9 @@ type Options struct {
 	// requests costing at least as much. See the package documentation for
 	// its accuracy. Off by default.
 	DenyCache bool
-	// DenyCacheSize bounds the denials remembered. Default 65536.
+	// DenyCacheSize bounds the denials remembered: that many, in as many
+	// times 256 bytes (each counted as its key plus 128), so that long
+	// keys fit fewer. Default 65536.
 	DenyCacheSize int
 	// MaxBatch is the most requests one script call decides. Default 128;
 	// 1 disables batching.
@@ -171,7 +174,7 @@ type Store struct {
 	clock      redisClock
 	batch      *batcher
 	link       *redislink.Link
-	deny       *denyCache
+	deny       *denycache.Cache // nil: no DenyCache
 	local      *memstore.Store
 	closed     atomic.Bool
 	policy     atomic.Uint64   // requests OnError answered
@@ -408,9 +411,7 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 	if opts.Now != nil {
 		s.minTTL = MinTTLWithNow.Milliseconds()
 	}
-	if opts.DenyCache {
-		s.deny = newDenyCache(opts.DenyCacheSize)
-	}
+	s.deny = newDenyCache(opts)
 	if opts.OnError == ratelimit.FailLocal {
 		lo := opts.Local
 		lo.Now = opts.Now
@@ -608,8 +609,8 @@ func (s *Store) Close() error {
 
 // decided remembers d in the denial cache when it should.
 func (s *Store) decided(req ratelimit.Request, d ratelimit.Decision, now time.Time) ratelimit.Decision {
-	if s.deny != nil && !d.Allowed && d.RetryAfter > 0 && (req.Algorithm != ratelimit.LeakyBucket || req.MaxDelay == 0) {
-		s.deny.put(req, d, s.cacheClock(now))
+	if s.deny != nil && !d.Allowed && !d.Unsatisfiable && d.RetryAfter > 0 && (req.Algorithm != ratelimit.LeakyBucket || req.MaxDelay == 0) {
+		s.remember(req, d, now)
 	}
 	return d
 }
