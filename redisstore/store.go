@@ -24,11 +24,11 @@ import (
 
 // Defaults for the zero Options.
 const (
-	DefaultPrefix             = "sluice:"
-	DefaultTimeout            = 100 * time.Millisecond
-	DefaultBreakerThreshold   = 3
-	DefaultBreakerCooldown    = time.Second
-	DefaultBreakerMaxCooldown = 5 * time.Second
+	DefaultPrefix             = redislink.DefaultPrefix
+	DefaultTimeout            = redislink.DefaultTimeout
+	DefaultBreakerThreshold   = redislink.DefaultThreshold
+	DefaultBreakerCooldown    = redislink.DefaultCooldown
+	DefaultBreakerMaxCooldown = redislink.DefaultMaxCooldown
 	DefaultMaxBatch           = 128
 	DefaultPipeline           = 2
 	DefaultClusterPipeline    = 2
@@ -156,7 +156,7 @@ type Options struct {
 // MinTTLWithNow is the shortest expiry of a key written with Options.Now
 // set: Redis expires keys on its own clock, which a simulated clock does not
 // follow.
-const MinTTLWithNow = 10 * time.Minute
+const MinTTLWithNow = redislink.MinTTLWithNow
 
 // Store is a ratelimit.Store keeping limiter state in Redis (standalone or
 // Cluster). It is safe for concurrent use. Close releases it.
@@ -361,28 +361,11 @@ func (s *Store) probeFailed(node *redislink.Node, err error) {
 }
 
 func newStore(own, cluster bool, opts Options) (*Store, error) {
-	if strings.ContainsAny(opts.Prefix, "{}") {
-		return nil, fmt.Errorf("redisstore: prefix %q contains a brace", opts.Prefix)
+	base := redislink.Base{Prefix: opts.Prefix, Timeout: opts.Timeout, OnError: opts.OnError, Now: opts.Now != nil}
+	if err := base.Check("redisstore"); err != nil {
+		return nil, err
 	}
-	if opts.OnError > ratelimit.FailLocal {
-		return nil, fmt.Errorf("redisstore: unknown failure policy %d", opts.OnError)
-	}
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.BreakerThreshold == 0 {
-		opts.BreakerThreshold = DefaultBreakerThreshold
-	}
-	if opts.BreakerCooldown <= 0 {
-		opts.BreakerCooldown = DefaultBreakerCooldown
-	}
-	if opts.BreakerMaxCooldown <= 0 {
-		opts.BreakerMaxCooldown = max(DefaultBreakerMaxCooldown, opts.BreakerCooldown)
-	}
-	opts.BreakerMaxCooldown = max(opts.BreakerMaxCooldown, opts.BreakerCooldown)
+	opts.Prefix, opts.Timeout = base.Prefix, base.Timeout
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = DefaultMaxBatch
 	}
@@ -398,7 +381,7 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 	s := &Store{
 		own:        own,
 		opts:       opts,
-		minTTL:     1,
+		minTTL:     base.MinTTL(),
 		scripts:    newScripts(),
 		undoScript: rueidis.NewLuaScript(undoSource),
 		link: redislink.New(redislink.Options{Threshold: opts.BreakerThreshold, Cooldown: opts.BreakerCooldown,
@@ -408,9 +391,6 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 		s.nodes.scripts[i] = rueidis.NewLuaScript(src)
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
-	if opts.Now != nil {
-		s.minTTL = MinTTLWithNow.Milliseconds()
-	}
 	s.deny = newDenyCache(opts)
 	if opts.OnError == ratelimit.FailLocal {
 		lo := opts.Local

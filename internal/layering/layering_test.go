@@ -57,7 +57,7 @@ var allowed = map[string][]string{
 	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog", "internal/tick"},
 	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/denycache", "internal/redact", "internal/tick"},
 	// The one link to Redis of both Redis stores: breakers, trials, health.
-	"internal/redislink": {},
+	"internal/redislink": {"ratelimit"},
 	// The one cache of denials: the Redis store's DenyCache and the RLS's
 	// local over-limit cache.
 	"internal/denycache": {"ratelimit"},
