@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/denycache"
 	"github.com/sluicehq/sluice/internal/redislink"
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/internal/transport/rawconn"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -298,12 +299,8 @@ func (s *Store) probe() {
 		case <-s.link.Wake():
 		}
 		for n := 0; s.link.AnyDown(); n++ {
-			t := time.NewTimer(s.link.Backoff(n))
-			select {
-			case <-s.life.Done():
-				t.Stop()
+			if tick.Sleep(s.life, s.link.Backoff(n)) != nil {
 				return
-			case <-t.C:
 			}
 			if !s.link.AnyDown() {
 				break // a caller's trial closed the breakers meanwhile
