@@ -264,23 +264,7 @@ func grepLines(s, sub string) string {
 // goes to the store and passes, instead of being answered over from
 // memory until its window ends.
 func TestLocalCacheForgetsReset(t *testing.T) {
-	cfg, err := rules.Parse("edge.yaml", []byte(statusRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := rules.NewSet(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := memstore.New(memstore.Options{})
-	defer store.Close()
-	srv, err := rls.New(store, set, rls.Options{LocalCacheSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
+	srv, store, hs := statusServerWith(t, rls.Options{LocalCacheSize: 1 << 20})
 	actions, err := control.NewActions(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
