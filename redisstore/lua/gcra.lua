@@ -85,7 +85,7 @@ for i = 1, #KEYS do
     inc, lim, t, tau = incs[j], lims[j], ts[j], taus[j]
     o = o + 1
   end
-  now_s, now_ns, o = reqnow(o, now_s, now_ns)
+  if per_now then now_s, now_ns, o = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), o + 2 end
 
   local v = written[key]
   if v == nil then v = fetched[i] end
@@ -97,7 +97,8 @@ for i = 1, #KEYS do
       tat_s, tat_ns = unpack('<i8i4', v)
       iv = 0
     end
-    exp = second(tat_s, tat_ns)
+    exp = tat_s
+    if tat_ns > 0 then exp = exp + 1 end
   end
 
   -- Made under another interval: convert (gcra.Convert), and write below.
@@ -167,6 +168,8 @@ for i = 1, #KEYS do
   if write then
     v = pack('<i8i4i8', tat_s, tat_ns, t)
     written[key] = v
+    local e = tat_s -- the whole second at or after the TAT
+    if tat_ns > 0 then e = e + 1 end
     if per_now then
       local ttl = 0
       if now_s < tat_s or (now_s == tat_s and now_ns < tat_ns) then
@@ -176,12 +179,12 @@ for i = 1, #KEYS do
       if ms * 1000000 < ttl then ms = ms + 1 end
       if ms < min_ttl then ms = min_ttl end
       call('SET', key, v, 'PX', format('%d', ms))
-    elseif second(tat_s, tat_ns) <= now_s then
+    elseif e <= now_s then
       -- Full: the same as an absent key.
       call('DEL', key)
       written[key] = false
     else
-      expire(key, v, second(tat_s, tat_ns), exp)
+      expire(key, v, e, exp)
     end
   end
 end

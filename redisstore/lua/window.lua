@@ -136,7 +136,7 @@ for i = 1, #KEYS / 2 do
     sp = specs[tonumber(ARGV[o])]
     o = o + 1
   end
-  now_s, now_ns, o = reqnow(o, now_s, now_ns)
+  if per_now then now_s, now_ns, o = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), o + 2 end
   local rate, w_s, w_ns, wn, long, sliding, n = sp[1], sp[2], sp[3], sp[4], sp[5], sp[6], sp[7]
 
   local ws_s, ws_ns
@@ -342,7 +342,8 @@ for i = 1, #KEYS / 2 do
         written[key] = v
         call('SET', key, v, 'PX', format('%d', ms))
       else
-        local e = second(x_s, x_ns)
+        local e = x_s
+        if x_ns > 0 then e = e + 1 end
         v = pack('<i8i4i8i8i8i8i4', s_s, s_ns, p, c + add, e, w_s, w_ns)
         written[key] = v
         expire(key, v, e, exp)
