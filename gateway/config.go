@@ -126,7 +126,10 @@ type Config struct {
 	ProxyProtocol *ProxyProtocolConfig
 	// AccessLog, when set (access_log:), logs every decision (accesslog.go).
 	AccessLog *AccessLogConfig
-	Rules     *rules.Set
+	// Decision, when set (decision:), has the public listener answer the
+	// proxy in front instead of proxying (decision.go).
+	Decision *DecisionConfig
+	Rules    *rules.Set
 
 	// readFile reads the files the config names (the embedded files for
 	// Default); nil means os.ReadFile.
@@ -262,25 +265,20 @@ func DefaultAdminConnections() ConnConfig {
 
 // withDefaults fills c's zero fields from def.
 func (c ConnConfig) withDefaults(def ConnConfig) ConnConfig {
-	if c.Max <= 0 {
-		c.Max = def.Max
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = def.IdleTimeout
-	}
-	if c.ReadHeaderTimeout <= 0 {
-		c.ReadHeaderTimeout = def.ReadHeaderTimeout
-	}
-	if c.ReadTimeout <= 0 {
-		c.ReadTimeout = def.ReadTimeout
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = def.WriteTimeout
-	}
-	if c.MaxHeaderBytes <= 0 {
-		c.MaxHeaderBytes = def.MaxHeaderBytes
-	}
+	positiveOr(&c.Max, def.Max)
+	positiveOr(&c.IdleTimeout, def.IdleTimeout)
+	positiveOr(&c.ReadHeaderTimeout, def.ReadHeaderTimeout)
+	positiveOr(&c.ReadTimeout, def.ReadTimeout)
+	positiveOr(&c.WriteTimeout, def.WriteTimeout)
+	positiveOr(&c.MaxHeaderBytes, def.MaxHeaderBytes)
 	return c
+}
+
+// positiveOr sets *v to def unless it is positive.
+func positiveOr[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // JWTConfig is the jwt subsection of identity.

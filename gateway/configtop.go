@@ -100,10 +100,11 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 	"shedding":          func(t *top, v *yaml.Node) { t.c.Shedding = t.d.shedding(v) },
 	"denial":            func(t *top, v *yaml.Node) { t.c.Denial = t.d.denial(v, "denial") },
 	"rules_files":       (*top).rulesFiles,
+	"decision":          (*top).decision, // decisionconfig.go
 }
 
 func (d *decoder) parse(data []byte) *Config {
-	root := d.root(data)
+	root := d.walker().Root(data, "at least upstream, routes and rules")
 	if root == nil {
 		return nil
 	}
@@ -113,7 +114,7 @@ func (d *decoder) parse(data []byte) *Config {
 		handlers[key] = func(_, v *yaml.Node) { decode(t, v) }
 	}
 	d.fields(root, "", handlers)
-	if t.c.Upstream == "" {
+	if t.c.Upstream == "" && !t.c.Decision.All() {
 		d.add(root.Line, "upstream", "missing upstream (a URL, or %s)", BuiltinEcho)
 	}
 	t.failClosed()
@@ -122,27 +123,8 @@ func (d *decoder) parse(data []byte) *Config {
 	t.knownDisabledRules()
 	t.defaults()
 	t.routes()
+	t.checkDecision()
 	return t.c
-}
-
-// root is the top-level mapping of a config file, or nil after adding
-// the problem.
-func (d *decoder) root(data []byte) *yaml.Node {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		d.yamlError(err)
-		return nil
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		d.add(0, "", "empty file (want at least upstream, routes and rules)")
-		return nil
-	}
-	root := d.deref(doc.Content[0])
-	if root != nil && root.Kind != yaml.MappingNode {
-		d.add(root.Line, "", "want a mapping, got %s", yamlnode.Kind(root))
-		return nil
-	}
-	return root
 }
 
 // newTop starts a Config with every default.

@@ -437,6 +437,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
+	dmux, answer := decisionMux(cfg, ih) // decision.go; nil without decision
 	patterns := routePatterns(cfg.Routes)
 	catchAll := false
 	for i, rc := range cfg.Routes {
@@ -474,24 +475,36 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			}
 			catchAll = catchAll || p == "/"
 		}
+		if dmux != nil { // the same route, deciding
+			addDecisionRoute(dmux, rt, layers.wrap(i, mw.Handler, answer), patterns[i])
+		}
 	}
 	if err := g.ops.configure(cfg, mux, res); err != nil {
 		return nil, err
 	}
+	return &state{cfg: cfg, handler: g.publicHandler(cfg, cc, mux, dmux, catchAll)}, nil
+}
+
+// publicHandler is the public listener's handler over the route table
+// mux (catchAll: a route matches every path), and dmux when the listener
+// decides (decision.go).
+func (g *Gateway) publicHandler(cfg *Config, cc ConnConfig, mux, dmux *http.ServeMux, catchAll bool) http.Handler {
 	if !catchAll {
-		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			problem(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
-		})
+		mux.HandleFunc("/", noRoute)
 	}
 	// The body's deadline here; the response's in routeHandler, which
 	// knows the route's upstream_timeout (the gateway's own answers are
 	// a few hundred bytes).
-	h := withDeadlines(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return withDeadlines(g.decisions(cfg, dmux, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if canonicalize(w, r) {
 			mux.ServeHTTP(w, r)
 		}
-	}), cc.ReadTimeout, 0)
-	return &state{cfg: cfg, handler: h}, nil
+	})), cc.ReadTimeout, 0)
+}
+
+// noRoute answers a request that no route matches.
+func noRoute(w http.ResponseWriter, r *http.Request) {
+	problem(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 }
 
 // withTimeout bounds the upstream call (the whole exchange, body

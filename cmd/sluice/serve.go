@@ -91,8 +91,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if source == "" {
 		source = "built-in default"
 	}
+	upstream := redact.URL(cfg.Upstream)
+	if cfg.Decision.All() { // nothing is proxied: the proxy in front is answered
+		upstream = "decision:" + cfg.Decision.Proxy.String()
+	}
 	log.Info("sluice serve: listening", "addr", ln.Addr().String(), "admin", adm.Addr().String(),
-		"config", source, "upstream", redact.URL(cfg.Upstream), "store", redact.URL(cfg.Store), "headers", cfg.Headers.String(), "tls", cfg.TLS != nil)
+		"config", source, "upstream", upstream, "store", redact.URL(cfg.Store), "headers", cfg.Headers.String(), "tls", cfg.TLS != nil)
 	err = g.Serve(ctx, ln, adm)
 	log.Info("sluice serve: stopped")
 	return err

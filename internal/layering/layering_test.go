@@ -33,9 +33,9 @@ var allowed = map[string][]string{
 	// import each other.
 	"gateway": {"httplimit", "httplimit/action", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "adaptive",
 		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
-		"internal/server/status", "internal/server/control", "internal/redact", "internal/tick", "ratelimit/header", "internal/server/accesslog"},
+		"server/status", "internal/server/control", "internal/redact", "internal/tick", "ratelimit/header", "internal/server/accesslog"},
 	"rls/xds": {"rules"},
-	"rls":     {"rules", "ratelimit", "internal/denycache", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "internal/server/status", "internal/server/control", "internal/tick", "internal/server/accesslog"},
+	"rls":     {"rules", "ratelimit", "internal/denycache", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "server/status", "internal/server/control", "internal/tick", "internal/server/accesslog"},
 	// The middleware and who is calling.
 	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "ratelimit/header", "internal/tick"},
 	// Envoy's rate_limits actions and sluice's: request -> descriptor entries.
@@ -81,14 +81,16 @@ var allowed = map[string][]string{
 	// Simulations drive the real pure components (and the CPU-bound
 	// overload server the real adaptive middleware, httplimit.Adaptive).
 	"sim": {"adaptive", "httplimit", "backoff", "inflight", "memstore", "ratelimit", "retry", "shed", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog"},
-	// What both servers share, below them.
+	// What both servers share over rules: the status page and the Door
+	// (a rule and its checks as the page and the admin API see them).
+	"server/status": {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},
+	// What both servers share, below them and below rules.
 	"internal/server/admin":      {},
 	"internal/server/accesslog":  {"internal/server/eventlog"},
 	"internal/server/eventlog":   {"internal/tick"},
 	"ratelimit/header":           {"ratelimit"},
 	"internal/server/watch":      {"internal/tick"},
 	"internal/server/topk":       {},
-	"internal/server/status":     {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},
 	"internal/server/control":    {"ratelimit", "internal/server/eventlog", "internal/tick"},
 	"internal/server/tlsreload":  {},
 	"internal/config/yamlnode":   {"internal/config/didyoumean"},
@@ -120,7 +122,7 @@ var modules = map[string][]string{
 	"google.golang.org/genproto/googleapis":  {"rls/xds"},
 	"github.com/envoyproxy/go-control-plane": {"rls", "rls/xds"},
 	"github.com/lyft/gostats":                {"rls"},
-	"go.yaml.in/yaml/v3":                     {"internal/config/yamlnode", "rules", "gateway", "cmd/sluice"},
+	"go.yaml.in/yaml/v3":                     {"internal/config/yamlnode", "rules", "gateway", "cmd/sluice", "rls/runner"},
 	"golang.org/x/net":                       {"rls/runner", "gateway", "rls", "httpclient", "internal/transport/h2grpc"},
 	"golang.org/x/term":                      {"cmd/sluice"},
 	// The client's parsers of what servers send: maintained libraries

@@ -243,8 +243,15 @@ func TestUpstreamEnvMapping(t *testing.T) {
 			"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/certs/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/certs/ca.crt", "RUNTIME_ROOT": "/data",
 			"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"},
 			[]string{"--config-type=xds", "--xds-node-id=envoy-ratelimit", "--xds-server=envoy-gateway:18001", "--xds-tls-ca=/certs/ca.crt",
-				"--xds-tls-cert=/certs/tls.crt", "--xds-tls-key=/certs/tls.key"}},
+				"--xds-tls-cert=/certs/tls.crt", "--xds-tls-key=/certs/tls.key", "--xds-tls=true"}},
 		{"xds defaults", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, []string{"--config-type=xds", "--xds-server=localhost:18000"}},
+		{"xds node metadata, headers and SAN", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA": "a=1,b=x=y",
+			"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:Bearer t", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true",
+			"CONFIG_GRPC_XDS_SERVER_TLS_SAN": "xds.internal"},
+			[]string{"--config-type=xds", "--xds-headers=authorization:Bearer t", "--xds-node-metadata=a=1,b=x=y", "--xds-server=localhost:18000",
+				"--xds-tls-san=xds.internal", "--xds-tls=true"}},
+		{"xds SAN without TLS: not read", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "xds.internal"},
+			[]string{"--config-type=xds", "--xds-server=localhost:18000"}},
 	} {
 		sets, _, err := ReadUpstreamEnv(mapLookup(tc.env), nil)
 		if err != nil {
@@ -291,7 +298,6 @@ func TestUpstreamEnvRefused(t *testing.T) {
 		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, `GRPC_SERVER_TLS_CERT="": GRPC_SERVER_USE_TLS=true needs a certificate`},
 		{map[string]string{"REDIS_POOL_SIZE": "ten"}, `REDIS_POOL_SIZE="ten"`},
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_DELTA"}, `CONFIG_TYPE="GRPC_XDS_DELTA": want FILE or GRPC_XDS_SOTW`},
-		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:x"}, `CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS="authorization:x" is not supported`},
 	} {
 		_, _, err := ReadUpstreamEnv(mapLookup(tc.env), nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
