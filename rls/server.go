@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/internal/denycache"
 	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -181,9 +182,9 @@ type Server struct {
 	dynMeta     bool
 	ops         *ops // /status and the admin API (status.go)
 
-	healthyWithConfig bool            // Options.HealthyWithConfig (configHealth)
-	lc                *localCache     // nil: no local over-limit cache
-	sdRequests        gostats.Counter // ratelimit_server.ShouldRateLimit.total_requests; nil without statsd
+	healthyWithConfig bool             // Options.HealthyWithConfig (configHealth)
+	lc                *denycache.Cache // nil: no local over-limit cache
+	sdRequests        gostats.Counter  // ratelimit_server.ShouldRateLimit.total_requests; nil without statsd
 }
 
 var _ pb.RateLimitServiceServer = (*Server)(nil)
@@ -251,7 +252,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		m.attachStatsd(sd)
 		s.sdRequests = sd.service().totalRequests
 		if lc := s.lc; lc != nil {
-			sd.localCacheGauges(lc.stats)
+			sd.localCacheGauges(lc.Stats)
 		}
 	}
 	if set == nil {
@@ -602,7 +603,7 @@ func (s *Server) apply(ctx context.Context, c *check) error {
 // (so that the cache's hit and miss counts are the same).
 func (s *Server) applyCached(ctx context.Context, c *check) error {
 	now := s.now().UnixNano()
-	if s.lc.get(c, now) {
+	if lcGet(s.lc, c, now) {
 		return nil
 	}
 	if c.skip {
@@ -612,7 +613,7 @@ func (s *Server) applyCached(ctx context.Context, c *check) error {
 		return err
 	}
 	if c.over {
-		s.lc.put(c, now)
+		lcPut(s.lc, c, now)
 	}
 	return nil
 }

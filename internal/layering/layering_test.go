@@ -35,7 +35,7 @@ var allowed = map[string][]string{
 		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/config/didyoumean", "internal/server/tlsreload",
 		"server/status", "internal/server/control", "internal/redact", "internal/tick", "ratelimit/header", "internal/server/accesslog"},
 	"rls/xds": {"rules"},
-	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "server/status", "internal/server/control", "internal/tick", "internal/server/accesslog"},
+	"rls":     {"rules", "ratelimit", "internal/denycache", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "server/status", "internal/server/control", "internal/tick", "internal/server/accesslog"},
 	// The middleware and who is calling.
 	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "ratelimit/header", "internal/tick"},
 	// Envoy's rate_limits actions and sluice's: request -> descriptor entries.
@@ -55,9 +55,12 @@ var allowed = map[string][]string{
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog", "internal/tick"},
-	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/redact", "internal/tick"},
+	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/denycache", "internal/redact", "internal/tick"},
 	// The one link to Redis of both Redis stores: breakers, trials, health.
-	"internal/redislink": {},
+	"internal/redislink": {"ratelimit"},
+	// The one cache of denials: the Redis store's DenyCache and the RLS's
+	// local over-limit cache.
+	"internal/denycache": {"ratelimit"},
 	// The store opener, beside the stores: a URL to a server's stores (rate
 	// limits, in-flight leases) on one client, for both servers.
 	"storeurl": {"memstore", "redisstore", "ratelimit", "inflight", "inflight/redisinflight", "internal/redact"},

@@ -90,6 +90,9 @@ func New(ctx context.Context, f *Config, log *slog.Logger) (*RLS, error) {
 
 func (r *RLS) open(ctx context.Context) error {
 	f, log := r.f, r.log
+	if f.denyCache {
+		log.Warn("sluice rls: --deny-cache is deprecated: it turns on the local over-limit cache, one cache on any store (--local-cache-size-bytes)", "local-cache-size-bytes", f.stats.localCacheSize)
+	}
 	// The first config must be good: there is no previous one to keep.
 	set, err := f.initialRules()
 	if err != nil {
@@ -97,7 +100,7 @@ func (r *RLS) open(ctx context.Context) error {
 	}
 	r.set = set
 	store, err := storeurl.Open(ctx, f.store, storeurl.Options{MaxKeys: f.maxKeys, Logger: log,
-		Redis: redisstore.Options{OnError: f.onError, Timeout: f.storeTimeout, DenyCache: f.denyCache, Prefix: f.keyPrefix,
+		Redis: redisstore.Options{OnError: f.onError, Timeout: f.storeTimeout, Prefix: f.keyPrefix,
 			OnFailure: func(err error) { log.Warn("sluice rls: redis failed", "err", err, "policy", f.onError.String()) }}})
 	if err != nil {
 		return fmt.Errorf("rls: %w", err)
@@ -194,6 +197,11 @@ func (r *RLS) Close() error {
 	return errors.Join(errs...)
 }
 
+// DenyCacheSize is the local over-limit cache that the deprecated
+// --deny-cache turns on when --local-cache-size-bytes is not given: the
+// Redis store's DenyCacheSize (65536 entries) of short keys.
+const DenyCacheSize = redisstore.DefaultDenyCacheSize * rls.LocalCacheEntryOverhead
+
 // Config is sluice rls's configuration: its command line, each field a
 // flag (AddFlags), checked by Check.
 type Config struct {
@@ -238,6 +246,9 @@ func (f *Config) Check() error {
 	if err := f.stats.check(); err != nil {
 		return err
 	}
+	if f.denyCache && f.stats.localCacheSize == 0 {
+		f.stats.localCacheSize = DenyCacheSize
+	}
 	if err := f.access.check(); err != nil {
 		return err
 	}
@@ -273,7 +284,7 @@ func (f *Config) define(fs *flag.FlagSet) rlsFlagText {
 	fs.StringVar(&f.keyPrefix, "key-prefix", redisstore.DefaultPrefix, "with Redis, the `PREFIX` of every key (envoyproxy/ratelimit's CACHE_KEY_PREFIX): fleets that share one Redis and must not share counters take different prefixes; no '{' or '}'")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the bearer token of the admin API on the HTTP listener (/admin/: reset, override, enforce); without it $SLUICE_ADMIN_TOKEN; without either the API is refused. /status and /status.json are served either way")
 	fs.BoolVar(&f.dynMeta, "response-dynamic-metadata", false, "add envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA to every answer: the domain, the descriptors and the merged metadata of the rules that passed")
-	fs.BoolVar(&f.denyCache, "deny-cache", false, "with Redis, the Redis store's own cache of denials: a key denied is answered in process until its Retry-After, without a round trip and without stats (--local-cache-size-bytes is envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES, on any store)")
+	fs.BoolVar(&f.denyCache, "deny-cache", false, "deprecated: the local over-limit cache, as --local-cache-size-bytes 8388608 when that is not given (the Redis store's own cache of denials before; one cache now, on any store, with its stats)")
 	text.onError = fs.String("on-store-error", "error", "what to answer when the store cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
 	text.headers = fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) legacy (X-RateLimit-Limit, -Remaining, -Reset in seconds, Retry-After) or envoy (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED: legacy's choice as RateLimit-Limit, -Remaining, -Reset, no Retry-After)")
 	text.limitHeaderNames = fs.String("limit-header-names", "", "`LIMIT,REMAINING,RESET`: rename the three headers of --headers legacy or envoy (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER); an empty part keeps its name")
