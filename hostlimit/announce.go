@@ -151,8 +151,9 @@ func (a *announced) take(now time.Time) {
 }
 
 // apply sets the model from b, announced at now for the answer to permit
-// seq (-1: unknown), with unseen requests sent that b may not count.
-func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, margin time.Duration) {
+// seq (-1: unknown), with unseen requests sent that b may not count; rtt
+// is how long that answer took (0: unknown).
+func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, margin, rtt time.Duration) {
 	avail := float64(b.Remaining - unseen)
 	live := a.active(now)
 	if live && seq >= 0 && seq < a.first {
@@ -180,10 +181,7 @@ func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, margin tim
 			rate: rate, size: float64(b.Limit), refilling: a.refilling && a.rate > 0}
 		return
 	}
-	lo, hi := now.Add(b.Reset), now.Add(b.Reset)
-	if b.Reset >= time.Second && b.Reset%time.Second == 0 {
-		lo = hi.Add(-time.Second) // rounded up to whole seconds
-	}
+	lo, hi := resetBounds(b.Reset, now, rtt)
 	if live && a.rate == 0 && !a.probing && a.hi.After(lo) && hi.After(a.lo) {
 		// The same window: each answer bounds what remains, and narrows
 		// where the reset is.
@@ -213,6 +211,20 @@ func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, margin tim
 		}
 	}
 	a.until = a.hi.Add(time.Second)
+}
+
+// resetBounds is where the reset of a window announced at now to be reset
+// away is: in (lo, hi]. A reset rounded to whole seconds (a delay in
+// seconds, a Unix time in seconds as GitHub's) is up to a second sooner;
+// an exact one (a Unix time in milliseconds) was said up to rtt ago, or
+// is hi itself. Answers of one window say different delays to one reset,
+// and each interval holds it, so those of one window overlap.
+func resetBounds(reset time.Duration, now time.Time, rtt time.Duration) (lo, hi time.Time) {
+	hi = now.Add(reset)
+	if reset >= time.Second && (reset%time.Second == 0 || hi.Nanosecond() == 0) {
+		return hi.Add(-time.Second), hi
+	}
+	return hi.Add(-max(rtt, time.Nanosecond)), hi
 }
 
 // stale reports whether an answer saying remaining at now is older news
@@ -276,7 +288,7 @@ func (l *Limiter) Announce(host string, b Budget, now time.Time) {
 	h := l.host(host, now)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	l.announce(h, h.budgetFor(b.Resource, now), b, now, -1, 0)
+	l.announce(h, h.budgetFor(b.Resource, now), b, now, -1, 0, 0)
 }
 
 // Announce is Limiter.Announce for the answer to p's request: the server
@@ -297,19 +309,20 @@ func (p *Permit) Announce(b Budget, now time.Time) {
 	h.learnRoute(p.route, bu)
 	p.answered = bu
 	if bu == p.b {
-		p.l.announce(h, bu, b, now, int64(p.seq), 0)
+		p.l.announce(h, bu, b, now, int64(p.seq), 0, now.Sub(p.start))
 		return
 	}
 	// Paced by another budget (its route was not known to count against
 	// bu): its place in bu is unknown, and the others in flight that p's
 	// budget paced may count against bu too.
-	p.l.announce(h, bu, b, now, -1, max(p.b.sent-1, 0)+1)
+	p.l.announce(h, bu, b, now, -1, max(p.b.sent-1, 0)+1, now.Sub(p.start))
 }
 
 // announce applies b to bu, a budget of h. seq is bu's permit the answer
 // is for, or -1 when unknown; others are requests in flight, paced by
-// another budget, that may count against bu. h.mu is held.
-func (l *Limiter) announce(h *host, bu *budget, b Budget, now time.Time, seq int64, others int) {
+// another budget, that may count against bu; rtt is the time the answer
+// took (0: unknown). h.mu is held.
+func (l *Limiter) announce(h *host, bu *budget, b Budget, now time.Time, seq int64, others int, rtt time.Duration) {
 	// Requests that may be missing from Remaining: all those sent after
 	// it, and those sent before it still in flight (the server counts in
 	// its own order). Unknown which, all the others in flight.
@@ -323,7 +336,7 @@ func (l *Limiter) announce(h *host, bu *budget, b Budget, now time.Time, seq int
 			}
 		}
 	}
-	bu.ann.apply(b, now, seq, unseen, bu.alignMargin())
+	bu.ann.apply(b, now, seq, unseen, bu.alignMargin(), rtt)
 	close(h.annWake)
 	h.annWake = make(chan struct{})
 }

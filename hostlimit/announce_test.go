@@ -149,3 +149,64 @@ func TestSpendCredit(t *testing.T) {
 		}
 	})
 }
+
+// TestAnnouncedInFlightAbsoluteReset: with a reset given as an instant
+// (GitHub's X-RateLimit-Reset in Unix seconds, a reset in milliseconds),
+// which each answer turns into a different delay, the answers are of one
+// window all the same: a later permit's answer saying more remain, the
+// server having counted it before an earlier one, is stale, not a new
+// window's quota (that took one request too many per answer so
+// reordered).
+func TestAnnouncedInFlightAbsoluteReset(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		reset time.Duration // after a whole second of the virtual clock
+	}{
+		{"unix seconds", 10 * time.Second},
+		{"milliseconds", 10*time.Second + 500*time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := New(Options{Concurrency: 100, Rate: 1000, Burst: 10}) // the four at once
+				ctx := context.Background()
+				reset := time.Now().Truncate(time.Second).Add(tt.reset)
+				var ps []*Permit
+				for range 4 {
+					p, err := l.Acquire(ctx, "h")
+					if err != nil {
+						t.Fatal(err)
+					}
+					ps = append(ps, p)
+				}
+				// The server counted the 2nd before the 1st: the 1st's
+				// answer says 4 remain (the three others in flight may
+				// take 3), the 2nd's, a millisecond later, 5.
+				for _, a := range []struct {
+					p    *Permit
+					left int64
+				}{{ps[0], 4}, {ps[1], 5}} {
+					time.Sleep(time.Millisecond)
+					now := time.Now()
+					a.p.Announce(Budget{Remaining: a.left, Reset: reset.Sub(now)}, now)
+					a.p.Done(Feedback{})
+				}
+				ps[2].Done(Feedback{})
+				ps[3].Done(Feedback{})
+				start := time.Now()
+				var got []time.Duration
+				for range 3 {
+					p, err := l.Acquire(ctx, "h")
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, time.Since(start))
+					p.Done(Feedback{})
+				}
+				first := reset.Sub(start)
+				if want := []time.Duration{0, first, first + time.Second}; !slices.Equal(got, want) {
+					t.Errorf("sent at %v, want %v", got, want)
+				}
+			})
+		})
+	}
+}
