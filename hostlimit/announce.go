@@ -17,6 +17,12 @@ type Budget struct {
 	// X-RateLimit-Resource, an IETF policy's name); "" is the host's
 	// unnamed budget.
 	Resource string
+	// MaxInFlight, when positive, is the most requests at once the host
+	// takes, whatever its budgets hold: GitHub's guide asks for one at a
+	// time (its secondary limits, which nothing announces, refuse
+	// requests at once long before the budget is spent). The host keeps
+	// the latest one.
+	MaxInFlight int
 }
 
 // bucket reports whether b reads as a token bucket rather than a window:
@@ -327,6 +333,9 @@ func (l *Limiter) announce(h *host, bu *budget, b Budget, now time.Time, seq int
 	// it, and those sent before it still in flight (the server counts in
 	// its own order). Unknown which, all the others in flight.
 	h.announced.Store(true)
+	if b.MaxInFlight > 0 {
+		h.askedCap = b.MaxInFlight
+	}
 	unseen := int64(max(bu.sent+others-1, 0))
 	if seq >= 0 {
 		unseen = int64(bu.seq) - seq

@@ -149,6 +149,12 @@ type host struct {
 	// the announced budget does not explain, set at capAt.
 	concCap int
 	capAt   time.Time
+	// askedCap caps the requests in flight as the server's own guide
+	// asks (Budget.MaxInFlight; 0: none).
+	askedCap int
+	// sending counts the permits held: the requests sent and not yet
+	// Done, whose slots the caps above count.
+	sending int
 	// afterPause: the next request follows a pause for a refusal.
 	afterPause bool
 	// ceiling caps the host's rate (a robots.txt Crawl-delay); 0 is none.
@@ -341,7 +347,9 @@ func (l *Limiter) takeToken(ctx context.Context, h *host, b *budget, route strin
 			return nil, nil
 		}
 		h.mu.Lock()
-		spare := h.routeBudget(route, now) == b && b.ann.wait(now, l.o.BudgetMode, b.seq+1) <= 0
+		// A cap that came after this request took its slot holds it
+		// back too.
+		spare := h.routeBudget(route, now) == b && b.ann.wait(now, l.o.BudgetMode, b.seq+1) <= 0 && h.sending < h.capped(math.MaxInt)
 		skip := spare && h.skipBucket(b, now)
 		h.mu.Unlock()
 		if !spare {
@@ -443,6 +451,7 @@ func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) err
 func (l *Limiter) permit(h *host, b *budget, now time.Time) *Permit {
 	h.mu.Lock()
 	h.lastUsed = now
+	h.sending++
 	b.sent++
 	b.seq++
 	seq := b.seq
@@ -523,6 +532,7 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 		h.throttles = 0
 	}
 	h.inflight--
+	h.sending--
 	b := p.b
 	b.sent--
 	if i := slices.Index(b.live, p.seq); i >= 0 {
@@ -630,9 +640,7 @@ func (h *host) acquireSlot(ctx context.Context, limit int) error {
 	for {
 		now := time.Now()
 		h.mu.Lock()
-		if h.concCap > 0 {
-			limit = min(limit, h.concCap)
-		}
+		limit = h.capped(limit)
 		slots, recheck := limit, time.Duration(0)
 		if now.Before(h.rampEnd) && !now.Before(h.pauseUntil) && limit > 1 {
 			total := h.rampEnd.Sub(h.pauseUntil)
@@ -668,6 +676,17 @@ func (h *host) acquireSlot(ctx context.Context, limit int) error {
 			return err
 		}
 	}
+}
+
+// capped is limit under the host's caps on requests in flight: one learnt
+// from refusals, one the server asks for. h.mu is held.
+func (h *host) capped(limit int) int {
+	for _, c := range [...]int{h.concCap, h.askedCap} {
+		if c > 0 {
+			limit = min(limit, c)
+		}
+	}
+	return limit
 }
 
 func (h *host) release() {
@@ -721,6 +740,7 @@ func (l *Limiter) Hosts() []HostState {
 		if h.conc != nil {
 			s.MaxInFlight = h.conc.Limit()
 		}
+		s.MaxInFlight = h.capped(s.MaxInFlight)
 		if r, ok := h.pace(now); ok && (h.ctrl != nil || r < s.Rate) {
 			s.Rate, s.Paced = r, true
 		}

@@ -592,13 +592,29 @@ func (t *Transport) serverDelay(resp *http.Response, permit *hostlimit.Permit, s
 	}
 	if !t.o.IgnoreBudgetHeaders {
 		if b, has := ParseBudget(resp.Header, now); has {
-			permit.Announce(hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window, Resource: b.Policy}, now)
+			permit.Announce(hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window, Resource: b.Policy,
+				MaxInFlight: gitHubInFlight(resp.Header)}, now)
 			if !ok && b.Exhausted() && sig == adaptive.Throttled {
 				ra = b.Reset // GitHub's 403/429 with X-RateLimit-Reset and no Retry-After
 			}
 		}
 	}
 	return ra
+}
+
+// GitHubInFlight is the most requests in flight to a host that answers as
+// GitHub's API does (an X-GitHub-Request-Id or X-RateLimit-Resource
+// field): its guide asks for requests one at a time, not at once, since
+// its secondary limits refuse concurrent requests that no header
+// announces, long before the budget it announces is spent.
+const GitHubInFlight = 1
+
+// gitHubInFlight is GitHubInFlight for an answer of GitHub's API, else 0.
+func gitHubInFlight(h http.Header) int {
+	if h.Get("X-Github-Request-Id") != "" || h.Get("X-Ratelimit-Resource") != "" {
+		return GitHubInFlight
+	}
+	return 0
 }
 
 // SecondaryDelay is the least wait after a GitHub secondary rate limit

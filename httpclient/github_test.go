@@ -1,0 +1,89 @@
+package httpclient
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// secondaryServer answers as GitHub's API does, with a budget far from
+// spent (X-RateLimit-*, and X-RateLimit-Resource: core unless
+// unnamed, X-GitHub-Request-Id then) and a secondary limit that nothing
+// announces: more than maxAt requests at once are refused with 403,
+// Retry-After and GitHub's message.
+type secondaryServer struct {
+	maxAt   int
+	unnamed bool
+
+	mu          sync.Mutex
+	at, most    int
+	ok, refused int
+}
+
+func (s *secondaryServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.at++
+	s.most = max(s.most, s.at)
+	over := s.at > s.maxAt
+	used := s.ok + 1
+	s.mu.Unlock()
+	// Some work, so that requests at once overlap; the assertions count.
+	time.Sleep(3 * time.Millisecond)
+	s.mu.Lock()
+	s.at--
+	if over {
+		s.refused++
+	} else {
+		s.ok++
+	}
+	s.mu.Unlock()
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", "5000")
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(5000-used))
+	h.Set("X-RateLimit-Used", strconv.Itoa(used))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+	if s.unnamed {
+		h.Set("X-GitHub-Request-Id", "CAFE:1:2:3:4")
+	} else {
+		h.Set("X-RateLimit-Resource", "core")
+	}
+	if over {
+		h.Set("Retry-After", "1")
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
+	}
+}
+
+// TestGitHubOneAtATime: a host that answers as GitHub's API gets its
+// requests one at a time, as GitHub's guide asks, whatever the
+// Concurrency: its secondary limit on requests at once, which no header
+// announces, refuses none, though the budget it announces would take
+// them all at once (before, the first answer let 8 go together, and all
+// but 2 were refused).
+func TestGitHubOneAtATime(t *testing.T) {
+	t.Parallel()
+	// Named, the first answer moves the route to the core budget; unnamed,
+	// the requests that took their slots before it are held back too.
+	for _, unnamed := range []bool{false, true} {
+		srv := &secondaryServer{maxAt: 2, unnamed: unnamed}
+		hs := httptest.NewServer(srv)
+		c := NewClient(Options{Concurrency: 8})
+		failed := fetchAll(t, c, hs.URL, 40)
+		hs.Close()
+		srv.mu.Lock()
+		if failed != 0 || srv.refused != 0 || srv.ok != 40 {
+			t.Errorf("unnamed %v: %d failed, %d refused, %d answered; want 0, 0, 40", unnamed, failed, srv.refused, srv.ok)
+		}
+		if srv.most != 1 {
+			t.Errorf("unnamed %v: %d requests at once, want 1", unnamed, srv.most)
+		}
+		srv.mu.Unlock()
+		if hs := c.Transport.(*Transport).Hosts(); len(hs) != 1 || hs[0].MaxInFlight != GitHubInFlight {
+			t.Errorf("unnamed %v: hosts %+v, want one with MaxInFlight %d", unnamed, hs, GitHubInFlight)
+		}
+	}
+}
