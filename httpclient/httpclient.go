@@ -35,6 +35,8 @@ type Options struct {
 	// means 20 ms worth at the host's current rate, at least 1.
 	Burst int
 	// Concurrency is the most requests in flight per host. Zero means 4.
+	// A host that answers as GitHub's API gets one at a time
+	// (GitHubInFlight).
 	Concurrency int
 	// Adaptive configures the per-host AIMD controllers when Rate is zero.
 	Adaptive adaptive.Options
