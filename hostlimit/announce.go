@@ -378,3 +378,30 @@ func (a *announced) pace(now time.Time) float64 {
 	}
 	return max(a.level, 0) / max(a.reset.Sub(now).Seconds(), 1e-3)
 }
+
+// spentFor is how long a window's model holds its requests back at now:
+// until its reset when it has none to spare, else 0 (a bucket's next
+// refill is the wait of one request, never long).
+func (a *announced) spentFor(now time.Time) time.Duration {
+	if !a.active(now) || a.rate > 0 || !now.Before(a.reset) || a.tokens(now) >= 1 {
+		return 0
+	}
+	return a.reset.Sub(now)
+}
+
+// BudgetWait returns how long a request on route to host would wait for
+// the announced budget that paces it (see AcquireRoute): a spent
+// window's reset, 0 if it may go or none holds it. A caller that will not
+// wait that long fails the request at once, as for PauseLeft.
+func (l *Limiter) BudgetWait(host, route string) time.Duration {
+	l.mu.Lock()
+	h := l.hosts[host]
+	l.mu.Unlock()
+	if h == nil || !h.announced.Load() {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	return h.routeBudget(route, now).ann.spentFor(now)
+}

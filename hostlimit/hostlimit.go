@@ -505,23 +505,24 @@ func (p *Permit) Done(f Feedback) {
 
 func (l *Limiter) done(p *Permit, f Feedback) {
 	h, now := p.h, time.Now()
+	sig := p.hostSignal(f.Signal, now)
 	switch {
-	case f.Signal == adaptive.Success:
+	case sig == adaptive.Success:
 		if f.Latency > 0 {
 			p.tok.DoneRTT(f.Latency)
 		} else {
 			p.tok.Done()
 		}
-	case f.Signal.Congestion():
+	case sig.Congestion():
 		p.tok.Dropped()
 	default:
 		p.tok.Ignore()
 	}
 	if h.ctrl != nil {
-		if f.Latency <= 0 && f.Signal != adaptive.Neutral {
+		if f.Latency <= 0 && sig != adaptive.Neutral {
 			f.Latency = now.Sub(p.start)
 		}
-		h.ctrl.OnResponse(now, adaptive.Sample{Signal: f.Signal, Latency: f.Latency, RetryAfter: f.RetryAfter})
+		h.ctrl.OnResponse(now, adaptive.Sample{Signal: sig, Latency: f.Latency, RetryAfter: f.RetryAfter})
 	}
 	var paused time.Duration
 	h.mu.Lock()
@@ -552,6 +553,32 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 	}
 }
 
+// hostSignal is what an answer signalling sig, at now, says of p's host
+// for its adaptive rate and concurrency: a refusal by a named budget
+// that is spent (search, with core to spare) says that budget is spent,
+// which its model holds, and nothing of the host: it is Neutral.
+func (p *Permit) hostSignal(sig adaptive.Signal, now time.Time) adaptive.Signal {
+	if sig != adaptive.Throttled {
+		return sig
+	}
+	p.h.mu.Lock()
+	defer p.h.mu.Unlock()
+	if p.spentNamed(now) {
+		return adaptive.Neutral
+	}
+	return sig
+}
+
+// spentNamed reports whether the budget that answered p (or paced it) is
+// a named one, spent at now. The host's mu is held.
+func (p *Permit) spentNamed(now time.Time) bool {
+	b := p.b
+	if p.answered != nil {
+		b = p.answered
+	}
+	return b.name != "" && b.ann.active(now) && b.ann.tokens(now) < 1
+}
+
 // throttled applies a refusal of p's request, answered at now with the
 // delay ra, and returns the pause of the host it starts (0 if none). The
 // host's mu is held.
@@ -572,7 +599,7 @@ func (l *Limiter) throttled(p *Permit, ra time.Duration, now time.Time) time.Dur
 		// was in flight (once for the requests sent together).
 		h.concCap, h.capAt = max(1, h.inflight/2), now
 	}
-	if b.name != "" && b.ann.active(now) && b.ann.tokens(now) < 1 {
+	if p.spentNamed(now) {
 		// Refused by a named budget that is spent: it holds its own
 		// routes until its reset; the host's other budgets are not
 		// paused for it.

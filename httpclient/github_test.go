@@ -1,13 +1,17 @@
 package httpclient
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/sluicehq/sluice/retry"
 )
 
 // secondaryServer answers as GitHub's API does, with a budget far from
@@ -86,4 +90,41 @@ func TestGitHubOneAtATime(t *testing.T) {
 			t.Errorf("unnamed %v: hosts %+v, want one with MaxInFlight %d", unnamed, hs, GitHubInFlight)
 		}
 	}
+}
+
+// TestSpentSearchFirst: with search spent for an hour and the client's
+// first answer its refusal, search requests fail at once with the wait
+// (beyond MaxDelay), none sent, and core requests are not slowed: the
+// refusal said which budget is spent, nothing of the host's rate (virtual
+// time). Before, every later search request waited the hour for the
+// reset, and the refusal cut the host's adaptive rate to 1/36 a second,
+// which held the first core request 10 s.
+func TestSpentSearchFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newResourceServer(0, 100, time.Hour)
+		c := NewClient(Options{Transport: handlerTransport{srv}, Concurrency: 4})
+		ctx := t.Context()
+		base := "http://api.example"
+		start := time.Now()
+		for i := range 3 {
+			err := fetch(ctx, c, base+paths["search"])
+			if !errors.Is(err, retry.ErrDelayTooLong) {
+				t.Errorf("search %d: %v, want the wait beyond MaxDelay", i, err)
+			}
+		}
+		if d := time.Since(start); d != 0 || srv.refused() != 1 {
+			t.Errorf("search requests failed after %v, %d sent; want at once, 1 sent", d, srv.refused())
+		}
+		for i := range 10 {
+			if err := fetch(ctx, c, base+paths["core"]); err != nil {
+				t.Fatalf("core request %d: %v", i, err)
+			}
+		}
+		// The first core request waits for the host's bucket at the
+		// adaptive rate's start (2 a second: the search took its token),
+		// the others for nothing.
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("core requests done after %v, want within a second", d)
+		}
+	})
 }

@@ -563,13 +563,19 @@ func (t *Transport) admit(ctx context.Context, req *http.Request, key string, hs
 		// loop does for a Retry-After of its own.
 		return refuse(retry.WithDelay(fmt.Errorf("httpclient: %s paused for another %v", key, left.Round(time.Second)), left))
 	}
+	route := t.o.Route(req)
+	if left := t.limiter.BudgetWait(key, route); left > t.maxDelay() {
+		// The same for the budget that paces it: spent until a reset
+		// further away than that.
+		return refuse(retry.WithDelay(fmt.Errorf("httpclient: %s: the budget of %s is spent for another %v", key, route, left.Round(time.Second)), left))
+	}
 	waitStart := time.Now()
 	if d := t.o.RandomDelay; d > 0 {
 		if err := retry.Sleep(ctx, rand.N(d)); err != nil {
 			return refuse(retry.Permanent(err))
 		}
 	}
-	permit, err = t.limiter.AcquireRoute(ctx, key, t.o.Route(req))
+	permit, err = t.limiter.AcquireRoute(ctx, key, route)
 	if err != nil {
 		return refuse(retry.Permanent(err))
 	}
