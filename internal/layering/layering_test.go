@@ -111,6 +111,9 @@ var allowed = map[string][]string{
 	"internal/layering":              {},
 	"internal/docsrun":               {},
 	"abuse":                          {},
+
+	// An envoyproxy/ratelimit-style server, for the client's tests.
+	"internal/testharness/envoystyle": {},
 }
 
 // modules is the one table of third-party imports: for every module the
