@@ -81,6 +81,7 @@ var allowed = map[string][]string{
 	// What both servers share, below them.
 	"internal/server/admin":      {},
 	"internal/server/accesslog":  {"internal/server/eventlog"},
+	"internal/server/tracing":    {"internal/server/accesslog"},
 	"internal/server/eventlog":   {"internal/tick"},
 	"ratelimit/header":           {"ratelimit"},
 	"internal/server/watch":      {"internal/tick"},
@@ -100,6 +101,7 @@ var allowed = map[string][]string{
 	"internal/testharness/redistest": {},
 	"internal/testharness/twodoors":  {},
 	"internal/testharness/testcerts": {},
+	"internal/testharness/otlptest":  {},
 	"internal/layering":              {},
 	"internal/docsrun":               {},
 	"abuse":                          {},
@@ -112,14 +114,19 @@ var allowed = map[string][]string{
 var modules = map[string][]string{
 	"github.com/redis/rueidis":               {"internal/redislink", "redisstore", "inflight/redisinflight"},
 	"github.com/prometheus/client_golang":    {"gateway", "rls", "rls/xds", "rls/runner", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload", "internal/server/admin"},
-	"google.golang.org/grpc":                 {"rls/runner", "rls", "rls/xds", "internal/transport/h2grpc"},
-	"google.golang.org/protobuf":             {"rls", "rls/xds", "internal/transport/h2grpc"},
+	"google.golang.org/grpc":                 {"rls/runner", "rls", "rls/xds", "internal/transport/h2grpc", "internal/server/tracing", "internal/testharness/otlptest"},
+	"google.golang.org/protobuf":             {"rls", "rls/xds", "internal/transport/h2grpc", "internal/testharness/otlptest"},
 	"google.golang.org/genproto/googleapis":  {"rls/xds"},
 	"github.com/envoyproxy/go-control-plane": {"rls", "rls/xds"},
 	"github.com/lyft/gostats":                {"rls"},
 	"go.yaml.in/yaml/v3":                     {"internal/config/yamlnode", "rules", "gateway", "cmd/sluice"},
 	"golang.org/x/net":                       {"rls/runner", "gateway", "rls", "httpclient", "internal/transport/h2grpc"},
 	"golang.org/x/term":                      {"cmd/sluice"},
+	// OpenTelemetry traces: one package of the servers' (its SDK and OTLP
+	// exporters pull in nothing a user of the middleware or the client
+	// gets), and the test receiver's collector protos.
+	"go.opentelemetry.io/otel":       {"internal/server/tracing"},
+	"go.opentelemetry.io/proto/otlp": {"internal/testharness/otlptest"},
 	// The client's parsers of what servers send: maintained libraries
 	// rather than string splitting of our own.
 	"github.com/dunglas/httpsfv":  {"httpclient"},
