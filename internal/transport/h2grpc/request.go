@@ -78,10 +78,10 @@ type request struct {
 	timeout     time.Duration
 	hasTimeout  bool
 	badTimeout  bool
-	malformed   string // why the block is not a valid request, if it is not
-	size        uint32 // the header list's size, as SETTINGS_MAX_HEADER_LIST_SIZE counts it
-	regular     bool   // a regular field has been seen (no pseudo-field may follow)
-	pseudo      uint8  // the pseudo-fields seen, a bit each
+	malformed   string      // why the block is not a valid request, if it is not
+	size        uint32      // the header list's size, as SETTINGS_MAX_HEADER_LIST_SIZE counts it
+	regular     bool        // a regular field has been seen (no pseudo-field may follow)
+	pseudo      uint8       // the pseudo-fields seen, a bit each
 	keep        []string    // Options.Metadata
 	md          metadata.MD // the fields of keep seen; nil when none
 }

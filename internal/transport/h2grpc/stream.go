@@ -25,7 +25,7 @@ type stream struct {
 	ctx      callCtx
 	encoding string
 	md       metadata.MD // the request's fields of Options.Metadata; nil when none
-	buf      *[]byte // the request body, gRPC-framed: the reader's until dispatched, then the handler's
+	buf      *[]byte     // the request body, gRPC-framed: the reader's until dispatched, then the handler's
 
 	// The reading goroutine's.
 	recvBytes int64 // flow-controlled bytes received on the stream, padding included
