@@ -3,6 +3,8 @@ package abuse
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,4 +146,63 @@ func spanOutcomes(rcv *otlptest.Receiver) string {
 		}
 	}
 	return out
+}
+
+// Attack: a gateway whose spans named its callers (API keys, addresses)
+// to a tracing backend that keeps them, or that broke the trace between
+// the caller and the upstream.
+//
+// Bound: `sluice serve` with tracing: makes a span per routed request,
+// the child of the caller's traceparent, with the rule and outcome of
+// each decision and the caller hashed (identity: hashed) — never in
+// clear; the upstream gets the gateway's span as its parent.
+func TestGatewayTracing(t *testing.T) {
+	rcv := otlptest.Start(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.HTTPURL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	up := newUpstream(t)
+	dir := t.TempDir()
+	g := startServe(t, writeFile(t, dir, "gateway.yaml", `
+upstream: `+up.srv.URL+`
+tracing:
+  service_name: edge
+  identity: hashed
+routes:
+  - path: /
+    rate_limits:
+      - actions: [{remote_address: {}}]
+rules:
+  domain: abuse
+  descriptors:
+    - key: remote_address
+      rate_limit: {name: per-ip, algorithm: token_bucket, unit: hour, requests_per_unit: 1}
+`))
+	c := client(t)
+	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		if code, _, body := do(t, c, "GET", g.url+"/items", "Traceparent", traceparent); code != want {
+			t.Fatalf("request %d: %d %s, want %d", i, code, body, want)
+		}
+	}
+	s := rcv.Wait(t, callerTrace, 30*time.Second)
+	if s.ParentSpanID != callerSpan || s.Name != "GET" || s.Attrs["sluice.rule"] != "per-ip" || s.Attrs["url.path"] != "/items" ||
+		s.Resource["service.name"] != "edge" {
+		t.Errorf("span %s (parent %s) %v %v", s.Name, s.ParentSpanID, s.Attrs, s.Resource)
+	}
+	if id := s.Attrs["sluice.identity"]; len(id) != 16 || strings.Contains(id, "127.0.0.1") {
+		t.Errorf("identity %q: want a 16-digit hash, not the address", id)
+	}
+	reqs := up.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests upstream, want 1", len(reqs))
+	}
+	if got, want := reqs[0].Header.Get("Traceparent"), "00-"+callerTrace+"-"+s.SpanID+"-01"; got != want {
+		t.Errorf("upstream traceparent %q, want %q (the gateway's span)", got, want)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for outcomes := spanOutcomes(rcv); outcomes != "allowed,denied"; outcomes = spanOutcomes(rcv) {
+		if time.Now().After(deadline) {
+			t.Fatalf("outcomes of the trace's spans %q, want allowed,denied", outcomes)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -126,7 +126,10 @@ type Config struct {
 	ProxyProtocol *ProxyProtocolConfig
 	// AccessLog, when set (access_log:), logs every decision (accesslog.go).
 	AccessLog *AccessLogConfig
-	Rules     *rules.Set
+	// Tracing, when set (tracing:), makes a span of every routed request
+	// (tracing.go).
+	Tracing *TracingConfig
+	Rules   *rules.Set
 
 	// readFile reads the files the config names (the embedded files for
 	// Default); nil means os.ReadFile.

@@ -50,6 +50,7 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 	"proxy_protocol": func(t *top, v *yaml.Node) { t.c.ProxyProtocol = t.d.proxyProtocol(v) },
 	"upstream":       (*top).upstream,
 	"access_log":     (*top).accessLog,
+	"tracing":        (*top).tracingSection,
 	"upstream_timeout": func(t *top, v *yaml.Node) {
 		t.c.UpstreamTimeout = t.d.duration(v, "upstream_timeout")
 	},
