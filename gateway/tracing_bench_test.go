@@ -1,0 +1,64 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/testharness/otlptest"
+)
+
+// BenchmarkHandlerTracing is BenchmarkHandler's limits-on with tracing:
+// on, exporting over OTLP/HTTP to an in-process receiver (its work
+// counted too): sampled (each request the child of a sampled
+// traceparent), and unsampled (sampling_rate: 0, no traceparent). With
+// tracing off it is BenchmarkHandler/limits-on.
+func BenchmarkHandlerTracing(b *testing.B) {
+	for _, tc := range []struct{ name, rate, parent string }{
+		{"sampled", "1", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, {"unsampled", "0", ""},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			rcv := otlptest.Start(b)
+			b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.HTTPURL)
+			cfg, err := gateway.Parse("bench.yaml", []byte(`
+upstream: builtin:echo
+tracing: {sampling_rate: `+tc.rate+`}
+routes:
+  - path: /
+    rate_limits:
+      - actions: [{identity: {}}]
+rules:
+  domain: bench
+  descriptors:
+    - key: remote_address
+      rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
+`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			g, err := gateway.New(context.Background(), cfg, gateway.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.Close()
+			h := g.Handler()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					r := httptest.NewRequest("GET", "/hello", nil)
+					r.RemoteAddr = "10.0.0.1:1"
+					if tc.parent != "" {
+						r.Header["Traceparent"] = []string{tc.parent}
+					}
+					w := httptest.NewRecorder()
+					if h.ServeHTTP(w, r); w.Code != http.StatusOK {
+						b.Errorf("status %d", w.Code)
+						return
+					}
+				}
+			})
+		})
+	}
+}
