@@ -122,7 +122,7 @@ func (r *RLS) open(ctx context.Context) error {
 	if r.access, r.accessW, err = f.access.open(); err != nil {
 		return err
 	}
-	if r.tracer, err = f.trace.open(ctx, log, r.access); err != nil {
+	if r.tracer, err = f.trace.open(ctx, log, r.access, f.access.keyFile); err != nil {
 		return err
 	}
 	srv, err := rls.New(store, set, rls.Options{AccessLog: r.access, Tracer: r.tracer, Prefetch: prefetched, Statsd: r.sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,

@@ -45,15 +45,26 @@ func (t *rlsTracingFlags) check() error {
 }
 
 // open starts the tracer, or returns nil without --tracing. Hashed
-// identities are the access log's when it is on.
-func (t *rlsTracingFlags) open(ctx context.Context, log *slog.Logger, access *accesslog.Log) (*tracing.Tracer, error) {
+// identities are the access log's when it is on, else under keyFile's
+// key (--access-log-key-file) when there is one.
+func (t *rlsTracingFlags) open(ctx context.Context, log *slog.Logger, access *accesslog.Log, keyFile string) (*tracing.Tracer, error) {
 	if !t.on {
 		return nil, nil
 	}
 	id, _ := tracing.ParseIdentity(t.id) // checked
+	hasher := access.Hasher()
+	if hasher == nil && id == tracing.HashedIdentity {
+		key, err := accesslog.LoadKey(keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("rls: %w", err)
+		}
+		if hasher, err = accesslog.NewHasher(key); err != nil {
+			return nil, fmt.Errorf("rls: %w", err)
+		}
+	}
 	tr, err := tracing.New(ctx, tracing.Config{Server: "sluice-rls", Protocol: t.protocol, ServiceName: t.service,
 		ServiceNamespace: t.namespace, ServiceInstanceID: t.instance, SamplingRate: t.rate, Identity: id,
-		Hasher: access.Hasher(), Logger: log})
+		Hasher: hasher, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("rls: %w", err)
 	}

@@ -31,6 +31,7 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -308,6 +309,30 @@ func NewHasher(key []byte) (*Hasher, error) {
 	h := &Hasher{}
 	h.macs.New = func() any { return hmac.New(sha256.New, key) }
 	return h, nil
+}
+
+// MinKeyLen is the shortest hash key LoadKey takes.
+const MinKeyLen = 16
+
+// LoadKey reads a hash key from file: its first line, without the spaces
+// around it, at least MinKeyLen bytes. Configured, the same caller has
+// the same hash across restarts and across a fleet's instances (a key
+// drawn per process changes at every start). "" returns nil: a key drawn
+// per process.
+func LoadKey(file string) ([]byte, error) {
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("access log: hash key: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	key := strings.TrimSpace(line)
+	if len(key) < MinKeyLen {
+		return nil, fmt.Errorf("access log: hash key in %s is %d bytes; want at least %d", file, len(key), MinKeyLen)
+	}
+	return []byte(key), nil
 }
 
 // Append appends the first 8 bytes of the HMAC of id, in hex.

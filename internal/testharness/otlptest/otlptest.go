@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ type Span struct {
 type Receiver struct {
 	GRPCAddr string // host:port
 	HTTPURL  string // http://host:port
+
+	discard atomic.Bool // Discard: count, keep nothing
+	counted atomic.Int64
 
 	mu      sync.Mutex
 	spans   []Span
@@ -103,7 +107,22 @@ func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
 	w.Write(out)
 }
 
+// Discard has the receiver decode and count the spans it is sent, and
+// keep none: a collector's cost, for benchmarks (Count).
+func (r *Receiver) Discard() { r.discard.Store(true) }
+
+// Count is the spans received while discarding.
+func (r *Receiver) Count() int64 { return r.counted.Load() }
+
 func (r *Receiver) add(req *collpb.ExportTraceServiceRequest, grpc bool) {
+	if r.discard.Load() {
+		for _, rs := range req.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				r.counted.Add(int64(len(ss.GetSpans())))
+			}
+		}
+		return
+	}
 	var got []Span
 	for _, rs := range req.GetResourceSpans() {
 		res := attrs(rs.GetResource().GetAttributes())
