@@ -12,9 +12,9 @@ import (
 // limited descriptor (internal/server/accesslog), off without a path.
 type rlsAccessLogFlags struct {
 	path, identity, keyFile string
-	sample         float64
-	rate           int
-	refusalsOnly   bool
+	sample                  float64
+	rate                    int
+	refusalsOnly            bool
 }
 
 func (a *rlsAccessLogFlags) add(fs *flag.FlagSet) {
