@@ -403,7 +403,9 @@ func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = h.headers.stripUntrusted(r)
-	h.limited.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
+	ctx := withIdentity(r.Context(), id)
+	ctx.method, ctx.path = r.Method, r.URL.Path
+	h.limited.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // upstream is the handler requests go to once admitted: the built-in
