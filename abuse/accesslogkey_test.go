@@ -1,9 +1,29 @@
 package abuse
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 )
+
+// perIPGateway is a gateway config proxying to upstream, with top's
+// settings, limiting each client address (rule per-ip) to perHour
+// requests an hour with algorithm.
+func perIPGateway(upstream, top, algorithm string, perHour int) string {
+	return fmt.Sprintf(`
+upstream: %s
+%s
+routes:
+  - path: /
+    rate_limits:
+      - actions: [{remote_address: {}}]
+rules:
+  domain: abuse
+  descriptors:
+    - key: remote_address
+      rate_limit: {name: per-ip, algorithm: %s, unit: hour, requests_per_unit: %d}
+`, upstream, top, algorithm, perHour)
+}
 
 // Bound: a gateway access log line names the request it decided (method
 // and path, which the operator greps for beside the caller), and with
@@ -16,19 +36,7 @@ func TestAccessLogKeyAndRequest(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "access.key", "0123456789abcdef0123456789abcdef\n")
 	logFile := filepath.Join(dir, "access.log")
-	cfg := writeFile(t, dir, "gateway.yaml", `
-upstream: builtin:echo
-access_log: {file: `+logFile+`, key_file: access.key}
-routes:
-  - path: /
-    rate_limits:
-      - actions: [{remote_address: {}}]
-rules:
-  domain: abuse
-  descriptors:
-    - key: remote_address
-      rate_limit: {name: per-ip, algorithm: token_bucket, unit: hour, requests_per_unit: 5}
-`)
+	cfg := writeFile(t, dir, "gateway.yaml", perIPGateway("builtin:echo", "access_log: {file: "+logFile+", key_file: access.key}", "token_bucket", 5))
 	c := client(t)
 	for range 2 { // two processes: a restart
 		g := startServe(t, cfg)

@@ -162,21 +162,7 @@ func TestGatewayTracing(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
 	up := newUpstream(t)
 	dir := t.TempDir()
-	g := startServe(t, writeFile(t, dir, "gateway.yaml", `
-upstream: `+up.srv.URL+`
-tracing:
-  service_name: edge
-  identity: hashed
-routes:
-  - path: /
-    rate_limits:
-      - actions: [{remote_address: {}}]
-rules:
-  domain: abuse
-  descriptors:
-    - key: remote_address
-      rate_limit: {name: per-ip, algorithm: token_bucket, unit: hour, requests_per_unit: 1}
-`))
+	g := startServe(t, writeFile(t, dir, "gateway.yaml", perIPGateway(up.srv.URL, "tracing: {service_name: edge, identity: hashed}", "token_bucket", 1)))
 	c := client(t)
 	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
 		if code, _, body := do(t, c, "GET", g.url+"/items", "Traceparent", traceparent); code != want {

@@ -525,31 +525,7 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 			c.stats = s.m.forKey(domain, overrideMetricKey(domain, sc.descs[i].Entries))
 		}
 	}
-	var t0 time.Time
-	if sc.span != nil {
-		t0 = time.Now()
-	}
-	if s.stopIncr && limited > 1 {
-		err = s.spareWithinLimit(ctx, checks)
-	}
-	switch {
-	case err != nil:
-		// A store failure, answered below.
-	case s.parallel && limited > 1 && limited <= maxParallel && distinctKeys(checks):
-		err = s.applyParallel(ctx, checks)
-	default:
-		for i := range checks {
-			if c := &checks[i]; c.Kind == kindLimited {
-				if err = s.apply(ctx, c); err != nil {
-					break
-				}
-			}
-		}
-	}
-	if sc.span != nil {
-		sc.span.StoreTime(time.Since(t0))
-	}
-	if err != nil {
+	if err := s.applyAll(ctx, checks, limited, sc.span); err != nil {
 		return nil, s.storeFailed(domain, sc, err)
 	}
 	for i := range checks {
@@ -572,6 +548,37 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 		resp.DynamicMetadata = dynamicMetadata(req, checks, resp)
 	}
 	return resp, nil
+}
+
+// applyAll charges the store for the limited checks (limited of them):
+// in parallel when they allow it, else one after the other; the time it
+// takes goes on span, when the call is traced.
+func (s *Server) applyAll(ctx context.Context, checks []check, limited int, span *tracing.Span) (err error) {
+	var t0 time.Time
+	if span != nil {
+		t0 = time.Now()
+	}
+	if s.stopIncr && limited > 1 {
+		err = s.spareWithinLimit(ctx, checks)
+	}
+	switch {
+	case err != nil:
+		// A store failure, answered by the caller.
+	case s.parallel && limited > 1 && limited <= maxParallel && distinctKeys(checks):
+		err = s.applyParallel(ctx, checks)
+	default:
+		for i := range checks {
+			if c := &checks[i]; c.Kind == kindLimited {
+				if err = s.apply(ctx, c); err != nil {
+					break
+				}
+			}
+		}
+	}
+	if span != nil {
+		span.StoreTime(time.Since(t0))
+	}
+	return err
 }
 
 // read turns req's descriptors into rules.Descriptors (entries, hits
