@@ -3,6 +3,7 @@ package abuse
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -103,6 +104,29 @@ descriptors:
 			})
 		}
 	}
+}
+
+// Bound: with the collector unreachable, every call is still answered:
+// the spans are dropped past the exporter's bounded queue, the calls
+// never wait on it.
+func TestRLSTracingCollectorDown(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "rules.yaml", "domain: abuse\ndescriptors:\n  - key: client\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there
+	envoyGatewayTracing(t, down)
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "16")
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "200") // ms: the stop waits on no export long
+	r := startRLS(t, dir)
+	const calls = 500
+	if codes := callTraced(t, r.grpc, calls); !strings.HasPrefix(codes, "OK,OVER_LIMIT") || strings.Count(codes, ",") != calls-1 {
+		t.Errorf("%d calls answered %q", calls, codes[:min(len(codes), 80)])
+	}
+	r.alive(t)
 }
 
 // callTraced makes n calls on addr as a traced Envoy would (traceparent
