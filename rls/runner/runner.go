@@ -174,9 +174,12 @@ func (r *RLS) Serve(ctx context.Context) error {
 	if f.reflection {
 		registerReflection(reg)
 	}
-	log.Info("sluice rls: listening", append(lns.attrs(), "config_type", f.xds.configType, "config_dir", f.configDir, "domains", r.set.Domains(),
-		"store", r.store.URL(), "headers", f.headers.String(), "grpc_server", f.grpc, "grpc_tls", f.tr.mode(), "grpc_reflection", f.reflection,
-		"tracing", r.tracer.Protocol())...)
+	attrs := append(lns.attrs(), "config_type", f.xds.configType, "config_dir", f.configDir, "domains", r.set.Domains(),
+		"store", r.store.URL(), "headers", f.headers.String(), "grpc_server", f.grpc, "grpc_tls", f.tr.mode(), "grpc_reflection", f.reflection)
+	if r.tracer != nil {
+		attrs = append(attrs, "tracing", r.tracer.Protocol())
+	}
+	log.Info("sluice rls: listening", attrs...)
 	err = serveUntilDone(ctx, f, srv, g, lns)
 	log.Info("sluice rls: stopped")
 	return err
