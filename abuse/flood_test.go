@@ -35,6 +35,23 @@ func floodRules(cheap bool) string {
 `, rate)
 }
 
+// floodGateway is the gateway config of the identity flood but for its
+// upstream: /w is the window rule, /q the quota, per X-Client.
+func floodGateway(maxKeys int, cheap bool) string {
+	return fmt.Sprintf(`
+max_keys: %d
+routes:
+  - path: /w
+    rate_limits:
+      - actions: [{request_headers: {header_name: X-Client, descriptor_key: client}}]
+  - path: /q
+    rate_limits:
+      - actions: [{generic_key: {descriptor_value: monthly}}, {request_headers: {header_name: X-Client, descriptor_key: client}}]
+rules:
+  domain: abuse
+  descriptors:`, maxKeys) + floodRules(cheap)
+}
+
 // floodDoor is one front door under the identity flood: ask sends one
 // request of client on the window rule (quota false) or the quota rule.
 type floodDoor struct {
@@ -67,19 +84,7 @@ func TestIdentityFlood(t *testing.T) {
 		t.Run("serve/"+variant, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			g, err := tryServe(t, writeFile(t, dir, "gateway.yaml", fmt.Sprintf(`
-upstream: builtin:echo
-max_keys: %d
-routes:
-  - path: /w
-    rate_limits:
-      - actions: [{request_headers: {header_name: X-Client, descriptor_key: client}}]
-  - path: /q
-    rate_limits:
-      - actions: [{generic_key: {descriptor_value: monthly}}, {request_headers: {header_name: X-Client, descriptor_key: client}}]
-rules:
-  domain: abuse
-  descriptors:`, maxKeys)+floodRules(cheap)))
+			g, err := tryServe(t, writeFile(t, dir, "gateway.yaml", "upstream: builtin:echo\n"+floodGateway(maxKeys, cheap)))
 			skipIfUnknown(t, err, "sluice serve has no max_keys setting for its memory store")
 			identityFlood(t, floodDoor{g.proc, g.admin, func(c *http.Client, id string, quota bool) (int, error) {
 				path := "/w"

@@ -129,8 +129,18 @@ type proc struct {
 // skipIfUnknown).
 func startProc(t testing.TB, name string, ready *regexp.Regexp, args ...string) (*proc, []string, error) {
 	t.Helper()
+	return startProcAs(t, name, ready, "", args...)
+}
+
+// startProcAs is startProc with the process's argv[0] set to argv0 (when
+// not ""): /bin/ratelimit, say, as a Deployment's command names it.
+func startProcAs(t testing.TB, name string, ready *regexp.Regexp, argv0 string, args ...string) (*proc, []string, error) {
+	t.Helper()
 	p := &proc{t: t, name: name, log: newLineLog(), exited: make(chan struct{})}
 	p.cmd = exec.Command(sluiceBinary(t), args...)
+	if argv0 != "" {
+		p.cmd.Args[0] = argv0
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	setDeathSignal(p.cmd)
 	if err := p.cmd.Start(); err != nil {

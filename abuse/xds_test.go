@@ -11,9 +11,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -21,20 +23,47 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // managementServer is a go-control-plane ADS server in the test's process:
 // what an operator's control plane (or one an attacker took over) serves.
+// It records the headers of each stream and the node of each request.
 type managementServer struct {
 	cache cachev3.SnapshotCache
 	addr  string
+
+	mu      sync.Mutex
+	headers []metadata.MD
+	nodes   []*corev3.Node
 }
 
 func startManagementServer(t *testing.T) *managementServer {
 	t.Helper()
-	ms := &managementServer{cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)}
-	g := grpc.NewServer(grpc.MaxSendMsgSize(64 << 20))
-	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(t.Context(), ms.cache, nil))
+	return startManagementServerWith(t, true, grpc.MaxSendMsgSize(64<<20))
+}
+
+// startManagementServerWith serves a snapshot cache, ADS-ordered or not
+// (ads), with opts (TLS credentials, say).
+func startManagementServerWith(t *testing.T, ads bool, opts ...grpc.ServerOption) *managementServer {
+	t.Helper()
+	ms := &managementServer{cache: cachev3.NewSnapshotCache(ads, cachev3.IDHash{}, nil)}
+	cb := serverv3.CallbackFuncs{StreamOpenFunc: func(ctx context.Context, _ int64, _ string) error {
+		md, _ := metadata.FromIncomingContext(ctx)
+		ms.mu.Lock()
+		defer ms.mu.Unlock()
+		ms.headers = append(ms.headers, md)
+		return nil
+	}, StreamRequestFunc: func(_ int64, req *discoverygrpc.DiscoveryRequest) error {
+		ms.mu.Lock()
+		defer ms.mu.Unlock()
+		if n := req.GetNode(); n != nil {
+			ms.nodes = append(ms.nodes, n)
+		}
+		return nil
+	}}
+	g := grpc.NewServer(opts...)
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(t.Context(), ms.cache, cb))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -113,40 +113,26 @@ type AIMD struct {
 
 // NewAIMD returns a controller at its initial rate.
 func NewAIMD(o Options) *AIMD {
-	if !(o.Min > 0) {
-		o.Min = 0.1
-	}
-	if !(o.Max > 0) {
-		o.Max = 10000
-	}
+	positiveOr(&o.Min, 0.1)
+	positiveOr(&o.Max, 10000)
 	o.Max = max(o.Max, o.Min)
-	if !(o.Initial > 0) {
-		o.Initial = 2
-	}
-	if !(o.Increase > 0) {
-		o.Increase = 1
-	}
+	positiveOr(&o.Initial, 2)
+	positiveOr(&o.Increase, 1)
 	if !(o.Decrease > 0 && o.Decrease < 1) {
 		o.Decrease = 0.8
 	}
-	if o.Interval <= 0 {
-		o.Interval = time.Second
-	}
+	positiveOr(&o.Interval, time.Second)
 	switch {
 	case o.Hold == 0:
 		o.Hold = 10
 	case o.Hold < 0:
 		o.Hold = 0
 	}
-	if o.SlowStartInterval <= 0 {
-		o.SlowStartInterval = 250 * time.Millisecond
-	}
+	positiveOr(&o.SlowStartInterval, 250*time.Millisecond)
 	if o.Tolerance == 0 {
 		o.Tolerance = 2
 	}
-	if o.MinRise <= 0 {
-		o.MinRise = 100 * time.Millisecond
-	}
+	positiveOr(&o.MinRise, 100*time.Millisecond)
 	return &AIMD{o: o, rate: clamp(o.Initial, o.Min, o.Max), slowStart: !o.NoSlowStart}
 }
 

@@ -194,24 +194,21 @@ type limiter struct {
 	probeInPlace bool
 }
 
+// positiveOr sets *v to def unless it is positive (a NaN is not).
+func positiveOr[T int | float64 | time.Duration](v *T, def T) {
+	if !(*v > 0) {
+		*v = def
+	}
+}
+
 func (o LimiterOptions) withDefaults() LimiterOptions {
-	if o.Min <= 0 {
-		o.Min = 1
-	}
-	if o.Max <= 0 {
-		o.Max = 1000
-	}
+	positiveOr(&o.Min, 1)
+	positiveOr(&o.Max, 1000)
 	o.Max = max(o.Max, o.Min)
-	if o.Initial <= 0 {
-		o.Initial = 20
-	}
+	positiveOr(&o.Initial, 20)
 	o.Initial = min(max(o.Initial, o.Min), o.Max)
-	if o.Window <= 0 {
-		o.Window = 100 * time.Millisecond
-	}
-	if o.MinSamples <= 0 {
-		o.MinSamples = 10
-	}
+	positiveOr(&o.Window, 100*time.Millisecond)
+	positiveOr(&o.MinSamples, 10)
 	if !(o.Percentile > 0 && o.Percentile <= 1) {
 		o.Percentile = 0.5
 	}
@@ -227,12 +224,8 @@ func (o LimiterOptions) withDefaults() LimiterOptions {
 	if !(o.Probe.Factor > 0 && o.Probe.Factor <= 1) {
 		o.Probe.Factor = 0.5
 	}
-	if o.Probe.Samples <= 0 {
-		o.Probe.Samples = 32
-	}
-	if o.Probe.First <= 0 {
-		o.Probe.First = 3
-	}
+	positiveOr(&o.Probe.Samples, 32)
+	positiveOr(&o.Probe.First, 3)
 	if o.Seed == 0 {
 		o.Seed = rand.Uint64()
 	}

@@ -47,12 +47,8 @@ type vegas struct{ alpha, beta float64 }
 
 // NewVegas returns a Vegas limiter at its initial limit.
 func NewVegas(o VegasOptions) *Vegas {
-	if !(o.Alpha > 0) {
-		o.Alpha = 3
-	}
-	if !(o.Beta > 0) {
-		o.Beta = 6
-	}
+	positiveOr(&o.Alpha, 3)
+	positiveOr(&o.Beta, 6)
 	o.Beta = max(o.Beta, o.Alpha)
 	l := &Vegas{v: vegas{alpha: o.Alpha, beta: o.Beta}}
 	l.init(o.LimiterOptions.withDefaults(), &l.v)

@@ -6,7 +6,7 @@ import (
 
 // registerAdmin adds the status page and the admin API to the admin mux:
 //
-//	GET /status, /status.json   who is being limited (internal/server/status)
+//	GET /status, /status.json   who is being limited (server/status)
 //	/admin/...                  reset, override, enforce (internal/server/control),
 //	                            behind admin_token_file's bearer token
 //	                            ($SLUICE_ADMIN_TOKEN); refused (403) without one

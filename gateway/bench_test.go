@@ -13,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"github.com/sluicehq/sluice/gateway"
 )
 
 // BenchmarkHandler is the gateway's public handler with builtin:echo, with
@@ -28,29 +26,7 @@ func BenchmarkHandler(b *testing.B) {
 		{"limits-off", "true", ""}, {"limits-on", "false", ""}, {"limits-on-access-log", "false", access},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg, err := gateway.Parse("bench.yaml", []byte(`
-upstream: builtin:echo
-disabled: `+tc.disabled+`
-`+tc.extra+`
-routes:
-  - path: /
-    rate_limits:
-      - actions: [{identity: {}}]
-rules:
-  domain: bench
-  descriptors:
-    - key: remote_address
-      rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
-`))
-			if err != nil {
-				b.Fatal(err)
-			}
-			g, err := gateway.New(context.Background(), cfg, gateway.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer g.Close()
-			h := g.Handler()
+			h := benchHandler(b, "upstream: builtin:echo\ndisabled: "+tc.disabled+"\n"+tc.extra+"\n")
 			var n atomic.Int64
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
@@ -134,27 +110,7 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	for _, tc := range []struct{ name, disabled string }{{"limits-off", "true"}, {"limits-on", "false"}} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg, err := gateway.Parse("bench.yaml", []byte(`
-upstream: `+up.URL+`
-disabled: `+tc.disabled+`
-routes:
-  - path: /
-    rate_limits:
-      - actions: [{identity: {}}]
-rules:
-  domain: bench
-  descriptors:
-    - key: remote_address
-      rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
-`))
-			if err != nil {
-				b.Fatal(err)
-			}
-			g, err := gateway.New(context.Background(), cfg, gateway.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer g.Close()
+			g := benchGateway(b, "upstream: "+up.URL+"\ndisabled: "+tc.disabled+"\n")
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				b.Fatal(err)

@@ -20,13 +20,17 @@ var actionKeys = map[string]func(d *decoder, v *yaml.Node, p string) action.Acti
 		d.fields(v, p, nil)
 		return action.RemoteAddress{}
 	},
-	"request_headers":             (*decoder).requestHeaders,
-	"generic_key":                 (*decoder).genericKey,
-	"header_value_match":          (*decoder).headerValueMatch,
-	"masked_remote_address":       (*decoder).maskedRemoteAddress,
-	"query_parameters":            (*decoder).queryParameters,
+	"request_headers":       (*decoder).requestHeaders,
+	"generic_key":           (*decoder).genericKey,
+	"header_value_match":    (*decoder).headerValueMatch,
+	"masked_remote_address": (*decoder).maskedRemoteAddress,
+	"query_parameters": keyed("query_parameter_name", func(x *action.QueryParameters) (*string, *string, *bool) {
+		return &x.QueryParameterName, &x.DescriptorKey, &x.SkipIfAbsent
+	}),
 	"query_parameter_value_match": (*decoder).queryParameterValueMatch,
-	"cookie":                      (*decoder).cookie,
+	"cookie": keyed("cookie_name", func(x *action.Cookie) (*string, *string, *bool) {
+		return &x.CookieName, &x.DescriptorKey, &x.SkipIfAbsent
+	}),
 	"destination_cluster": func(d *decoder, v *yaml.Node, p string) action.Action {
 		d.noClusterNames(v, p, "route")
 		return nil
@@ -35,32 +39,16 @@ var actionKeys = map[string]func(d *decoder, v *yaml.Node, p string) action.Acti
 		d.noClusterNames(v, p, "caller")
 		return nil
 	},
-	"identity": func(d *decoder, v *yaml.Node, p string) action.Action {
-		var x action.IdentityKey
-		d.fields(v, p, map[string]func(k, v *yaml.Node){
-			"user_key": d.strTo(&x.UserKey, p, "user_key"),
-			"ip_key":   d.strTo(&x.IPKey, p, "ip_key"),
-		})
-		return x
-	},
-	"tier": func(d *decoder, v *yaml.Node, p string) action.Action {
-		var x action.Tier
-		d.fields(v, p, map[string]func(k, v *yaml.Node){
-			"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key"),
-			"default":        d.strTo(&x.Default, p, "default"),
-		})
-		return x
-	},
-	"method": func(d *decoder, v *yaml.Node, p string) action.Action {
-		var x action.Method
-		d.fields(v, p, map[string]func(k, v *yaml.Node){"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key")})
-		return x
-	},
-	"path": func(d *decoder, v *yaml.Node, p string) action.Action {
-		var x action.Path
-		d.fields(v, p, map[string]func(k, v *yaml.Node){"descriptor_key": d.strTo(&x.DescriptorKey, p, "descriptor_key")})
-		return x
-	},
+	"identity": strFields(func(x *action.IdentityKey) map[string]*string {
+		return map[string]*string{"user_key": &x.UserKey, "ip_key": &x.IPKey}
+	}),
+	"tier": strFields(func(x *action.Tier) map[string]*string {
+		return map[string]*string{"descriptor_key": &x.DescriptorKey, "default": &x.Default}
+	}),
+	"method": strFields(func(x *action.Method) map[string]*string {
+		return map[string]*string{"descriptor_key": &x.DescriptorKey}
+	}),
+	"path": strFields(func(x *action.Path) map[string]*string { return map[string]*string{"descriptor_key": &x.DescriptorKey} }),
 }
 
 // action decodes one rate_limits action: a mapping with exactly one of
@@ -77,6 +65,21 @@ func (d *decoder) action(n *yaml.Node, path string) action.Action {
 	}
 	d.fields(n, path, handlers)
 	return a
+}
+
+// strFields decodes an action of type A whose fields are all optional
+// strings: fields maps each field's name to where it goes in x.
+func strFields[A action.Action](fields func(x *A) map[string]*string) func(d *decoder, v *yaml.Node, p string) action.Action {
+	return func(d *decoder, v *yaml.Node, p string) action.Action {
+		var x A
+		dsts := fields(&x)
+		handlers := make(map[string]func(k, v *yaml.Node), len(dsts))
+		for name, dst := range dsts {
+			handlers[name] = d.strTo(dst, p, name)
+		}
+		d.fields(v, p, handlers)
+		return x
+	}
 }
 
 // strTo decodes a string field of the mapping at p into dst.
@@ -111,6 +114,21 @@ func (d *decoder) keyedSource(v *yaml.Node, p, nameField string, name, key *stri
 		return false
 	}
 	return true
+}
+
+// keyed decodes an action that reads one named part of the request
+// (query_parameters, cookie) with keyedSource, into the fields of x that
+// at gives; nil when the name or the key is missing (reported here, not
+// again by CheckAction).
+func keyed[A action.Action](nameField string, at func(x *A) (name, key *string, skip *bool)) func(d *decoder, v *yaml.Node, p string) action.Action {
+	return func(d *decoder, v *yaml.Node, p string) action.Action {
+		var x A
+		name, key, skip := at(&x)
+		if !d.keyedSource(v, p, nameField, name, key, skip) {
+			return nil
+		}
+		return x
+	}
 }
 
 func (d *decoder) genericKey(v *yaml.Node, p string) action.Action {
@@ -173,28 +191,12 @@ func (d *decoder) maskedRemoteAddress(v *yaml.Node, p string) action.Action {
 	return x
 }
 
-func (d *decoder) queryParameters(v *yaml.Node, p string) action.Action {
-	var x action.QueryParameters
-	if !d.keyedSource(v, p, "query_parameter_name", &x.QueryParameterName, &x.DescriptorKey, &x.SkipIfAbsent) {
-		return nil // reported here, not again by CheckAction
-	}
-	return x
-}
-
 func (d *decoder) queryParameterValueMatch(v *yaml.Node, p string) action.Action {
 	var x action.QueryParameterValueMatch
 	before := len(d.errs)
 	d.valueMatch(v, p, &x.DescriptorValue, &x.DescriptorKey, &x.DontExpectMatch, "query_parameters", "query parameter matcher",
 		func(v *yaml.Node, p string) { x.QueryParameters = append(x.QueryParameters, d.queryMatcher(v, p)) })
 	if len(d.errs) != before {
-		return nil // reported here, not again by CheckAction
-	}
-	return x
-}
-
-func (d *decoder) cookie(v *yaml.Node, p string) action.Action {
-	var x action.Cookie
-	if !d.keyedSource(v, p, "cookie_name", &x.CookieName, &x.DescriptorKey, &x.SkipIfAbsent) {
 		return nil // reported here, not again by CheckAction
 	}
 	return x

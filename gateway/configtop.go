@@ -49,6 +49,7 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 	"http2":          func(t *top, v *yaml.Node) { t.h2cLine = t.d.http2(v, &t.c.HTTP2) },
 	"proxy_protocol": func(t *top, v *yaml.Node) { t.c.ProxyProtocol = t.d.proxyProtocol(v) },
 	"upstream":       (*top).upstream,
+	"upstreams":      (*top).upstreams,
 	"access_log":     (*top).accessLog,
 	"tracing":        (*top).tracingSection,
 	"upstream_timeout": func(t *top, v *yaml.Node) {
@@ -101,10 +102,11 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 	"shedding":          func(t *top, v *yaml.Node) { t.c.Shedding = t.d.shedding(v) },
 	"denial":            func(t *top, v *yaml.Node) { t.c.Denial = t.d.denial(v, "denial") },
 	"rules_files":       (*top).rulesFiles,
+	"decision":          (*top).decision, // decisionconfig.go
 }
 
 func (d *decoder) parse(data []byte) *Config {
-	root := d.root(data)
+	root := d.walker().Root(data, "at least upstream, routes and rules")
 	if root == nil {
 		return nil
 	}
@@ -114,36 +116,18 @@ func (d *decoder) parse(data []byte) *Config {
 		handlers[key] = func(_, v *yaml.Node) { decode(t, v) }
 	}
 	d.fields(root, "", handlers)
-	if t.c.Upstream == "" {
-		d.add(root.Line, "upstream", "missing upstream (a URL, or %s)", BuiltinEcho)
+	if t.c.Upstream == "" && len(t.c.Upstreams) == 0 && !t.c.Decision.All() {
+		d.add(root.Line, "upstream", "missing upstream (a URL, or %s; or upstreams, named by the routes)", BuiltinEcho)
 	}
 	t.failClosed()
 	t.ruleSet(data)
 	t.domain()
 	t.knownDisabledRules()
 	t.defaults()
+	t.upstreamDefaults()
 	t.routes()
+	t.checkDecision()
 	return t.c
-}
-
-// root is the top-level mapping of a config file, or nil after adding
-// the problem.
-func (d *decoder) root(data []byte) *yaml.Node {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		d.yamlError(err)
-		return nil
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		d.add(0, "", "empty file (want at least upstream, routes and rules)")
-		return nil
-	}
-	root := d.deref(doc.Content[0])
-	if root != nil && root.Kind != yaml.MappingNode {
-		d.add(root.Line, "", "want a mapping, got %s", yamlnode.Kind(root))
-		return nil
-	}
-	return root
 }
 
 // newTop starts a Config with every default.
@@ -167,16 +151,7 @@ func (d *decoder) newTop(root *yaml.Node) *top {
 	return t
 }
 
-func (t *top) upstream(v *yaml.Node) {
-	t.c.Upstream = t.d.str(v, "upstream")
-	if t.c.Upstream == BuiltinEcho {
-		return
-	}
-	u, err := url.Parse(t.c.Upstream)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		t.d.add(v.Line, "upstream", "want an http:// or https:// URL or %s, got %q", BuiltinEcho, redact.URL(t.c.Upstream))
-	}
-}
+func (t *top) upstream(v *yaml.Node) { t.c.Upstream = t.d.upstreamURL(v, "upstream") }
 
 // storeSchemes are the URL schemes of a store other than memory.
 var storeSchemes = []string{"redis", "rediss", "redis-cluster", "rediss-cluster", "redis-sentinel", "unix"}

@@ -20,27 +20,17 @@ type connMetrics struct {
 
 func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
 	m := &connMetrics{
-		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "sluice", Subsystem: "gateway", Name: "connections_open",
-			Help: "Connections open now, by listener (public, admin).",
-		}, []string{"listener"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "gateway", Name: "connections_refused_total",
-			Help: "Connections closed on accept because the listener was at its max and none was idle.",
-		}, []string{"listener"}),
-		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "gateway", Name: "connections_evicted_total",
-			Help: "Idle keep-alive connections closed to make room for a new one at the listener's max.",
-		}, []string{"listener"}),
-		proxy: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "gateway", Name: "proxy_protocol_rejected_total",
-			Help: "Public connections closed by proxy_protocol: untrusted (a peer not in trusted, with required), invalid (a header malformed, oversized, late, or missing with required; not a connection closed before its first byte).",
-		}, []string{"reason"}),
+		open: gaugeVec("connections_open", "Connections open now, by listener (public, admin).", "listener"),
+		refused: counterVec("connections_refused_total",
+			"Connections closed on accept because the listener was at its max and none was idle.", "listener"),
+		evicted: counterVec("connections_evicted_total",
+			"Idle keep-alive connections closed to make room for a new one at the listener's max.", "listener"),
+		proxy: counterVec("proxy_protocol_rejected_total",
+			"Public connections closed by proxy_protocol: untrusted (a peer not in trusted, with required), invalid (a header malformed, oversized, late, or missing with required; not a connection closed before its first byte).",
+			"reason"),
 	}
-	for _, c := range []prometheus.Collector{m.open, m.refused, m.evicted, m.proxy} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := registerAll(reg, m.open, m.refused, m.evicted, m.proxy); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

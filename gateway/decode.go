@@ -42,8 +42,6 @@ func (d *decoder) add(line int, path, format string, args ...any) {
 	d.walker().Addf(line, path, format, args...)
 }
 
-func (d *decoder) yamlError(err error) { d.walker().SyntaxError(err) }
-
 func (d *decoder) deref(n *yaml.Node) *yaml.Node { return d.walker().Deref(n) }
 
 // fields calls the handler of each key of mapping n (see

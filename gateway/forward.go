@@ -223,10 +223,13 @@ func (ih *identityHeaders) stripUntrusted(r *http.Request) *http.Request {
 
 // forward sets the identity headers of a proxied request (pr.Out's
 // headers are its own copy).
-func (ih *identityHeaders) forward(pr *httputil.ProxyRequest) {
-	h := pr.Out.Header
+func (ih *identityHeaders) forward(pr *httputil.ProxyRequest) { ih.set(pr.Out.Header, pr.In.Context()) }
+
+// set removes the identity headers from h and sets those of the identity
+// in ctx: a proxied request's, or a decision's answer (decision.go).
+func (ih *identityHeaders) set(h http.Header, ctx context.Context) {
 	ih.owned.remove(h)
-	id, ok := identityFrom(pr.In.Context())
+	id, ok := identityFrom(ctx)
 	if !ok {
 		return
 	}

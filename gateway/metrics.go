@@ -20,38 +20,46 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "gateway", Name: "decisions_total",
-			Help: "Rate limit decisions by rule and outcome (allowed, denied, shadow_denied, store_error).",
-		}, []string{"rule", "outcome"}),
-		shadowDenials: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "gateway", Name: "shadow_denials_total",
-			Help: "Requests a rule in shadow mode would have denied.",
-		}, []string{"rule"}),
-		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "gateway", Name: "store_errors_total",
-			Help: "Store failures, by rule; the request then failed open or closed per fail_closed.",
-		}, []string{"rule"}),
+		decisions: counterVec("decisions_total",
+			"Rate limit decisions by rule and outcome (allowed, denied, shadow_denied, store_error).", "rule", "outcome"),
+		shadowDenials: counterVec("shadow_denials_total", "Requests a rule in shadow mode would have denied.", "rule"),
+		storeErrors: counterVec("store_errors_total",
+			"Store failures, by rule; the request then failed open or closed per fail_closed.", "rule"),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "sluice", Subsystem: "gateway", Name: "decision_duration_seconds",
 			Help:    "Time the store took to decide one rule for one request.",
 			Buckets: []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1},
 		}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "gateway", Name: "config_reloads_total",
-			Help: "Config reloads by result (ok, invalid).",
-		}, []string{"result"}),
+		reloads:  counterVec("config_reloads_total", "Config reloads by result (ok, invalid).", "result"),
 		refusals: newRefusalsVec(),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.shadowDenials, m.storeErrors, m.latency, m.reloads, m.refusals} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := registerAll(reg, m.decisions, m.shadowDenials, m.storeErrors, m.latency, m.reloads, m.refusals); err != nil {
+		return nil, err
 	}
 	if err := admin.RegisterRuntime(reg); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// gaugeVec returns the gauge sluice_gateway_<name> by labels.
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "gateway", Name: name, Help: help}, labels)
+}
+
+// counterVec returns the counter sluice_gateway_<name> by labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "gateway", Name: name, Help: help}, labels)
+}
+
+// registerAll registers cs with reg, stopping at the first error.
+func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ruleCounters are one rule's counters, looked up once per config.

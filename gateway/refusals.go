@@ -9,8 +9,8 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
-	"github.com/sluicehq/sluice/internal/server/status"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/server/status"
 )
 
 // Every layer of a route (the shedders, the rate limits, the in-flight

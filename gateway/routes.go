@@ -183,7 +183,12 @@ func checkRoutes(routes []Route) []routeProblem {
 // canonicalize puts r in its canonical spelling, or answers it: it
 // returns false when it has written a response (400, 405, a redirect to
 // the clean path). See the comment at the top of this file.
-func canonicalize(w http.ResponseWriter, r *http.Request) bool {
+func canonicalize(w http.ResponseWriter, r *http.Request) bool { return canonical(w, r, false) }
+
+// canonical is canonicalize; decide cleans a path that is not clean in
+// place of the redirect: a decision request's original (decision.go) is
+// proxied as its proxy forwards it, so it is decided as what it cleans to.
+func canonical(w http.ResponseWriter, r *http.Request, decide bool) bool {
 	if !methods[r.Method] {
 		if m := strings.ToUpper(r.Method); methods[m] {
 			r.Method = m
@@ -216,7 +221,9 @@ func canonicalize(w http.ResponseWriter, r *http.Request) bool {
 		problem(w, http.StatusBadRequest, "a path that is not UTF-8 once decoded is refused (%C0%AF is not a slash)")
 		return false
 	}
-	if clean := cleanPath(p); clean != p {
+	if clean := cleanPath(p); clean != p && decide {
+		r.URL.Path, r.URL.RawPath = clean, ""
+	} else if clean != p {
 		u := &url.URL{Path: clean, RawQuery: r.URL.RawQuery}
 		http.Redirect(w, r, u.String(), http.StatusTemporaryRedirect)
 		return false

@@ -13,10 +13,10 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/server/control"
-	"github.com/sluicehq/sluice/internal/server/status"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/server/status"
 )
 
 // ops is what the gateway shows and lets operators do beyond limiting:
@@ -24,7 +24,7 @@ import (
 // listener (adminapi.go), and the callers' /rate_limit on the public one
 // (ratelimitendpoint.go). It records every decision the middleware
 // observes: per rule, a minute ring and the top-K denied and
-// shadow-denied keys (internal/server/status).
+// shadow-denied keys (server/status).
 type ops struct {
 	g       *Gateway
 	rec     *status.Recorder

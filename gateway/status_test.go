@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/server/control"
-	"github.com/sluicehq/sluice/internal/server/status"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
+	"github.com/sluicehq/sluice/server/status"
 )
 
 func statusJSON(t *testing.T, s *server, query string) status.Page {

@@ -3,10 +3,8 @@ package httpclient
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/internal/testharness/nginxtest"
 )
 
 // startNginx runs a real nginx with limit_req (rate, burst, nodelay) and
@@ -21,116 +20,25 @@ import (
 // It skips when nginx is not installed, unless CI=true.
 func startNginx(t *testing.T, rate string, burst int) string {
 	t.Helper()
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/nginx"); serr == nil {
-			bin, err = "/usr/sbin/nginx", nil
-		}
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("nginx not found (scripts/test installs it): %v", err)
-		}
-		t.Skip("nginx not installed")
-	}
-	dir := t.TempDir()
-	for _, d := range []string{"www", "tmp", "logs"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "www", "ok.txt"), []byte("ok\n"), 0o644); err != nil {
+	nginxtest.Binary(t)
+	www := t.TempDir()
+	if err := os.WriteFile(filepath.Join(www, "ok.txt"), []byte("ok\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	conf := fmt.Sprintf(`daemon off;
-master_process off;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[1]s/logs/error.log warn;
-events { worker_connections 512; }
-http {
-    access_log off;
-    client_body_temp_path %[1]s/tmp/body;
-    proxy_temp_path %[1]s/tmp/proxy;
-    fastcgi_temp_path %[1]s/tmp/fastcgi;
-    uwsgi_temp_path %[1]s/tmp/uwsgi;
-    scgi_temp_path %[1]s/tmp/scgi;
+	addr := nginxtest.FreeAddr(t)
+	nginxtest.Start(t, addr, fmt.Sprintf(`
     limit_req_zone $binary_remote_addr zone=one:1m rate=%[3]s;
     limit_req_status 429;
     server {
         listen %[2]s;
-        root %[1]s/www;
+        root %[1]s;
         location / {
             limit_req zone=one burst=%[4]d nodelay;
             try_files /ok.txt =404;
         }
     }
-}
-`, dir, addr, rate, burst)
-	confPath := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "logs", "error.log"))
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start nginx: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	deadline := time.Now().Add(time.Minute) // a bound, not a timing assertion
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case err := <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "logs", "error.log"))
-			t.Fatalf("nginx exited: %v\n%s\n%s", err, out.String(), log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not listen on %s within a minute: %s", addr, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+`, www, addr, rate, burst))
 	return "http://" + addr
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }
 
 // TestNginx: N URLs against nginx limit_req (no Retry-After: nginx sends

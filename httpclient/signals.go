@@ -1,6 +1,7 @@
 package httpclient
 
 import (
+	"iter"
 	"math"
 	"net/http"
 	"strconv"
@@ -82,27 +83,11 @@ func ParseBudget(h http.Header, now time.Time) (b Budget, ok bool) {
 // joins the two. Draft 7's dictionary form, "limit=10, remaining=1,
 // reset=7", is read too.
 func parseIETF(rl, policy []string) (Budget, bool) {
-	best, found := Budget{}, false
 	if list, err := httpsfv.UnmarshalList(rl); err == nil {
 		quotas := map[string][2]int64{}
-		if pl, err := httpsfv.UnmarshalList(policy); err == nil {
-			for _, m := range pl {
-				it, ok := m.(httpsfv.Item)
-				if !ok {
-					continue
-				}
-				q, okq := intParam(it.Params, "q")
-				w, _ := intParam(it.Params, "w")
-				if okq {
-					quotas[itemName(it)] = [2]int64{q, w}
-				}
-			}
-		}
-		for _, m := range list {
-			it, ok := m.(httpsfv.Item)
-			if !ok {
-				continue
-			}
+		readQuotas(quotas, policy)
+		best, found := Budget{}, false
+		for it := range listItems(list) {
 			r, okr := intParam(it.Params, "r")
 			t, okt := intParam(it.Params, "t")
 			if !okr || !okt || r < 0 || t < 0 {
@@ -131,6 +116,33 @@ func parseIETF(rl, policy []string) (Budget, bool) {
 	}
 	l, _ := dictInt(d, "limit")
 	return Budget{Remaining: r, Reset: seconds(t), Limit: max(l, 0), Used: -1, Source: "ietf"}, true
+}
+
+// readQuotas reads RateLimit-Policy into quotas: each named policy's
+// quota (q) and window (w, 0 when absent); a policy without q is left out.
+func readQuotas(quotas map[string][2]int64, policy []string) {
+	pl, err := httpsfv.UnmarshalList(policy)
+	if err != nil {
+		return
+	}
+	for it := range listItems(pl) {
+		if q, ok := intParam(it.Params, "q"); ok {
+			w, _ := intParam(it.Params, "w")
+			quotas[itemName(it)] = [2]int64{q, w}
+		}
+	}
+}
+
+// listItems yields the items of a structured-field list, passing over
+// its inner lists.
+func listItems(l httpsfv.List) iter.Seq[httpsfv.Item] {
+	return func(yield func(httpsfv.Item) bool) {
+		for _, m := range l {
+			if it, ok := m.(httpsfv.Item); ok && !yield(it) {
+				return
+			}
+		}
+	}
 }
 
 func itemName(it httpsfv.Item) string {

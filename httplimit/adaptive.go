@@ -1,13 +1,13 @@
 package httplimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/ratelimit/header"
 )
 
 // DefaultAdaptivePolicy is the policy name of an Adaptive middleware whose
@@ -55,28 +55,22 @@ func (m *Adaptive) Handler(next http.Handler) http.Handler {
 	if m.Limiter == nil {
 		return next
 	}
-	h := &adaptiveHandler{m: *m, next: next}
-	if h.m.Policy == "" {
-		h.m.Policy = DefaultAdaptivePolicy
-	}
-	if h.m.RetryAfter <= 0 {
-		h.m.RetryAfter = DefaultAdaptiveRetryAfter
-	}
-	return h
+	policy := cmp.Or(m.Policy, DefaultAdaptivePolicy)
+	return &adaptiveHandler{limiter: m.Limiter, name: m.Name, next: next,
+		busy: newOverload(LayerAdaptive, policy, m.RetryAfter, DefaultAdaptiveRetryAfter, m.Refusals)}
 }
 
 type adaptiveHandler struct {
-	m    Adaptive
-	next http.Handler
+	limiter adaptive.Limiter
+	name    string
+	busy    overload
+	next    http.Handler
 }
 
 func (h *adaptiveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	m := &h.m
-	tok, ok := m.Limiter.Acquire()
+	tok, ok := h.limiter.Acquire()
 	if !ok {
-		m.Refusals.Write(w, header.IETF, Refusal{Layer: LayerAdaptive, Status: http.StatusServiceUnavailable, Policy: m.Policy,
-			Key: m.Name, RetryAfter: m.RetryAfter,
-			Detail: "the server is at its concurrency limit; retry after the delay in Retry-After"})
+		h.busy.refuse(w, h.name, "the server is at its concurrency limit; retry after the delay in Retry-After")
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w}

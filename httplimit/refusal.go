@@ -166,6 +166,32 @@ func (rs *Refusals) unavailable(l Layer, policy ratelimit.FailurePolicy, rule *r
 	return rf
 }
 
+// overload is the refusal of a layer that turns a request away because
+// the server is short, whoever the caller (Shedder, Adaptive): 503 with
+// the layer's Retry-After and a problem body naming its policy.
+type overload struct {
+	layer      Layer
+	policy     string
+	retryAfter time.Duration
+	refusals   *Refusals
+}
+
+// newOverload returns the overload refusal of layer l; a retryAfter ≤ 0
+// is def.
+func newOverload(l Layer, policy string, retryAfter, def time.Duration, rs *Refusals) overload {
+	if retryAfter <= 0 {
+		retryAfter = def
+	}
+	return overload{layer: l, policy: policy, retryAfter: retryAfter, refusals: rs}
+}
+
+// refuse answers the 503 for key (who or what was refused, Refusal.Key)
+// with detail.
+func (o *overload) refuse(w http.ResponseWriter, key, detail string) {
+	o.refusals.Write(w, header.IETF, Refusal{Layer: o.layer, Status: http.StatusServiceUnavailable, Policy: o.policy,
+		Key: key, RetryAfter: o.retryAfter, Detail: detail})
+}
+
 // Identify resolves the caller with res, the identify step every layer
 // shares; nil res identifies every caller by the IP of RemoteAddr. A bad
 // credential (identity.ErrUnauthorized) is answered 401 with

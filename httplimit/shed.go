@@ -128,10 +128,8 @@ func (m *Shedder) Handler(next http.Handler) http.Handler {
 	if m.Utilization == nil && m.Fleet == nil {
 		return next
 	}
-	h := &shedHandler{m: *m, next: next}
-	if h.m.RetryAfter <= 0 {
-		h.m.RetryAfter = DefaultShedRetryAfter
-	}
+	h := &shedHandler{m: *m, next: next,
+		busy: newOverload(LayerShed, ShedPolicy, m.RetryAfter, DefaultShedRetryAfter, m.Refusals)}
 	if h.m.Logger == nil {
 		h.m.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -140,6 +138,7 @@ func (m *Shedder) Handler(next http.Handler) http.Handler {
 
 type shedHandler struct {
 	m    Shedder
+	busy overload
 	next http.Handler
 }
 
@@ -184,8 +183,7 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // shed answers 503 for a request of class c that shedder shed.
 func (h *shedHandler) shed(w http.ResponseWriter, shedder string, c shed.Class, why string) {
 	name := h.m.Priority.Classes.Name(c)
-	h.m.Refusals.Write(w, header.IETF, Refusal{Layer: LayerShed, Status: http.StatusServiceUnavailable, Policy: ShedPolicy,
-		Key: shedder + ":" + name, RetryAfter: h.m.RetryAfter, Detail: why + ": " + strconv.Quote(name) + " requests are being shed"})
+	h.busy.refuse(w, shedder+":"+name, why+": "+strconv.Quote(name)+" requests are being shed")
 }
 
 func (m *Shedder) observe(e ShedEvent) {

@@ -269,46 +269,41 @@ func (s *Store) makeRoom(sh *shard, h uint64, now int64) bool {
 		idx      int  // the window or log key's slot
 		finished bool // a decayed key was found
 	)
-	consider := func(c cost, k int, e *tatSlot, i int) {
-		if !found || c.less(best) {
-			best, found, kind, slot, idx = c, true, k, e, i
-			finished = c.class == costFree
-		}
-	}
 	// Each kind's share of the sample is its share of the keys (at least
 	// one key of a kind held), so the sample costs the same whatever the
 	// mix; a kind's scan goes on to evictScan keys while the best so far
 	// is valuable. Each kind's scan starts at a slot chosen by h, so
 	// successive evictions look at different keys.
 	total := sh.len()
-	quota := func(n int) int { return (evictSample*n + total - 1) / total }
-	enough := func(seen, quota int) bool {
-		return finished || seen >= evictScan || (seen >= quota && best.class < costValuable)
-	}
-	seen, q := 0, quota(sh.tat.n)
-	sh.tat.all(h>>20, func(e *tatSlot, k uint64, lim tatLimit) bool {
-		consider(tatCost(e.tat.Load(), now, lim), kindTAT, e, 0)
+	seen, quota := 0, 0
+	scan := func(n int) { seen, quota = 0, (evictSample*n+total-1)/total }
+	// next weighs one key of the scan and reports whether to go on.
+	next := func(c cost, k int, e *tatSlot, i int) bool {
+		if !found || c.less(best) {
+			best, found, kind, slot, idx = c, true, k, e, i
+			finished = c.class == costFree
+		}
 		seen++
-		return !enough(seen, q)
+		return !finished && seen < evictScan && (seen < quota || best.class >= costValuable)
+	}
+	scan(sh.tat.n)
+	sh.tat.all(h>>20, func(e *tatSlot, k uint64, lim tatLimit) bool {
+		return next(tatCost(e.tat.Load(), now, lim), kindTAT, e, 0)
 	})
 	if !finished {
-		seen, q = 0, quota(sh.win.len())
+		scan(sh.win.len())
 		t := &sh.win
 		t.all(h>>24, func(i int) bool {
-			consider(winCost(t.window(i), t.limit(i), t.period(i, &s.periods), now), kindWin, nil, i)
-			seen++
-			return !enough(seen, q)
+			return next(winCost(t.window(i), t.limit(i), t.period(i, &s.periods), now), kindWin, nil, i)
 		})
 	}
 	if !finished {
-		seen, q = 0, quota(sh.logs.len())
+		scan(sh.logs.len())
 		t := &sh.logs
 		t.all(h>>28, func(i int) bool {
 			var buf [1]slidinglog.Entry
 			entries, used := t.logEntries(i, &buf)
-			consider(logCost(entries, used, t.limit(i), t.period(i, &s.periods), now), kindLog, nil, i)
-			seen++
-			return !enough(seen, q)
+			return next(logCost(entries, used, t.limit(i), t.period(i, &s.periods), now), kindLog, nil, i)
 		})
 	}
 	if !found || best.class == costValuable {

@@ -22,6 +22,23 @@ const MaxRetryAfter = 24 * time.Hour
 // integer) means MaxRetryAfter. Fractional seconds ("1.5"), which RFC 9110
 // does not allow but some servers send, are rounded up.
 func ParseRetryAfter(value string, now time.Time) (delay time.Duration, ok bool) {
+	return parseRetryAfter(value, "", now)
+}
+
+// RetryAfter returns the delay asked for by the Retry-After field of h, or
+// ok false when there is none or it cannot be parsed.
+//
+// A date is read against the response's own Date field when it has a valid
+// one, so that a skewed clock on either side does not change the delay: a
+// server whose clock runs an hour fast and says "retry at 10:00:30, it is
+// 10:00:00" means 30 seconds. Without a Date field it is read against now.
+func RetryAfter(h http.Header, now time.Time) (delay time.Duration, ok bool) {
+	return parseRetryAfter(h.Get("Retry-After"), h.Get("Date"), now)
+}
+
+// parseRetryAfter is ParseRetryAfter reading a date against date, the
+// response's Date field, when that is a valid HTTP-date, else against now.
+func parseRetryAfter(value, date string, now time.Time) (time.Duration, bool) {
 	v := strings.TrimSpace(value)
 	if v == "" {
 		return 0, false
@@ -33,31 +50,11 @@ func ParseRetryAfter(value string, now time.Time) (delay time.Duration, ok bool)
 	if err != nil {
 		return 0, false
 	}
-	return clampDate(t.Sub(now), t, now), true
-}
-
-// RetryAfter returns the delay asked for by the Retry-After field of h, or
-// ok false when there is none or it cannot be parsed.
-//
-// A date is read against the response's own Date field when it has a valid
-// one, so that a skewed clock on either side does not change the delay: a
-// server whose clock runs an hour fast and says "retry at 10:00:30, it is
-// 10:00:00" means 30 seconds. Without a Date field it is read against now.
-func RetryAfter(h http.Header, now time.Time) (delay time.Duration, ok bool) {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if d, ok := parseSeconds(v); ok {
-		return d, true
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
 	ref := now
-	if date, err := http.ParseTime(h.Get("Date")); err == nil {
-		ref = date
+	if date != "" {
+		if d, err := http.ParseTime(date); err == nil {
+			ref = d
+		}
 	}
 	return clampDate(t.Sub(ref), t, ref), true
 }

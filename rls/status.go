@@ -12,15 +12,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/server/control"
-	"github.com/sluicehq/sluice/internal/server/status"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/server/status"
 )
 
 // ops is the RLS's status page (/status, /status.json) and admin API
 // (/admin/..., with SetAdmin) on its HTTP listener. It records each
 // limited descriptor's outcome per rule: a minute ring and the top-K
-// denied and shadow-denied keys (internal/server/status). A descriptor's
+// denied and shadow-denied keys (server/status). A descriptor's
 // identity is its store key, the descriptor's values; rules are named by
 // status.RuleID.
 type ops struct {

@@ -15,10 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/server/control"
-	"github.com/sluicehq/sluice/internal/server/status"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/server/status"
 )
 
 const statusRules = `

@@ -103,21 +103,8 @@ type replaceRef struct {
 }
 
 func (p *parser) parse(data []byte) *Config {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		p.SyntaxError(err)
-		return nil
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		p.Addf(0, "", "empty file (want domain and descriptors)")
-		return nil
-	}
-	root := p.Deref(doc.Content[0])
+	root := p.Root(data, "domain and descriptors")
 	if root == nil {
-		return nil
-	}
-	if root.Kind != yaml.MappingNode {
-		p.Addf(root.Line, "", "want a mapping with domain and descriptors, got %s", yamlnode.Kind(root))
 		return nil
 	}
 	p.cfg = &Config{File: p.file, root: &level{}}

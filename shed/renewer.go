@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/inflight"
+	"github.com/sluicehq/sluice/internal/tick"
 )
 
 // Ticket is a request's slot in the fleet, from Enter: its lease, kept
@@ -153,18 +154,7 @@ func (h *held) remove(t Ticket) (inflight.Lease, bool) {
 // until a pass finds no lease held.
 func (f *Fleet) renew(stop <-chan struct{}, done chan<- struct{}, period time.Duration) {
 	defer close(done)
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			if !f.renewPass(period) {
-				return
-			}
-		}
-	}
+	tick.While(stop, period, func(time.Time) bool { return f.renewPass(period) })
 }
 
 // renewPass renews the held leases taken or renewed at least one full

@@ -61,9 +61,7 @@ type aimdResult struct {
 }
 
 func (o aimdOptions) withDefaults() (aimdOptions, error) {
-	if o.Runs <= 0 {
-		o.Runs = 1
-	}
+	orDefault(&o.Runs, 1)
 	if len(o.Phases) == 0 {
 		o.Phases = defaultAIMDPhases()
 	}
@@ -79,18 +77,12 @@ func (o aimdOptions) withDefaults() (aimdOptions, error) {
 		}
 	}
 	last := o.Phases[len(o.Phases)-1].Start
-	if o.Duration <= 0 {
-		o.Duration = last + time.Minute
-	}
+	orDefault(&o.Duration, last+time.Minute)
 	if o.Duration <= last {
 		return o, fmt.Errorf("sim: aimd: duration %v ends before the last phase starts (%v)", o.Duration, last)
 	}
-	if o.Net <= 0 {
-		o.Net = 10 * time.Millisecond
-	}
-	if o.NetSD <= 0 {
-		o.NetSD = 2 * time.Millisecond
-	}
+	orDefault(&o.Net, 10*time.Millisecond)
+	orDefault(&o.NetSD, 2*time.Millisecond)
 	return o, nil
 }
 
@@ -104,10 +96,6 @@ func (o aimdOptions) withDefaults() (aimdOptions, error) {
 //
 // Run r uses the PCG stream (Seed, r).
 func aimd(o aimdOptions) (*aimdResult, error) {
-	o, err := o.withDefaults()
-	if err != nil {
-		return nil, err
-	}
 	res := &aimdResult{Options: o}
 	n := len(o.Phases)
 	sent := make([]float64, n+1)

@@ -48,9 +48,7 @@ type brookerResult struct {
 }
 
 func (o brookerOptions) withDefaults() (brookerOptions, error) {
-	if o.Runs <= 0 {
-		o.Runs = 20
-	}
+	orDefault(&o.Runs, 20)
 	if len(o.Clients) == 0 {
 		for n := 10; n <= 190; n += 10 {
 			o.Clients = append(o.Clients, n)
@@ -69,18 +67,10 @@ func (o brookerOptions) withDefaults() (brookerOptions, error) {
 			return o, fmt.Errorf("sim: brooker: unknown strategy %q (want %s)", s, strings.Join(brookerStrategies(), ", "))
 		}
 	}
-	if o.Base <= 0 {
-		o.Base = 5 * time.Millisecond
-	}
-	if o.Cap <= 0 {
-		o.Cap = 2000 * time.Millisecond
-	}
-	if o.Net <= 0 {
-		o.Net = 10 * time.Millisecond
-	}
-	if o.NetSD <= 0 {
-		o.NetSD = 2 * time.Millisecond
-	}
+	orDefault(&o.Base, 5*time.Millisecond)
+	orDefault(&o.Cap, 2000*time.Millisecond)
+	orDefault(&o.Net, 10*time.Millisecond)
+	orDefault(&o.NetSD, 2*time.Millisecond)
 	return o, nil
 }
 
@@ -104,10 +94,6 @@ func (o brookerOptions) withDefaults() (brookerOptions, error) {
 // strategy, so strategies meet the same network (common random numbers)
 // until their choices diverge.
 func brooker(o brookerOptions) (*brookerResult, error) {
-	o, err := o.withDefaults()
-	if err != nil {
-		return nil, err
-	}
 	type job struct{ strategy, clients, run int }
 	var jobs []job
 	for si := range o.Strategies {

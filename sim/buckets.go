@@ -71,21 +71,13 @@ type bucketsResult struct {
 }
 
 func (o bucketsOptions) withDefaults() (bucketsOptions, error) {
-	if o.Rate <= 0 {
-		o.Rate = 10
-	}
-	if o.Burst <= 0 {
-		o.Burst = o.Rate
-	}
-	if o.Background <= 0 {
-		o.Background = 4
-	}
+	orDefault(&o.Rate, 10)
+	orDefault(&o.Burst, o.Rate)
+	orDefault(&o.Background, 4)
 	if o.Bursts == nil {
 		o.Bursts = defaultBursts()
 	}
-	if o.Duration <= 0 {
-		o.Duration = 30 * time.Second
-	}
+	orDefault(&o.Duration, 30*time.Second)
 	if err := (ratelimit.Limit{Rate: o.Rate, Period: time.Second, Burst: o.Burst}).Validate(); err != nil {
 		return o, fmt.Errorf("sim: buckets: %w", err)
 	}
@@ -100,10 +92,6 @@ func (o bucketsOptions) withDefaults() (bucketsOptions, error) {
 // each admits, delays and rejects, and the most it lets through in any one
 // second: the shape each gives the same traffic.
 func buckets(o bucketsOptions) (*bucketsResult, error) {
-	o, err := o.withDefaults()
-	if err != nil {
-		return nil, err
-	}
 	s := newEngine(o.Seed, 0)
 	var arr []time.Duration
 	for t := s.Exp(time.Duration(float64(time.Second) / o.Background)); t < o.Duration; t += s.Exp(time.Duration(float64(time.Second) / o.Background)) {

@@ -21,7 +21,7 @@ func TestFindings(t *testing.T) {
 		// requests miss the 1 s deadline; sluice's limiters keep the
 		// oracle's goodput at a p99 near the no-load one.
 		{"overload", func(b *strings.Builder) error {
-			res, err := overload(overloadOptions{RealTimeOptions: RealTimeOptions{Seed: 1, Model: IOModel{Capacity: 20},
+			res, err := run(overload, overloadOptions{RealTimeOptions: RealTimeOptions{Seed: 1, Model: IOModel{Capacity: 20},
 				Warmup: time.Second, Phase: 2 * time.Second}})
 			if err != nil {
 				return err
@@ -44,11 +44,11 @@ none             goodput 0.02 of the oracle's, p99 38.67x no-load
 		// alone, with Stripe's 120 s ramp, has barely begun to shed after
 		// 2 s and loses critical requests as it loses the others.
 		{"shedders", func(b *strings.Builder) error {
-			sc, err := shedContenders(shedOptions{Workers: 20})
+			sc, err := run(shedContenders, shedOptions{Workers: 20})
 			if err != nil {
 				return err
 			}
-			res, err := overload(overloadOptions{RealTimeOptions: RealTimeOptions{Seed: 1, Model: IOModel{Capacity: 20},
+			res, err := run(overload, overloadOptions{RealTimeOptions: RealTimeOptions{Seed: 1, Model: IOModel{Capacity: 20},
 				Warmup: time.Second, Phase: 2 * time.Second,
 				Contenders: append(OverloadContenders()[2:3], sc...)}}) // the oracle, then the shedders
 			if err != nil {
@@ -71,7 +71,7 @@ sluice-shed-gradient    critical 1.0000, success by class [0.27 0.27 0.27 1.00]
 		// requests split evenly between two regions: with a Redis per
 		// region it gets twice its limit; with a home region, its limit.
 		{"regions", func(b *strings.Builder) error {
-			r, err := regions(regionsOptions{Seed: 1, Keys: 2, Duration: time.Minute,
+			r, err := run(regions, regionsOptions{Seed: 1, Keys: 2, Duration: time.Minute,
 				Scenarios: []regionScenario{{Name: "50/50 10x", Split: 0.5, Load: 10}}})
 			if err != nil {
 				return err

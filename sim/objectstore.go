@@ -60,24 +60,14 @@ type objectStoreTimeline struct {
 var objectStoreStrategies = []string{"backoff", "retry-immediately"}
 
 func (o objectStoreOptions) withDefaults() (objectStoreOptions, error) {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	defd := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&o.Runs, 1)
-	def(&o.Requests, 9)
-	def(&o.Budget, 5)
-	def(&o.MaxAttempts, 6)
-	defd(&o.Tick, 100*time.Millisecond)
-	defd(&o.Base, 100*time.Millisecond)
-	defd(&o.Net, 10*time.Millisecond)
-	defd(&o.NetSD, 2*time.Millisecond)
+	orDefault(&o.Runs, 1)
+	orDefault(&o.Requests, 9)
+	orDefault(&o.Budget, 5)
+	orDefault(&o.MaxAttempts, 6)
+	orDefault(&o.Tick, 100*time.Millisecond)
+	orDefault(&o.Base, 100*time.Millisecond)
+	orDefault(&o.Net, 10*time.Millisecond)
+	orDefault(&o.NetSD, 2*time.Millisecond)
 	if err := (ratelimit.Limit{Rate: int64(o.Budget), Period: o.Tick}).Validate(); err != nil {
 		return o, fmt.Errorf("sim: objectstore: %w", err)
 	}
@@ -100,10 +90,6 @@ func (o objectStoreOptions) withDefaults() (objectStoreOptions, error) {
 // simulation runs the client's real retry logic. Counts are summed over Runs; Elapsed is the slowest run. Run r uses the
 // PCG stream (Seed, r) for both strategies.
 func objectStore(o objectStoreOptions) (*objectStoreResult, error) {
-	o, err := o.withDefaults()
-	if err != nil {
-		return nil, err
-	}
 	res := &objectStoreResult{Options: o, Timeline: map[string]objectStoreTimeline{}}
 	for _, name := range objectStoreStrategies {
 		row := objectStoreRow{Strategy: name}

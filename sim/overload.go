@@ -26,21 +26,15 @@ type IOModel struct {
 }
 
 func (m IOModel) withDefaults() IOModel {
-	if m.Capacity <= 0 {
-		m.Capacity = 100
-	}
-	if m.Base <= 0 {
-		m.Base = 20 * time.Millisecond
-	}
+	orDefault(&m.Capacity, 100)
+	orDefault(&m.Base, 20*time.Millisecond)
 	switch {
 	case m.Noise == 0:
 		m.Noise = 0.1
 	case m.Noise < 0:
 		m.Noise = 0
 	}
-	if m.Timeout <= 0 {
-		m.Timeout = time.Second
-	}
+	orDefault(&m.Timeout, time.Second)
 	return m
 }
 
@@ -242,10 +236,6 @@ func (o overloadOptions) withDefaults() (overloadOptions, error) {
 // arrivals (a Poisson process per phase, the same draws for all), in
 // virtual time.
 func overload(o overloadOptions) (*overloadResult, error) {
-	o, err := o.withDefaults()
-	if err != nil {
-		return nil, err
-	}
 	phases := overloadPhases(o.Warmup, o.Phase)
 	runs := make([]*runRecord, len(o.Contenders))
 	parallel(len(o.Contenders), o.Progress, func(i int) {

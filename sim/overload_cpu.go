@@ -76,9 +76,7 @@ func spin(n int64) {
 // multiplies the work of later requests (2 halves the capacity);
 // "/stats" answers {"limit":L,"inflight":N}.
 func serveCPU(ctx context.Context, o cpuServerOptions, stdin io.Reader, stdout io.Writer) error {
-	if o.Work <= 0 {
-		o.Work = 5 * time.Millisecond
-	}
+	orDefault(&o.Work, 5*time.Millisecond)
 	s := &cpuServer{}
 	base := calibrate(o.Work)
 	s.iters.Store(base)
@@ -184,24 +182,12 @@ func overloadCPU(ctx context.Context, o cpuOptions) (*overloadResult, error) {
 	if len(o.Command) == 0 {
 		return nil, errors.New("sim: overload cpu: no server command")
 	}
-	if o.Work <= 0 {
-		o.Work = 5 * time.Millisecond
-	}
-	if o.Warmup <= 0 {
-		o.Warmup = time.Second
-	}
-	if o.Phase <= 0 {
-		o.Phase = 2 * time.Second
-	}
-	if o.Bin <= 0 {
-		o.Bin = 250 * time.Millisecond
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = time.Second
-	}
-	if o.Oracle <= 0 {
-		o.Oracle = 2 * runtime.NumCPU()
-	}
+	orDefault(&o.Work, 5*time.Millisecond)
+	orDefault(&o.Warmup, time.Second)
+	orDefault(&o.Phase, 2*time.Second)
+	orDefault(&o.Bin, 250*time.Millisecond)
+	orDefault(&o.Timeout, time.Second)
+	orDefault(&o.Oracle, 2*runtime.NumCPU())
 	if o.Limiters == nil {
 		o.Limiters = []string{"sluice-gradient", "sluice-vegas", "none"}
 	}

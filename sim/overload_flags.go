@@ -148,7 +148,7 @@ func (f *overloadFlags) runModel(c Options) (*overloadResult, error) {
 			fmt.Fprintf(c.Log, "sluice sim overload: %d of %d contenders done\n", done, total)
 		}
 	}
-	return overload(o)
+	return run(overload, o)
 }
 
 // shedContenders are the load shedders of --shed, on requests of mix.
@@ -157,7 +157,7 @@ func (f *overloadFlags) shedContenders(mix classMix) ([]OverloadContender, error
 		return nil, fmt.Errorf("--shed-ramp %v / --fleet-cap %d / --reserved %v / --gradient-reserved %v: want a positive ramp, a cap of 0 to 1000000, shares above 0",
 			f.shedRamp, f.fleetCap, f.reserved, f.gradReserved)
 	}
-	sc, err := shedContenders(shedOptions{Workers: f.capacity, Mix: mix, Ramp: f.shedRamp,
+	sc, err := run(shedContenders, shedOptions{Workers: f.capacity, Mix: mix, Ramp: f.shedRamp,
 		FleetCap: f.fleetCap, Reserved: f.reserved, GradientReserved: f.gradReserved})
 	if err != nil {
 		return nil, fmt.Errorf("--reserved / --gradient-reserved: %w", err)

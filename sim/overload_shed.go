@@ -170,10 +170,6 @@ func (o shedOptions) withDefaults() (shedOptions, error) {
 //     critical requests may use all of the gradient limiter's current
 //     limit, the others shed.GeneralCap of it.
 func shedContenders(o shedOptions) ([]OverloadContender, error) {
-	o, err := o.withDefaults()
-	if err != nil {
-		return nil, err
-	}
 	classes := o.Mix.Classes
 	// Every option is checked here, so the constructors below cannot fail.
 	if _, err := shed.NewUtilization(shed.UtilizationOptions{Capacity: int64(o.Workers), Ramp: o.Ramp, Classes: classes}); err != nil {

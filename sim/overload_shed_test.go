@@ -15,7 +15,7 @@ import (
 func shedOverload(t *testing.T, seed uint64, so shedOptions) *overloadResult {
 	t.Helper()
 	so.Workers = 20
-	sc, err := shedContenders(so)
+	sc, err := run(shedContenders, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func shedOverload(t *testing.T, seed uint64, so shedOptions) *overloadResult {
 	o.Phase = 5 * time.Second
 	o.SteadyAfter = time.Second
 	o.Contenders = append(OverloadContenders()[:3], sc...) // gradient, vegas, oracle
-	res, err := overload(o)
+	res, err := run(overload, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestClassMix(t *testing.T) {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("mix %v: no error", bad.Shares)
 		}
-		if _, err := overload(overloadOptions{Mix: bad}); err == nil {
+		if _, err := run(overload, overloadOptions{Mix: bad}); err == nil {
 			t.Errorf("Overload with mix %v: no error", bad.Shares)
 		}
 	}
@@ -159,8 +159,8 @@ func TestClassMix(t *testing.T) {
 	}
 	for _, o := range []shedOptions{{}, {Workers: 10, Reserved: 1}, {Workers: 10, GradientReserved: -1},
 		{Workers: 10, Ramp: -time.Second}, {Workers: 10, FleetCap: -1}} {
-		if _, err := shedContenders(o); err == nil {
-			t.Errorf("shedContenders(%+v): no error", o)
+		if _, err := run(shedContenders, o); err == nil {
+			t.Errorf("run(shedContenders, %+v): no error", o)
 		}
 	}
 }

@@ -16,7 +16,7 @@ func smallOverload(seed uint64) overloadOptions {
 
 func TestOverloadDeterministic(t *testing.T) {
 	out := func(seed uint64) string {
-		res, err := overload(smallOverload(seed))
+		res, err := run(overload, smallOverload(seed))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func TestOverloadDeterministic(t *testing.T) {
 }
 
 func TestOverloadRows(t *testing.T) {
-	res, err := overload(smallOverload(1))
+	res, err := run(overload, smallOverload(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestOverloadOptions(t *testing.T) {
 		{RealTimeOptions: RealTimeOptions{Phase: -time.Second}},
 		{RealTimeOptions: RealTimeOptions{Contenders: OverloadContenders()[:2]}},
 	} {
-		if _, err := overload(o); err == nil {
+		if _, err := run(overload, o); err == nil {
 			t.Errorf("Overload(%+v): no error", o)
 		}
 	}

@@ -119,21 +119,11 @@ func (o regionsOptions) withDefaults() (regionsOptions, error) {
 	if o.Limit == (ratelimit.Limit{}) {
 		o.Limit = ratelimit.Limit{Rate: 1000, Period: time.Minute, Burst: 200}
 	}
-	if o.Keys <= 0 {
-		o.Keys = 40
-	}
-	if o.Duration <= 0 {
-		o.Duration = 5 * time.Minute
-	}
-	if o.LocalRTT <= 0 {
-		o.LocalRTT = time.Millisecond
-	}
-	if o.CrossRTT <= 0 {
-		o.CrossRTT = 70 * time.Millisecond
-	}
-	if o.Jitter <= 0 {
-		o.Jitter = 0.1
-	}
+	orDefault(&o.Keys, 40)
+	orDefault(&o.Duration, 5*time.Minute)
+	orDefault(&o.LocalRTT, time.Millisecond)
+	orDefault(&o.CrossRTT, 70*time.Millisecond)
+	orDefault(&o.Jitter, 0.1)
 	if o.Scenarios == nil {
 		o.Scenarios = defaultRegionScenarios()
 	}
@@ -175,10 +165,6 @@ type arrival struct {
 // Under designHome, keys with an even index have their home in region A,
 // odd ones in B; under designHomeMajority, the home is A when Split ≥ 0.5.
 func regions(o regionsOptions) (*regionsResult, error) {
-	o, err := o.withDefaults()
-	if err != nil {
-		return nil, err
-	}
 	res := &regionsResult{Options: o}
 	type keyResult struct {
 		offered  int
@@ -205,7 +191,7 @@ func regions(o regionsOptions) (*regionsResult, error) {
 			for d := range numDesigns {
 				adm, lat := decide(o, arr, d)
 				kr.admitted[d] = len(adm)
-				kr.peak[d] = peakWindow(adm, o.Limit.Period)
+				kr.peak[d] = peak(adm, o.Limit.Period)
 				kr.lat[d] = lat
 				if k == 0 {
 					kr.curveAt[d] = make([]float64, len(adm))
@@ -330,19 +316,6 @@ func cmpDuration(a, b time.Duration) int {
 		return 1
 	}
 	return 0
-}
-
-// peakWindow returns the most admissions in any window of length w
-// (sorted times).
-func peakWindow(ts []time.Duration, w time.Duration) int {
-	best, j := 0, 0
-	for i := range ts {
-		for ts[i]-ts[j] >= w {
-			j++
-		}
-		best = max(best, i-j+1)
-	}
-	return best
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {

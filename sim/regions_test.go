@@ -30,7 +30,7 @@ func regionRow(t *testing.T, r *regionsResult, scenario string, d regionDesign) 
 func TestRegionsDeterministic(t *testing.T) {
 	var outs [2]bytes.Buffer
 	for i := range outs {
-		r, err := regions(smallRegions())
+		r, err := run(regions, smallRegions())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func TestRegionsDeterministic(t *testing.T) {
 	}
 	o := smallRegions()
 	o.Seed = 2
-	r, err := regions(o)
+	r, err := run(regions, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestRegionsDeterministic(t *testing.T) {
 func TestRegionsBounds(t *testing.T) {
 	o := smallRegions()
 	o.Scenarios = append(defaultRegionScenarios(), regionScenario{Name: "all A 10x", Split: 1, Load: 10})
-	r, err := regions(o)
+	r, err := run(regions, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestRegionsOptionsRefused(t *testing.T) {
 		{Scenarios: []regionScenario{{Name: "x", Split: 0.5, Load: 1e6}}},
 		{Limit: ratelimit.Limit{Rate: -1, Period: time.Second}},
 	} {
-		if _, err := regions(o); err == nil {
+		if _, err := run(regions, o); err == nil {
 			t.Errorf("Regions(%+v) = nil error", o)
 		}
 	}
@@ -138,7 +138,7 @@ func BenchmarkRegions(b *testing.B) {
 	b.ReportAllocs()
 	o := regionsOptions{Keys: 2, Duration: 10 * time.Second}
 	for b.Loop() {
-		if _, err := regions(o); err != nil {
+		if _, err := run(regions, o); err != nil {
 			b.Fatal(err)
 		}
 	}

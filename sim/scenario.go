@@ -95,9 +95,21 @@ func brookerFlags(fs *flag.FlagSet) func(Options) (*Result, error) {
 		if *maxd < *base {
 			return nil, fmt.Errorf("--cap %v is below --base %v", *maxd, *base)
 		}
-		return result(brooker(brookerOptions{Seed: c.Seed, Runs: c.Runs, Clients: clients,
+		return result(run(brooker, brookerOptions{Seed: c.Seed, Runs: c.Runs, Clients: clients,
 			Strategies: strategies, Base: *base, Cap: *maxd, Progress: c.Progress}))
 	}
+}
+
+// run runs scenario f on o with its defaults filled in: o.withDefaults,
+// which refuses options that make no sense, is the one way into every
+// scenario, so f sees only options it accepted.
+func run[O interface{ withDefaults() (O, error) }, R any](f func(O) (R, error), o O) (R, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return f(o)
 }
 
 // result wraps the outcome of a scenario's function.
@@ -124,7 +136,7 @@ func objectStoreFlags(fs *flag.FlagSet) func(Options) (*Result, error) {
 		if err := positive("--tick", *tick, "--base", *base); err != nil {
 			return nil, err
 		}
-		return result(objectStore(objectStoreOptions{Seed: c.Seed, Runs: c.Runs, Requests: *requests,
+		return result(run(objectStore, objectStoreOptions{Seed: c.Seed, Runs: c.Runs, Requests: *requests,
 			Budget: *budget, Tick: *tick, Base: *base, MaxAttempts: *attempts}))
 	}
 }
@@ -147,7 +159,7 @@ func aimdFlags(fs *flag.FlagSet) func(Options) (*Result, error) {
 				return nil, fmt.Errorf("--phases: phase %d starts at %v, not after phase %d (%v)", i+1, p.Start, i, phases[i-1].Start)
 			}
 		}
-		return result(aimd(aimdOptions{Seed: c.Seed, Runs: c.Runs, Phases: phases, Duration: *duration}))
+		return result(run(aimd, aimdOptions{Seed: c.Seed, Runs: c.Runs, Phases: phases, Duration: *duration}))
 	}
 }
 
@@ -167,7 +179,7 @@ func bucketsFlags(fs *flag.FlagSet) func(Options) (*Result, error) {
 		case *background < 0 || *background != *background:
 			return nil, fmt.Errorf("--background %v: want 0 or more", *background)
 		}
-		return result(buckets(bucketsOptions{Seed: c.Seed, Rate: *rate, Burst: *burst, Background: *background}))
+		return result(run(buckets, bucketsOptions{Seed: c.Seed, Rate: *rate, Burst: *burst, Background: *background}))
 	}
 }
 
@@ -186,7 +198,7 @@ func windowsFlags(fs *flag.FlagSet) func(Options) (*Result, error) {
 		if err := positive("--period", *period, "--duration", *duration); err != nil {
 			return nil, err
 		}
-		return result(windows(windowsOptions{Seed: c.Seed, Sources: *sources,
+		return result(run(windows, windowsOptions{Seed: c.Seed, Sources: *sources,
 			Limit: ratelimit.Limit{Rate: *rate, Period: *period}, Duration: *duration}))
 	}
 }
@@ -211,7 +223,7 @@ func regionsFlags(fs *flag.FlagSet) func(Options) (*Result, error) {
 		if err := positive("--period", *period, "--duration", *duration, "--local-rtt", *local, "--cross-rtt", *cross); err != nil {
 			return nil, err
 		}
-		return result(regions(regionsOptions{Seed: c.Seed, Keys: *keys, Duration: *duration,
+		return result(run(regions, regionsOptions{Seed: c.Seed, Keys: *keys, Duration: *duration,
 			Limit:    ratelimit.Limit{Rate: *rate, Period: *period, Burst: *burst},
 			LocalRTT: *local, CrossRTT: *cross}))
 	}
@@ -304,4 +316,12 @@ func positive(pairs ...any) error {
 		}
 	}
 	return nil
+}
+
+// orDefault sets *v to d when *v is zero or negative: an option left out
+// takes the scenario's default.
+func orDefault[T ~int | ~int64 | ~float64](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }

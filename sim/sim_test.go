@@ -75,19 +75,19 @@ func scenarios(t *testing.T, seed uint64) map[string]interface {
 		Table() table
 		Figure() figure
 	}{}
-	b, err := brooker(brookerOptions{Seed: seed, Runs: 3, Clients: []int{10, 40}})
+	b, err := run(brooker, brookerOptions{Seed: seed, Runs: 3, Clients: []int{10, 40}})
 	must(t, err)
 	out["brooker"] = b
-	o, err := objectStore(objectStoreOptions{Seed: seed, Runs: 5})
+	o, err := run(objectStore, objectStoreOptions{Seed: seed, Runs: 5})
 	must(t, err)
 	out["objectstore"] = o
-	a, err := aimd(aimdOptions{Seed: seed, Phases: []aimdPhase{{0, 30}, {20 * time.Second, 60}}, Duration: 40 * time.Second})
+	a, err := run(aimd, aimdOptions{Seed: seed, Phases: []aimdPhase{{0, 30}, {20 * time.Second, 60}}, Duration: 40 * time.Second})
 	must(t, err)
 	out["aimd"] = a
-	k, err := buckets(bucketsOptions{Seed: seed})
+	k, err := run(buckets, bucketsOptions{Seed: seed})
 	must(t, err)
 	out["buckets"] = k
-	w, err := windows(windowsOptions{Seed: seed, Sources: 10, Duration: 5 * time.Minute})
+	w, err := run(windows, windowsOptions{Seed: seed, Sources: 10, Duration: 5 * time.Minute})
 	must(t, err)
 	out["windows"] = w
 	return out
@@ -132,7 +132,7 @@ func TestSameSeedSameBytes(t *testing.T) {
 
 func TestBrookerFinding(t *testing.T) {
 	t.Parallel()
-	r, err := brooker(brookerOptions{Seed: 1, Runs: 10, Clients: []int{100}})
+	r, err := run(brooker, brookerOptions{Seed: 1, Runs: 10, Clients: []int{100}})
 	must(t, err)
 	row := func(s string) brookerRow {
 		x, ok := r.Row(s, 100)
@@ -174,7 +174,7 @@ func TestBrookerFinding(t *testing.T) {
 
 func TestBrookerOneClient(t *testing.T) {
 	t.Parallel()
-	r, err := brooker(brookerOptions{Seed: 3, Runs: 5, Clients: []int{1}})
+	r, err := run(brooker, brookerOptions{Seed: 3, Runs: 5, Clients: []int{1}})
 	must(t, err)
 	for _, x := range r.Rows {
 		// Alone, a client writes once: four legs of about 10 ms.
@@ -187,7 +187,7 @@ func TestBrookerOneClient(t *testing.T) {
 func TestBrookerBadOptions(t *testing.T) {
 	t.Parallel()
 	for _, o := range []brookerOptions{{Strategies: []string{"linear"}}, {Clients: []int{0}}} {
-		if _, err := brooker(o); err == nil {
+		if _, err := run(brooker, o); err == nil {
 			t.Errorf("Brooker(%+v) = nil error, want one", o)
 		}
 	}
@@ -196,7 +196,7 @@ func TestBrookerBadOptions(t *testing.T) {
 func TestObjectStoreExample(t *testing.T) {
 	t.Parallel()
 	const runs = 200
-	r, err := objectStore(objectStoreOptions{Seed: 1, Runs: runs})
+	r, err := run(objectStore, objectStoreOptions{Seed: 1, Runs: runs})
 	must(t, err)
 	bo, now := r.Rows[0], r.Rows[1]
 	if bo.Strategy != "backoff" || now.Strategy != "retry-immediately" {
@@ -223,7 +223,7 @@ func TestObjectStoreExample(t *testing.T) {
 
 func TestAIMDSawtooth(t *testing.T) {
 	t.Parallel()
-	r, err := aimd(aimdOptions{Seed: 1})
+	r, err := run(aimd, aimdOptions{Seed: 1})
 	must(t, err)
 	for i, row := range r.Rows[:len(r.Rows)-1] {
 		if row.Sent > 1.05*float64(row.Limit) {
@@ -261,7 +261,7 @@ func TestAIMDSawtooth(t *testing.T) {
 
 func TestBucketsShapes(t *testing.T) {
 	t.Parallel()
-	r, err := buckets(bucketsOptions{Seed: 1})
+	r, err := run(buckets, bucketsOptions{Seed: 1})
 	must(t, err)
 	o := r.Options
 	tb, lb := r.Row(ratelimit.TokenBucket), r.Row(ratelimit.LeakyBucket)
@@ -297,7 +297,7 @@ func TestBucketsShapes(t *testing.T) {
 
 func TestWindowsAccuracy(t *testing.T) {
 	t.Parallel()
-	r, err := windows(windowsOptions{Seed: 1, Sources: 40, Duration: 15 * time.Minute})
+	r, err := run(windows, windowsOptions{Seed: 1, Sources: 40, Duration: 15 * time.Minute})
 	must(t, err)
 	all := r.All()
 	if all.Requests == 0 {
@@ -358,7 +358,7 @@ func TestSlidingEstimate(t *testing.T) {
 
 func TestTableFormats(t *testing.T) {
 	t.Parallel()
-	r, err := objectStore(objectStoreOptions{Seed: 1})
+	r, err := run(objectStore, objectStoreOptions{Seed: 1})
 	must(t, err)
 	tab := r.Table()
 	var j bytes.Buffer

@@ -59,21 +59,13 @@ type windowsResult struct {
 }
 
 func (o windowsOptions) withDefaults() (windowsOptions, error) {
-	if o.Sources <= 0 {
-		o.Sources = 200
-	}
+	orDefault(&o.Sources, 200)
 	if o.Limit == (ratelimit.Limit{}) {
 		o.Limit = ratelimit.PerMinute(100)
 	}
-	if o.MinLoad <= 0 {
-		o.MinLoad = 0.05
-	}
-	if o.MaxLoad <= 0 {
-		o.MaxLoad = 4
-	}
-	if o.Duration <= 0 {
-		o.Duration = time.Hour
-	}
+	orDefault(&o.MinLoad, 0.05)
+	orDefault(&o.MaxLoad, 4)
+	orDefault(&o.Duration, time.Hour)
 	switch {
 	case o.MaxLoad < o.MinLoad:
 		return o, fmt.Errorf("sim: windows: max load %v below min load %v", o.MaxLoad, o.MinLoad)
@@ -103,10 +95,6 @@ func (o windowsOptions) withDefaults() (windowsOptions, error) {
 //
 // The trace comes from the PCG stream (Seed, 0).
 func windows(o windowsOptions) (*windowsResult, error) {
-	o, err := o.withDefaults()
-	if err != nil {
-		return nil, err
-	}
 	s := newEngine(o.Seed, 0)
 	srcs, sample := windowsSources(s, o)
 	w := newWindowsRun(s, o, srcs, sample)

@@ -78,12 +78,22 @@ func roll(s State, now, w int64) (State, int64) {
 func begin(req ratelimit.Request) (lim ratelimit.Limit, d ratelimit.Decision, none bool) {
 	lim = req.Limit.Normalize()
 	d.Limit = lim
-	if lim.Rate == 0 {
-		d.Allowed = req.N == 0
-		d.Unsatisfiable = req.N > 0
-		return lim, d, true
+	return lim, d, lim.Rate == 0 && settled(req, lim, &d)
+}
+
+// settled reports whether req is decided whatever the counts, and sets d
+// so: a peek (N 0) is allowed, more than the limit's rate never is
+// (Unsatisfiable).
+func settled(req ratelimit.Request, lim ratelimit.Limit, d *ratelimit.Decision) bool {
+	switch {
+	case req.N == 0:
+		d.Allowed = true
+	case req.N > lim.Rate:
+		d.Unsatisfiable = true
+	default:
+		return false
 	}
-	return lim, d, false
+	return true
 }
 
 // Fixed applies req at now (Unix ns) to a fixed window. req must be valid.
@@ -105,11 +115,7 @@ func Fixed(s State, now int64, req ratelimit.Request) (State, ratelimit.Decision
 	d.Remaining = max(0, lim.Rate-ns.Curr)
 	d.ResetAfter = reset(ns.Curr)
 	switch {
-	case req.N == 0:
-		d.Allowed = true
-		return s, d
-	case req.N > lim.Rate:
-		d.Unsatisfiable = true
+	case settled(req, lim, &d):
 		return s, d
 	case req.N > lim.Rate-ns.Curr: // not Curr+N: no overflow
 		d.RetryAfter = untilEnd // the next window is empty and N ≤ Rate
@@ -179,11 +185,7 @@ func Sliding(s State, now int64, req ratelimit.Request) (State, ratelimit.Decisi
 	d.Remaining = remaining(ns.Prev, ns.Curr)
 	d.ResetAfter = reset(ns.Prev, ns.Curr)
 	switch {
-	case req.N == 0:
-		d.Allowed = true
-		return s, d
-	case req.N > lim.Rate:
-		d.Unsatisfiable = true
+	case settled(req, lim, &d):
 		return s, d
 	case !admits(ns.Prev, ns.Curr, elapsed, w, req.N, lim.Rate):
 		if e, ok := earliest(ns.Prev, ns.Curr, elapsed, w, req.N, lim.Rate); ok {

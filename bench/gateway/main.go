@@ -70,12 +70,27 @@ const (
 	kindSluiceRedis = "sluice-redis"
 	kindQuota       = "sluice-quota"
 	kindJournal     = "sluice-journal"
+	// A proxy users run, alone (with its own limiter, if it has one) or
+	// asking sluice's decision endpoint (fronts.go).
+	kindNginxSluice      = "nginx+sluice"
+	kindNginxSluiceRedis = "nginx+sluice-redis"
+	kindNginxSluiceIdle  = "nginx+sluice-idle"
+	kindCaddy            = "caddy"
+	kindCaddySluice      = "caddy+sluice"
+	kindTraefik          = "traefik"
+	kindTraefikRedis     = "traefik-redis"
+	kindTraefikSluice    = "traefik+sluice"
 )
 
-var kinds = []string{kindNginx, kindGoProxy, kindSluiceOff, kindSluiceOn, kindSluiceRedis, kindGoPlain, kindQuota, kindJournal}
+var kinds = []string{kindNginx, kindGoProxy, kindSluiceOff, kindSluiceOn, kindSluiceRedis, kindGoPlain, kindQuota, kindJournal,
+	kindNginxSluice, kindNginxSluiceIdle, kindNginxSluiceRedis, kindCaddy, kindCaddySluice, kindTraefik, kindTraefikRedis, kindTraefikSluice}
 
 // defaultKinds are the contenders of a run without -contenders.
 var defaultKinds = kinds[:5]
+
+// proxyKinds are -contenders proxies: the proxies users run, alone and
+// in front of sluice's decision endpoint, against sluice serve proxying.
+var proxyKinds = []string{kindNginx, kindNginxSluice, kindNginxSluiceIdle, kindSluiceOn, kindCaddy, kindCaddySluice, kindTraefik, kindTraefikRedis, kindTraefikSluice}
 
 // Tools.
 const (
@@ -97,13 +112,15 @@ type options struct {
 	idle       int       // idle upstream connections of the proxies
 	path       string
 	sluice     string // a sluice binary to use instead of building the checkout's
+	caddy      string // a caddy binary; empty: gobuild.Caddy
+	traefik    string // a traefik binary; empty: gobuild.Traefik
 	profile    string // a directory for CPU profiles of the sluice contenders
 	progress   io.Writer
 }
 
 func main() {
 	o := options{progress: os.Stderr}
-	contenders := flag.String("contenders", strings.Join(defaultKinds, ","), "what to measure, in order: "+strings.Join(kinds, ", ")+" (a kind named twice: an A/A pair)")
+	contenders := flag.String("contenders", strings.Join(defaultKinds, ","), "what to measure, in order: "+strings.Join(kinds, ", ")+" (a kind named twice: an A/A pair), or proxies: "+strings.Join(proxyKinds, ","))
 	flag.IntVar(&o.clients, "c", 32, "closed loop: concurrent keep-alive clients (wrk: connections)")
 	flag.IntVar(&o.openConns, "oc", 64, "open loop (-rates): keep-alive clients the offered requests are spread over")
 	flag.DurationVar(&o.dur, "d", 2*time.Second, "measured window of one round")
@@ -114,10 +131,18 @@ func main() {
 	flag.Float64Var(&o.capacity, "capacity", 0, "sweep: req/s taken as 100% (0: measure goproxy in a closed loop first)")
 	flag.IntVar(&o.idle, "idle", 256, "idle connections each proxy keeps to the upstream")
 	flag.StringVar(&o.path, "path", "/hello", "request path")
-	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of each sluice contender's first gwload round to `DIR`/NAME.pprof (go tool pprof)")
+	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of each sluice (serving, or the decision endpoint a proxy asks) over its first gwload round to `DIR`/NAME.pprof; with -rates, each load's first round to DIR/NAME-PERCENT.pprof (0: saturation)")
 	flag.StringVar(&o.sluice, "sluice", "", "a sluice binary to measure (default: build ./cmd/sluice of this checkout, uncommitted changes included)")
+	flag.StringVar(&o.caddy, "caddy", "", "a caddy binary (default: built from the Go module proxy into the user cache, once)")
+	flag.StringVar(&o.traefik, "traefik", "", "a traefik binary (default: built from the Go module proxy into the user cache, once)")
 	flag.Parse()
-	o.contenders = strings.Split(*contenders, ",")
+	for _, k := range strings.Split(*contenders, ",") {
+		if k == "proxies" {
+			o.contenders = append(o.contenders, proxyKinds...)
+		} else {
+			o.contenders = append(o.contenders, k)
+		}
+	}
 	o.tools = []string{toolGo}
 	switch *wrk {
 	case "yes":
@@ -211,6 +236,8 @@ func loadAvg() string {
 type contender struct {
 	name, kind string
 	p          *proc
+	decider    *proc // sluice serve as the decision endpoint p asks, if any
+	redis      bool  // whether it uses the run's redis-server
 }
 
 // env is everything a run started.
@@ -233,6 +260,7 @@ func (e *env) names() []string {
 func (e *env) close() {
 	for _, c := range e.contenders {
 		c.p.stop()
+		c.decider.stop()
 	}
 	e.contenders = nil
 	e.upstream.stop()
@@ -281,40 +309,32 @@ func setup(ctx context.Context, o options) (_ *env, err error) {
 	if o.sluice != "" {
 		e.bins.sluice = o.sluice
 	}
+	if e.contenders, err = e.external(ctx, o); err != nil {
+		return nil, err
+	}
 	if e.upstream, err = startUpstream(e.dir); err != nil {
 		return nil, err
 	}
-	if seen[kindSluiceRedis] > 0 {
-		if e.redis, err = redistest.StartServer(); err != nil {
-			return nil, fmt.Errorf("redis-server: %w", err)
+	for _, c := range e.contenders {
+		c.redis = slices.Contains(redisKinds, c.kind)
+		if c.redis && e.redis == nil {
+			if e.redis, err = redistest.StartServer(); err != nil {
+				return nil, fmt.Errorf("redis-server: %w", err)
+			}
 		}
 	}
-	upHost := strings.TrimPrefix(e.upstream.url, "http://")
 	for _, c := range e.contenders {
-		switch c.kind {
-		case kindNginx:
-			c.p, err = startNginxProxy(e.dir, c.name, upHost, o.idle)
-		case kindGoProxy:
-			c.p, err = startGoProxy(e.bins.goproxy, c.name, e.upstream.url, o.idle, true)
-		case kindGoPlain:
-			c.p, err = startGoProxy(e.bins.goproxy, c.name, e.upstream.url, o.idle, false)
-		case kindSluiceOff:
-			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, true, "memory", o.profile != "")
-		case kindSluiceOn:
-			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, false, "memory", o.profile != "")
-		case kindSluiceRedis:
-			c.p, err = startSluice(e.bins.sluice, e.dir, c.name, e.upstream.url, false, e.redis.URL(), o.profile != "")
-		case kindQuota, kindJournal:
-			c.p, err = startSluiceQuota(e.bins.sluice, e.dir, c.name, e.upstream.url, c.kind == kindJournal, o.profile != "")
-		}
-		if err != nil {
+		if err := e.start(c, o); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(o.progress, "%-14s pid %-7d %s\n", c.name, c.p.pid(), c.p.url)
+		fmt.Fprintf(o.progress, "%-18s pid %-7d %s\n", c.name, c.p.pid(), c.p.url)
+		if c.decider != nil {
+			fmt.Fprintf(o.progress, "%-18s pid %-7d %s\n", "  its sluice", c.decider.pid(), c.decider.url)
+		}
 	}
-	fmt.Fprintf(o.progress, "%-14s pid %-7d %s\n", "upstream", e.upstream.pid(), e.upstream.url)
+	fmt.Fprintf(o.progress, "%-18s pid %-7d %s\n", "upstream", e.upstream.pid(), e.upstream.url)
 	if e.redis != nil {
-		fmt.Fprintf(o.progress, "%-14s pid %-7d %s\n", "redis-server", e.redis.Pid(), e.redis.URL())
+		fmt.Fprintf(o.progress, "%-18s pid %-7d %s\n", "redis-server", e.redis.Pid(), e.redis.URL())
 	}
 	return e, nil
 }
@@ -322,7 +342,10 @@ func setup(ctx context.Context, o options) (_ *env, err error) {
 // measure runs one measurement of c with tool; rate 0 is a closed loop.
 func measure(ctx context.Context, e *env, o options, c *contender, tool string, rate float64) (loadgen.Result, error) {
 	pids := map[string]int{"proxy": c.p.pid(), "upstream": e.upstream.pid()}
-	if e.redis != nil && c.kind == kindSluiceRedis {
+	if c.decider != nil {
+		pids["decision"] = c.decider.pid()
+	}
+	if c.redis {
 		pids["redis"] = e.redis.Pid()
 	}
 	url := c.p.url + o.path
@@ -449,17 +472,11 @@ func compare(ctx context.Context, e *env, o options) (*results, error) {
 	for r := range o.rounds {
 		for _, tool := range o.tools {
 			for _, c := range rotated(e.contenders, r) {
-				var prof chan error
-				if o.profile != "" && r == 0 && tool == toolGo && c.p.admin != "" {
-					prof = make(chan error, 1)
-					go func() { prof <- profile(ctx, c, o) }()
+				file := ""
+				if r == 0 && tool == toolGo {
+					file = c.name
 				}
-				m, err := measure(ctx, e, o, c, tool, 0)
-				if prof != nil {
-					if perr := <-prof; perr != nil && err == nil {
-						err = perr
-					}
-				}
+				m, err := measureProfiled(ctx, e, o, c, tool, 0, file)
 				if err != nil {
 					return nil, err
 				}
@@ -474,35 +491,56 @@ func compare(ctx context.Context, e *env, o options) (*results, error) {
 	return res, nil
 }
 
-// profile writes a CPU profile of c over a measurement (warm-up and
-// window, in whole seconds) to o.profile/NAME.pprof.
-func profile(ctx context.Context, c *contender, o options) error {
+// measureProfiled is measure, and with -profile and a file name, a CPU
+// profile of c's sluice (its own process, or the decision endpoint it
+// asks) over the measurement in o.profile/FILE.pprof.
+func measureProfiled(ctx context.Context, e *env, o options, c *contender, tool string, rate float64, file string) (loadgen.Result, error) {
+	sl := c.p
+	if c.decider != nil {
+		sl = c.decider
+	}
+	if o.profile == "" || file == "" || sl.admin == "" {
+		return measure(ctx, e, o, c, tool, rate)
+	}
+	prof := make(chan error, 1)
+	go func() { prof <- profile(ctx, c.name, sl.admin, file, o) }()
+	m, err := measure(ctx, e, o, c, tool, rate)
+	if perr := <-prof; perr != nil && err == nil {
+		err = perr
+	}
+	return m, err
+}
+
+// profile writes a CPU profile of the sluice of contender name, whose
+// admin listener is admin, over a measurement (warm-up and window, in
+// whole seconds) to o.profile/FILE.pprof.
+func profile(ctx context.Context, name, admin, file string, o options) error {
 	secs := max(1, int((o.warmup + o.dur).Seconds()))
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", c.p.admin, secs)
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, secs)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("profile %s: %w", c.name, err)
+		return fmt.Errorf("profile %s: %w", name, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("profile %s: %s", c.name, res.Status)
+		return fmt.Errorf("profile %s: %s", name, res.Status)
 	}
 	if err := os.MkdirAll(o.profile, 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(o.profile, c.name+".pprof"))
+	f, err := os.Create(filepath.Join(o.profile, file+".pprof"))
 	if err != nil {
 		return err
 	}
 	if _, err := io.Copy(f, res.Body); err != nil {
 		f.Close()
-		return fmt.Errorf("profile %s: %w", c.name, err)
+		return fmt.Errorf("profile %s: %w", name, err)
 	}
-	fmt.Fprintf(o.progress, "profile of %s: %s\n", c.name, f.Name())
+	fmt.Fprintf(o.progress, "profile of %s: %s\n", name, f.Name())
 	return f.Close()
 }
 
@@ -512,6 +550,8 @@ type summary struct {
 	medianRPS            float64
 	p50, p99             time.Duration // medians of the rounds'
 	proxy, upstream, rds float64       // CPU µs per request, totals
+	decision             float64       // the decision endpoint's CPU µs per request
+	total                float64       // proxy + decision + redis: the gateway's whole CPU per request
 	errors, denied       int64
 	unsent               int64
 	headers              bool
@@ -549,7 +589,8 @@ func summarize(rs []loadgen.Result) summary {
 		}
 		return cpu[k].Seconds() * 1e6 / float64(n)
 	}
-	s.proxy, s.upstream, s.rds = per("proxy"), per("upstream"), per("redis")
+	s.proxy, s.upstream, s.rds, s.decision = per("proxy"), per("upstream"), per("redis"), per("decision")
+	s.total = s.proxy + s.decision + s.rds
 	return s
 }
 
@@ -577,13 +618,14 @@ func us(v float64) string {
 // table formats tool's results as Markdown.
 func (r *results) table(tool string) string {
 	var b strings.Builder
-	b.WriteString("| contender | req/s (totals) | req/s (median round) | p50 | p99 | proxy CPU/req | upstream CPU/req | redis CPU/decision | errors | 429s |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| contender | req/s (totals) | req/s (median round) | p50 | p99 | proxy CPU/req | decision CPU/req | redis CPU/decision | total CPU/req | upstream CPU/req | errors | 429s |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range r.names {
 		s := summarize(r.rounds[tool][n])
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %s | %s | %s | %s | %s | %d | %d |\n",
-			n, s.rps, s.medianRPS, ms(s.p50), ms(s.p99), us(s.proxy), us(s.upstream), us(s.rds), s.errors, s.denied)
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %s | %s | %s | %s | %s | **%s** | %s | %d | %d |\n",
+			n, s.rps, s.medianRPS, ms(s.p50), ms(s.p99), us(s.proxy), us(s.decision), us(s.rds), us(s.total), us(s.upstream), s.errors, s.denied)
 	}
+	b.WriteString("\nproxy: the process the clients talk to; decision: the sluice serve it asks (decision endpoint); total: proxy + decision + redis-server, the upstream apart.\n")
 	return b.String()
 }
 
@@ -601,45 +643,46 @@ func (r *results) paired(tool, a, b string) []float64 {
 }
 
 // ratios says each contender's throughput and CPU against the bare Go
-// proxy and nginx.
+// proxy, nginx and (for the proxies users run instead, alone or asking
+// sluice) sluice serve proxying.
 func (r *results) ratios(tool string) string {
 	var b strings.Builder
-	b.WriteString("\n| ratio | req/s (totals) | req/s (paired rounds: median, range) | CPU/req: reference / this |\n|---|---:|---:|---:|\n")
-	for _, ref := range []string{kindGoProxy, kindNginx} {
-		if !slices.Contains(r.names, ref) {
+	b.WriteString("\n| ratio | req/s (totals) | req/s (paired rounds: median, range) | CPU/req: reference's total / this one's |\n|---|---:|---:|---:|\n")
+	has := func(n string) bool { return slices.Contains(r.names, n) }
+	for _, ref := range []string{kindGoProxy, kindNginx, kindSluiceOn} {
+		if !has(ref) {
 			continue
 		}
-		rs := summarize(r.rounds[tool][ref])
 		for _, n := range r.names {
-			if n == ref || strings.HasPrefix(n, kindGoProxy) && ref == kindNginx {
-				continue
+			kind, _, _ := strings.Cut(n, "#")
+			switch {
+			case n == ref:
+			case ref == kindGoProxy,
+				ref == kindNginx && kind != kindGoProxy && kind != kindGoPlain,
+				ref == kindSluiceOn && (slices.Contains(proxyKinds, kind) && kind != kindSluiceOn || kind == kindNginxSluiceRedis):
+				b.WriteString(r.ratio(tool, n, ref))
 			}
-			if ref == kindNginx && !strings.HasPrefix(n, "sluice") {
-				continue
-			}
-			s := summarize(r.rounds[tool][n])
-			p := r.paired(tool, n, ref)
-			pr := "–"
-			if len(p) > 0 {
-				pr = fmt.Sprintf("%.1f%% (%.1f–%.1f%%)", 100*median(p), 100*p[0], 100*p[len(p)-1])
-			}
-			cpu := "–"
-			if s.proxy > 0 {
-				cpu = fmt.Sprintf("%.1f%%", 100*rs.proxy/s.proxy)
-			}
-			fmt.Fprintf(&b, "| %s / %s | **%.1f%%** | %s | %s |\n", n, ref, 100*s.rps/rs.rps, pr, cpu)
 		}
 	}
-	if slices.Contains(r.names, kindSluiceOn) && slices.Contains(r.names, kindSluiceOff) {
-		s, off := summarize(r.rounds[tool][kindSluiceOn]), summarize(r.rounds[tool][kindSluiceOff])
-		p := r.paired(tool, kindSluiceOn, kindSluiceOff)
-		pr := "–"
-		if len(p) > 0 {
-			pr = fmt.Sprintf("%.1f%% (%.1f–%.1f%%)", 100*median(p), 100*p[0], 100*p[len(p)-1])
-		}
-		fmt.Fprintf(&b, "| sluice-on / sluice-off | **%.1f%%** | %s | %.1f%% |\n", 100*s.rps/off.rps, pr, 100*off.proxy/max(s.proxy, 1e-9))
+	if has(kindSluiceOn) && has(kindSluiceOff) {
+		b.WriteString(r.ratio(tool, kindSluiceOn, kindSluiceOff))
 	}
 	return b.String()
+}
+
+// ratio is the row of n against ref.
+func (r *results) ratio(tool, n, ref string) string {
+	s, rs := summarize(r.rounds[tool][n]), summarize(r.rounds[tool][ref])
+	p := r.paired(tool, n, ref)
+	pr := "–"
+	if len(p) > 0 {
+		pr = fmt.Sprintf("%.1f%% (%.1f–%.1f%%)", 100*median(p), 100*p[0], 100*p[len(p)-1])
+	}
+	cpu := "–"
+	if s.total > 0 {
+		cpu = fmt.Sprintf("%.1f%%", 100*rs.total/s.total)
+	}
+	return fmt.Sprintf("| %s / %s | **%.1f%%** | %s | %s |\n", n, ref, 100*s.rps/max(rs.rps, 1e-9), pr, cpu)
 }
 
 // point is one load level of a sweep.
@@ -656,7 +699,11 @@ func sweep(ctx context.Context, e *env, o options) ([]point, error) {
 		pt.rounds = map[string][]loadgen.Result{}
 		for r := range o.rounds {
 			for _, c := range rotated(e.contenders, r) {
-				m, err := measure(ctx, e, o, c, toolGo, pt.rate)
+				file := ""
+				if r == 0 {
+					file = fmt.Sprintf("%s-%.0f", c.name, pt.percent)
+				}
+				m, err := measureProfiled(ctx, e, o, c, toolGo, pt.rate, file)
 				if err != nil {
 					return err
 				}
@@ -703,8 +750,8 @@ func (p point) level() string {
 // sweepTable formats a sweep as Markdown.
 func sweepTable(pts []point, names []string) string {
 	var b strings.Builder
-	b.WriteString("| load | contender | req/s | p50 | p99 | proxy CPU/req | redis CPU/decision | upstream CPU/req | errors | unsent |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| load | contender | req/s | p50 | p99 | proxy CPU/req | decision CPU/req | redis CPU/decision | total CPU/req | upstream CPU/req | errors | unsent |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range pts {
 		for i, n := range names {
 			s := summarize(p.rounds[n])
@@ -712,8 +759,8 @@ func sweepTable(pts []point, names []string) string {
 			if i == 0 {
 				lvl = p.level()
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %d | %d |\n",
-				lvl, n, s.rps, ms(s.p50), ms(s.p99), us(s.proxy), us(s.rds), us(s.upstream), s.errors, s.unsent)
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s | **%s** | %s | %d | %d |\n",
+				lvl, n, s.rps, ms(s.p50), ms(s.p99), us(s.proxy), us(s.decision), us(s.rds), us(s.total), us(s.upstream), s.errors, s.unsent)
 		}
 	}
 	b.WriteString("\nreq/s, CPU and errors: totals over the rounds; p50, p99: medians of the rounds' (open loop: from each request's scheduled time).\n")

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -165,4 +166,55 @@ func TestRotated(t *testing.T) {
 			t.Errorf("rotated(%d) = %s, want %s", k, got, want)
 		}
 	}
+}
+
+// TestProxies checks the contenders of -contenders proxies, not their
+// speed: a tiny run of each (nginx, Caddy and Traefik alone and asking
+// sluice's decision endpoint, with the examples/proxies configs), every
+// one answering without errors or denials, the decision endpoint's CPU
+// read for those that ask sluice only, and redis-server's for those on
+// it. It builds Caddy and Traefik from the Go module proxy (minutes the
+// first time; a contender whose build fails is skipped, as in a run), so
+// it runs only with BENCH_GATEWAY_PROXIES=1, never in CI.
+func TestProxies(t *testing.T) {
+	if os.Getenv("BENCH_GATEWAY_PROXIES") != "1" {
+		t.Skip("BENCH_GATEWAY_PROXIES=1 runs it: it builds Caddy and Traefik (minutes)")
+	}
+	requireServers(t)
+	o := options{
+		contenders: append(slices.Clone(proxyKinds), kindNginxSluiceRedis),
+		clients:    4, dur: 200 * time.Millisecond, warmup: 20 * time.Millisecond, rounds: 2,
+		tools: []string{toolGo}, idle: 8, path: "/hello", progress: testWriter{t},
+	}
+	e, err := setup(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	res, err := compare(t.Context(), e, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range e.names() {
+		s := summarize(res.rounds[toolGo][n])
+		if s.rps == 0 || s.errors != 0 || s.denied != 0 || s.proxy == 0 || s.upstream == 0 {
+			t.Errorf("%s: %.0f req/s, %d errors, %d denied, proxy CPU %.1f, upstream %.1f µs/req; want some, none, none, read, read",
+				n, s.rps, s.errors, s.denied, s.proxy, s.upstream)
+		}
+		if asks := strings.Contains(n, "+sluice"); (s.decision > 0) != asks {
+			t.Errorf("%s: decision CPU %.1f µs/req; want it read only for a proxy asking sluice", n, s.decision)
+		}
+		if (s.rds > 0) != slices.Contains(redisKinds, n) {
+			t.Errorf("%s: redis CPU %.1f µs/decision; want it read only for the contenders on Redis", n, s.rds)
+		}
+	}
+	t.Log("\n" + res.table(toolGo) + res.ratios(toolGo))
+}
+
+// testWriter writes a harness's progress to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
 }

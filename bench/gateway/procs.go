@@ -138,6 +138,7 @@ func dirs() (bench, root string, err error) {
 // binaries are the programs the harness builds.
 type binaries struct {
 	sluice, goproxy, gwload string
+	caddy, traefik          string // built by env.external when a contender needs them
 }
 
 // build builds sluice from the checkout (unless withSluice is false) and
@@ -285,7 +286,7 @@ func startGoProxy(bin, name, upstreamURL string, idle int, pool bool) (*proc, er
 const sluiceConfig = `
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
-upstream: %s
+%s
 pprof: %t
 %s
 routes:
@@ -306,9 +307,14 @@ rules:
 // redis:// URL), with /debug/pprof/ on its admin listener when pprof is
 // true.
 func startSluice(bin, dir, name, upstreamURL string, disabled bool, store string, pprof bool) (*proc, error) {
-	return startServe(bin, dir, name, fmt.Sprintf(sluiceConfig, upstreamURL, pprof, fmt.Sprintf("disabled: %t\nstore: %s", disabled, store),
-		"rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}",
-		"rate_limit: {name: per-user, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}"))
+	return startServe(bin, dir, name, fmt.Sprintf(sluiceConfig, "upstream: "+upstreamURL, pprof, fmt.Sprintf("disabled: %t\nstore: %s", disabled, store),
+		admitAll("per-ip"), admitAll("per-user")))
+}
+
+// admitAll is the limit of sluiceConfig's descriptors: a token bucket a
+// second that admits everything.
+func admitAll(name string) string {
+	return "rate_limit: {name: " + name + ", algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}"
 }
 
 // startSluiceQuota runs sluice serve with a monthly quota per IP that
@@ -316,7 +322,7 @@ func startSluice(bin, dir, name, upstreamURL string, disabled bool, store string
 // apart: the run sees none) and the journal of quota charges on or off.
 func startSluiceQuota(bin, dir, name, upstreamURL string, journal, pprof bool) (*proc, error) {
 	snap := filepath.Join(dir, name+".snap")
-	return startServe(bin, dir, name, fmt.Sprintf(sluiceConfig, upstreamURL, pprof, fmt.Sprintf("snapshot: {file: %s, interval: 1h, journal: %t}", snap, journal),
+	return startServe(bin, dir, name, fmt.Sprintf(sluiceConfig, "upstream: "+upstreamURL, pprof, fmt.Sprintf("snapshot: {file: %s, interval: 1h, journal: %t}", snap, journal),
 		"quota: {period: month, limit: 1000000000000}", "quota: {period: month, limit: 1000000000000}"))
 }
 

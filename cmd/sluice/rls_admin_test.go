@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/server/control"
-	statuspage "github.com/sluicehq/sluice/internal/server/status"
+	statuspage "github.com/sluicehq/sluice/server/status"
 )
 
 // sluice rls --admin-token-file: the admin API answers with the token,

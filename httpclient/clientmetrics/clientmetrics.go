@@ -57,26 +57,23 @@ func New(o Options) *Metrics {
 	if o.MaxHosts <= 0 {
 		o.MaxHosts = DefaultMaxHosts
 	}
-	host := []string{"host"}
+	byHost := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, []string{"host"})
+	}
 	return &Metrics{
 		max:   o.MaxHosts,
 		hosts: map[string]bool{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "attempts_total",
 			Help: "Attempts sent, by host and status code (\"error\" when no response came back)."}, []string{"host", "code"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "retries_total",
-			Help: "Retries about to wait, by host."}, host),
-		pauses: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "pauses_total",
-			Help: "Host pauses after a 429 or 503, by host."}, host),
-		pauseSecs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "pause_seconds_total",
-			Help: "Length of the host pauses, by host."}, host),
-		waitSecs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "wait_seconds_total",
-			Help: "Time attempts waited for their host (pause, slot, token), by host."}, host),
-		giveUps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "give_ups_total",
-			Help: "Requests that failed for good, by host."}, host),
+		retries:   byHost("retries_total", "Retries about to wait, by host."),
+		pauses:    byHost("pauses_total", "Host pauses after a 429 or 503, by host."),
+		pauseSecs: byHost("pause_seconds_total", "Length of the host pauses, by host."),
+		waitSecs:  byHost("wait_seconds_total", "Time attempts waited for their host (pause, slot, token), by host."),
+		giveUps:   byHost("give_ups_total", "Requests that failed for good, by host."),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "breaker_state",
-			Help: "Each host's circuit breaker: 0 closed, 1 half-open, 2 open."}, host),
+			Help: "Each host's circuit breaker: 0 closed, 1 half-open, 2 open."}, []string{"host"}),
 		rateDesc: prometheus.NewDesc(ns+"_rate", "Each host's current rate, requests per second.", []string{"host", "paced"}, nil),
-		inflDesc: prometheus.NewDesc(ns+"_in_flight", "Requests holding one of each host's concurrency slots.", host, nil),
+		inflDesc: prometheus.NewDesc(ns+"_in_flight", "Requests holding one of each host's concurrency slots.", []string{"host"}, nil),
 	}
 }
 

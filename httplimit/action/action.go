@@ -132,17 +132,27 @@ type HeaderValueMatch struct {
 
 // Entry implements Action.
 func (a HeaderValueMatch) Entry(r *http.Request, _ identity.Identity) (rules.Entry, bool) {
-	all := true
-	for _, m := range a.Headers {
-		if !m.Match(r) {
-			all = false
-			break
+	return matchEntry(allMatch(r, a.Headers) != a.DontExpectMatch, keyOr(a.DescriptorKey, "header_match"), a.DescriptorValue)
+}
+
+// allMatch reports whether every matcher of ms matches r.
+func allMatch[M interface{ Match(*http.Request) bool }](r *http.Request, ms []M) bool {
+	for i := range ms {
+		if !ms[i].Match(r) {
+			return false
 		}
 	}
-	if all == a.DontExpectMatch {
+	return true
+}
+
+// matchEntry is the entry key=value of a value-match action
+// (header_value_match, query_parameter_value_match), or none when its
+// matchers did not come out as it expects (ok false).
+func matchEntry(ok bool, key, value string) (rules.Entry, bool) {
+	if !ok {
 		return rules.Entry{}, false
 	}
-	return rules.Entry{Key: keyOr(a.DescriptorKey, "header_match"), Value: a.DescriptorValue}, true
+	return rules.Entry{Key: key, Value: value}, true
 }
 
 // HeaderMatcher matches one request header, as Envoy's HeaderMatcher: the
@@ -652,17 +662,7 @@ type QueryParameterValueMatch struct {
 
 // Entry implements Action.
 func (a QueryParameterValueMatch) Entry(r *http.Request, _ identity.Identity) (rules.Entry, bool) {
-	all := true
-	for _, m := range a.QueryParameters {
-		if !m.Match(r) {
-			all = false
-			break
-		}
-	}
-	if all == a.DontExpectMatch {
-		return rules.Entry{}, false
-	}
-	return rules.Entry{Key: keyOr(a.DescriptorKey, "query_match"), Value: a.DescriptorValue}, true
+	return matchEntry(allMatch(r, a.QueryParameters) != a.DontExpectMatch, keyOr(a.DescriptorKey, "query_match"), a.DescriptorValue)
 }
 
 // QueryParameterMatcher matches one query parameter, as Envoy's

@@ -15,6 +15,12 @@ import (
 //
 //	go func() { defer wg.Done(); tick.Loop(stop, time.Second, sweep) }()
 func Loop(stop <-chan struct{}, d time.Duration, f func(now time.Time)) {
+	While(stop, d, func(now time.Time) bool { f(now); return true })
+}
+
+// While is Loop for a job that can find itself done: it returns when stop
+// is closed or as soon as f returns false.
+func While(stop <-chan struct{}, d time.Duration, f func(now time.Time) bool) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -22,7 +28,9 @@ func Loop(stop <-chan struct{}, d time.Duration, f func(now time.Time)) {
 		case <-stop:
 			return
 		case now := <-t.C:
-			f(now)
+			if !f(now) {
+				return
+			}
 		}
 	}
 }

@@ -35,3 +35,16 @@ func TestLoop(t *testing.T) {
 		}
 	})
 }
+
+// TestWhile: the loop ends on the tick where f says it is done, without
+// stop being closed.
+func TestWhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		n := 0
+		tick.While(make(chan struct{}), time.Second, func(time.Time) bool { n++; return n < 3 })
+		if n != 3 || time.Since(start) != 3*time.Second {
+			t.Fatalf("f ran %d times over %v, want 3 over 3s", n, time.Since(start))
+		}
+	})
+}

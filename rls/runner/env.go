@@ -76,15 +76,15 @@ var upstreamVars = []upstreamVar{
 	{"CONFIG_TYPE", "FILE", "mapped", []string{"config-type"}, "FILE reads RUNTIME_*; GRPC_XDS_SOTW is --config-type xds and reads CONFIG_GRPC_XDS_*"},
 	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "no effect", nil, "with xDS sluice always starts at once, with no rules until the first snapshot (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED keeps it not ready until then); with files the first configuration is read at start"},
 	{"CONFIG_GRPC_XDS_NODE_ID", "default", "same", []string{"xds-node-id"}, "with CONFIG_TYPE=GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_NODE_METADATA", "", "refused", nil, "refused when set with xDS: the node carries no metadata"},
+	{"CONFIG_GRPC_XDS_NODE_METADATA", "", "same", []string{"xds-node-metadata"}, "with CONFIG_TYPE=GRPC_XDS_SOTW: KEY=VALUE,...; an entry without '=' is refused (upstream drops it)"},
 	{"CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", "same", []string{"xds-server"}, "with CONFIG_TYPE=GRPC_XDS_SOTW, the same default"},
 	{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "3s", "no effect", nil, "sluice redials with its own backoff"},
-	{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", "refused", nil, "refused when set with xDS: no extra headers on the stream"},
-	{"CONFIG_GRPC_XDS_SERVER_USE_TLS", "false", "mapped", []string{"xds-tls-cert", "xds-tls-key", "xds-tls-ca"}, "true connects with TLS, with the three below"},
+	{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", "same", []string{"xds-headers"}, "with CONFIG_TYPE=GRPC_XDS_SOTW: NAME:VALUE,... sent on each stream"},
+	{"CONFIG_GRPC_XDS_SERVER_USE_TLS", "false", "mapped", []string{"xds-tls", "xds-tls-cert", "xds-tls-key", "xds-tls-ca", "xds-tls-san"}, "true connects with TLS, with the four below"},
 	{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "", "mapped", []string{"xds-tls-cert"}, "with CONFIG_GRPC_XDS_SERVER_USE_TLS=true"},
 	{"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "", "mapped", []string{"xds-tls-key"}, "with CONFIG_GRPC_XDS_SERVER_USE_TLS=true"},
 	{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "", "mapped", []string{"xds-tls-ca"}, "with CONFIG_GRPC_XDS_SERVER_USE_TLS=true"},
-	{"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "", "refused", nil, "refused when set with xDS: the server's name is verified as the address's host"},
+	{"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "", "mapped", []string{"xds-tls-san"}, "with CONFIG_GRPC_XDS_SERVER_USE_TLS=true: the name the server's certificate must carry"},
 	{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "10s", "no effect", nil, "sluice redials with its own backoff"},
 	{"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", "no effect", nil, "sluice redials with its own backoff"},
 	{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", "no effect", nil, "sluice redials with its own backoff"},
@@ -101,7 +101,7 @@ var upstreamVars = []upstreamVar{
 	{"USE_PROMETHEUS", "false", "mapped", []string{"metrics-listen"}, "true serves /metrics on PROMETHEUS_ADDR too (--metrics-listen); /metrics is on the HTTP listener (PORT) either way"},
 	{"PROMETHEUS_ADDR", ":9090", "mapped", []string{"metrics-listen"}, "with USE_PROMETHEUS=true; on the HTTP listener's port it needs no listener of its own"},
 	{"PROMETHEUS_PATH", "/metrics", "refused", nil, "with USE_PROMETHEUS=true, refused unless /metrics"},
-	{"PROMETHEUS_MAPPER_YAML", "", "refused", nil, "refused when set: the default mapping's names and labels are built in (--metric-labels)"},
+	{"PROMETHEUS_MAPPER_YAML", "", "refused", nil, "refused unless the file is upstream's default mapping (as Envoy Gateway's statsd-exporter-config is), which is built in (--metric-labels)"},
 	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "no effect", nil, "sluice exports no per-method response_time series"},
 	{"RUNTIME_ROOT", "/srv/runtime_data/current", "mapped", []string{"config-dir"}, "--config-dir is RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY"},
 	{"RUNTIME_SUBDIRECTORY", "", "mapped", []string{"config-dir"}, "with RUNTIME_ROOT"},
@@ -411,22 +411,20 @@ func (e *upstreamEnv) xds() {
 	if v, ok := e.get("CONFIG_GRPC_XDS_NODE_ID"); ok {
 		e.set("xds-node-id", v, "CONFIG_GRPC_XDS_NODE_ID")
 	}
-	tlsVars := []string{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT"}
+	tlsVars := []string{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN"}
 	if e.boolVar("CONFIG_GRPC_XDS_SERVER_USE_TLS", false) {
-		for i, f := range []string{"xds-tls-cert", "xds-tls-key", "xds-tls-ca"} {
+		e.set("xds-tls", "true", "CONFIG_GRPC_XDS_SERVER_USE_TLS")
+		for i, f := range []string{"xds-tls-cert", "xds-tls-key", "xds-tls-ca", "xds-tls-san"} {
 			if v, ok := e.get(tlsVars[i]); ok {
 				e.set(f, v, tlsVars[i])
 			}
 		}
-		if v, ok := e.get("CONFIG_GRPC_XDS_SERVER_TLS_SAN"); ok {
-			e.refuse("CONFIG_GRPC_XDS_SERVER_TLS_SAN", v, "sluice verifies the management server's certificate for the host of CONFIG_GRPC_XDS_SERVER_URL")
-		}
 	} else {
-		e.note("read only with CONFIG_GRPC_XDS_SERVER_USE_TLS=true, as envoyproxy/ratelimit does", append(tlsVars, "CONFIG_GRPC_XDS_SERVER_TLS_SAN")...)
+		e.note("read only with CONFIG_GRPC_XDS_SERVER_USE_TLS=true, as envoyproxy/ratelimit does", tlsVars...)
 	}
-	for _, n := range []string{"CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"} {
+	for i, n := range []string{"CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"} {
 		if v, ok := e.get(n); ok {
-			e.refuse(n, v, "sluice's xDS client sends no node metadata or extra headers")
+			e.set([]string{"xds-node-metadata", "xds-headers"}[i], v, n)
 		}
 	}
 	e.check("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", parseDuration)
@@ -488,7 +486,7 @@ func (e *upstreamEnv) stats() {
 		addr := e.getOr("PROMETHEUS_ADDR", ":9090")
 		if _, port, err := net.SplitHostPort(addr); err != nil {
 			e.fail("PROMETHEUS_ADDR", addr, "want HOST:PORT or :PORT")
-		} else if port == e.getOr("PORT", "8080") {
+		} else if port == e.getOr("PORT", "8080") && port != "0" { // 0 is a free port, each its own
 			e.note("/metrics is served on the HTTP listener, on this port", "USE_PROMETHEUS", "PROMETHEUS_ADDR")
 		} else {
 			e.set("metrics-listen", addr, "USE_PROMETHEUS", "PROMETHEUS_ADDR")
@@ -500,7 +498,11 @@ func (e *upstreamEnv) stats() {
 		e.note("read only with USE_PROMETHEUS=true, as envoyproxy/ratelimit does; /metrics is on the HTTP listener (PORT) anyway", "USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH")
 	}
 	if v, ok := e.get("PROMETHEUS_MAPPER_YAML"); ok {
-		e.refuse("PROMETHEUS_MAPPER_YAML", v, "no statsd mapper: the default mapping's names and labels are built in (--metric-labels)")
+		if err := checkStatsdMapper(v); err != nil {
+			e.refuse("PROMETHEUS_MAPPER_YAML", v, "no statsd mapper: the default mapping's names and labels are built in (--metric-labels), and a file is taken only when it is that mapping (as Envoy Gateway's statsd-exporter-config is): "+err.Error())
+		} else {
+			e.note("the file is upstream's default mapping, which sluice's /metrics builds in", "PROMETHEUS_MAPPER_YAML")
+		}
 	}
 	e.boolVar("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", false)
 	e.note("sluice exports no per-method response_time series", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")

@@ -243,7 +243,7 @@ func TestUpstreamEnvMapping(t *testing.T) {
 			"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/certs/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "/certs/ca.crt", "RUNTIME_ROOT": "/data",
 			"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"},
 			[]string{"--config-type=xds", "--xds-node-id=envoy-ratelimit", "--xds-server=envoy-gateway:18001", "--xds-tls-ca=/certs/ca.crt",
-				"--xds-tls-cert=/certs/tls.crt", "--xds-tls-key=/certs/tls.key"}},
+				"--xds-tls-cert=/certs/tls.crt", "--xds-tls-key=/certs/tls.key", "--xds-tls=true"}},
 		{"xds defaults", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, []string{"--config-type=xds", "--xds-server=localhost:18000"}},
 		{"tracing as Envoy Gateway sets it", map[string]string{"TRACING_ENABLED": "true", "TRACING_SERVICE_NAME": "envoy-ratelimit",
 			"TRACING_SERVICE_NAMESPACE": "envoy-gateway-system", "TRACING_SERVICE_INSTANCE_ID": "envoy-ratelimit-6d4f-x", "TRACING_SAMPLING_RATE": "1.0",
@@ -253,6 +253,13 @@ func TestUpstreamEnvMapping(t *testing.T) {
 		{"tracing defaults", map[string]string{"TRACING_ENABLED": "true", "TRACING_EXPORTER_PROTOCOL": "grpc", "TRACING_SAMPLING_RATE": "5"},
 			[]string{"--tracing-protocol=grpc", "--tracing-sampling-rate=1", "--tracing-service-name=RateLimit", "--tracing=true"}},
 		{"tracing off", map[string]string{"TRACING_ENABLED": "false", "TRACING_SERVICE_NAME": "x"}, nil},
+		{"xds node metadata, headers and SAN", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA": "a=1,b=x=y",
+			"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:Bearer t", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true",
+			"CONFIG_GRPC_XDS_SERVER_TLS_SAN": "xds.internal"},
+			[]string{"--config-type=xds", "--xds-headers=authorization:Bearer t", "--xds-node-metadata=a=1,b=x=y", "--xds-server=localhost:18000",
+				"--xds-tls-san=xds.internal", "--xds-tls=true"}},
+		{"xds SAN without TLS: not read", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "xds.internal"},
+			[]string{"--config-type=xds", "--xds-server=localhost:18000"}},
 	} {
 		sets, _, err := ReadUpstreamEnv(mapLookup(tc.env), nil)
 		if err != nil {
@@ -300,7 +307,6 @@ func TestUpstreamEnvRefused(t *testing.T) {
 		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, `GRPC_SERVER_TLS_CERT="": GRPC_SERVER_USE_TLS=true needs a certificate`},
 		{map[string]string{"REDIS_POOL_SIZE": "ten"}, `REDIS_POOL_SIZE="ten"`},
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_DELTA"}, `CONFIG_TYPE="GRPC_XDS_DELTA": want FILE or GRPC_XDS_SOTW`},
-		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:x"}, `CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS="authorization:x" is not supported`},
 	} {
 		_, _, err := ReadUpstreamEnv(mapLookup(tc.env), nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -329,8 +335,8 @@ func FuzzUpstreamEnv(f *testing.F) {
 		}
 		for _, s := range sets {
 			if s.Flag == "store" {
-				p := storePassword{password: "pw"}
-				if _, err := p.apply(s.Value); err != nil && !strings.Contains(err.Error(), "has a password already") {
+				p := StorePassword{password: "pw"}
+				if _, err := p.Apply(s.Value); err != nil && !strings.Contains(err.Error(), "has a password already") {
 					t.Errorf("store %q from %v: %v", s.Value, env, err)
 				}
 			}

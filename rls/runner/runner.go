@@ -277,7 +277,7 @@ func (f *Config) Check() error {
 // command line has been read.
 type rlsFlagText struct {
 	onError, headers, limitHeaderNames, metricLabels *string
-	storePW                                          *storePassword
+	storePW                                          *StorePassword
 }
 
 // define declares sluice rls's flags on fs, into f or, for those parsed
@@ -312,7 +312,7 @@ func (f *Config) define(fs *flag.FlagSet) rlsFlagText {
 	fs.StringVar(&f.grpc, "grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
 	fs.BoolVar(&f.reflection, "grpc-reflection", false, "serve gRPC server reflection (grpc.reflection.v1 and v1alpha) on --grpc-listen, so that grpcurl and the like list, describe and call the services without their proto files; off by default: it tells any client what the server serves. Needs --grpc-server grpc-go (the lean server serves no call that streams from the client, and reflection's is one)")
 	fs.BoolVar(&f.healthyWithConfig, "healthy-with-config", false, "report not serving (gRPC health, /healthcheck, /readyz) until the configuration has a domain (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
-	text.storePW = addStorePasswordFlags(fs)
+	text.storePW = AddStorePasswordFlags(fs)
 	f.stats.add(fs)
 	f.tr.add(fs)
 	f.xds.add(fs)
@@ -324,7 +324,7 @@ func (f *Config) define(fs *flag.FlagSet) rlsFlagText {
 // resolve parses the flags define left as text into f.
 func (f *Config) resolve(text rlsFlagText) error {
 	var err error
-	if f.store, err = text.storePW.apply(f.store); err != nil {
+	if f.store, err = text.storePW.Apply(f.store); err != nil {
 		return err
 	}
 	if *text.headers == "envoy" {

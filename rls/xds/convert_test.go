@@ -1,11 +1,15 @@
 package xds_test
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice/rls/xds"
 	"github.com/sluicehq/sluice/rules"
@@ -100,6 +104,10 @@ func FuzzBuild(f *testing.F) {
 		a, _ := anypb.New(rc)
 		f.Add(a.Value)
 	}
+	md, _ := structpb.NewStruct(map[string]any{"a": []any{1.5, "x", map[string]any{"b": nil}}})
+	q, _ := anypb.New(&rlsconf.RateLimitConfig{Name: "q", Domain: "q", Descriptors: []*rlsconf.RateLimitDescriptor{{Key: "k", QuotaMode: true,
+		Metadata: md, RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_WEEK, RequestsPerUnit: 2}}}})
+	f.Add(q.Value)
 	f.Add([]byte{0x1a, 0x02, 0x0a, 0x00})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		set, _, err := xds.Build([]*anypb.Any{{TypeUrl: xds.TypeURL, Value: b}})
@@ -124,6 +132,82 @@ func TestConvertValuesExact(t *testing.T) {
 		}
 		if cfg.Match([]rules.Entry{{Key: "k " + v, Value: v}}) == nil {
 			t.Errorf("value %q: the rule does not match it", v)
+		}
+	}
+}
+
+// TestConvertQuotaModeAndMetadata: quota_mode and metadata (fields 7 and
+// 8 of upstream's RateLimitDescriptor) reach the rule as the same
+// descriptor read from YAML gives them; a metadata number that JSON cannot
+// carry is refused, naming where it is.
+func TestConvertQuotaModeAndMetadata(t *testing.T) {
+	md, err := structpb.NewStruct(map[string]any{"tier": "gold", "weight": 1.5, "n": 3, "on": true, "none": nil,
+		"list": []any{"a", 2}, "nested": map[string]any{"k": "v", "yes": "yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &rlsconf.RateLimitConfig{Name: "q", Domain: "d", Descriptors: []*rlsconf.RateLimitDescriptor{
+		{Key: "quota", RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_WEEK, RequestsPerUnit: 5}, QuotaMode: true, Metadata: md},
+		{Key: "plain", RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_SECOND, RequestsPerUnit: 5}, Metadata: &structpb.Struct{}},
+	}}
+	got, err := xds.Convert(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := rules.Parse("q.yaml", []byte(`
+domain: d
+descriptors:
+  - key: quota
+    rate_limit: {unit: week, requests_per_unit: 5}
+    quota_mode: true
+    metadata: {tier: gold, weight: 1.5, n: 3, "on": true, none: null, list: [a, 2], nested: {k: v, "yes": "yes"}}
+  - key: plain
+    rate_limit: {unit: second, requests_per_unit: 5}
+    metadata: {}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range got.Rules() {
+		w := want.Rules()[i]
+		if g.QuotaMode != w.QuotaMode || g.Limit != w.Limit {
+			t.Errorf("rule %d: quota_mode %v, limit %v; want %v, %v", i, g.QuotaMode, g.Limit, w.QuotaMode, w.Limit)
+		}
+		gs, err1 := structpb.NewStruct(g.Metadata)
+		ws, err2 := structpb.NewStruct(w.Metadata)
+		if err1 != nil || err2 != nil || !proto.Equal(gs, ws) {
+			t.Errorf("rule %d: metadata %v (%v), want %v (%v)", i, gs, err1, ws, err2)
+		}
+	}
+	if !got.Rules()[0].QuotaMode || got.Rules()[0].Metadata["tier"] != "gold" {
+		t.Fatalf("quota_mode or metadata lost: %+v", got.Rules()[0])
+	}
+	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		md := &structpb.Struct{Fields: map[string]*structpb.Value{"deep": structpb.NewListValue(&structpb.ListValue{
+			Values: []*structpb.Value{structpb.NewNumberValue(bad)}})}}
+		rc := &rlsconf.RateLimitConfig{Name: "nan", Domain: "d", Descriptors: []*rlsconf.RateLimitDescriptor{{Key: "a",
+			Descriptors: []*rlsconf.RateLimitDescriptor{{Key: "b", Metadata: md}}}}}
+		_, err := xds.Convert(rc)
+		if err == nil || !strings.Contains(err.Error(), "xds:nan: descriptors[0].descriptors[0].metadata.deep[0]") {
+			t.Errorf("%v in metadata: %v, want a refusal naming where", bad, err)
+		}
+	}
+}
+
+// BenchmarkBuild decodes and converts one response of 7000 descriptors
+// (about 0.8 MB on the wire), the cost of each push of a large config.
+func BenchmarkBuild(b *testing.B) {
+	rc := &rlsconf.RateLimitConfig{Name: "big", Domain: "big"}
+	for i := range 7000 {
+		rc.Descriptors = append(rc.Descriptors, &rlsconf.RateLimitDescriptor{Key: "api_key", Value: fmt.Sprintf("%08d-%s", i, strings.Repeat("v", 90)),
+			RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_MINUTE, RequestsPerUnit: 5}})
+	}
+	res := []*anypb.Any{mustAny(b, rc)}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(res[0].Value)))
+	for b.Loop() {
+		if _, _, err := xds.Build(res); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

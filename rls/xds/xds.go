@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -54,10 +56,21 @@ type Options struct {
 	// NodeID identifies this instance to the server (Envoy Gateway sets
 	// its snapshots for one node ID). Default DefaultNodeID.
 	NodeID string
-	// NodeMetadata is sent as the node's metadata (string values).
+	// NodeMetadata is sent as the node's metadata (string values), as
+	// envoyproxy/ratelimit sends CONFIG_GRPC_XDS_NODE_METADATA.
 	NodeMetadata map[string]string
+	// Headers are sent as gRPC metadata when each stream opens, as
+	// envoyproxy/ratelimit sends CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS
+	// (a token a management server asks for, say). Names are
+	// case-insensitive and sent in lower case; New refuses a name gRPC
+	// would not send (outside [0-9a-z-_.], or grpc-*), and a value that
+	// is not printable ASCII unless the name ends in -bin. Values are
+	// never logged.
+	Headers map[string]string
 	// TLS, when set, connects with TLS (and a client certificate, if it
-	// has one); nil connects in cleartext.
+	// has one); nil connects in cleartext. Its ServerName, when set, is
+	// the name the server's certificate must carry instead of the
+	// address's host (CONFIG_GRPC_XDS_SERVER_TLS_SAN).
 	TLS *tls.Config
 	// RetryMin and RetryMax bound the backoff between connection
 	// attempts (doubling, with jitter). Defaults DefaultRetryMin and
@@ -77,6 +90,7 @@ type Client struct {
 	o      Options
 	target Target
 	log    *slog.Logger
+	md     metadata.MD // Options.Headers
 
 	mu      sync.Mutex
 	version string   // the version last accepted
@@ -110,7 +124,11 @@ func New(target Target, o Options) (*Client, error) {
 	if o.MaxMsgSize <= 0 {
 		o.MaxMsgSize = DefaultMaxMsgSize
 	}
-	c := &Client{o: o, target: target, log: o.Logger}
+	md, err := headers(o.Headers)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{o: o, target: target, log: o.Logger, md: md}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -134,6 +152,35 @@ func New(target Target, o Options) (*Client, error) {
 		return float64(len(c.names))
 	})
 	return c, nil
+}
+
+// headers checks Options.Headers and returns them as gRPC metadata; nil
+// for none.
+func headers(h map[string]string) (metadata.MD, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	md := metadata.MD{}
+	var errs []error
+	for name, v := range h {
+		n := strings.ToLower(name)
+		switch {
+		case n == "" || strings.Trim(n, "0123456789abcdefghijklmnopqrstuvwxyz-_.") != "":
+			errs = append(errs, fmt.Errorf("xds: header %q: a gRPC metadata name holds only 0-9, a-z, -, _ and .", name))
+		case strings.HasPrefix(n, "grpc-"):
+			errs = append(errs, fmt.Errorf("xds: header %q: grpc-* names are gRPC's own", name))
+		case md[n] != nil:
+			errs = append(errs, fmt.Errorf("xds: header %q: given twice (names are case-insensitive)", name))
+		case !strings.HasSuffix(n, "-bin") && strings.IndexFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0:
+			errs = append(errs, fmt.Errorf("xds: header %q: the value must be printable ASCII (or the name end in -bin)", name))
+		}
+		md[n] = []string{v}
+	}
+	if len(errs) > 0 {
+		sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+		return nil, errors.Join(errs...)
+	}
+	return md, nil
 }
 
 // Register adds the client's metrics to reg.
@@ -178,7 +225,13 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	defer conn.Close()
 	ads := discoverypb.NewAggregatedDiscoveryServiceClient(conn)
-	c.log.Info("xds: following the management server", "server", c.o.Server, "node", c.o.NodeID, "type", TypeURL)
+	names := make([]string, 0, len(c.md))
+	for n := range c.md {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	c.log.Info("xds: following the management server", "server", c.o.Server, "node", c.o.NodeID, "type", TypeURL,
+		"node_metadata", len(c.o.NodeMetadata), "headers", names, "tls", c.o.TLS != nil, "tls_server_name", c.serverName())
 	delay := c.o.RetryMin
 	for {
 		start := time.Now()
@@ -216,6 +269,9 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) stream(ctx context.Context, ads discoverypb.AggregatedDiscoveryServiceClient) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if c.md != nil {
+		sctx = metadata.NewOutgoingContext(sctx, c.md)
+	}
 	st, err := ads.StreamAggregatedResources(sctx)
 	if err != nil {
 		return err
@@ -239,6 +295,15 @@ func (c *Client) stream(ctx context.Context, ads discoverypb.AggregatedDiscovery
 			return err
 		}
 	}
+}
+
+// serverName is the name the server's certificate is checked for when
+// it is not the address's host ("" then).
+func (c *Client) serverName() string {
+	if c.o.TLS == nil {
+		return ""
+	}
+	return c.o.TLS.ServerName
 }
 
 func (c *Client) node() *corev3.Node {
@@ -339,8 +404,12 @@ func Convert(rc *rlsconf.RateLimitConfig) (*rules.Config, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", " ")
-	if err := enc.Encode(yamlConfig{Domain: rc.GetDomain(), Descriptors: descriptors(rc.GetDescriptors())}); err != nil {
-		return nil, err
+	ds, err := descriptors(rc.GetDescriptors(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("xds:%s: %w", rc.GetName(), err)
+	}
+	if err := enc.Encode(yamlConfig{Domain: rc.GetDomain(), Descriptors: ds}); err != nil {
+		return nil, fmt.Errorf("xds:%s: %w", rc.GetName(), err)
 	}
 	return rules.Parse("xds:"+rc.GetName(), buf.Bytes())
 }
@@ -357,6 +426,8 @@ type yamlDescriptor struct {
 	Descriptors    []yamlDescriptor `json:"descriptors,omitempty"`
 	ShadowMode     bool             `json:"shadow_mode,omitempty"`
 	DetailedMetric bool             `json:"detailed_metric,omitempty"`
+	QuotaMode      bool             `json:"quota_mode,omitempty"`
+	Metadata       map[string]any   `json:"metadata,omitempty"`
 }
 
 type yamlRateLimit struct {
@@ -371,13 +442,69 @@ type yamlReplace struct {
 	Name string `json:"name"`
 }
 
-func descriptors(ds []*rlsconf.RateLimitDescriptor) []yamlDescriptor {
+// descriptors is the descriptors' YAML; at is the index path of ds's
+// parent, to name a descriptor in an error (descriptors[0].descriptors[2]).
+func descriptors(ds []*rlsconf.RateLimitDescriptor, at []int) ([]yamlDescriptor, error) {
 	out := make([]yamlDescriptor, 0, len(ds))
-	for _, d := range ds {
-		out = append(out, yamlDescriptor{Key: d.GetKey(), Value: d.GetValue(), RateLimit: rateLimit(d.GetRateLimit()),
-			Descriptors: descriptors(d.GetDescriptors()), ShadowMode: d.GetShadowMode(), DetailedMetric: d.GetDetailedMetric()})
+	if len(ds) == 0 {
+		return out, nil
 	}
-	return out
+	here := append(at[:len(at):len(at)], 0) // one copy a list, not a descriptor
+	for i, d := range ds {
+		here[len(at)] = i
+		children, err := descriptors(d.GetDescriptors(), here)
+		if err != nil {
+			return nil, err
+		}
+		y := yamlDescriptor{Key: d.GetKey(), Value: d.GetValue(), RateLimit: rateLimit(d.GetRateLimit()),
+			Descriptors: children, ShadowMode: d.GetShadowMode(), DetailedMetric: d.GetDetailedMetric(), QuotaMode: d.GetQuotaMode()}
+		if md := d.GetMetadata(); md != nil {
+			if where, n, ok := finite(structpb.NewStructValue(md)); !ok {
+				return nil, fmt.Errorf("%s.metadata%s: %v: a metadata number must be finite", descriptorPath(here), where, n)
+			}
+			y.Metadata = md.AsMap()
+		}
+		out = append(out, y)
+	}
+	return out, nil
+}
+
+func descriptorPath(at []int) string {
+	var b strings.Builder
+	for i, n := range at {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		fmt.Fprintf(&b, "descriptors[%d]", n)
+	}
+	return b.String()
+}
+
+// finite reports whether every number in v is finite; if not, where the
+// first other is (".a.b[2]") and what it is. The YAML written as JSON
+// cannot carry NaN or an infinity (a file can, as .nan or .inf, and Envoy
+// gets it back as such). A value without a kind (a Value message sent
+// empty) is null, as protojson and AsMap read it.
+func finite(v *structpb.Value) (where string, n float64, ok bool) {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NumberValue:
+		if math.IsNaN(k.NumberValue) || math.IsInf(k.NumberValue, 0) {
+			return "", k.NumberValue, false
+		}
+	case *structpb.Value_StructValue:
+		for name, f := range k.StructValue.GetFields() {
+			if where, n, ok := finite(f); !ok {
+				return "." + name + where, n, false
+			}
+		}
+	case *structpb.Value_ListValue:
+		for i, e := range k.ListValue.GetValues() {
+			if where, n, ok := finite(e); !ok {
+				return fmt.Sprintf("[%d]%s", i, where), n, false
+			}
+		}
+	}
+	return "", 0, true
 }
 
 // rateLimit is the policy's YAML: the unit only when known (an unlimited

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/rls"
@@ -33,17 +35,28 @@ type controlPlane struct {
 	cache cachev3.SnapshotCache
 	addr  string
 
-	mu    sync.Mutex
-	nacks []string
-	acked []string
+	mu      sync.Mutex
+	nacks   []string
+	acked   []string
+	headers []metadata.MD  // of each stream opened
+	nodes   []*corev3.Node // of each request
 }
 
 func startControlPlane(t *testing.T) *controlPlane {
 	t.Helper()
 	cp := &controlPlane{cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)}
-	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, req *discoverygrpc.DiscoveryRequest) error {
+	cb := serverv3.CallbackFuncs{StreamOpenFunc: func(ctx context.Context, _ int64, _ string) error {
+		md, _ := metadata.FromIncomingContext(ctx)
 		cp.mu.Lock()
 		defer cp.mu.Unlock()
+		cp.headers = append(cp.headers, md)
+		return nil
+	}, StreamRequestFunc: func(_ int64, req *discoverygrpc.DiscoveryRequest) error {
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		if n := req.GetNode(); n != nil {
+			cp.nodes = append(cp.nodes, n)
+		}
 		if req.GetErrorDetail() != nil {
 			cp.nacks = append(cp.nacks, req.GetErrorDetail().GetMessage())
 		} else if req.GetResponseNonce() != "" {
@@ -103,6 +116,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// runClient makes a client of o for target (with fast retries unless o
+// sets them), runs it until the test ends, and returns it.
+func runClient(t *testing.T, target xds.Target, o xds.Options) *xds.Client {
+	t.Helper()
+	if o.RetryMin == 0 {
+		o.RetryMin, o.RetryMax = 10*time.Millisecond, 100*time.Millisecond
+	}
+	client, err := xds.New(target, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- client.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return client
+}
+
 // rlsOver serves an rls.Server with no rules over gRPC and returns it and
 // a client of it.
 func rlsOver(t *testing.T) (*rls.Server, pb.RateLimitServiceClient) {
@@ -147,14 +178,7 @@ func ask(t *testing.T, c pb.RateLimitServiceClient, domain, value string) (pb.Ra
 func TestPushUpdateWithdraw(t *testing.T) {
 	cp := startControlPlane(t)
 	srv, rl := rlsOver(t)
-	client, err := xds.New(srv, xds.Options{Server: cp.addr, NodeID: "sluice-test", RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- client.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	client := runClient(t, srv, xds.Options{Server: cp.addr, NodeID: "sluice-test"})
 	version := func(v string) func() bool { return func() bool { return client.Status().Version == v } }
 
 	cp.push(t, "sluice-test", "1", limitConfig("edge", "edge", "k1", 2))
@@ -246,11 +270,7 @@ func TestReconnect(t *testing.T) {
 	g1 := serve(cache1, ln)
 
 	srv, rl := rlsOver(t)
-	client, _ := xds.New(srv, xds.Options{Server: addr, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- client.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	client := runClient(t, srv, xds.Options{Server: addr, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
 	waitFor(t, "version a", func() bool { return client.Status().Version == "a" })
 	g1.Stop()
 	waitFor(t, "the stream to end", func() bool { return !client.Status().Connected })
@@ -292,19 +312,11 @@ func bigConfig(name, domain string, n int) *rlsconf.RateLimitConfig {
 func TestOversizedResponse(t *testing.T) {
 	cp := startControlPlane(t)
 	srv, rl := rlsOver(t)
-	client, err := xds.New(srv, xds.Options{Server: cp.addr, NodeID: "n", MaxMsgSize: 64 << 10,
-		RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := runClient(t, srv, xds.Options{Server: cp.addr, NodeID: "n", MaxMsgSize: 64 << 10})
 	reg := prometheus.NewPedanticRegistry()
 	if err := client.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- client.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 
 	cp.push(t, "n", "1", limitConfig("edge", "edge", "k1", 2))
 	waitFor(t, "version 1", func() bool { return client.Status().Version == "1" })

@@ -107,6 +107,46 @@ func (w *Walker) SyntaxError(err error) {
 	w.Addf(line, "", "invalid YAML: %s", msg)
 }
 
+// Root parses data and returns its top-level mapping, or nil after
+// reporting why there is none: YAML that does not parse, an empty file
+// ("empty file (want WANT)") or a top level that is not a mapping
+// ("want a mapping with WANT, got …"). want names what the file holds at
+// the least, such as "domain and descriptors".
+func (w *Walker) Root(data []byte, want string) *yaml.Node {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		w.SyntaxError(err)
+		return nil
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		w.Addf(0, "", "empty file (want %s)", want)
+		return nil
+	}
+	root := w.Deref(doc.Content[0])
+	if root != nil && root.Kind != yaml.MappingNode {
+		w.Addf(root.Line, "", "want a mapping with %s, got %s", want, Kind(root))
+		return nil
+	}
+	return root
+}
+
+// want is n with its aliases followed when it is a node of kind, nil when
+// it is missing or null (nothing to walk) or after reporting "want WHAT,
+// got …" when it is another kind.
+func (w *Walker) want(n *yaml.Node, path string, kind yaml.Kind, what string) *yaml.Node {
+	if n != nil && n.Kind == yaml.AliasNode {
+		n = w.Deref(n)
+	}
+	if n == nil || IsNull(n) {
+		return nil
+	}
+	if n.Kind != kind {
+		w.Addf(n.Line, path, "want %s, got %s", what, Kind(n))
+		return nil
+	}
+	return n
+}
+
 // Deref follows n's aliases and counts the node against the budget. It
 // returns nil when the walk must stop: the budget is spent or the walker
 // stopped after too many problems. A spent budget is reported once, as
@@ -156,14 +196,7 @@ type field struct {
 // merged key that is overridden is not a duplicate; a merged key with no
 // handler is reported like any other, at its own line.
 func (w *Walker) Fields(n *yaml.Node, path string, handlers map[string]func(k, v *yaml.Node)) {
-	if n != nil && n.Kind == yaml.AliasNode {
-		n = w.Deref(n)
-	}
-	if n == nil || IsNull(n) {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		w.Addf(n.Line, path, "want a mapping, got %s", Kind(n))
+	if n = w.want(n, path, yaml.MappingNode, "a mapping"); n == nil {
 		return
 	}
 	var fields []field
@@ -256,14 +289,7 @@ func suggest(name string, handlers map[string]func(k, v *yaml.Node)) string {
 // path, "path[i]". A null n is an empty list; any other non-list is
 // reported as "want a list, got …".
 func (w *Walker) List(n *yaml.Node, path string, each func(i int, v *yaml.Node, path string)) {
-	if n != nil && n.Kind == yaml.AliasNode {
-		n = w.Deref(n)
-	}
-	if n == nil || IsNull(n) {
-		return
-	}
-	if n.Kind != yaml.SequenceNode {
-		w.Addf(n.Line, path, "want a list, got %s", Kind(n))
+	if n = w.want(n, path, yaml.SequenceNode, "a list"); n == nil {
 		return
 	}
 	for i, v := range n.Content {

@@ -354,3 +354,26 @@ func TestOrList(t *testing.T) {
 		}
 	}
 }
+
+// TestRoot: the top-level mapping, or the one problem of a file that has
+// none (bad YAML, empty, another kind at the top).
+func TestRoot(t *testing.T) {
+	t.Parallel()
+	var w Walker
+	if n := w.Root([]byte("a: 1\n"), "a"); n == nil || n.Kind != yaml.MappingNode {
+		t.Fatalf("Root = %v, want the mapping", n)
+	}
+	expect(t, &w)
+	for _, c := range []struct{ src, want string }{
+		{"", "0: : empty file (want a and b)"},
+		{"# only a comment\n", "0: : empty file (want a and b)"},
+		{"- 1\n", "1: : want a mapping with a and b, got a list"},
+		{"a: [\n", "1: : invalid YAML: did not find expected node content"},
+	} {
+		w = Walker{}
+		if n := w.Root([]byte(c.src), "a and b"); n != nil {
+			t.Errorf("Root(%q) = %v, want nil", c.src, n)
+		}
+		expect(t, &w, c.want)
+	}
+}

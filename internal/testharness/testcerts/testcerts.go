@@ -87,13 +87,27 @@ func (p Pair) TLS() tls.Certificate {
 // Server issues a server certificate named cn for 127.0.0.1, ::1 and
 // localhost.
 func (ca *CA) Server(cn string) Pair {
-	return ca.must(ca.issue(cn, x509.ExtKeyUsageServerAuth, []string{"localhost"}, nil))
+	return ca.must(ca.issue(cn, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []string{"localhost"}, true, nil))
+}
+
+// ServerNamed issues a server certificate named cn for the DNS names dns
+// only: a client that checks it for 127.0.0.1 refuses it.
+func (ca *CA) ServerNamed(cn string, dns ...string) Pair {
+	return ca.must(ca.issue(cn, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, dns, false, nil))
+}
+
+// Peer issues a certificate named cn that serves (for 127.0.0.1, ::1,
+// localhost and dns) and is presented as a client certificate too, as
+// one Kubernetes Secret does for a pod that is both.
+func (ca *CA) Peer(cn string, dns ...string) Pair {
+	return ca.must(ca.issue(cn, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		append([]string{"localhost"}, dns...), true, nil))
 }
 
 // Client issues a client certificate named cn whose subject alternative
 // names are dns (DNS names) and uris.
 func (ca *CA) Client(cn string, dns []string, uris ...string) Pair {
-	return ca.must(ca.issue(cn, x509.ExtKeyUsageClientAuth, dns, uris))
+	return ca.must(ca.issue(cn, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, dns, false, uris))
 }
 
 func (*CA) must(p Pair, err error) Pair {
@@ -103,7 +117,7 @@ func (*CA) must(p Pair, err error) Pair {
 	return p
 }
 
-func (ca *CA) issue(cn string, usage x509.ExtKeyUsage, dns, uris []string) (Pair, error) {
+func (ca *CA) issue(cn string, usages []x509.ExtKeyUsage, dns []string, loopback bool, uris []string) (Pair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Pair{}, err
@@ -114,10 +128,10 @@ func (ca *CA) issue(cn string, usage x509.ExtKeyUsage, dns, uris []string) (Pair
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		ExtKeyUsage:  usages,
 		DNSNames:     dns,
 	}
-	if usage == x509.ExtKeyUsageServerAuth {
+	if loopback {
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	}
 	for _, u := range uris {

@@ -1112,12 +1112,7 @@ func (c *conn) onWindowUpdate(id uint32, p []byte) error {
 		if inc == 0 {
 			return protocolError("WINDOW_UPDATE of 0")
 		}
-		c.mu.Lock()
-		c.sendWin += inc
-		over := c.sendWin > maxWindow
-		c.cond.Broadcast()
-		c.mu.Unlock()
-		if over {
+		if c.growWindow(&c.sendWin, inc) {
 			return connError{http2.ErrCodeFlowControl, "the connection's window above 2^31-1"}
 		}
 		return nil
@@ -1132,15 +1127,22 @@ func (c *conn) onWindowUpdate(id uint32, p []byte) error {
 	if inc == 0 {
 		return c.reset(st, http2.ErrCodeProtocol)
 	}
-	c.mu.Lock()
-	st.sendWin += inc
-	over := st.sendWin > maxWindow
-	c.cond.Broadcast()
-	c.mu.Unlock()
-	if over {
+	if c.growWindow(&st.sendWin, inc) {
 		return c.reset(st, http2.ErrCodeFlowControl)
 	}
 	return nil
+}
+
+// growWindow adds inc to a send window (the connection's or a stream's,
+// both under c.mu), wakes the writers waiting for room, and reports
+// whether the window went above 2^31-1 (RFC 9113 §6.9.1).
+func (c *conn) growWindow(win *int64, inc int64) (over bool) {
+	c.mu.Lock()
+	*win += inc
+	over = *win > maxWindow
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	return over
 }
 
 // appendHeadersLocked appends a header block for stream id as HEADERS

@@ -38,9 +38,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 	release := func() { <-l.sem }
 	if tc, ok := c.(*net.TCPConn); ok {
-		return &limitTCPConn{TCPConn: tc, release: release}, nil
+		return &limitTCPConn{TCPConn: tc, slot: slot{release: release}}, nil
 	}
-	return &limitConn{Conn: c, release: release}, nil
+	return &limitConn{Conn: c, slot: slot{release: release}}, nil
 }
 
 func (l *limitListener) Close() error {
@@ -53,25 +53,28 @@ func (l *limitListener) Close() error {
 // and writes the TCPConn's socket (rawconn).
 type limitTCPConn struct {
 	*net.TCPConn
-	once    sync.Once
-	release func()
+	slot
 }
 
-func (c *limitTCPConn) Close() error {
-	err := c.TCPConn.Close()
-	c.once.Do(c.release)
-	return err
-}
+func (c *limitTCPConn) Close() error { return c.free(c.TCPConn.Close()) }
 
 // limitConn is any other connection of a limitListener.
 type limitConn struct {
 	net.Conn
+	slot
+}
+
+func (c *limitConn) Close() error { return c.free(c.Conn.Close()) }
+
+// slot is a connection's place under the listener's limit, given back
+// once, at the first Close.
+type slot struct {
 	once    sync.Once
 	release func()
 }
 
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
+// free gives the slot back and returns err, the Close's.
+func (s *slot) free(err error) error {
+	s.once.Do(s.release)
 	return err
 }

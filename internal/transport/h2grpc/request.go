@@ -15,21 +15,8 @@ func parseTimeout(s string) (time.Duration, error) {
 	if len(s) < 2 || len(s) > 9 {
 		return 0, errors.New("malformed grpc-timeout")
 	}
-	var unit time.Duration
-	switch s[len(s)-1] {
-	case 'H':
-		unit = time.Hour
-	case 'M':
-		unit = time.Minute
-	case 'S':
-		unit = time.Second
-	case 'm':
-		unit = time.Millisecond
-	case 'u':
-		unit = time.Microsecond
-	case 'n':
-		unit = time.Nanosecond
-	default:
+	unit := timeoutUnits[s[len(s)-1]]
+	if unit == 0 {
 		return 0, errors.New("malformed grpc-timeout unit")
 	}
 	var n int64
@@ -46,6 +33,11 @@ func parseTimeout(s string) (time.Duration, error) {
 	}
 	return time.Duration(n) * unit, nil
 }
+
+// timeoutUnits are grpc-timeout's units, by their letter; 0 for any other
+// byte.
+var timeoutUnits = [256]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second,
+	'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}
 
 // nameByte marks the bytes a header name may hold besides uppercase
 // letters (RFC 9110 §5.6.2's tchar).

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/server/status"
+	"github.com/sluicehq/sluice/server/status"
 )
 
 func TestLabel(t *testing.T) {

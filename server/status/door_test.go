@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/server/control"
-	"github.com/sluicehq/sluice/internal/server/status"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/server/status"
 )
 
 // doorFixture is a Door over two domains whose rules share a name, as

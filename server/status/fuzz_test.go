@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/server/status"
+	"github.com/sluicehq/sluice/server/status"
 )
 
 // FuzzEntries: any string parses or is refused without a panic; a key

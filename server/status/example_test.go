@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluicehq/sluice/internal/server/status"
+	"github.com/sluicehq/sluice/server/status"
 )
 
 // A rule denies one caller often and another once: the page lists the

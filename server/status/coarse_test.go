@@ -6,7 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/server/status"
+	"github.com/sluicehq/sluice/server/status"
 )
 
 // With the default clock Record reads a coarse clock: a decision is
