@@ -1,12 +1,10 @@
 package gateway_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
-	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/internal/testharness/otlptest"
 )
 
@@ -24,28 +22,7 @@ func BenchmarkHandlerTracing(b *testing.B) {
 			rcv := otlptest.Start(b)
 			rcv.Discard()
 			b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.HTTPURL)
-			cfg, err := gateway.Parse("bench.yaml", []byte(`
-upstream: builtin:echo
-tracing: {sampling_rate: `+tc.rate+`}
-routes:
-  - path: /
-    rate_limits:
-      - actions: [{identity: {}}]
-rules:
-  domain: bench
-  descriptors:
-    - key: remote_address
-      rate_limit: {name: per-ip, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000}
-`))
-			if err != nil {
-				b.Fatal(err)
-			}
-			g, err := gateway.New(context.Background(), cfg, gateway.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer g.Close()
-			h := g.Handler()
+			h := benchHandler(b, "upstream: builtin:echo\ntracing: {sampling_rate: "+tc.rate+"}\n")
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
