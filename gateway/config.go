@@ -131,6 +131,9 @@ type Config struct {
 	ProxyProtocol *ProxyProtocolConfig
 	// AccessLog, when set (access_log:), logs every decision (accesslog.go).
 	AccessLog *AccessLogConfig
+	// Tracing, when set (tracing:), makes a span of every routed request
+	// (tracing.go).
+	Tracing *TracingConfig
 	// Decision, when set (decision:), has the public listener answer the
 	// proxy in front instead of proxying (decision.go).
 	Decision *DecisionConfig

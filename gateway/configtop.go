@@ -51,6 +51,7 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 	"upstream":       (*top).upstream,
 	"upstreams":      (*top).upstreams,
 	"access_log":     (*top).accessLog,
+	"tracing":        (*top).tracingSection,
 	"upstream_timeout": func(t *top, v *yaml.Node) {
 		t.c.UpstreamTimeout = t.d.duration(v, "upstream_timeout")
 	},

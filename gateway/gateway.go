@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
+	"github.com/sluicehq/sluice/internal/server/tracing"
 	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -72,7 +73,8 @@ type Gateway struct {
 	events    *eventlog.Log  // store failures and denials, aggregated per rule
 	access    *accesslog.Log // access_log: nil when off (accesslog.go)
 	accessW   io.Closer
-	ops       *ops // /status, the admin API, /rate_limit (status.go)
+	tracer    *tracing.Tracer // tracing: nil when off (tracing.go)
+	ops       *ops            // /status, the admin API, /rate_limit (status.go)
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -128,11 +130,17 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		g.closeFn()
 		return nil, err
 	}
+	if err := g.openTracing(ctx, cfg); err != nil {
+		g.closeFn()
+		g.closeAccessLog()
+		return nil, err
+	}
 	g.events = eventlog.New(g.log, eventlog.Options{})
 	if g.ops, err = newOps(ctx, g); err != nil {
 		g.closeFn()
 		g.events.Close()
 		g.closeAccessLog()
+		g.closeTracing()
 		return nil, err
 	}
 	st, err := g.build(cfg)
@@ -141,6 +149,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		g.closeFn()
 		g.events.Close()
 		g.closeAccessLog()
+		g.closeTracing()
 		return nil, err
 	}
 	g.cur.Store(st)
@@ -388,9 +397,18 @@ type routeHandler struct {
 	write    time.Duration // the response's write deadline: upstream_timeout + write_timeout
 	log      *slog.Logger
 	refuse   func(http.ResponseWriter, *http.Request, error) // a refused credential: Gateway.refuse
+	tracer   *tracing.Tracer                                 // nil: no spans
 }
 
 func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.tracer != nil {
+		// The request's span, the child of the caller's; its context
+		// goes on to the upstream (proxy) and its decisions come from
+		// the rate limits' observer (traceObserver).
+		var sp *tracing.Span
+		r, sp = h.tracer.StartRequest(r)
+		defer sp.End()
+	}
 	setWriteDeadline(w, h.write)
 	id, err := h.resolver.Resolve(r)
 	if err != nil {
@@ -403,7 +421,9 @@ func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = h.headers.stripUntrusted(r)
-	h.limited.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
+	ctx := withIdentity(r.Context(), id)
+	ctx.method, ctx.path = r.Method, r.URL.Path
+	h.limited.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // upstream is the handler requests to l go to once admitted: the
@@ -478,7 +498,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			Logger:        g.log,
 		}
 		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, upstreams[i]), resolver: resolver, headers: ih,
-			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log, refuse: g.refuse}
+			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log, refuse: g.refuse, tracer: g.tracer}
 		for _, p := range patterns[i] {
 			if err := register(mux, p, rt); err != nil {
 				return nil, fmt.Errorf("gateway: %s: routes[%d]: %w", cfg.File, i, err)
@@ -548,6 +568,9 @@ func (g *Gateway) proxy(l *upstreamLink, trusted []netip.Prefix, ih *identityHea
 			}
 			pr.SetXForwarded()
 			ih.forward(pr)
+			if g.tracer != nil {
+				tracing.Inject(pr.In.Context(), pr.Out.Header)
+			}
 		},
 		ModifyResponse: l.modifyResponse,
 		Transport:      l.tr,
@@ -665,7 +688,7 @@ func (g *Gateway) Close() error {
 			errs = append(errs, g.Snapshot())
 		}
 		g.ops.close()
-		errs = append(errs, g.closeFn(), g.events.Close(), g.closeAccessLog())
+		errs = append(errs, g.closeFn(), g.events.Close(), g.closeAccessLog(), g.closeTracing())
 		g.closeErr = errors.Join(errs...)
 	})
 	return g.closeErr

@@ -57,6 +57,9 @@ type Event struct {
 	// Latency is the time spent in the store; 0 when not measured (see
 	// Middleware.LatencySampling).
 	Latency time.Duration
+	// Ctx is the request's context, for an observer that records the
+	// decision on what the request carries (a server's trace span).
+	Ctx context.Context
 }
 
 // SuggestedLatencySampling is a Middleware.LatencySampling for servers
@@ -411,7 +414,7 @@ func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed 
 			d, err = a.Decide(ctx, m.Store, a.Request)
 		}
 		if err != nil {
-			h.observe(Event{Rule: a.Rule, Policy: a.policy, Outcome: StoreError, Key: a.Request.Key, Err: err, Latency: lat})
+			h.observe(Event{Rule: a.Rule, Policy: a.policy, Outcome: StoreError, Key: a.Request.Key, Err: err, Latency: lat, Ctx: ctx})
 			switch m.OnStoreError {
 			case ratelimit.FailError:
 				a.err = err
@@ -431,7 +434,7 @@ func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed 
 			d = quotaReset(d, a.QuotaEnd, h.m.Now())
 		}
 		a.d = d
-		ev := Event{Rule: a.Rule, Policy: a.policy, Outcome: Allowed, Key: a.Request.Key, Decision: d, Latency: lat}
+		ev := Event{Rule: a.Rule, Policy: a.policy, Outcome: Allowed, Key: a.Request.Key, Decision: d, Latency: lat, Ctx: ctx}
 		switch {
 		case d.Allowed:
 		case !a.Enforced():

@@ -27,6 +27,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/admin"
+	"github.com/sluicehq/sluice/internal/server/tracing"
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -74,6 +75,7 @@ type RLS struct {
 
 	access  *accesslog.Log // --access-log; nil: none
 	accessW io.Closer
+	tracer  *tracing.Tracer // --tracing; nil: none
 }
 
 // New opens f's store and builds the server with f's rules (which must
@@ -123,7 +125,10 @@ func (r *RLS) open(ctx context.Context) error {
 	if r.access, r.accessW, err = f.access.open(); err != nil {
 		return err
 	}
-	srv, err := rls.New(store, set, rls.Options{AccessLog: r.access, Prefetch: prefetched, Statsd: r.sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
+	if r.tracer, err = f.trace.open(ctx, log, r.access, f.access.keyFile); err != nil {
+		return err
+	}
+	srv, err := rls.New(store, set, rls.Options{AccessLog: r.access, Tracer: r.tracer, Prefetch: prefetched, Statsd: r.sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
 		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
 		MetricLabels: f.metricLabels, HeaderNames: f.headerNames, StopIncrementWhenOverLimit: f.stopIncrement,
 		QuotaMode: f.quotaMode, HealthyWithConfig: f.healthyWithConfig})
@@ -172,8 +177,12 @@ func (r *RLS) Serve(ctx context.Context) error {
 	if f.reflection {
 		registerReflection(reg)
 	}
-	log.Info("sluice rls: listening", append(lns.attrs(), "config_type", f.xds.configType, "config_dir", f.configDir, "domains", r.set.Domains(),
-		"store", r.store.URL(), "headers", f.headers.String(), "grpc_server", f.grpc, "grpc_tls", f.tr.mode(), "grpc_reflection", f.reflection)...)
+	attrs := append(lns.attrs(), "config_type", f.xds.configType, "config_dir", f.configDir, "domains", r.set.Domains(),
+		"store", r.store.URL(), "headers", f.headers.String(), "grpc_server", f.grpc, "grpc_tls", f.tr.mode(), "grpc_reflection", f.reflection)
+	if r.tracer != nil {
+		attrs = append(attrs, "tracing", r.tracer.Protocol())
+	}
+	log.Info("sluice rls: listening", attrs...)
 	err = serveUntilDone(ctx, f, srv, g, lns)
 	log.Info("sluice rls: stopped")
 	return err
@@ -187,6 +196,13 @@ func (r *RLS) Close() error {
 	}
 	if r.access != nil { // after the server: its last lines
 		errs = append(errs, r.access.Close(), r.accessW.Close())
+	}
+	if r.tracer != nil { // after the server: its last spans
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := r.tracer.Shutdown(ctx); err != nil {
+			r.log.Warn("sluice rls: tracing: last spans not exported", "err", err)
+		}
+		cancel()
 	}
 	if r.sd != nil {
 		errs = append(errs, r.sd.Close())
@@ -224,6 +240,7 @@ type Config struct {
 	tr                                                          grpcTransportFlags
 	xds                                                         rlsXDSFlags
 	access                                                      rlsAccessLogFlags
+	trace                                                       rlsTracingFlags
 	text                                                        rlsFlagText
 }
 
@@ -250,6 +267,9 @@ func (f *Config) Check() error {
 		f.stats.localCacheSize = DenyCacheSize
 	}
 	if err := f.access.check(); err != nil {
+		return err
+	}
+	if err := f.trace.check(); err != nil {
 		return err
 	}
 	if err := f.xds.check(f.configDir); err != nil {
@@ -308,6 +328,7 @@ func (f *Config) define(fs *flag.FlagSet) rlsFlagText {
 	f.tr.add(fs)
 	f.xds.add(fs)
 	f.access.add(fs)
+	f.trace.add(fs)
 	return text
 }
 
@@ -439,6 +460,9 @@ func (l *rlsListeners) attrs() []any {
 // grpc-go by rls.ServerOptions.
 func (f *Config) grpcServer(log *slog.Logger, tr rls.Transport) grpcServerImpl {
 	o := leanOptions(tr, log)
+	if f.trace.on {
+		o.Metadata = tracing.Headers // grpc-go's handlers have all the metadata
+	}
 	if f.grpc == "lean" {
 		return h2grpc.NewServer(o)
 	}

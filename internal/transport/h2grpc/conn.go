@@ -619,7 +619,7 @@ func (c *conn) onHeaders(flags http2.Flags, id uint32, p []byte) error {
 		}
 		p = p[5:]
 	}
-	c.req = request{}
+	c.req = request{keep: c.srv.opts.Metadata}
 	c.blockLen = 0
 	c.dec.SetEmitEnabled(true)
 	c.hstream, c.hid, c.hend = id, id, flags.Has(http2.FlagHeadersEndStream)
@@ -716,7 +716,7 @@ func (c *conn) open(id uint32, end bool) error {
 	case m.stream != nil && m.stream.ClientStreams:
 		return c.reject(id, end, 200, status.Newf(codes.Unimplemented, "h2grpc: %s streams from the client, which this server does not serve", r.path))
 	}
-	st := &stream{c: c, id: id, m: m, recvLimit: c.srv.lim.streamWin, msgLen: -1, encoding: r.encoding}
+	st := &stream{c: c, id: id, m: m, recvLimit: c.srv.lim.streamWin, msgLen: -1, encoding: r.encoding, md: r.md}
 	if r.hasTimeout {
 		st.ctx.setTimeout(r.timeout)
 	}
