@@ -23,7 +23,7 @@ type AccessLogConfig struct {
 
 // accessLog decodes access_log.
 func (t *top) accessLog(v *yaml.Node) {
-	d, c := t.d, &AccessLogConfig{Sample: 1}
+	d, c := t.d, &AccessLogConfig{Sample: 1, Identity: accesslog.Hashed}
 	fileLine := 0
 	d.fields(v, "access_log", map[string]func(k, v *yaml.Node){
 		"file": func(k, v *yaml.Node) {

@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/tracing"
 )
 
@@ -17,17 +18,17 @@ import (
 // off when absent. The exporter's endpoint and the rest are the OTEL_*
 // variables. The tracer is the process's: a reload does not change it.
 type TracingConfig struct {
-	Protocol          string           // protocol: grpc or http/protobuf; empty: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf
-	ServiceName       string           // service_name: empty: OTEL_SERVICE_NAME, else sluice-gateway
-	ServiceNamespace  string           // service_namespace
-	ServiceInstanceID string           // service_instance_id: empty: a random UUID
-	SamplingRate      float64          // sampling_rate: 0 to 1 of the traces the gateway starts; -1 (absent): OTEL_TRACES_SAMPLER
-	Identity          tracing.Identity // identity: none (default), hashed or clear
+	Protocol          string             // protocol: grpc or http/protobuf; empty: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf
+	ServiceName       string             // service_name: empty: OTEL_SERVICE_NAME, else sluice-gateway
+	ServiceNamespace  string             // service_namespace
+	ServiceInstanceID string             // service_instance_id: empty: a random UUID
+	SamplingRate      float64            // sampling_rate: 0 to 1 of the traces the gateway starts; -1 (absent): OTEL_TRACES_SAMPLER
+	Identity          accesslog.Identity // identity: none (default), hashed or clear
 }
 
 // tracingSection decodes tracing.
 func (t *top) tracingSection(v *yaml.Node) {
-	d, c := t.d, &TracingConfig{SamplingRate: -1}
+	d, c := t.d, &TracingConfig{SamplingRate: -1, Identity: accesslog.None}
 	d.fields(v, "tracing", map[string]func(k, v *yaml.Node){
 		"protocol": func(k, v *yaml.Node) {
 			p, err := tracing.ParseProtocol(d.str(v, "tracing.protocol"))
@@ -41,7 +42,7 @@ func (t *top) tracingSection(v *yaml.Node) {
 		"service_instance_id": func(k, v *yaml.Node) { c.ServiceInstanceID = d.str(v, "tracing.service_instance_id") },
 		"sampling_rate":       func(k, v *yaml.Node) { c.SamplingRate = d.number(v, "tracing.sampling_rate", 0, 1, true) },
 		"identity": func(k, v *yaml.Node) {
-			id, err := tracing.ParseIdentity(d.str(v, "tracing.identity"))
+			id, err := accesslog.ParseIdentityOr(d.str(v, "tracing.identity"), accesslog.None)
 			if err != nil {
 				d.add(v.Line, "tracing.identity", "want none, hashed or clear")
 			}

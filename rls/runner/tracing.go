@@ -30,7 +30,7 @@ func (t *rlsTracingFlags) add(fs *flag.FlagSet) {
 }
 
 func (t *rlsTracingFlags) check() error {
-	if _, err := tracing.ParseIdentity(t.id); err != nil {
+	if _, err := accesslog.ParseIdentityOr(t.id, accesslog.None); err != nil {
 		return fmt.Errorf("%w: --tracing-identity: %v", ErrUsage, err)
 	}
 	if t.protocol != "" {
@@ -51,9 +51,9 @@ func (t *rlsTracingFlags) open(ctx context.Context, log *slog.Logger, access *ac
 	if !t.on {
 		return nil, nil
 	}
-	id, _ := tracing.ParseIdentity(t.id) // checked
+	id, _ := accesslog.ParseIdentityOr(t.id, accesslog.None) // checked
 	hasher := access.Hasher()
-	if hasher == nil && id == tracing.HashedIdentity {
+	if hasher == nil && id == accesslog.Hashed {
 		key, err := accesslog.LoadKey(keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("rls: %w", err)

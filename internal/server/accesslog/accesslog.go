@@ -40,26 +40,35 @@ import (
 	"github.com/sluicehq/sluice/internal/server/eventlog"
 )
 
-// Identity is how a line names the caller.
+// Identity is how a line (or a span, internal/server/tracing) names the
+// caller.
 type Identity uint8
 
 const (
-	Hashed Identity = iota // HMAC of the key: stable across lines, not reversible (the default)
+	None   Identity = iota // no identity (the zero value: a record names no one unless configured)
+	Hashed                 // HMAC of the key: stable across lines, not reversible (the access log's default, ParseIdentity)
 	Clear                  // the key as is
-	None                   // no identity
 )
 
-// ParseIdentity parses hashed, clear or none ("" is hashed).
-func ParseIdentity(s string) (Identity, error) {
+// ParseIdentity parses hashed, clear or none ("" is hashed, the access
+// log's default).
+func ParseIdentity(s string) (Identity, error) { return ParseIdentityOr(s, Hashed) }
+
+// ParseIdentityOr parses hashed, clear or none, and "" as empty: the one
+// spelling of what a server's record (a log line, a span) says of the
+// caller, whatever that record's default.
+func ParseIdentityOr(s string, empty Identity) (Identity, error) {
 	switch s {
-	case "", "hashed":
+	case "":
+		return empty, nil
+	case "hashed":
 		return Hashed, nil
 	case "clear":
 		return Clear, nil
 	case "none":
 		return None, nil
 	}
-	return 0, fmt.Errorf("access log identity %q: want hashed, clear or none", s)
+	return 0, fmt.Errorf("identity %q: want hashed, clear or none", s)
 }
 
 // Defaults and bounds.
@@ -93,7 +102,8 @@ type Options struct {
 	RefusalsOnly bool
 	// MaxPerSecond bounds the lines a second. 0 means DefaultMaxPerSecond.
 	MaxPerSecond int
-	// Identity is how the caller is named. The zero value is Hashed.
+	// Identity is how the caller is named. The zero value is None;
+	// servers default to Hashed (ParseIdentity).
 	Identity Identity
 	// Key is the hash key; nil draws one per process (so hashes are stable
 	// within a process; configure one to keep them across restarts).

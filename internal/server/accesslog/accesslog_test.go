@@ -116,7 +116,7 @@ func TestLineIsBounded(t *testing.T) {
 // callers, and is not the clear value.
 func TestHashedIdentity(t *testing.T) {
 	w := &lockedBuffer{}
-	l := newLog(t, w, accesslog.Options{Server: "rls"})
+	l := newLog(t, w, accesslog.Options{Server: "rls", Identity: accesslog.Hashed})
 	for _, id := range []string{"user:alice", "user:bob", "user:alice"} {
 		l.Log(accesslog.Entry{Rule: "api", Outcome: accesslog.Denied, Identity: id})
 	}
@@ -138,7 +138,7 @@ func TestHashedIdentity(t *testing.T) {
 	key := []byte("k")
 	w1, w2 := &lockedBuffer{}, &lockedBuffer{}
 	for _, w := range []*lockedBuffer{w1, w2} {
-		l := newLog(t, w, accesslog.Options{Key: key})
+		l := newLog(t, w, accesslog.Options{Key: key, Identity: accesslog.Hashed})
 		l.Log(accesslog.Entry{Outcome: accesslog.Denied, Identity: "user:alice"})
 		l.Close()
 	}
@@ -198,7 +198,7 @@ func TestNilLog(t *testing.T) {
 }
 
 func BenchmarkLog(b *testing.B) {
-	l, _ := accesslog.New(accesslog.Options{Writer: discard{}, MaxPerSecond: 1 << 30})
+	l, _ := accesslog.New(accesslog.Options{Writer: discard{}, MaxPerSecond: 1 << 30, Identity: accesslog.Hashed})
 	defer l.Close()
 	e := accesslog.Entry{Rule: "api", Outcome: accesslog.Denied, Layer: "rate_limit", Identity: "user:alice", Method: "GET", Path: "/v1/items"}
 	b.ReportAllocs()

@@ -47,29 +47,6 @@ import (
 // what a server must keep of a request for its span's parent.
 var Headers = []string{"traceparent", "tracestate"}
 
-// Identity is what a span says of the caller: nothing (the default), the
-// key hashed, or the key as is.
-type Identity uint8
-
-const (
-	NoIdentity Identity = iota
-	HashedIdentity
-	ClearIdentity
-)
-
-// ParseIdentity parses none, hashed or clear ("" is none).
-func ParseIdentity(s string) (Identity, error) {
-	switch s {
-	case "", "none":
-		return NoIdentity, nil
-	case "hashed":
-		return HashedIdentity, nil
-	case "clear":
-		return ClearIdentity, nil
-	}
-	return 0, fmt.Errorf("tracing identity %q: want none, hashed or clear", s)
-}
-
 // Config configures a Tracer. Empty fields take the OTEL_* variables'
 // values, else the defaults said.
 type Config struct {
@@ -92,9 +69,11 @@ type Config struct {
 	// Negative: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else
 	// every trace (parentbased_always_on).
 	SamplingRate float64
-	// Identity is what spans say of the caller; Hasher hashes it when
-	// HashedIdentity (nil: a key drawn per process).
-	Identity Identity
+	// Identity is what spans say of the caller, as the access log's
+	// lines do (servers parse it with accesslog.ParseIdentityOr(s,
+	// accesslog.None): none unless configured); Hasher hashes it when
+	// accesslog.Hashed (nil: a key drawn per process).
+	Identity accesslog.Identity
 	Hasher   *accesslog.Hasher
 	// Logger receives the exporter's errors. Nil discards them.
 	Logger *slog.Logger
@@ -108,7 +87,7 @@ type Tracer struct {
 	tp       *sdktrace.TracerProvider
 	tr       trace.Tracer
 	prop     propagation.TraceContext
-	identity Identity
+	identity accesslog.Identity
 	hasher   *accesslog.Hasher
 	protocol string
 }
@@ -172,7 +151,7 @@ func New(ctx context.Context, c Config) (*Tracer, error) {
 	}
 	t := &Tracer{tp: sdktrace.NewTracerProvider(opts...), identity: c.Identity, hasher: c.Hasher, protocol: proto}
 	t.tr = t.tp.Tracer("github.com/sluicehq/sluice")
-	if t.identity == HashedIdentity && t.hasher == nil {
+	if t.identity == accesslog.Hashed && t.hasher == nil {
 		if t.hasher, err = accesslog.NewHasher(nil); err != nil {
 			return nil, fmt.Errorf("tracing: %w", err)
 		}
@@ -319,9 +298,9 @@ func (s *Span) Decision(rule, outcome, key string, store time.Duration) {
 	}
 	s.store += store
 	switch s.t.identity {
-	case HashedIdentity:
+	case accesslog.Hashed:
 		s.identities = append(s.identities, string(s.t.hasher.Append(make([]byte, 0, accesslog.HashLen), key)))
-	case ClearIdentity:
+	case accesslog.Clear:
 		s.identities = append(s.identities, key)
 	}
 }
