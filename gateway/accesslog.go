@@ -137,6 +137,7 @@ func (g *Gateway) accessRefused(next func(httplimit.Refusal)) func(httplimit.Ref
 		if rf.Cause == httplimit.Unavailable {
 			out = accesslog.StoreError
 		}
-		l.Log(accesslog.Entry{Rule: rf.Policy, Outcome: out, Layer: rf.Layer.String(), Identity: rf.Key})
+		method, path := requestOf(rf.Ctx)
+		l.Log(accesslog.Entry{Rule: rf.Policy, Outcome: out, Layer: rf.Layer.String(), Identity: rf.Key, Method: method, Path: path})
 	}
 }
