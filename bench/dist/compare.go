@@ -1,0 +1,64 @@
+package dist
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Round runs l against every set once, in an order rotated by round, each
+// with counters of its own, and returns the results in the sets' order.
+func Round(ctx context.Context, sets []*Set, l Load, round int, log io.Writer) ([]Result, error) {
+	out := make([]Result, len(sets))
+	for k := range sets {
+		i := (k + round) % len(sets)
+		l.Prefix = fmt.Sprintf("r%d-%d-", round, time.Now().UnixNano())
+		r, err := Measure(ctx, sets[i], l)
+		if err != nil {
+			return nil, err
+		}
+		if r.Errors > 0 {
+			return nil, fmt.Errorf("%s: %d errors, first: %v", r.Name, r.Errors, r.FirstErr)
+		}
+		fmt.Fprintf(log, "  %s\n", r)
+		out[i] = r
+	}
+	return out, nil
+}
+
+// Median returns the result of rs with the median decisions a second.
+func Median(rs []Result) Result {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b Result) int { return cmp.Compare(a.PerSecond(), b.PerSecond()) })
+	return s[len(s)/2]
+}
+
+// LoadAvg returns /proc/loadavg's first three fields.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// Table writes the median result of each set at one load as markdown
+// rows, with the ratios of each set to the last one (sluice).
+func Table(w io.Writer, label string, med []Result) {
+	base := med[len(med)-1]
+	for _, r := range med {
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.0f (%.2f×) | %.0f (%.2f×) | %v (%.2f×) |\n", label, r.Name,
+			r.PerSecond(), r.PerCPU(), r.PerCPU()/base.PerCPU(),
+			r.CPU.Seconds()*1e6/float64(max(1, r.Decisions)), (r.CPU.Seconds()/float64(max(1, r.Decisions)))/(base.CPU.Seconds()/float64(max(1, base.Decisions))),
+			r.P99.Round(time.Microsecond), float64(r.P99)/float64(base.P99))
+	}
+}
