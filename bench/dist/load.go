@@ -102,8 +102,12 @@ func Measure(ctx context.Context, s *Set, l Load) (Result, error) {
 		}
 		return s.Target.Decode(resp)
 	}
+	warm, err := s.Target.Request(l.Key, l.Prefix+"warm", l.Limit) // a counter of its own
+	if err != nil {
+		return Result{}, err
+	}
 	for i := range conns { // warm up: connections, and the owners' peer links
-		if _, err := call(i, reqs[i%len(reqs)]); err != nil {
+		if _, err := call(i, warm); err != nil {
 			return Result{}, fmt.Errorf("%s: warm-up: %w", s.Name, err)
 		}
 	}

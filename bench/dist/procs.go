@@ -59,7 +59,8 @@ func (s *Set) CPU() time.Duration {
 }
 
 // StartGubernators runs n gubernator peers on loopback, each with its own
-// gRPC, HTTP and memberlist ports, every one told of the first, and waits
+// loopback address (gRPC, HTTP and memberlist ports) and host name, every one told of the
+// first, and waits
 // until each one's health check counts all n peers. behavior is sent in
 // every request (gubernator's Behavior: 0 is its default, BATCHING; 2 is
 // GLOBAL).
@@ -68,17 +69,25 @@ func StartGubernators(ctx context.Context, bin string, n int, behavior int64) (*
 	if err != nil {
 		return nil, err
 	}
-	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	// gubernator keeps memberlist's peers by IP address, so each peer has
+	// a loopback address of its own: 127.0.0.2, 127.0.0.3, …
+	addr := func(i int) string { return fmt.Sprintf("127.0.0.%d:%d", 2+i/3, ports[i]) }
 	s := &Set{}
 	for i := range n {
 		g, h, m := addr(3*i), addr(3*i+1), addr(3*i+2)
-		cmd := exec.CommandContext(ctx, bin)
+		// memberlist names a node by its host name, which three peers on
+		// one machine share: each runs in a UTS namespace of its own
+		// (unshare -u, root only) with a host name of its own; exec keeps
+		// the process id, so CPU time is read from gubernator itself.
+		cmd := exec.CommandContext(ctx, "unshare", "-u", "sh", "-c",
+			fmt.Sprintf(`hostname gubernator-%d-%d && exec "$0"`, os.Getpid(), i), bin)
 		cmd.Env = []string{
 			"GUBER_GRPC_ADDRESS=" + g, "GUBER_HTTP_ADDRESS=" + h, "GUBER_ADVERTISE_ADDRESS=" + g,
 			"GUBER_PEER_DISCOVERY_TYPE=member-list",
 			"GUBER_MEMBERLIST_ADDRESS=" + m, "GUBER_MEMBERLIST_BIND_ADDRESS=" + m,
 			"GUBER_MEMBERLIST_KNOWN_NODES=" + addr(2),
-			"GUBER_LOG_LEVEL=warn", "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+			"GUBER_LOG_LEVEL=warn", "OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true",
+			"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		}
 		p, err := rls.Launch(ctx, fmt.Sprintf("gubernator %d", i), g, cmd, func(ctx context.Context, p *rls.Proc) error {
 			return waitPeers(ctx, p, 1)
