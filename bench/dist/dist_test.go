@@ -2,6 +2,7 @@ package dist
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -89,8 +90,8 @@ func TestContenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	for _, set := range []*Set{g, g.WithBehavior(BehaviorGlobal), s} {
-		l := Load{Callers: 4, Conns: 3, Duration: 300 * time.Millisecond, Key: "load", Keys: 100, Limit: 1_000_000_000, Prefix: "t-"}
+	for i, set := range []*Set{g, g.WithBehavior(BehaviorGlobal), s} {
+		l := Load{Callers: 4, Conns: 3, Duration: 300 * time.Millisecond, Key: "load", Keys: 100, Limit: 1_000_000_000, Prefix: fmt.Sprintf("t%d-", i)}
 		res, err := Measure(ctx, set, l)
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +100,7 @@ func TestContenders(t *testing.T) {
 		if res.Errors > 0 || res.Decisions == 0 || res.Admitted != res.Decisions {
 			t.Errorf("%s: %d decisions, %d admitted, %d errors (%v)", set.Name, res.Decisions, res.Admitted, res.Errors, res.FirstErr)
 		}
-		l.Key, l.Keys, l.Limit, l.Prefix = "exact", 1, limit, "x-"
+		l.Key, l.Keys, l.Limit, l.Prefix = "exact", 1, limit, fmt.Sprintf("x%d-", i) // counters of its own: gubernator's two sets share peers
 		if res, err = Measure(ctx, set, l); err != nil {
 			t.Fatal(err)
 		}
