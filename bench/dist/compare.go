@@ -52,7 +52,7 @@ func LoadAvg() string {
 }
 
 // Table writes the median result of each set at one load as markdown
-// rows, with the ratios of each set to the last one (sluice).
+// rows, with the ratios of each set to the last one (sluice rls).
 func Table(w io.Writer, label string, med []Result) {
 	base := med[len(med)-1]
 	for _, r := range med {

@@ -44,7 +44,7 @@ func TestGubernatorMessages(t *testing.T) {
 		resp    []byte
 		ok, err bool
 	}{{resp(nil), true, false}, {resp(over), false, false}, {resp(failed), false, true}, {nil, false, true}} {
-		ok, err := g.Decode(c.resp)
+		ok, err := decodeGubernator(c.resp)
 		if ok != c.ok || (err != nil) != c.err {
 			t.Errorf("Decode(%x) = %v, %v; want %v, error %v", c.resp, ok, err, c.ok, c.err)
 		}
@@ -54,8 +54,8 @@ func TestGubernatorMessages(t *testing.T) {
 // TestContenders (BENCH_GUBERNATOR=1: it builds gubernator from the Go
 // module proxy the first time) starts both contenders on loopback, sends
 // each a short load, and checks that every call is answered, the
-// throughput load is all admitted, and sluice admits no more than its
-// limit on one key hammered through all its instances.
+// throughput load is all admitted, and sluice (rls and serve) admits no
+// more than its limit on one key hammered through all its instances.
 func TestContenders(t *testing.T) {
 	if os.Getenv("BENCH_GUBERNATOR") != "1" {
 		t.Skip("set BENCH_GUBERNATOR=1 to build and run gubernator")
@@ -90,7 +90,12 @@ func TestContenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	for i, set := range []*Set{g, g.WithBehavior(BehaviorGlobal), s} {
+	sv, err := StartServes(ctx, sbin, dir, r.Addr, r.Pid(), 2, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sv.Stop()
+	for i, set := range []*Set{g, g.WithBehavior(BehaviorGlobal), s, sv} {
 		l := Load{Callers: 4, Conns: 3, Duration: 300 * time.Millisecond, Key: "load", Keys: 100, Limit: 1_000_000_000, Prefix: fmt.Sprintf("t%d-", i)}
 		res, err := Measure(ctx, set, l)
 		if err != nil {
@@ -108,8 +113,8 @@ func TestContenders(t *testing.T) {
 		if res.Errors > 0 || res.Admitted == 0 {
 			t.Errorf("%s: %d admitted, %d errors (%v)", set.Name, res.Admitted, res.Errors, res.FirstErr)
 		}
-		if set == s && res.Admitted > res.Allowed(limit) {
-			t.Errorf("sluice admitted %d, more than %d", res.Admitted, res.Allowed(limit))
+		if (set == s || set == sv) && res.Admitted > res.Allowed(limit) {
+			t.Errorf("%s admitted %d, more than %d", set.Name, res.Admitted, res.Allowed(limit))
 		}
 	}
 }

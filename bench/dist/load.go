@@ -11,9 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/sluicehq/sluice/bench/rls"
 )
 
@@ -85,24 +82,17 @@ func Measure(ctx context.Context, s *Set, l Load) (Result, error) {
 		}
 	}
 	addrs := s.Addrs()
-	conns := make([]*grpc.ClientConn, max(1, l.Conns))
+	conns := make([]Conn, max(1, l.Conns))
 	for i := range conns {
-		c, err := grpc.NewClient(addrs[i%len(addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+		c, err := s.Target.Dial(addrs[i%len(addrs)])
 		if err != nil {
 			return Result{}, err
 		}
 		defer c.Close()
 		conns[i] = c
 	}
-	call := func(conn int, req []byte) (bool, error) {
-		var resp []byte
-		if err := conns[conn].Invoke(ctx, s.Target.Method, req, &resp); err != nil {
-			return false, err
-		}
-		return s.Target.Decode(resp)
-	}
-	warm, err := s.Target.Request(l.Key, l.Prefix+"warm", l.Limit) // a counter of its own
+	call := func(conn int, req []byte) (bool, error) { return conns[conn].Call(ctx, req) }
+	warm, err := s.Target.Request("warm", l.Prefix+"warm", l.Limit) // a counter of its own, of no rule's
 	if err != nil {
 		return Result{}, err
 	}

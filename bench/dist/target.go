@@ -1,11 +1,14 @@
 package dist
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -16,35 +19,61 @@ import (
 // request to the owner (batched) and answers with the owner's decision.
 const BehaviorGlobal = 2
 
-// Target is how one contender's requests are written and its answers
-// read: the load client sends Request's bytes to Method and gives Decode
-// what comes back.
+// Target is how one contender's requests are written and sent: the load
+// client dials each instance with Dial and sends Request's bytes.
 type Target struct {
-	Method string
 	// Request returns a request for one hit on the counter key/value
 	// whose limit is limit a second (sluice has its limits in its
 	// configuration, and ignores it).
 	Request func(key, value string, limit int64) ([]byte, error)
-	// Decode says whether the answer admits the request.
-	Decode func(resp []byte) (admitted bool, err error)
+	Dial    func(addr string) (Conn, error)
 	// ClockWindows: its one-second windows start on the second (sluice's
 	// fixed windows); otherwise at a counter's first hit (gubernator's
 	// token bucket, refilled whole when its duration is over).
 	ClockWindows bool
 }
 
+// Conn is a connection to one instance.
+type Conn interface {
+	// Call sends req and says whether the answer admits it.
+	Call(ctx context.Context, req []byte) (admitted bool, err error)
+	Close() error
+}
+
+// grpcDial returns a Dial for gRPC method, its answers read by decode.
+func grpcDial(method string, decode func([]byte) (bool, error)) func(string) (Conn, error) {
+	return func(addr string) (Conn, error) {
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+		return grpcConn{c, method, decode}, err
+	}
+}
+
+type grpcConn struct {
+	*grpc.ClientConn
+	method string
+	decode func([]byte) (bool, error)
+}
+
+func (c grpcConn) Call(ctx context.Context, req []byte) (bool, error) {
+	var resp []byte
+	if err := c.Invoke(ctx, c.method, req, &resp); err != nil {
+		return false, err
+	}
+	return c.decode(resp)
+}
+
 // Sluice returns the target of `sluice rls` (Envoy's
 // RateLimitService.ShouldRateLimit, domain "dist").
 func Sluice() Target {
 	return Target{
-		Method:       "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
 		ClockWindows: true,
 		Request: func(key, value string, _ int64) ([]byte, error) {
 			return proto.Marshal(&pb.RateLimitRequest{Domain: "dist", Descriptors: []*commonpb.RateLimitDescriptor{
 				{Entries: []*commonpb.RateLimitDescriptor_Entry{{Key: key, Value: value}}},
 			}})
 		},
-		Decode: func(b []byte) (bool, error) {
+		Dial: grpcDial("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", func(b []byte) (bool, error) {
 			var r pb.RateLimitResponse
 			if err := proto.Unmarshal(b, &r); err != nil {
 				return false, err
@@ -56,7 +85,7 @@ func Sluice() Target {
 				return false, nil
 			}
 			return false, fmt.Errorf("sluice rls: code %v", r.OverallCode)
-		},
+		}),
 	}
 }
 
@@ -69,7 +98,6 @@ func Sluice() Target {
 // dependencies out of this one.
 func Gubernator(behavior int64) Target {
 	return Target{
-		Method: "/pb.gubernator.V1/GetRateLimits",
 		Request: func(key, value string, limit int64) ([]byte, error) {
 			var r []byte
 			r = protowire.AppendTag(r, 1, protowire.BytesType)
@@ -87,7 +115,7 @@ func Gubernator(behavior int64) Target {
 			m = protowire.AppendTag(m, 1, protowire.BytesType)
 			return protowire.AppendBytes(m, r), nil
 		},
-		Decode: decodeGubernator,
+		Dial: grpcDial("/pb.gubernator.V1/GetRateLimits", decodeGubernator),
 	}
 }
 

@@ -1,11 +1,12 @@
 // Command dist-compare measures gubernator (3 peers, built from its Go
-// module) against `sluice rls` (3 instances on one redis-server): paired
+// module) against `sluice rls` and `sluice serve`'s decision endpoint (3
+// instances each, on one redis-server): paired
 // rounds in rotated order at saturation (closed loop) and at half the
 // slower contender's capacity, then an exactness run per contender (every
 // caller on one key limited to -limit a second, spread over the
 // instances). See docs/benchmarks.md.
 //
-//	cd bench && go run ./dist/cmd/dist-compare            # about 4 minutes after the build
+//	cd bench && go run ./dist/cmd/dist-compare            # about 5 minutes after the build
 //	cd bench && go run ./dist/cmd/dist-compare -short     # about 1 minute
 package main
 
@@ -58,7 +59,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("\n| load | contender | decisions/s | decisions per CPU-second (÷ sluice) | CPU µs a decision, all processes (÷ sluice) | p99 (÷ sluice) |")
+	fmt.Println("\n| load | contender | decisions/s | decisions per CPU-second (÷ sluice rls) | CPU µs a decision, all processes (÷ sluice rls) | p99 (÷ sluice rls) |")
 	fmt.Println("|---|---|---:|---:|---:|---:|")
 	dist.Table(os.Stdout, "saturation", sat)
 	dist.Table(os.Stdout, fmt.Sprintf("%.0f/s", l.Rate), half)
@@ -98,8 +99,9 @@ func points(ctx context.Context, sets []*dist.Set, l dist.Load, rounds int, labe
 }
 
 // setup builds both programs and starts the contenders: gubernator's
-// peers (asked with its default behavior and with GLOBAL) and sluice's
-// instances on one redis-server, last.
+// peers (asked with its default behavior and with GLOBAL), then sluice
+// serve's and sluice rls's instances on one redis-server (rls last: the
+// tables' ratios are to it).
 func setup(ctx context.Context, root string, limit int64) ([]*dist.Set, func(), error) {
 	cache, err := gobuild.Cache()
 	if err != nil {
@@ -138,10 +140,15 @@ func setup(ctx context.Context, root string, limit int64) ([]*dist.Set, func(), 
 		return fail(err)
 	}
 	stops = append(stops, g.Stop)
+	sv, err := dist.StartServes(ctx, sbin, work, redis.Addr, redis.Pid(), dist.SluiceInstances, int(limit))
+	if err != nil {
+		return fail(err)
+	}
+	stops = append(stops, sv.Stop)
 	s, err := dist.StartSluices(ctx, sbin, work, redis.Addr, redis.Pid(), dist.SluiceInstances)
 	if err != nil {
 		return fail(err)
 	}
 	stops = append(stops, s.Stop)
-	return []*dist.Set{g, g.WithBehavior(dist.BehaviorGlobal), s}, cleanup, nil
+	return []*dist.Set{g, g.WithBehavior(dist.BehaviorGlobal), sv, s}, cleanup, nil
 }
