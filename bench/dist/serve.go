@@ -97,9 +97,13 @@ func (h httpConn) Close() error { h.c.CloseIdleConnections(); return nil }
 
 // StartServes runs n `sluice serve` decision endpoints on the
 // redis-server at redisAddr (process redisPID, charged to the set), the
-// exact limit limit a second, configurations written in dir.
+// exact limit limit a second, configurations written in dir/serve.
 func StartServes(ctx context.Context, bin, dir, redisAddr string, redisPID, n, limit int) (*Set, error) {
 	s := &Set{Name: fmt.Sprintf("sluice serve ×%d + redis", n), Target: Serve(), PIDs: []int{redisPID}}
+	dir = filepath.Join(dir, "serve") // not among sluice rls's files
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	for i := range n {
 		ports, err := rls.FreePorts(2)
 		if err != nil {

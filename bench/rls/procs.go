@@ -173,10 +173,8 @@ func waitReady(ctx context.Context, p *Proc) error {
 	c := pb.NewRateLimitServiceClient(conn)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		select {
-		case <-p.done:
-			return fmt.Errorf("exited: %v", p.err)
-		default:
+		if err := p.Exited(); err != nil {
+			return err
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := c.ShouldRateLimit(cctx, &pb.RateLimitRequest{Domain: "bench", Descriptors: []*commonpb.RateLimitDescriptor{
