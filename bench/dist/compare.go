@@ -31,11 +31,22 @@ func Round(ctx context.Context, sets []*Set, l Load, round int, log io.Writer) (
 	return out, nil
 }
 
-// Median returns the result of rs with the median decisions a second.
+// Median returns the median of rs metric by metric: the round with the
+// median decisions a second, its CPU scaled to the median CPU a decision,
+// and the median p50 and p99 (at a fixed offered rate every round makes
+// the same decisions, and the other metrics are what differ).
 func Median(rs []Result) Result {
-	s := slices.Clone(rs)
-	slices.SortFunc(s, func(a, b Result) int { return cmp.Compare(a.PerSecond(), b.PerSecond()) })
-	return s[len(s)/2]
+	mid := func(f func(Result) float64) Result {
+		s := slices.Clone(rs)
+		slices.SortFunc(s, func(a, b Result) int { return cmp.Compare(f(a), f(b)) })
+		return s[len(s)/2]
+	}
+	perDecision := func(r Result) float64 { return r.CPU.Seconds() / float64(max(1, r.Decisions)) }
+	m := mid(Result.PerSecond)
+	m.CPU = time.Duration(perDecision(mid(perDecision)) * float64(m.Decisions) * float64(time.Second))
+	m.P50 = mid(func(r Result) float64 { return float64(r.P50) }).P50
+	m.P99 = mid(func(r Result) float64 { return float64(r.P99) }).P99
+	return m
 }
 
 // LoadAvg returns /proc/loadavg's first three fields.

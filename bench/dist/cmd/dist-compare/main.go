@@ -78,7 +78,7 @@ func main() {
 	}
 }
 
-// points runs rounds paired rounds of l and returns each set's median.
+// points runs rounds paired rounds of l and returns each set's medians.
 func points(ctx context.Context, sets []*dist.Set, l dist.Load, rounds int, label string) ([]dist.Result, error) {
 	all := make([][]dist.Result, len(sets))
 	for r := range rounds {
