@@ -120,3 +120,18 @@ func TestContenders(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { redistest.Main(m) }
+
+// TestMedian: each metric is the median of its own, the CPU scaled to the
+// median round's decisions.
+func TestMedian(t *testing.T) {
+	rs := []Result{
+		{Decisions: 100, Elapsed: time.Second, CPU: 300 * time.Millisecond, P50: 3, P99: 30},
+		{Decisions: 300, Elapsed: time.Second, CPU: 300 * time.Millisecond, P50: 1, P99: 10},
+		{Decisions: 200, Elapsed: time.Second, CPU: 1000 * time.Millisecond, P50: 2, P99: 20},
+	}
+	m := Median(rs)
+	// CPU a decision: 3 ms, 1 ms, 5 ms; median 3 ms, times 200 decisions.
+	if m.Decisions != 200 || m.CPU != 600*time.Millisecond || m.P50 != 2 || m.P99 != 20 {
+		t.Errorf("Median = %d decisions, CPU %v, p50 %v, p99 %v; want 200, 600ms, 2ns, 20ns", m.Decisions, m.CPU, m.P50, m.P99)
+	}
+}
