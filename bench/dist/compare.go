@@ -49,18 +49,6 @@ func Median(rs []Result) Result {
 	return m
 }
 
-// LoadAvg returns /proc/loadavg's first three fields.
-func LoadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
 
 // Table writes the median result of each set at one load as markdown
 // rows, with the ratios of each set to the last one (sluice rls).

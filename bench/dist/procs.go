@@ -41,6 +41,18 @@ func (s *Set) Addrs() []string {
 	return a
 }
 
+// add adds the instance p to s, or, when err is not nil, stops s's
+// instances and returns err.
+func (s *Set) add(p *rls.Proc, err error) error {
+	if err != nil {
+		s.Stop()
+		return err
+	}
+	s.Procs = append(s.Procs, p)
+	s.PIDs = append(s.PIDs, p.PID())
+	return nil
+}
+
 // Stop ends every instance.
 func (s *Set) Stop() {
 	for _, p := range s.Procs {
@@ -89,15 +101,11 @@ func StartGubernators(ctx context.Context, bin string, n int, behavior int64) (*
 			"GUBER_LOG_LEVEL=warn", "OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true",
 			"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		}
-		p, err := rls.Launch(ctx, fmt.Sprintf("gubernator %d", i), g, cmd, func(ctx context.Context, p *rls.Proc) error {
+		if err := s.add(rls.Launch(ctx, fmt.Sprintf("gubernator %d", i), g, cmd, func(ctx context.Context, p *rls.Proc) error {
 			return waitPeers(ctx, p, 1)
-		})
-		if err != nil {
-			s.Stop()
+		})); err != nil {
 			return nil, err
 		}
-		s.Procs = append(s.Procs, p)
-		s.PIDs = append(s.PIDs, p.PID())
 	}
 	for _, p := range s.Procs {
 		if err := waitPeers(ctx, p, n); err != nil {
@@ -160,13 +168,9 @@ func SluiceConfig(dir string, limit int) error {
 func StartSluices(ctx context.Context, bin, configDir, redisAddr string, redisPID, n int) (*Set, error) {
 	s := &Set{Name: fmt.Sprintf("sluice rls ×%d + redis", n), Target: Sluice(), PIDs: []int{redisPID}}
 	for range n {
-		p, err := rls.StartSluice(ctx, bin, configDir, "redis://"+redisAddr, "--store-timeout", "10s")
-		if err != nil {
-			s.Stop()
+		if err := s.add(rls.StartSluice(ctx, bin, configDir, "redis://"+redisAddr, "--store-timeout", "10s")); err != nil {
 			return nil, err
 		}
-		s.Procs = append(s.Procs, p)
-		s.PIDs = append(s.PIDs, p.PID())
 	}
 	return s, nil
 }

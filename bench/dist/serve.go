@@ -107,22 +107,18 @@ func StartServes(ctx context.Context, bin, dir, redisAddr string, redisPID, n, l
 	for i := range n {
 		ports, err := rls.FreePorts(2)
 		if err != nil {
-			return nil, err
+			return nil, s.add(nil, err)
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 		file := filepath.Join(dir, fmt.Sprintf("serve-%d.yaml", i))
 		cfg := fmt.Sprintf(serveConfig, addr, "127.0.0.1:"+strconv.Itoa(ports[1]), "redis://"+redisAddr, limit)
 		if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
-			return nil, err
+			return nil, s.add(nil, err)
 		}
 		cmd := exec.CommandContext(ctx, bin, "serve", "--config", file)
-		p, err := rls.Launch(ctx, fmt.Sprintf("sluice serve %d", i), addr, cmd, waitServe)
-		if err != nil {
-			s.Stop()
+		if err := s.add(rls.Launch(ctx, fmt.Sprintf("sluice serve %d", i), addr, cmd, waitServe)); err != nil {
 			return nil, err
 		}
-		s.Procs = append(s.Procs, p)
-		s.PIDs = append(s.PIDs, p.PID())
 	}
 	return s, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/bench/dist"
 	"github.com/sluicehq/sluice/bench/internal/gobuild"
+	"github.com/sluicehq/sluice/bench/internal/host"
 	"github.com/sluicehq/sluice/bench/rls"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 )
@@ -44,7 +45,7 @@ func main() {
 	}
 	defer cleanup()
 	fmt.Printf("%s, load average %s, %d callers over %d connections, %d keys, %v a run, %d rounds\n",
-		time.Now().UTC().Format(time.RFC3339), dist.LoadAvg(), *callers, *conns, *keys, *dur, *rounds)
+		time.Now().UTC().Format(time.RFC3339), host.LoadAvg(), *callers, *conns, *keys, *dur, *rounds)
 	l := dist.Load{Callers: *callers, Conns: *conns, Duration: *dur, Key: "load", Keys: *keys, Limit: 1_000_000_000}
 	sat, err := points(ctx, sets, l, *rounds, "saturation")
 	if err != nil {
@@ -63,7 +64,7 @@ func main() {
 	fmt.Println("|---|---|---:|---:|---:|---:|")
 	dist.Table(os.Stdout, "saturation", sat)
 	dist.Table(os.Stdout, fmt.Sprintf("%.0f/s", l.Rate), half)
-	fmt.Printf("\nexactness: %d callers on one key, limit %d/s, %v, load average %s\n", *callers, *limit, *dur, dist.LoadAvg())
+	fmt.Printf("\nexactness: %d callers on one key, limit %d/s, %v, load average %s\n", *callers, *limit, *dur, host.LoadAvg())
 	fmt.Println("\n| contender | decisions | admitted | allowed (limit × windows) | admitted ÷ allowed |")
 	fmt.Println("|---|---:|---:|---:|---:|")
 	for _, s := range sets {
@@ -82,7 +83,7 @@ func main() {
 func points(ctx context.Context, sets []*dist.Set, l dist.Load, rounds int, label string) ([]dist.Result, error) {
 	all := make([][]dist.Result, len(sets))
 	for r := range rounds {
-		fmt.Printf("%s, round %d, load average %s\n", label, r+1, dist.LoadAvg())
+		fmt.Printf("%s, round %d, load average %s\n", label, r+1, host.LoadAvg())
 		rs, err := dist.Round(ctx, sets, l, r, os.Stdout)
 		if err != nil {
 			return nil, err
