@@ -5,9 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -48,7 +46,6 @@ func Median(rs []Result) Result {
 	m.P99 = mid(func(r Result) float64 { return float64(r.P99) }).P99
 	return m
 }
-
 
 // Table writes the median result of each set at one load as markdown
 // rows, with the ratios of each set to the last one (sluice rls).

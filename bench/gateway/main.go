@@ -220,7 +220,6 @@ func toolTitle(tool string, o options) string {
 	return fmt.Sprintf("gwload (cmd/gwload: %d clients, one loopback address each)", o.clients)
 }
 
-
 // contender is one proxy under test.
 type contender struct {
 	name, kind string
