@@ -17,20 +17,7 @@ import (
 // ppConfig is a gateway limiting each client address to 2 requests an
 // hour, with proxy_protocol as given.
 func ppConfig(t *testing.T, upstream, pp string) string {
-	return writeFile(t, t.TempDir(), "gateway.yaml", fmt.Sprintf(`
-upstream: %s
-proxy_protocol: %s
-connections: {read_header_timeout: 30s}
-routes:
-  - path: /
-    rate_limits:
-      - actions: [{remote_address: {}}]
-rules:
-  domain: abuse
-  descriptors:
-    - key: remote_address
-      rate_limit: {name: per-ip, algorithm: fixed_window, unit: hour, requests_per_unit: 2}
-`, upstream, pp))
+	return writeFile(t, t.TempDir(), "gateway.yaml", perIPGateway(upstream, "proxy_protocol: "+pp+"\nconnections: {read_header_timeout: 30s}", "fixed_window", 2))
 }
 
 // ppV1 is a v1 header for a TCP client at src (IPv4 or IPv6).

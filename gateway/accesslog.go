@@ -18,11 +18,12 @@ type AccessLogConfig struct {
 	MaxPerSecond int                // max_per_second: lines a second at most (default 1000)
 	Identity     accesslog.Identity // identity: hashed (default), clear or none
 	RefusalsOnly bool               // refusals_only: leave allowed decisions out
+	KeyFile      string             // key_file: the HMAC key of hashed identities (accesslog.LoadKey); empty: drawn at start
 }
 
 // accessLog decodes access_log.
 func (t *top) accessLog(v *yaml.Node) {
-	d, c := t.d, &AccessLogConfig{Sample: 1}
+	d, c := t.d, &AccessLogConfig{Sample: 1, Identity: accesslog.Hashed}
 	fileLine := 0
 	d.fields(v, "access_log", map[string]func(k, v *yaml.Node){
 		"file": func(k, v *yaml.Node) {
@@ -43,6 +44,7 @@ func (t *top) accessLog(v *yaml.Node) {
 			c.Identity = id
 		},
 		"refusals_only": d.boolTo(&c.RefusalsOnly, "access_log", "refusals_only"),
+		"key_file":      func(k, v *yaml.Node) { c.KeyFile = t.rel(d.str(v, "access_log.key_file")) },
 	})
 	if c.File == "" {
 		line := v.Line
@@ -62,12 +64,16 @@ func (g *Gateway) openAccessLog(cfg *Config) error {
 	if ac == nil {
 		return nil
 	}
+	key, err := accesslog.LoadKey(ac.KeyFile)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
 	w, err := accesslog.Open(ac.File)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	l, err := accesslog.New(accesslog.Options{Writer: w, Server: "gateway", Sample: ac.Sample,
-		MaxPerSecond: ac.MaxPerSecond, Identity: ac.Identity, RefusalsOnly: ac.RefusalsOnly})
+		MaxPerSecond: ac.MaxPerSecond, Identity: ac.Identity, RefusalsOnly: ac.RefusalsOnly, Key: key})
 	if err != nil {
 		w.Close()
 		return fmt.Errorf("gateway: %w", err)
@@ -107,7 +113,9 @@ func (g *Gateway) accessObserver(next func(httplimit.Event)) func(httplimit.Even
 			return
 		}
 		if out := e.Outcome.String(); l.Wants(out) {
-			l.Log(accesslog.Entry{Rule: e.Policy, Outcome: out, Layer: httplimit.LayerRateLimit.String(), Identity: e.Key})
+			method, path := requestOf(e.Ctx)
+			l.Log(accesslog.Entry{Rule: e.Policy, Outcome: out, Layer: httplimit.LayerRateLimit.String(), Identity: e.Key,
+				Method: method, Path: path})
 		}
 	}
 }
@@ -129,6 +137,7 @@ func (g *Gateway) accessRefused(next func(httplimit.Refusal)) func(httplimit.Ref
 		if rf.Cause == httplimit.Unavailable {
 			out = accesslog.StoreError
 		}
-		l.Log(accesslog.Entry{Rule: rf.Policy, Outcome: out, Layer: rf.Layer.String(), Identity: rf.Key})
+		method, path := requestOf(rf.Ctx)
+		l.Log(accesslog.Entry{Rule: rf.Policy, Outcome: out, Layer: rf.Layer.String(), Identity: rf.Key, Method: method, Path: path})
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"fmt"
 	"net/http"
@@ -62,7 +63,7 @@ type Config struct {
 	File            string        // the file name given to Parse
 	Listen          string        // listen: the public address
 	AdminListen     string        // admin_listen: /metrics, /healthz, /readyz
-	Upstream        string        // upstream: a URL or builtin:echo
+	Upstream        string        // upstream: a URL or builtin:echo; "" when every route names one of Upstreams
 	UpstreamTimeout time.Duration // upstream_timeout: per request, unless a route says otherwise
 	ShutdownTimeout time.Duration // shutdown_timeout: how long in-flight requests may drain
 	Store           string        // store: memory, or a redis://, rediss:// or redis-cluster:// URL
@@ -107,6 +108,10 @@ type Config struct {
 	// set it to at least the requests in flight at peak, or the proxy
 	// dials the upstream afresh for the rest.
 	UpstreamIdleConnections int
+	// Upstreams (upstreams) are the services a route may name as its own
+	// upstream instead of Upstream, each with its pool and timeout (see
+	// upstreams.go).
+	Upstreams []UpstreamConfig
 
 	// Warnings are what is legal but probably not meant, each a line
 	// "file:line: path: warning: message" (a rate limit action reading a
@@ -126,6 +131,9 @@ type Config struct {
 	ProxyProtocol *ProxyProtocolConfig
 	// AccessLog, when set (access_log:), logs every decision (accesslog.go).
 	AccessLog *AccessLogConfig
+	// Tracing, when set (tracing:), makes a span of every routed request
+	// (tracing.go).
+	Tracing *TracingConfig
 	// Decision, when set (decision:), has the public listener answer the
 	// proxy in front instead of proxying (decision.go).
 	Decision *DecisionConfig
@@ -283,13 +291,21 @@ func positiveOr[T int | time.Duration](v *T, def T) {
 
 // JWTConfig is the jwt subsection of identity.
 type JWTConfig struct {
-	Algorithm string        // alg: HS256, RS256 or ES256
-	KeyFile   string        // key_file: the HMAC secret or the PEM public key
-	UserClaim string        // user_claim: default "sub"
-	TierClaim string        // tier_claim: optional
-	Issuer    string        // issuer: optional, checked when set
-	Audience  string        // audience: optional, checked when set
-	Leeway    time.Duration // leeway: clock skew allowed on exp and nbf
+	Algorithm string // alg: HS256, RS256 or ES256
+	KeyFile   string // key_file: the HMAC secret or the PEM public key
+	// JWKSURL (jwks_url), instead of KeyFile, is where the keys are
+	// fetched (RS256 or ES256): https://, or http:// to a loopback
+	// address. JWKSRefresh (jwks_refresh) is how old the keys get before
+	// a refresh, JWKSMinInterval (jwks_min_interval) the least time
+	// between two fetches (identity.JWKSOptions; 0: its defaults).
+	JWKSURL         string
+	JWKSRefresh     time.Duration
+	JWKSMinInterval time.Duration
+	UserClaim       string        // user_claim: default "sub"
+	TierClaim       string        // tier_claim: optional
+	Issuer          string        // issuer: optional, checked when set
+	Audience        string        // audience: optional, checked when set
+	Leeway          time.Duration // leeway: clock skew allowed on exp and nbf
 }
 
 // Route is one entry of routes: the requests it matches are limited by
@@ -326,6 +342,10 @@ type Route struct {
 	Adaptive     *AdaptiveConfig
 	priorityLine int
 
+	// Upstream (upstream) names the route's upstream in Config.Upstreams;
+	// "" is the top-level upstream. UpstreamTimeout (upstream_timeout) is
+	// the route's own, else its upstream's timeout, else the top level's.
+	Upstream        string
 	UpstreamTimeout time.Duration
 	Cost            int64
 	CostHeader      string
@@ -469,27 +489,7 @@ func (d *decoder) identity(n *yaml.Node, ic *IdentityConfig, rel func(string) st
 		"forward_tier_header": func(k, v *yaml.Node) { ic.ForwardTierHeader = d.header(v, "identity.forward_tier_header") },
 		"forward_kind_header": func(k, v *yaml.Node) { ic.ForwardKindHeader = d.header(v, "identity.forward_kind_header") },
 		"hide_credentials":    func(k, v *yaml.Node) { ic.HideCredentials = d.boolean(v, "identity.hide_credentials") },
-		"jwt": func(k, v *yaml.Node) {
-			j := &JWTConfig{UserClaim: "sub"}
-			d.fields(v, "identity.jwt", map[string]func(k, v *yaml.Node){
-				"alg":        func(k, v *yaml.Node) { j.Algorithm = d.str(v, "identity.jwt.alg") },
-				"key_file":   func(k, v *yaml.Node) { j.KeyFile = rel(d.str(v, "identity.jwt.key_file")) },
-				"user_claim": func(k, v *yaml.Node) { j.UserClaim = d.str(v, "identity.jwt.user_claim") },
-				"tier_claim": func(k, v *yaml.Node) { j.TierClaim = d.str(v, "identity.jwt.tier_claim") },
-				"issuer":     func(k, v *yaml.Node) { j.Issuer = d.str(v, "identity.jwt.issuer") },
-				"audience":   func(k, v *yaml.Node) { j.Audience = d.str(v, "identity.jwt.audience") },
-				"leeway":     func(k, v *yaml.Node) { j.Leeway = d.duration(v, "identity.jwt.leeway") },
-			})
-			switch j.Algorithm {
-			case "HS256", "RS256", "ES256":
-			default:
-				d.add(v.Line, "identity.jwt.alg", "want HS256, RS256 or ES256, got %q", j.Algorithm)
-			}
-			if j.KeyFile == "" {
-				d.add(v.Line, "identity.jwt.key_file", "missing key_file")
-			}
-			ic.JWT = j
-		},
+		"jwt":                 func(k, v *yaml.Node) { ic.JWT = d.jwt(v, rel) },
 	})
 }
 
@@ -500,7 +500,7 @@ var methods = map[string]bool{
 
 func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	var r Route
-	var pathLine, patternLine int
+	var pathLine, patternLine, upstreamLine int
 	refundOn, refundBudget, refundsDone := d.refunds(&r, path, c)
 	d.fields(n, path, map[string]func(k, v *yaml.Node){
 		"path": func(k, v *yaml.Node) {
@@ -525,9 +525,12 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 		},
 		"methods":          func(k, v *yaml.Node) { r.Methods = d.methods(v, yamlnode.Join(path, "methods")) },
 		"upstream_timeout": func(k, v *yaml.Node) { r.UpstreamTimeout = d.duration(v, yamlnode.Join(path, "upstream_timeout")) },
-		"refund_on":        refundOn,
-		"refund_budget":    refundBudget,
-		"cost":             func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
+		"upstream": func(k, v *yaml.Node) {
+			r.Upstream, upstreamLine = d.str(v, yamlnode.Join(path, "upstream")), v.Line
+		},
+		"refund_on":     refundOn,
+		"refund_budget": refundBudget,
+		"cost":          func(k, v *yaml.Node) { r.Cost = d.integer(v, yamlnode.Join(path, "cost"), 1, 1<<40) },
 		"cost_header": func(k, v *yaml.Node) {
 			p := yamlnode.Join(path, "cost_header")
 			r.CostHeader = d.str(v, p)
@@ -555,9 +558,7 @@ func (d *decoder) route(n *yaml.Node, path string, c *Config) Route {
 	case r.Pattern == "" && pathLine == 0 && patternLine == 0:
 		d.add(n.Line, yamlnode.Join(path, "path"), "missing path (or pattern)")
 	}
-	if r.UpstreamTimeout == 0 {
-		r.UpstreamTimeout = c.UpstreamTimeout
-	}
+	d.routeUpstream(&r, cmp.Or(upstreamLine, n.Line), path, c) // upstreams.go
 	if r.Denial == nil {
 		r.Denial = c.Denial
 	}
@@ -662,14 +663,14 @@ func mappingValue(n *yaml.Node, key string) *yaml.Node {
 
 // noClusterNames refuses Envoy's destination_cluster and source_cluster:
 // their entries carry the name of the route's target cluster and of the
-// local service's cluster, and the gateway has no such names (one
-// upstream URL, routes without names, no service cluster of its own), so
-// any value put there would be made up. A constant per route says the
+// local service's cluster, and the gateway has no such names (upstreams
+// that are not clusters, routes without names, no service cluster of its
+// own), so any value put there would be made up. A constant per route says the
 // same thing.
 func (d *decoder) noClusterNames(v *yaml.Node, path, what string) {
 	name := path[strings.LastIndexByte(path, '.')+1:]
 	if what == "route" {
-		d.add(v.Line, path, "the gateway has one upstream and its routes have no names, so there is no cluster name for %s's entry: on each route, use generic_key: {descriptor_key: %s, descriptor_value: <a name for the route>}", name, name)
+		d.add(v.Line, path, "the gateway has no Envoy clusters (its routes have no names), so there is no cluster name for %s's entry: on each route, use generic_key: {descriptor_key: %s, descriptor_value: <a name for the route>}", name, name)
 		return
 	}
 	d.add(v.Line, path, "the gateway has no service cluster of its own, so there is no name for %s's entry: use generic_key: {descriptor_key: %s, descriptor_value: <this gateway's name>}", name, name)

@@ -151,7 +151,7 @@ rules:
 		"gw.yaml:18: " + p + "[6].query_parameter_value_match.query_parameters: want at least one query parameter matcher",
 		"gw.yaml:19: " + p + `[7].cookie.cookie_name: "bad name" is not a cookie name`,
 		"gw.yaml:20: " + p + "[8].cookie: cookie_name and descriptor_key are required",
-		"gw.yaml:21: " + p + "[9].destination_cluster: the gateway has one upstream and its routes have no names",
+		"gw.yaml:21: " + p + "[9].destination_cluster: the gateway has no Envoy clusters (its routes have no names)",
 		"gw.yaml:22: " + p + "[10].source_cluster: the gateway has no service cluster of its own",
 	}
 	got := err.Error()

@@ -49,7 +49,9 @@ var topKeys = map[string]func(t *top, v *yaml.Node){
 	"http2":          func(t *top, v *yaml.Node) { t.h2cLine = t.d.http2(v, &t.c.HTTP2) },
 	"proxy_protocol": func(t *top, v *yaml.Node) { t.c.ProxyProtocol = t.d.proxyProtocol(v) },
 	"upstream":       (*top).upstream,
+	"upstreams":      (*top).upstreams,
 	"access_log":     (*top).accessLog,
+	"tracing":        (*top).tracingSection,
 	"upstream_timeout": func(t *top, v *yaml.Node) {
 		t.c.UpstreamTimeout = t.d.duration(v, "upstream_timeout")
 	},
@@ -114,14 +116,15 @@ func (d *decoder) parse(data []byte) *Config {
 		handlers[key] = func(_, v *yaml.Node) { decode(t, v) }
 	}
 	d.fields(root, "", handlers)
-	if t.c.Upstream == "" && !t.c.Decision.All() {
-		d.add(root.Line, "upstream", "missing upstream (a URL, or %s)", BuiltinEcho)
+	if t.c.Upstream == "" && len(t.c.Upstreams) == 0 && !t.c.Decision.All() {
+		d.add(root.Line, "upstream", "missing upstream (a URL, or %s; or upstreams, named by the routes)", BuiltinEcho)
 	}
 	t.failClosed()
 	t.ruleSet(data)
 	t.domain()
 	t.knownDisabledRules()
 	t.defaults()
+	t.upstreamDefaults()
 	t.routes()
 	t.checkDecision()
 	return t.c
@@ -148,16 +151,7 @@ func (d *decoder) newTop(root *yaml.Node) *top {
 	return t
 }
 
-func (t *top) upstream(v *yaml.Node) {
-	t.c.Upstream = t.d.str(v, "upstream")
-	if t.c.Upstream == BuiltinEcho {
-		return
-	}
-	u, err := url.Parse(t.c.Upstream)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		t.d.add(v.Line, "upstream", "want an http:// or https:// URL or %s, got %q", BuiltinEcho, redact.URL(t.c.Upstream))
-	}
-}
+func (t *top) upstream(v *yaml.Node) { t.c.Upstream = t.d.upstreamURL(v, "upstream") }
 
 // storeSchemes are the URL schemes of a store other than memory.
 var storeSchemes = []string{"redis", "rediss", "redis-cluster", "rediss-cluster", "redis-sentinel", "unix"}

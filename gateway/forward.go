@@ -32,8 +32,9 @@ type failureKey struct{}
 // the request itself (markFailure), for the route's refund_on.
 type identityContext struct {
 	context.Context
-	id     identity.Identity
-	failed atomic.Uint32 // GatewayFailures
+	id           identity.Identity
+	failed       atomic.Uint32 // GatewayFailures
+	method, path string        // the request's, for the access log (requestOf)
 }
 
 func (c *identityContext) Value(key any) any {
@@ -57,17 +58,36 @@ func markFailure(ctx context.Context, f GatewayFailures) {
 // failureOf returns the failure markFailure recorded for the request of
 // ctx, or 0 when the response is the upstream's (or not the proxy's).
 func failureOf(ctx context.Context) GatewayFailures {
-	c, ok := ctx.(*identityContext) // the usual case: no walk up the chain
-	if !ok {
-		if c, ok = ctx.Value(failureKey{}).(*identityContext); !ok {
-			return 0
-		}
+	if c, ok := routed(ctx); ok {
+		return GatewayFailures(c.failed.Load())
 	}
-	return GatewayFailures(c.failed.Load())
+	return 0
 }
 
-// withIdentity returns ctx carrying id.
-func withIdentity(ctx context.Context, id identity.Identity) context.Context {
+// requestOf returns the method and path of the routed request of ctx
+// ("" when ctx is none's).
+func requestOf(ctx context.Context) (method, path string) {
+	if c, ok := routed(ctx); ok {
+		return c.method, c.path
+	}
+	return "", ""
+}
+
+// routed returns the identityContext of ctx or below it.
+func routed(ctx context.Context) (*identityContext, bool) {
+	if ctx == nil {
+		return nil, false
+	}
+	c, ok := ctx.(*identityContext) // the usual case: no walk up the chain
+	if !ok {
+		c, ok = ctx.Value(failureKey{}).(*identityContext)
+	}
+	return c, ok
+}
+
+// withIdentity returns ctx carrying id (and room for the request's
+// method and path).
+func withIdentity(ctx context.Context, id identity.Identity) *identityContext {
 	return &identityContext{Context: ctx, id: id}
 }
 

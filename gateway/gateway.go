@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
-	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/admin"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
+	"github.com/sluicehq/sluice/internal/server/tracing"
 	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -43,6 +43,9 @@ type Options struct {
 	// Now is the clock of the utilization shedder (shedding.utilization);
 	// nil means time.Now. Tests set it to drive the ramp.
 	Now func() time.Time
+	// Store, when not "", is the store URL in place of the config's store
+	// (sluice serve --store), at start and for every reload.
+	Store string
 }
 
 // Gateway is a rate limiting reverse proxy: the public handler limits each
@@ -70,7 +73,8 @@ type Gateway struct {
 	events    *eventlog.Log  // store failures and denials, aggregated per rule
 	access    *accesslog.Log // access_log: nil when off (accesslog.go)
 	accessW   io.Closer
-	ops       *ops // /status, the admin API, /rate_limit (status.go)
+	tracer    *tracing.Tracer // tracing: nil when off (tracing.go)
+	ops       *ops            // /status, the admin API, /rate_limit (status.go)
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -80,21 +84,31 @@ type Gateway struct {
 	// adaptive limiters across reloads (concurrency.go); now is Options.Now.
 	conc *concurrency
 	now  func() time.Time
+
+	jwks jwksCache // identity.jwt.jwks_url's keys, across reloads (jwt.go)
+	// storeURL is Options.Store: the store in place of the config's.
+	storeURL string
 }
+
+// StoreURL returns the URL of the store the gateway serves with cfg:
+// Options.Store, else cfg's store.
+func (g *Gateway) StoreURL(cfg *Config) string { return cmp.Or(g.storeURL, cfg.Store) }
 
 // state is one config and the handler built from it.
 type state struct {
-	cfg     *Config
-	handler http.Handler
+	cfg       *Config
+	handler   http.Handler
+	upstreams []*upstreamLink // the top-level upstream first, then upstreams (upstreams.go)
 }
 
 // New returns a Gateway serving cfg: it opens the store (restoring the
 // memory store's snapshot when there is one) and builds the handlers.
 func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
-	g := &Gateway{log: opts.Logger, registry: opts.Registry, now: opts.Now, stop: make(chan struct{})}
+	g := &Gateway{log: opts.Logger, registry: opts.Registry, now: opts.Now, stop: make(chan struct{}), storeURL: opts.Store}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
+	g.jwks.log = g.log
 	if g.registry == nil {
 		g.registry = prometheus.NewRegistry()
 	}
@@ -116,11 +130,17 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		g.closeFn()
 		return nil, err
 	}
+	if err := g.openTracing(ctx, cfg); err != nil {
+		g.closeFn()
+		g.closeAccessLog()
+		return nil, err
+	}
 	g.events = eventlog.New(g.log, eventlog.Options{})
 	if g.ops, err = newOps(ctx, g); err != nil {
 		g.closeFn()
 		g.events.Close()
 		g.closeAccessLog()
+		g.closeTracing()
 		return nil, err
 	}
 	st, err := g.build(cfg)
@@ -129,6 +149,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		g.closeFn()
 		g.events.Close()
 		g.closeAccessLog()
+		g.closeTracing()
 		return nil, err
 	}
 	g.cur.Store(st)
@@ -148,7 +169,7 @@ func (g *Gateway) openStore(ctx context.Context, cfg *Config) error {
 	if cfg.OnStoreError == ratelimit.FailLocal {
 		ro.OnError = ratelimit.FailLocal
 	}
-	st, err := storeurl.Open(ctx, cfg.Store, storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, OnStoreError: cfg.OnStoreError, Logger: g.log})
+	st, err := storeurl.Open(ctx, g.StoreURL(cfg), storeurl.Options{MaxKeys: cfg.MaxKeys, Redis: ro, OnStoreError: cfg.OnStoreError, Logger: g.log})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
@@ -275,7 +296,9 @@ func (g *Gateway) Handler() http.Handler {
 // AdminHandler returns the admin handler: /metrics (Prometheus), /healthz
 // (the process is up) and /readyz (it serves traffic; 503 while draining;
 // a second line says how the store is: "store redis://…: unavailable
-// since …" while on_store_error answers for Redis),
+// since …" while on_store_error answers for Redis, and a line per
+// upstream how it is: "upstream api http://…: ok", or "unreachable since
+// …" after the proxy's 502 or 504 until its next response),
 // and /debug/pprof/ when the config at start says pprof: true.
 func (g *Gateway) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -294,8 +317,9 @@ func (g *Gateway) AdminHandler() http.Handler {
 		}
 		// The store line says whether the store decides for itself or
 		// on_store_error answers for it (Redis down); ready either way.
+		// So does a line per upstream: ok, or unreachable since when.
 		_, detail := g.st.Ready()
-		w.Write([]byte("ok\n" + detail + "\n"))
+		w.Write([]byte("ok\n" + detail + "\n" + upstreamsReady(g.cur.Load().upstreams)))
 	})
 	return mux
 }
@@ -321,7 +345,10 @@ func (g *Gateway) ReloadFile(filename string) error {
 
 // Resolver builds the identity resolver that cfg describes, loading its
 // key files. sluice check uses it to validate a config offline.
-func Resolver(cfg *Config) (*identity.Resolver, error) {
+func Resolver(cfg *Config) (*identity.Resolver, error) { return newResolver(cfg, newJWKS) }
+
+// newResolver is Resolver with the JWKS of jwks_url from jwks.
+func newResolver(cfg *Config, jwks func(*JWTConfig) (*identity.JWKS, error)) (*identity.Resolver, error) {
 	ic := cfg.Identity
 	opts := identity.Options{TrustedProxies: ic.TrustedProxies, IPv6Prefix: ic.IPv6Prefix, UserHeader: ic.UserHeader, TierHeader: ic.TierHeader}
 	if ic.APIKeysFile != "" {
@@ -336,7 +363,7 @@ func Resolver(cfg *Config) (*identity.Resolver, error) {
 		opts.APIKeys = ks
 	}
 	if ic.JWT != nil {
-		j, err := jwtConfig(cfg, ic.JWT)
+		j, err := jwtConfig(cfg, ic.JWT, jwks)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %s: identity.jwt: %w", cfg.File, err)
 		}
@@ -370,9 +397,18 @@ type routeHandler struct {
 	write    time.Duration // the response's write deadline: upstream_timeout + write_timeout
 	log      *slog.Logger
 	refuse   func(http.ResponseWriter, *http.Request, error) // a refused credential: Gateway.refuse
+	tracer   *tracing.Tracer                                 // nil: no spans
 }
 
 func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.tracer != nil {
+		// The request's span, the child of the caller's; its context
+		// goes on to the upstream (proxy) and its decisions come from
+		// the rate limits' observer (traceObserver).
+		var sp *tracing.Span
+		r, sp = h.tracer.StartRequest(r)
+		defer sp.End()
+	}
 	setWriteDeadline(w, h.write)
 	id, err := h.resolver.Resolve(r)
 	if err != nil {
@@ -385,20 +421,18 @@ func (h *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = h.headers.stripUntrusted(r)
-	h.limited.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
+	ctx := withIdentity(r.Context(), id)
+	ctx.method, ctx.path = r.Method, r.URL.Path
+	h.limited.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// upstream is the handler requests go to once admitted: the built-in
-// echo API, or a reverse proxy to cfg.Upstream.
-func (g *Gateway) upstream(cfg *Config, ih *identityHeaders) (http.Handler, error) {
-	if cfg.Upstream == BuiltinEcho {
-		return http.HandlerFunc(echo), nil
+// upstream is the handler requests to l go to once admitted: the
+// built-in echo API, or a reverse proxy over l's Transport.
+func (g *Gateway) upstream(l *upstreamLink, cfg *Config, ih *identityHeaders) http.Handler {
+	if l.echo {
+		return http.HandlerFunc(echo)
 	}
-	target, err := url.Parse(cfg.Upstream)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: upstream: %w", err)
-	}
-	return g.proxy(target, cfg.UpstreamIdleConnections, cfg.Identity.TrustedProxies, ih), nil
+	return g.proxy(l, cfg.Identity.TrustedProxies, ih)
 }
 
 // ruleNames are the names of every rule of cfg, in every domain.
@@ -415,7 +449,7 @@ func ruleNames(cfg *Config) []string {
 }
 
 func (g *Gateway) build(cfg *Config) (*state, error) {
-	resolver, err := Resolver(cfg)
+	resolver, err := newResolver(cfg, g.jwks.get)
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +457,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	res := cachedIdentity{resolver}
 	ih := newIdentityHeaders(cfg.Identity)
 	cc := cfg.Connections.withDefaults(DefaultConnections())
-	upstream, err := g.upstream(cfg, ih)
+	links, upstreams, err := g.routeUpstreams(cfg, ih) // upstreams.go
 	if err != nil {
 		return nil, err
 	}
@@ -441,10 +475,6 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	patterns := routePatterns(cfg.Routes)
 	catchAll := false
 	for i, rc := range cfg.Routes {
-		next := upstream
-		if cfg.Upstream != BuiltinEcho {
-			next = withTimeout(upstream, rc.UpstreamTimeout)
-		}
 		mw := &httplimit.Middleware{
 			Store:         g.store,
 			Rules:         set,
@@ -467,8 +497,8 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 			Adjust:        g.ops.adjuster(cfg),
 			Logger:        g.log,
 		}
-		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, next), resolver: resolver, headers: ih,
-			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log, refuse: g.refuse}
+		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, upstreams[i]), resolver: resolver, headers: ih,
+			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log, refuse: g.refuse, tracer: g.tracer}
 		for _, p := range patterns[i] {
 			if err := register(mux, p, rt); err != nil {
 				return nil, fmt.Errorf("gateway: %s: routes[%d]: %w", cfg.File, i, err)
@@ -482,7 +512,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	if err := g.ops.configure(cfg, mux, res); err != nil {
 		return nil, err
 	}
-	return &state{cfg: cfg, handler: g.publicHandler(cfg, cc, mux, dmux, catchAll)}, nil
+	return &state{cfg: cfg, handler: g.publicHandler(cfg, cc, mux, dmux, catchAll), upstreams: links}, nil
 }
 
 // publicHandler is the public listener's handler over the route table
@@ -525,19 +555,11 @@ func withTimeout(h http.Handler, d time.Duration) http.Handler {
 // The identity headers are the gateway's (see identityHeaders): the
 // client's own values are removed and the resolved identity set.
 //
-// The Transport keeps up to idle keep-alive connections to the upstream
-// (upstream_idle_connections).
-func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *identityHeaders) http.Handler {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	// Keep an idle upstream connection for every concurrent client
-	// (net/http's default keeps 2, and a proxy with more clients than
-	// that dials the upstream again for most requests).
-	tr.MaxIdleConnsPerHost = cmp.Or(idle, DefaultUpstreamIdleConnections)
-	tr.MaxIdleConns = tr.MaxIdleConnsPerHost
-	// A proxy passes the client's Accept-Encoding through: the
-	// Transport must not ask for gzip itself and then decompress the
-	// answer to a client that did not ask for it.
-	tr.DisableCompression = true
+// Each upstream has a Transport of its own (upstreamTransport); a
+// response from the upstream marks it healthy, a 502 or 504 of the
+// proxy's unreachable (upstreams.go).
+func (g *Gateway) proxy(l *upstreamLink, trusted []netip.Prefix, ih *identityHeaders) http.Handler {
+	target := l.target
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -546,9 +568,13 @@ func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *i
 			}
 			pr.SetXForwarded()
 			ih.forward(pr)
+			if g.tracer != nil {
+				tracing.Inject(pr.In.Context(), pr.Out.Header)
+			}
 		},
-		Transport:  tr,
-		BufferPool: proxyBuffers{},
+		ModifyResponse: l.modifyResponse,
+		Transport:      l.tr,
+		BufferPool:     proxyBuffers{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			status, failure := http.StatusBadGateway, UpstreamUnreachable
 			if errors.Is(err, context.DeadlineExceeded) {
@@ -558,6 +584,7 @@ func (g *Gateway) proxy(target *url.URL, idle int, trusted []netip.Prefix, ih *i
 				return // the client went away
 			}
 			markFailure(r.Context(), failure) // for refund_on: the gateway's own answer, not the upstream's
+			l.health.fail(time.Now(), err)
 			// Counted per upstream, one line an interval: an
 			// upstream outage must not become a logging outage.
 			g.events.Report(eventlog.UpstreamError, target.Host, r.URL.Path, err)
@@ -661,7 +688,7 @@ func (g *Gateway) Close() error {
 			errs = append(errs, g.Snapshot())
 		}
 		g.ops.close()
-		errs = append(errs, g.closeFn(), g.events.Close(), g.closeAccessLog())
+		errs = append(errs, g.closeFn(), g.events.Close(), g.closeAccessLog(), g.closeTracing())
 		g.closeErr = errors.Join(errs...)
 	})
 	return g.closeErr

@@ -27,7 +27,7 @@ import (
 func (g *Gateway) observers(cfg *Config) (func(httplimit.Event), *httplimit.Refusals) {
 	// The deny policy's Retry-After: the Redis store's breaker cooldown
 	// (the gateway keeps redisstore's and redisinflight's default, 1 s).
-	return g.accessObserver(g.ops.observer(g.metrics.observer(ruleNames(cfg), g.events))),
+	return g.traceObserver(g.accessObserver(g.ops.observer(g.metrics.observer(ruleNames(cfg), g.events)))),
 		&httplimit.Refusals{Observe: g.accessRefused(g.ops.refused(g.metrics.refused(g.events))), UnavailableRetryAfter: redisstore.DefaultBreakerCooldown}
 }
 

@@ -1,8 +1,11 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,15 +15,18 @@ import (
 // aggregated log, not only the rate limits': an in-flight 429, an
 // adaptive 503 and a fleet shed 503 each show as a denial on their row of
 // /status.json, with who or what was refused, and in
-// sluice_gateway_refusals_total.
+// sluice_gateway_refusals_total, and in the access log with the request's
+// method and path.
 func TestStatusShowsEveryLayersRefusalsE2E(t *testing.T) {
 	t.Parallel()
 	up := newSlowUpstream(t)
-	s := start(t, "", fmt.Sprintf(`
+	dir := t.TempDir()
+	s := start(t, dir, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstream: %s
 admin_token_file: token.txt
+access_log: {file: access.log, refusals_only: true}
 in_flight: {max: 1}
 shedding:
   fleet: {cap: 3, reserved: 0}
@@ -79,5 +85,21 @@ routes:
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+	up.Release()
+	wg.Wait()
+	s.stop(t) // Close writes the lines waiting
+	b, err := os.ReadFile(filepath.Join(dir, "access.log"))
+	must(t, err)
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		got = append(got, m["layer"]+" "+m["method"]+" "+m["path"])
+	}
+	if want := "in_flight GET /fast,adaptive GET /adaptive/fast,shed GET /fast"; strings.Join(got, ",") != want {
+		t.Errorf("access log refusals:\n%s\nwant\n%s", strings.Join(got, ","), want)
 	}
 }

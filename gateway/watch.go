@@ -161,7 +161,7 @@ func (g *Gateway) swap(cfg *Config) error {
 	for _, c := range []struct{ name, old, new string }{
 		{"listen", old.Listen, cfg.Listen},
 		{"admin_listen", old.AdminListen, cfg.AdminListen},
-		{"store", redact.URL(old.Store), redact.URL(cfg.Store)},
+		{"store", redact.URL(g.StoreURL(old)), redact.URL(g.StoreURL(cfg))},
 		{"snapshot.file", old.SnapshotFile, cfg.SnapshotFile},
 		{"snapshot.journal, snapshot.journal_interval", old.JournalFile() + " " + old.JournalEvery.String(), cfg.JournalFile() + " " + cfg.JournalEvery.String()},
 		{"max_keys", fmt.Sprint(old.MaxKeys), fmt.Sprint(cfg.MaxKeys)},
@@ -175,6 +175,6 @@ func (g *Gateway) swap(cfg *Config) error {
 			g.log.Warn("gateway: setting changed; it takes effect on restart", "setting", c.name, "serving", c.old, "file", c.new)
 		}
 	}
-	g.cur.Store(st)
+	closeUnused(g.cur.Swap(st).upstreams, st.upstreams)
 	return nil
 }

@@ -17,6 +17,12 @@ type Budget struct {
 	// X-RateLimit-Resource, an IETF policy's name); "" is the host's
 	// unnamed budget.
 	Resource string
+	// MaxInFlight, when positive, is the most requests at once the host
+	// takes, whatever its budgets hold: GitHub's guide asks for one at a
+	// time (its secondary limits, which nothing announces, refuse
+	// requests at once long before the budget is spent). The host keeps
+	// the latest one.
+	MaxInFlight int
 }
 
 // bucket reports whether b reads as a token bucket rather than a window:
@@ -151,8 +157,9 @@ func (a *announced) take(now time.Time) {
 }
 
 // apply sets the model from b, announced at now for the answer to permit
-// seq (-1: unknown), with unseen requests sent that b may not count.
-func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, margin time.Duration) {
+// seq (-1: unknown), with unseen requests sent that b may not count; rtt
+// is how long that answer took (0: unknown).
+func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, margin, rtt time.Duration) {
 	avail := float64(b.Remaining - unseen)
 	live := a.active(now)
 	if live && seq >= 0 && seq < a.first {
@@ -180,10 +187,7 @@ func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, margin tim
 			rate: rate, size: float64(b.Limit), refilling: a.refilling && a.rate > 0}
 		return
 	}
-	lo, hi := now.Add(b.Reset), now.Add(b.Reset)
-	if b.Reset >= time.Second && b.Reset%time.Second == 0 {
-		lo = hi.Add(-time.Second) // rounded up to whole seconds
-	}
+	lo, hi := resetBounds(b.Reset, now, rtt)
 	if live && a.rate == 0 && !a.probing && a.hi.After(lo) && hi.After(a.lo) {
 		// The same window: each answer bounds what remains, and narrows
 		// where the reset is.
@@ -213,6 +217,20 @@ func (a *announced) apply(b Budget, now time.Time, seq, unseen int64, margin tim
 		}
 	}
 	a.until = a.hi.Add(time.Second)
+}
+
+// resetBounds is where the reset of a window announced at now to be reset
+// away is: in (lo, hi]. A reset rounded to whole seconds (a delay in
+// seconds, a Unix time in seconds as GitHub's) is up to a second sooner;
+// an exact one (a Unix time in milliseconds) was said up to rtt ago, or
+// is hi itself. Answers of one window say different delays to one reset,
+// and each interval holds it, so those of one window overlap.
+func resetBounds(reset time.Duration, now time.Time, rtt time.Duration) (lo, hi time.Time) {
+	hi = now.Add(reset)
+	if reset >= time.Second && (reset%time.Second == 0 || hi.Nanosecond() == 0) {
+		return hi.Add(-time.Second), hi
+	}
+	return hi.Add(-max(rtt, time.Nanosecond)), hi
 }
 
 // stale reports whether an answer saying remaining at now is older news
@@ -276,7 +294,7 @@ func (l *Limiter) Announce(host string, b Budget, now time.Time) {
 	h := l.host(host, now)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	l.announce(h, h.budgetFor(b.Resource, now), b, now, -1, 0)
+	l.announce(h, h.budgetFor(b.Resource, now), b, now, -1, 0, 0)
 }
 
 // Announce is Limiter.Announce for the answer to p's request: the server
@@ -297,23 +315,27 @@ func (p *Permit) Announce(b Budget, now time.Time) {
 	h.learnRoute(p.route, bu)
 	p.answered = bu
 	if bu == p.b {
-		p.l.announce(h, bu, b, now, int64(p.seq), 0)
+		p.l.announce(h, bu, b, now, int64(p.seq), 0, now.Sub(p.start))
 		return
 	}
 	// Paced by another budget (its route was not known to count against
 	// bu): its place in bu is unknown, and the others in flight that p's
 	// budget paced may count against bu too.
-	p.l.announce(h, bu, b, now, -1, max(p.b.sent-1, 0)+1)
+	p.l.announce(h, bu, b, now, -1, max(p.b.sent-1, 0)+1, now.Sub(p.start))
 }
 
 // announce applies b to bu, a budget of h. seq is bu's permit the answer
 // is for, or -1 when unknown; others are requests in flight, paced by
-// another budget, that may count against bu. h.mu is held.
-func (l *Limiter) announce(h *host, bu *budget, b Budget, now time.Time, seq int64, others int) {
+// another budget, that may count against bu; rtt is the time the answer
+// took (0: unknown). h.mu is held.
+func (l *Limiter) announce(h *host, bu *budget, b Budget, now time.Time, seq int64, others int, rtt time.Duration) {
 	// Requests that may be missing from Remaining: all those sent after
 	// it, and those sent before it still in flight (the server counts in
 	// its own order). Unknown which, all the others in flight.
 	h.announced.Store(true)
+	if b.MaxInFlight > 0 {
+		h.askedCap = b.MaxInFlight
+	}
 	unseen := int64(max(bu.sent+others-1, 0))
 	if seq >= 0 {
 		unseen = int64(bu.seq) - seq
@@ -323,7 +345,7 @@ func (l *Limiter) announce(h *host, bu *budget, b Budget, now time.Time, seq int
 			}
 		}
 	}
-	bu.ann.apply(b, now, seq, unseen, bu.alignMargin())
+	bu.ann.apply(b, now, seq, unseen, bu.alignMargin(), rtt)
 	close(h.annWake)
 	h.annWake = make(chan struct{})
 }
@@ -355,4 +377,31 @@ func (a *announced) pace(now time.Time) float64 {
 		return a.rate
 	}
 	return max(a.level, 0) / max(a.reset.Sub(now).Seconds(), 1e-3)
+}
+
+// spentFor is how long a window's model holds its requests back at now:
+// until its reset when it has none to spare, else 0 (a bucket's next
+// refill is the wait of one request, never long).
+func (a *announced) spentFor(now time.Time) time.Duration {
+	if !a.active(now) || a.rate > 0 || !now.Before(a.reset) || a.tokens(now) >= 1 {
+		return 0
+	}
+	return a.reset.Sub(now)
+}
+
+// BudgetWait returns how long a request on route to host would wait for
+// the announced budget that paces it (see AcquireRoute): a spent
+// window's reset, 0 if it may go or none holds it. A caller that will not
+// wait that long fails the request at once, as for PauseLeft.
+func (l *Limiter) BudgetWait(host, route string) time.Duration {
+	l.mu.Lock()
+	h := l.hosts[host]
+	l.mu.Unlock()
+	if h == nil || !h.announced.Load() {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	return h.routeBudget(route, now).ann.spentFor(now)
 }

@@ -77,6 +77,34 @@ func TestAnnouncedSchedule(t *testing.T) {
 
 func repeat(n int, d time.Duration) []time.Duration { return slices.Repeat([]time.Duration{d}, n) }
 
+// hold takes n permits of host "h" and keeps them.
+func hold(t *testing.T, l *Limiter, n int) []*Permit {
+	t.Helper()
+	var ps []*Permit
+	for range n {
+		p, err := l.Acquire(context.Background(), "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// sendTimes takes n permits of host "h" one after the other, each done
+// at once, and returns when each was given, from now.
+func sendTimes(t *testing.T, l *Limiter, n int) []time.Duration {
+	t.Helper()
+	start := time.Now()
+	var got []time.Duration
+	for range n {
+		p := hold(t, l, 1)[0]
+		got = append(got, time.Since(start))
+		p.Done(Feedback{})
+	}
+	return got
+}
+
 // TestAnnouncedInFlight: an answer may not count the other requests in
 // flight (the server counts in its own order), and an older answer's
 // larger count is stale; after the reset, one request asks for the new
@@ -84,15 +112,7 @@ func repeat(n int, d time.Duration) []time.Duration { return slices.Repeat([]tim
 func TestAnnouncedInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := New(Options{Concurrency: 100})
-		ctx := context.Background()
-		var ps []*Permit
-		for range 4 {
-			p, err := l.Acquire(ctx, "h")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ps = append(ps, p)
-		}
+		ps := hold(t, l, 4)
 		// The 2nd's answer: 4 remain, of which the three others in
 		// flight may take 3. The 1st's later answer (8 remain) is older
 		// news.
@@ -101,17 +121,7 @@ func TestAnnouncedInFlight(t *testing.T) {
 		for _, p := range ps {
 			p.Done(Feedback{})
 		}
-		start := time.Now()
-		var got []time.Duration
-		for range 3 {
-			p, err := l.Acquire(ctx, "h")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, time.Since(start))
-			p.Done(Feedback{})
-		}
-		if want := []time.Duration{0, 10 * time.Second, 11 * time.Second}; !slices.Equal(got, want) {
+		if got, want := sendTimes(t, l, 3), []time.Duration{0, 10 * time.Second, 11 * time.Second}; !slices.Equal(got, want) {
 			t.Errorf("sent at %v, want %v", got, want)
 		}
 	})
@@ -148,4 +158,47 @@ func TestSpendCredit(t *testing.T) {
 			t.Errorf("the 6th went at %v, before the reset", at[5])
 		}
 	})
+}
+
+// TestAnnouncedInFlightAbsoluteReset: with a reset given as an instant
+// (GitHub's X-RateLimit-Reset in Unix seconds, a reset in milliseconds),
+// which each answer turns into a different delay, the answers are of one
+// window all the same: a later permit's answer saying more remain, the
+// server having counted it before an earlier one, is stale, not a new
+// window's quota (that took one request too many per answer so
+// reordered).
+func TestAnnouncedInFlightAbsoluteReset(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		reset time.Duration // after a whole second of the virtual clock
+	}{
+		{"unix seconds", 10 * time.Second},
+		{"milliseconds", 10*time.Second + 500*time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := New(Options{Concurrency: 100, Rate: 1000, Burst: 10}) // the four at once
+				reset := time.Now().Truncate(time.Second).Add(tt.reset)
+				ps := hold(t, l, 4)
+				// The server counted the 2nd before the 1st: the 1st's
+				// answer says 4 remain (the three others in flight may
+				// take 3), the 2nd's, a millisecond later, 5.
+				for _, a := range []struct {
+					p    *Permit
+					left int64
+				}{{ps[0], 4}, {ps[1], 5}} {
+					time.Sleep(time.Millisecond)
+					now := time.Now()
+					a.p.Announce(Budget{Remaining: a.left, Reset: reset.Sub(now)}, now)
+					a.p.Done(Feedback{})
+				}
+				ps[2].Done(Feedback{})
+				ps[3].Done(Feedback{})
+				first := reset.Sub(time.Now())
+				if got, want := sendTimes(t, l, 3), []time.Duration{0, first, first + time.Second}; !slices.Equal(got, want) {
+					t.Errorf("sent at %v, want %v", got, want)
+				}
+			})
+		})
+	}
 }

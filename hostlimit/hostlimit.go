@@ -149,6 +149,12 @@ type host struct {
 	// the announced budget does not explain, set at capAt.
 	concCap int
 	capAt   time.Time
+	// askedCap caps the requests in flight as the server's own guide
+	// asks (Budget.MaxInFlight; 0: none).
+	askedCap int
+	// sending counts the permits held: the requests sent and not yet
+	// Done, whose slots the caps above count.
+	sending int
 	// afterPause: the next request follows a pause for a refusal.
 	afterPause bool
 	// ceiling caps the host's rate (a robots.txt Crawl-delay); 0 is none.
@@ -341,7 +347,9 @@ func (l *Limiter) takeToken(ctx context.Context, h *host, b *budget, route strin
 			return nil, nil
 		}
 		h.mu.Lock()
-		spare := h.routeBudget(route, now) == b && b.ann.wait(now, l.o.BudgetMode, b.seq+1) <= 0
+		// A cap that came after this request took its slot holds it
+		// back too.
+		spare := h.routeBudget(route, now) == b && b.ann.wait(now, l.o.BudgetMode, b.seq+1) <= 0 && h.sending < h.capped(math.MaxInt)
 		skip := spare && h.skipBucket(b, now)
 		h.mu.Unlock()
 		if !spare {
@@ -443,6 +451,7 @@ func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) err
 func (l *Limiter) permit(h *host, b *budget, now time.Time) *Permit {
 	h.mu.Lock()
 	h.lastUsed = now
+	h.sending++
 	b.sent++
 	b.seq++
 	seq := b.seq
@@ -496,23 +505,24 @@ func (p *Permit) Done(f Feedback) {
 
 func (l *Limiter) done(p *Permit, f Feedback) {
 	h, now := p.h, time.Now()
+	sig := p.hostSignal(f.Signal, now)
 	switch {
-	case f.Signal == adaptive.Success:
+	case sig == adaptive.Success:
 		if f.Latency > 0 {
 			p.tok.DoneRTT(f.Latency)
 		} else {
 			p.tok.Done()
 		}
-	case f.Signal.Congestion():
+	case sig.Congestion():
 		p.tok.Dropped()
 	default:
 		p.tok.Ignore()
 	}
 	if h.ctrl != nil {
-		if f.Latency <= 0 && f.Signal != adaptive.Neutral {
+		if f.Latency <= 0 && sig != adaptive.Neutral {
 			f.Latency = now.Sub(p.start)
 		}
-		h.ctrl.OnResponse(now, adaptive.Sample{Signal: f.Signal, Latency: f.Latency, RetryAfter: f.RetryAfter})
+		h.ctrl.OnResponse(now, adaptive.Sample{Signal: sig, Latency: f.Latency, RetryAfter: f.RetryAfter})
 	}
 	var paused time.Duration
 	h.mu.Lock()
@@ -523,6 +533,7 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 		h.throttles = 0
 	}
 	h.inflight--
+	h.sending--
 	b := p.b
 	b.sent--
 	if i := slices.Index(b.live, p.seq); i >= 0 {
@@ -540,6 +551,32 @@ func (l *Limiter) done(p *Permit, f Feedback) {
 			l.o.Logger.Debug("hostlimit: pause", "host", h.key, "pause", paused, "retry_after", f.RetryAfter)
 		}
 	}
+}
+
+// hostSignal is what an answer signalling sig, at now, says of p's host
+// for its adaptive rate and concurrency: a refusal by a named budget
+// that is spent (search, with core to spare) says that budget is spent,
+// which its model holds, and nothing of the host: it is Neutral.
+func (p *Permit) hostSignal(sig adaptive.Signal, now time.Time) adaptive.Signal {
+	if sig != adaptive.Throttled {
+		return sig
+	}
+	p.h.mu.Lock()
+	defer p.h.mu.Unlock()
+	if p.spentNamed(now) {
+		return adaptive.Neutral
+	}
+	return sig
+}
+
+// spentNamed reports whether the budget that answered p (or paced it) is
+// a named one, spent at now. The host's mu is held.
+func (p *Permit) spentNamed(now time.Time) bool {
+	b := p.b
+	if p.answered != nil {
+		b = p.answered
+	}
+	return b.name != "" && b.ann.active(now) && b.ann.tokens(now) < 1
 }
 
 // throttled applies a refusal of p's request, answered at now with the
@@ -562,7 +599,7 @@ func (l *Limiter) throttled(p *Permit, ra time.Duration, now time.Time) time.Dur
 		// was in flight (once for the requests sent together).
 		h.concCap, h.capAt = max(1, h.inflight/2), now
 	}
-	if b.name != "" && b.ann.active(now) && b.ann.tokens(now) < 1 {
+	if p.spentNamed(now) {
 		// Refused by a named budget that is spent: it holds its own
 		// routes until its reset; the host's other budgets are not
 		// paused for it.
@@ -630,9 +667,7 @@ func (h *host) acquireSlot(ctx context.Context, limit int) error {
 	for {
 		now := time.Now()
 		h.mu.Lock()
-		if h.concCap > 0 {
-			limit = min(limit, h.concCap)
-		}
+		limit = h.capped(limit)
 		slots, recheck := limit, time.Duration(0)
 		if now.Before(h.rampEnd) && !now.Before(h.pauseUntil) && limit > 1 {
 			total := h.rampEnd.Sub(h.pauseUntil)
@@ -668,6 +703,17 @@ func (h *host) acquireSlot(ctx context.Context, limit int) error {
 			return err
 		}
 	}
+}
+
+// capped is limit under the host's caps on requests in flight: one learnt
+// from refusals, one the server asks for. h.mu is held.
+func (h *host) capped(limit int) int {
+	for _, c := range [...]int{h.concCap, h.askedCap} {
+		if c > 0 {
+			limit = min(limit, c)
+		}
+	}
+	return limit
 }
 
 func (h *host) release() {
@@ -721,6 +767,7 @@ func (l *Limiter) Hosts() []HostState {
 		if h.conc != nil {
 			s.MaxInFlight = h.conc.Limit()
 		}
+		s.MaxInFlight = h.capped(s.MaxInFlight)
 		if r, ok := h.pace(now); ok && (h.ctrl != nil || r < s.Rate) {
 			s.Rate, s.Paced = r, true
 		}

@@ -35,6 +35,8 @@ type Options struct {
 	// means 20 ms worth at the host's current rate, at least 1.
 	Burst int
 	// Concurrency is the most requests in flight per host. Zero means 4.
+	// A host that answers as GitHub's API gets one at a time
+	// (GitHubInFlight).
 	Concurrency int
 	// Adaptive configures the per-host AIMD controllers when Rate is zero.
 	Adaptive adaptive.Options
@@ -561,13 +563,19 @@ func (t *Transport) admit(ctx context.Context, req *http.Request, key string, hs
 		// loop does for a Retry-After of its own.
 		return refuse(retry.WithDelay(fmt.Errorf("httpclient: %s paused for another %v", key, left.Round(time.Second)), left))
 	}
+	route := t.o.Route(req)
+	if left := t.limiter.BudgetWait(key, route); left > t.maxDelay() {
+		// The same for the budget that paces it: spent until a reset
+		// further away than that.
+		return refuse(retry.WithDelay(fmt.Errorf("httpclient: %s: the budget of %s is spent for another %v", key, route, left.Round(time.Second)), left))
+	}
 	waitStart := time.Now()
 	if d := t.o.RandomDelay; d > 0 {
 		if err := retry.Sleep(ctx, rand.N(d)); err != nil {
 			return refuse(retry.Permanent(err))
 		}
 	}
-	permit, err = t.limiter.AcquireRoute(ctx, key, t.o.Route(req))
+	permit, err = t.limiter.AcquireRoute(ctx, key, route)
 	if err != nil {
 		return refuse(retry.Permanent(err))
 	}
@@ -592,13 +600,29 @@ func (t *Transport) serverDelay(resp *http.Response, permit *hostlimit.Permit, s
 	}
 	if !t.o.IgnoreBudgetHeaders {
 		if b, has := ParseBudget(resp.Header, now); has {
-			permit.Announce(hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window, Resource: b.Policy}, now)
+			permit.Announce(hostlimit.Budget{Remaining: b.Remaining, Reset: b.Reset, Limit: b.Limit, Window: b.Window, Resource: b.Policy,
+				MaxInFlight: gitHubInFlight(resp.Header)}, now)
 			if !ok && b.Exhausted() && sig == adaptive.Throttled {
 				ra = b.Reset // GitHub's 403/429 with X-RateLimit-Reset and no Retry-After
 			}
 		}
 	}
 	return ra
+}
+
+// GitHubInFlight is the most requests in flight to a host that answers as
+// GitHub's API does (an X-GitHub-Request-Id or X-RateLimit-Resource
+// field): its guide asks for requests one at a time, not at once, since
+// its secondary limits refuse concurrent requests that no header
+// announces, long before the budget it announces is spent.
+const GitHubInFlight = 1
+
+// gitHubInFlight is GitHubInFlight for an answer of GitHub's API, else 0.
+func gitHubInFlight(h http.Header) int {
+	if h.Get("X-Github-Request-Id") != "" || h.Get("X-Ratelimit-Resource") != "" {
+		return GitHubInFlight
+	}
+	return 0
 }
 
 // SecondaryDelay is the least wait after a GitHub secondary rate limit

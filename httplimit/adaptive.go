@@ -70,7 +70,7 @@ type adaptiveHandler struct {
 func (h *adaptiveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok, ok := h.limiter.Acquire()
 	if !ok {
-		h.busy.refuse(w, h.name, "the server is at its concurrency limit; retry after the delay in Retry-After")
+		h.busy.refuse(r.Context(), w, h.name, "the server is at its concurrency limit; retry after the delay in Retry-After")
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w}

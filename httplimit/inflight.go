@@ -134,7 +134,7 @@ func (h *inFlightHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.observe(ev)
 		switch m.OnStoreError {
 		case ratelimit.FailError, ratelimit.FailDeny:
-			m.Refusals.Write(w, m.Headers, m.Refusals.unavailable(LayerInFlight, m.OnStoreError, nil, m.Policy, key, "in-flight", err))
+			m.Refusals.Write(w, m.Headers, m.Refusals.unavailable(r.Context(), LayerInFlight, m.OnStoreError, nil, m.Policy, key, "in-flight", err))
 			return
 		}
 		h.next.ServeHTTP(w, r)
@@ -143,7 +143,7 @@ func (h *inFlightHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !d.Allowed {
 		ev.Outcome = Denied
 		m.observe(ev)
-		h.deny(w, key, d)
+		h.deny(r.Context(), w, key, d)
 		return
 	}
 	m.observe(ev)
@@ -163,11 +163,11 @@ func (h *inFlightHandler) setHeaders(hd http.Header, d inflight.Decision) {
 }
 
 // deny answers 429 for a caller with too many requests in flight.
-func (h *inFlightHandler) deny(w http.ResponseWriter, key string, d inflight.Decision) {
+func (h *inFlightHandler) deny(ctx context.Context, w http.ResponseWriter, key string, d inflight.Decision) {
 	m := &h.m
 	h.setHeaders(w.Header(), d)
 	rf := Refusal{Layer: LayerInFlight, Status: http.StatusTooManyRequests, Policy: m.Policy, Key: key, RetryAfter: m.RetryAfter,
-		Detail: "too many requests in flight: at most " + strconv.FormatInt(m.Max, 10) + " at once", Denial: m.Denial}
+		Detail: "too many requests in flight: at most " + strconv.FormatInt(m.Max, 10) + " at once", Denial: m.Denial, Ctx: ctx}
 	if d.Unsatisfiable {
 		rf.Detail, rf.RetryAfter = "the request weighs more than the in-flight limit "+strconv.Quote(m.Policy), 0
 	}

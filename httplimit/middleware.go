@@ -57,6 +57,9 @@ type Event struct {
 	// Latency is the time spent in the store; 0 when not measured (see
 	// Middleware.LatencySampling).
 	Latency time.Duration
+	// Ctx is the request's context, for an observer that records the
+	// decision on what the request carries (a server's trace span).
+	Ctx context.Context
 }
 
 // SuggestedLatencySampling is a Middleware.LatencySampling for servers
@@ -291,7 +294,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	denied, failed := h.charge(ctx, as)
 	if failed {
 		a := &as[denied]
-		h.m.Refusals.Write(w, h.m.Headers, h.m.Refusals.unavailable(LayerRateLimit, ratelimit.FailError, a.Rule, a.policy, a.Request.Key, "rate limit", a.err))
+		h.m.Refusals.Write(w, h.m.Headers, h.m.Refusals.unavailable(ctx, LayerRateLimit, ratelimit.FailError, a.Rule, a.policy, a.Request.Key, "rate limit", a.err))
 		return
 	}
 	if denied >= 0 {
@@ -299,7 +302,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	setHeaders(w.Header(), h.m.Headers, &h.policies, as, denied)
 	if denied >= 0 {
-		h.deny(w, &as[denied])
+		h.deny(ctx, w, &as[denied])
 		return
 	}
 	var delay time.Duration
@@ -411,7 +414,7 @@ func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed 
 			d, err = a.Decide(ctx, m.Store, a.Request)
 		}
 		if err != nil {
-			h.observe(Event{Rule: a.Rule, Policy: a.policy, Outcome: StoreError, Key: a.Request.Key, Err: err, Latency: lat})
+			h.observe(Event{Rule: a.Rule, Policy: a.policy, Outcome: StoreError, Key: a.Request.Key, Err: err, Latency: lat, Ctx: ctx})
 			switch m.OnStoreError {
 			case ratelimit.FailError:
 				a.err = err
@@ -431,7 +434,7 @@ func (h *handler) charge(ctx context.Context, as []applied) (denied int, failed 
 			d = quotaReset(d, a.QuotaEnd, h.m.Now())
 		}
 		a.d = d
-		ev := Event{Rule: a.Rule, Policy: a.policy, Outcome: Allowed, Key: a.Request.Key, Decision: d, Latency: lat}
+		ev := Event{Rule: a.Rule, Policy: a.policy, Outcome: Allowed, Key: a.Request.Key, Decision: d, Latency: lat, Ctx: ctx}
 		switch {
 		case d.Allowed:
 		case !a.Enforced():
@@ -472,13 +475,13 @@ func quotaReset(d ratelimit.Decision, end, now time.Time) ratelimit.Decision {
 
 // deny refuses the request for a: 429 over its limit, 503 when its store
 // failed under the deny policy.
-func (h *handler) deny(w http.ResponseWriter, a *applied) {
+func (h *handler) deny(ctx context.Context, w http.ResponseWriter, a *applied) {
 	if a.err != nil {
-		h.m.Refusals.Write(w, h.m.Headers, h.m.Refusals.unavailable(LayerRateLimit, ratelimit.FailDeny, a.Rule, a.policy, a.Request.Key, "rate limit", a.err))
+		h.m.Refusals.Write(w, h.m.Headers, h.m.Refusals.unavailable(ctx, LayerRateLimit, ratelimit.FailDeny, a.Rule, a.policy, a.Request.Key, "rate limit", a.err))
 		return
 	}
 	rf := Refusal{Layer: LayerRateLimit, Status: http.StatusTooManyRequests, Policy: a.policy, Rule: a.Rule, Key: a.Request.Key,
-		RetryAfter: a.d.RetryAfter, Detail: "rate limit " + strconv.Quote(a.policy) + " exceeded", Denial: h.m.Denial}
+		RetryAfter: a.d.RetryAfter, Detail: "rate limit " + strconv.Quote(a.policy) + " exceeded", Denial: h.m.Denial, Ctx: ctx}
 	switch {
 	case a.d.Unsatisfiable:
 		rf.Detail = "the request's cost exceeds the capacity of rate limit " + strconv.Quote(a.policy)

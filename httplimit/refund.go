@@ -89,7 +89,7 @@ func (h *handler) refund(ctx context.Context, as []applied) {
 		}
 		req := a.Request
 		t0 := time.Now()
-		ev := Event{Rule: a.Rule, Policy: a.policy, Outcome: Refunded, Key: req.Key}
+		ev := Event{Rule: a.Rule, Policy: a.policy, Outcome: Refunded, Key: req.Key, Ctx: ctx}
 		d, err := h.m.Store.Apply(ctx, RefundBudgetRequest(req, h.m.RefundBudget))
 		if err == nil && !d.Allowed {
 			ev.Outcome, ev.Decision = RefundRefused, d

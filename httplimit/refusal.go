@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -86,6 +87,10 @@ type Refusal struct {
 	// OverLimit refusal of the rate limits or the in-flight cap only, and
 	// Status is then the denial's status, as Observe sees it.
 	Denial *Denial
+	// Ctx is the refused request's context, for an observer that records
+	// the request (an access log's method and path); nil where there is
+	// no request.
+	Ctx context.Context
 }
 
 // Refusals is the one writer of the admission layers' refusals (the rate
@@ -156,9 +161,9 @@ func (rs *Refusals) Write(w http.ResponseWriter, mode header.Mode, rf Refusal) {
 // policy (FailDeny or FailError): 503, naming the cause. Deny tells when
 // to come back (the breaker's cooldown); error reports the failure and
 // promises nothing.
-func (rs *Refusals) unavailable(l Layer, policy ratelimit.FailurePolicy, rule *rules.Rule, name, key, what string, err error) Refusal {
+func (rs *Refusals) unavailable(ctx context.Context, l Layer, policy ratelimit.FailurePolicy, rule *rules.Rule, name, key, what string, err error) Refusal {
 	rf := Refusal{Layer: l, Cause: Unavailable, Status: http.StatusServiceUnavailable, Policy: name, Rule: rule, Key: key, Err: err,
-		Detail: "limiter unavailable: the " + what + " store cannot decide"}
+		Detail: "limiter unavailable: the " + what + " store cannot decide", Ctx: ctx}
 	if policy == ratelimit.FailDeny {
 		rf.RetryAfter = rs.unavailableRetry()
 		rf.Detail += "; retry after the delay in Retry-After"
@@ -186,10 +191,10 @@ func newOverload(l Layer, policy string, retryAfter, def time.Duration, rs *Refu
 }
 
 // refuse answers the 503 for key (who or what was refused, Refusal.Key)
-// with detail.
-func (o *overload) refuse(w http.ResponseWriter, key, detail string) {
+// with detail; ctx is the request's.
+func (o *overload) refuse(ctx context.Context, w http.ResponseWriter, key, detail string) {
 	o.refusals.Write(w, header.IETF, Refusal{Layer: o.layer, Status: http.StatusServiceUnavailable, Policy: o.policy,
-		Key: key, RetryAfter: o.retryAfter, Detail: detail})
+		Key: key, RetryAfter: o.retryAfter, Detail: detail, Ctx: ctx})
 }
 
 // Identify resolves the caller with res, the identify step every layer

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -152,7 +153,7 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if u := m.Utilization; u != nil {
 		if !u.Acquire(c) {
 			m.observe(ShedEvent{Shedder: "utilization", Class: c, Outcome: Denied})
-			h.shed(w, "utilization", c, "this server is overloaded")
+			h.shed(r.Context(), w, "utilization", c, "this server is overloaded")
 			return
 		}
 		defer u.Release()
@@ -165,12 +166,12 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.observe(ShedEvent{Shedder: "fleet", Class: c, Outcome: StoreError, Err: err})
 			switch m.OnStoreError {
 			case ratelimit.FailError, ratelimit.FailDeny:
-				m.Refusals.Write(w, header.IETF, m.Refusals.unavailable(LayerShed, m.OnStoreError, nil, ShedPolicy, "fleet:"+m.Priority.Classes.Name(c), "fleet", err))
+				m.Refusals.Write(w, header.IETF, m.Refusals.unavailable(r.Context(), LayerShed, m.OnStoreError, nil, ShedPolicy, "fleet:"+m.Priority.Classes.Name(c), "fleet", err))
 				return
 			}
 		case !d.Allowed:
 			m.observe(ShedEvent{Shedder: "fleet", Class: c, Outcome: Denied})
-			h.shed(w, "fleet", c, "the fleet is at capacity")
+			h.shed(r.Context(), w, "fleet", c, "the fleet is at capacity")
 			return
 		default:
 			m.observe(ShedEvent{Shedder: "fleet", Class: c, Outcome: Allowed})
@@ -181,9 +182,9 @@ func (h *shedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // shed answers 503 for a request of class c that shedder shed.
-func (h *shedHandler) shed(w http.ResponseWriter, shedder string, c shed.Class, why string) {
+func (h *shedHandler) shed(ctx context.Context, w http.ResponseWriter, shedder string, c shed.Class, why string) {
 	name := h.m.Priority.Classes.Name(c)
-	h.busy.refuse(w, shedder+":"+name, why+": "+strconv.Quote(name)+" requests are being shed")
+	h.busy.refuse(ctx, w, shedder+":"+name, why+": "+strconv.Quote(name)+" requests are being shed")
 }
 
 func (m *Shedder) observe(e ShedEvent) {

@@ -119,8 +119,14 @@ var (
 // signature).
 func sign(t testing.TB, alg string, claims map[string]any, key any) string {
 	t.Helper()
+	return signHeader(t, map[string]any{"alg": alg, "typ": "JWT"}, claims, key)
+}
+
+// signHeader is sign with the header hdr.
+func signHeader(t testing.TB, header map[string]any, claims map[string]any, key any) string {
+	t.Helper()
 	enc := base64.RawURLEncoding
-	hdr, _ := json.Marshal(map[string]string{"alg": alg, "typ": "JWT"})
+	hdr, _ := json.Marshal(header)
 	pl, _ := json.Marshal(claims)
 	signed := enc.EncodeToString(hdr) + "." + enc.EncodeToString(pl)
 	var sig []byte

@@ -2,23 +2,22 @@ package identity
 
 import (
 	"bytes"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/hmac"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // JWT algorithms.
@@ -43,6 +42,9 @@ type JWTConfig struct {
 	// bytes) for HS256, an *rsa.PublicKey (2048 bits or more) for RS256, an
 	// *ecdsa.PublicKey on P-256 for ES256. LoadJWTKey reads one from a file.
 	Key any
+	// JWKS, instead of Key, holds the keys (RS256 or ES256): a token's
+	// kid picks one (see JWKS).
+	JWKS *JWKS
 	// UserClaim names the claim holding the user ID; "" means "sub".
 	UserClaim string
 	// TierClaim names a claim holding the tier; "" means none.
@@ -142,12 +144,21 @@ func checkKey(alg string, key any) error {
 }
 
 type jwtVerifier struct {
-	cfg JWTConfig
+	cfg  JWTConfig
+	algs []jose.SignatureAlgorithm // the one accepted
+	key  []any                     // cfg.Key, when there is no JWKS
 }
 
 func newJWTVerifier(cfg JWTConfig) (*jwtVerifier, error) {
-	if err := checkKey(cfg.Algorithm, cfg.Key); err != nil {
-		return nil, err
+	switch {
+	case cfg.JWKS != nil && cfg.Key != nil:
+		return nil, errors.New("identity: JWT: a key or a JWKS, not both")
+	case cfg.JWKS != nil && cfg.JWKS.opts.Algorithm != cfg.Algorithm:
+		return nil, fmt.Errorf("identity: JWT: the JWKS is for %s, the tokens %s", cfg.JWKS.opts.Algorithm, cfg.Algorithm)
+	case cfg.JWKS == nil:
+		if err := checkKey(cfg.Algorithm, cfg.Key); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Leeway < 0 {
 		return nil, fmt.Errorf("identity: negative JWT leeway %v", cfg.Leeway)
@@ -161,7 +172,7 @@ func newJWTVerifier(cfg JWTConfig) (*jwtVerifier, error) {
 	if k, ok := cfg.Key.([]byte); ok {
 		cfg.Key = bytes.Clone(k)
 	}
-	return &jwtVerifier{cfg: cfg}, nil
+	return &jwtVerifier{cfg: cfg, algs: []jose.SignatureAlgorithm{jose.SignatureAlgorithm(cfg.Algorithm)}, key: []any{cfg.Key}}, nil
 }
 
 type jwtClaims struct{ user, tier string }
@@ -170,66 +181,48 @@ func unauthorized(reason Reason, format string, args ...any) error {
 	return refuse(reason, "identity: jwt: "+format, args...)
 }
 
-// verify checks tok's signature and claims.
+// verify checks tok's signature and claims. The JWS is go-jose's: its
+// parser refuses any algorithm but the configured one (so "none", or
+// HS256 against an RSA key, never reaches a key), its Verify checks the
+// signature; the claims are checked here.
 func (v *jwtVerifier) verify(tok string) (jwtClaims, error) {
 	if len(tok) > maxTokenLen {
 		return jwtClaims{}, unauthorized(ReasonMalformed, "token longer than %d bytes", maxTokenLen)
 	}
-	h64, rest, ok1 := strings.Cut(tok, ".")
-	p64, s64, ok2 := strings.Cut(rest, ".")
-	if !ok1 || !ok2 || strings.Contains(s64, ".") {
+	if strings.Count(tok, ".") != 2 {
 		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed token: want three dot-separated parts")
 	}
-	enc := base64.RawURLEncoding.Strict()
-	hdrJSON, err := enc.DecodeString(h64)
+	jws, err := jose.ParseSignedCompact(tok, v.algs)
 	if err != nil {
-		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed header encoding")
+		var ea *jose.ErrUnexpectedSignatureAlgorithm
+		if errors.As(err, &ea) {
+			return jwtClaims{}, unauthorized(ReasonWrongAlgorithm, "algorithm %q not accepted (want %s)", truncate(string(ea.Got)), v.cfg.Algorithm)
+		}
+		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed token")
 	}
-	var hdr struct {
-		Alg  string          `json:"alg"`
-		Crit json.RawMessage `json:"crit"`
-	}
-	if err := json.Unmarshal(hdrJSON, &hdr); err != nil {
-		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed header")
-	}
-	if hdr.Alg != v.cfg.Algorithm {
-		return jwtClaims{}, unauthorized(ReasonWrongAlgorithm, "algorithm %q not accepted (want %s)", truncate(hdr.Alg), v.cfg.Algorithm)
-	}
-	if hdr.Crit != nil {
+	h := jws.Signatures[0].Protected
+	if _, ok := h.ExtraHeaders["crit"]; ok {
 		return jwtClaims{}, unauthorized(ReasonWrongAlgorithm, "critical header extensions are not supported")
 	}
-	sig, err := enc.DecodeString(s64)
+	keys, err := v.keys(h.KeyID)
 	if err != nil {
-		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed signature encoding")
+		return jwtClaims{}, err
 	}
-	if !v.signatureOK(tok[:len(h64)+1+len(p64)], sig) {
-		return jwtClaims{}, unauthorized(ReasonBadSignature, "bad signature")
+	for _, k := range keys {
+		if payload, err := jws.Verify(k); err == nil {
+			return v.claims(payload)
+		}
 	}
-	payload, err := enc.DecodeString(p64)
-	if err != nil {
-		return jwtClaims{}, unauthorized(ReasonMalformed, "malformed claims encoding")
-	}
-	return v.claims(payload)
+	return jwtClaims{}, unauthorized(ReasonBadSignature, "bad signature")
 }
 
-func (v *jwtVerifier) signatureOK(signed string, sig []byte) bool {
-	switch key := v.cfg.Key.(type) {
-	case []byte:
-		m := hmac.New(sha256.New, key)
-		m.Write([]byte(signed))
-		return hmac.Equal(m.Sum(nil), sig)
-	case *rsa.PublicKey:
-		d := sha256.Sum256([]byte(signed))
-		return rsa.VerifyPKCS1v15(key, crypto.SHA256, d[:], sig) == nil
-	case *ecdsa.PublicKey:
-		if len(sig) != 64 {
-			return false
-		}
-		d := sha256.Sum256([]byte(signed))
-		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
-		return ecdsa.Verify(key, d[:], r, s)
+// keys returns the keys that may have signed a token with key ID kid:
+// the configured key (whatever kid says), or the JWKS's keys of that ID.
+func (v *jwtVerifier) keys(kid string) ([]any, error) {
+	if v.cfg.JWKS == nil {
+		return v.key, nil
 	}
-	return false
+	return v.cfg.JWKS.lookup(kid)
 }
 
 func (v *jwtVerifier) claims(payload []byte) (jwtClaims, error) {

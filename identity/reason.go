@@ -38,12 +38,20 @@ const (
 	ReasonMissingClaim Reason = "missing_claim"
 	// ReasonConflict is several credentials naming different users.
 	ReasonConflict Reason = "conflict"
+	// ReasonUnknownKeyID is a JWT whose kid names no key of the JWKS
+	// (after the refresh it may ask for), or without kid when the JWKS
+	// has several keys.
+	ReasonUnknownKeyID Reason = "unknown_kid"
+	// ReasonKeysUnavailable is a JWT checked while the JWKS holds no keys
+	// (it could not be fetched, or held none usable): refused, not let
+	// through.
+	ReasonKeysUnavailable Reason = "keys_unavailable"
 )
 
 // Reasons lists every Reason, for servers that create their metric's
 // series up front.
 var Reasons = []Reason{ReasonMalformed, ReasonUnknownKey, ReasonBadSignature, ReasonWrongAlgorithm, ReasonExpired,
-	ReasonNotYetValid, ReasonWrongIssuer, ReasonWrongAudience, ReasonMissingClaim, ReasonConflict}
+	ReasonNotYetValid, ReasonWrongIssuer, ReasonWrongAudience, ReasonMissingClaim, ReasonConflict, ReasonUnknownKeyID, ReasonKeysUnavailable}
 
 // UnauthorizedError is a presented credential that is refused. It wraps
 // ErrUnauthorized; its message never holds the credential.

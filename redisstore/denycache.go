@@ -1,101 +1,29 @@
 package redisstore
 
 import (
-	"hash/maphash"
-	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/denycache"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// denyCache remembers denials: a key denied with RetryAfter d is denied
-// locally, without a round trip, until d has passed, for requests costing
-// at least as much. It is Cloudflare's "mitigation active" flag cached in
-// each server's memory.
-type denyCache struct {
-	seed   maphash.Seed
-	shards [16]denyShard
-	per    int // most entries per shard
-}
+// The denial cache (Options.DenyCache) is internal/denycache's, the one the
+// RLS's local over-limit cache is made of: a key denied with RetryAfter d
+// is denied locally, without a round trip, until d has passed, for
+// requests costing at least as much.
 
-type denyShard struct {
-	mu sync.Mutex
-	m  map[denyKey]denial
-}
-
-type denyKey struct {
-	key  string
-	lim  ratelimit.Limit
-	algo ratelimit.Algorithm
-}
-
-type denial struct {
-	until int64 // Unix ns on the store's clock
-	at    int64
-	n     int64
-	d     ratelimit.Decision
-}
-
-func newDenyCache(size int) *denyCache {
-	c := &denyCache{seed: maphash.MakeSeed(), per: max(1, size/16)}
-	for i := range c.shards {
-		c.shards[i].m = make(map[denyKey]denial)
+// newDenyCache returns the cache of Options.DenyCache, nil when it is off.
+func newDenyCache(o Options) *denycache.Cache {
+	if !o.DenyCache {
+		return nil
 	}
-	return c
+	return denycache.New(denycache.Options{Entries: o.DenyCacheSize, Bytes: int64(o.DenyCacheSize) * denyCacheEntryBytes})
 }
 
-func (c *denyCache) shard(k denyKey) *denyShard {
-	return &c.shards[maphash.String(c.seed, k.key)&15]
-}
-
-// get returns the cached denial for req at now, if any.
-func (c *denyCache) get(req ratelimit.Request, now int64) (ratelimit.Decision, bool) {
-	k := denyKey{req.Key, req.Limit, req.Algorithm}
-	sh := c.shard(k)
-	sh.mu.Lock()
-	e, ok := sh.m[k]
-	if ok && now >= e.until {
-		delete(sh.m, k)
-		ok = false
-	}
-	sh.mu.Unlock()
-	if !ok || req.N < e.n {
-		return ratelimit.Decision{}, false
-	}
-	d := e.d
-	d.RetryAfter = time.Duration(e.until - now)
-	d.ResetAfter = max(0, d.ResetAfter-time.Duration(now-e.at))
-	return d, true
-}
-
-// put caches a denial decided at now.
-func (c *denyCache) put(req ratelimit.Request, d ratelimit.Decision, now int64) {
-	k := denyKey{req.Key, req.Limit, req.Algorithm}
-	sh := c.shard(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if len(sh.m) >= c.per {
-		for kk, e := range sh.m {
-			if now >= e.until {
-				delete(sh.m, kk)
-			}
-		}
-		if len(sh.m) >= c.per {
-			return
-		}
-	}
-	sh.m[k] = denial{until: now + int64(d.RetryAfter), at: now, n: req.N, d: d}
-}
-
-// forget drops the denial cached for req's key, limit and algorithm: a
-// refund has given capacity back.
-func (c *denyCache) forget(req ratelimit.Request) {
-	k := denyKey{req.Key, req.Limit, req.Algorithm}
-	sh := c.shard(k)
-	sh.mu.Lock()
-	delete(sh.m, k)
-	sh.mu.Unlock()
-}
+// denyCacheEntryBytes is the bytes each of DenyCacheSize's entries may
+// take on average, counting its key: entries of keys longer than
+// denycache.EntryOverhead bytes fit fewer.
+const denyCacheEntryBytes = 2 * denycache.EntryOverhead
 
 // cached answers req from the store's denial cache, when it holds a
 // denial for it; a refund forgets the key's denial instead.
@@ -104,10 +32,19 @@ func (s *Store) cached(req ratelimit.Request, now time.Time) (ratelimit.Decision
 	case s.deny == nil:
 		return ratelimit.Decision{}, false
 	case req.Refund:
-		s.deny.forget(req)
+		s.deny.Forget(denycache.KeyOf(req))
 		return ratelimit.Decision{}, false
 	case req.Algorithm == ratelimit.LeakyBucket && req.MaxDelay != 0:
 		return ratelimit.Decision{}, false // a place in a queue, not a denial
 	}
-	return s.deny.get(req, s.cacheClock(now))
+	d, ok := s.deny.Get(denycache.KeyOf(req), req.N, s.cacheClock(now))
+	if !ok {
+		return ratelimit.Decision{}, false
+	}
+	return ratelimit.Decision{Limit: req.Limit.Normalize(), Remaining: d.Remaining, RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter}, true
+}
+
+// remember caches d, a denial of req decided at now.
+func (s *Store) remember(req ratelimit.Request, d ratelimit.Decision, now time.Time) {
+	s.deny.Put(denycache.KeyOf(req), req.N, false, denycache.Denial{Remaining: d.Remaining, RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter}, s.cacheClock(now))
 }

@@ -128,5 +128,9 @@
 // comes back sooner than RetryAfter said: when the limit's state was reset
 // or deleted in Redis, and by the skew between the process's clock (which
 // times the cache) and Redis's. Peeks and LeakyBucket requests with a
-// MaxDelay are never cached.
+// MaxDelay are never cached. The cache is bounded by DenyCacheSize entries
+// and as many times 256 bytes (each entry counted as its key plus 128):
+// when full, expired entries go first, then any. It is the same cache as
+// the RLS's local over-limit cache (rls.Options.LocalCacheSize), which is
+// what sluice rls's deprecated --deny-cache turns on.
 package redisstore

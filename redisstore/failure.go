@@ -62,7 +62,7 @@ func (s *Store) fallback(ctx context.Context, req ratelimit.Request, err error) 
 	case ratelimit.FailDeny:
 		// Not full again before the caller is told to come back: a reset
 		// of 0 would say the quota is whole now (RateLimit t=0).
-		return ratelimit.Decision{Limit: lim, RetryAfter: s.opts.BreakerCooldown, ResetAfter: s.opts.BreakerCooldown}, nil
+		return ratelimit.Decision{Limit: lim, RetryAfter: s.link.Cooldown(), ResetAfter: s.link.Cooldown()}, nil
 	case ratelimit.FailLocal:
 		return s.local.Apply(ctx, req)
 	}

@@ -45,12 +45,9 @@ type nodeState struct {
 
 // nodeSources are the shapes' scripts behind lua/node.lua.
 var nodeSources = func() (out [numShapes]string) {
-	pre, err := luaFS.ReadFile("lua/node.lua")
-	if err != nil {
-		panic(err) // embedded at build time: cannot happen
-	}
+	pre := luaFile("node.lua")
 	for i, src := range scriptSources {
-		out[i] = string(pre) + "\n" + src
+		out[i] = pre + "\n" + src
 	}
 	return out
 }()

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -169,21 +170,11 @@ func NewPrefetch(s *Store, o PrefetchOptions) (*Prefetch, error) {
 	if o.TTL < 0 || o.Instances < 0 || o.MaxShare < 0 || o.MaxShare > 1 || o.MinSlice < 0 || o.MaxKeys < 0 {
 		return nil, fmt.Errorf("redisstore: prefetch options: negative value or MaxShare above 1: %+v", o)
 	}
-	if o.TTL == 0 {
-		o.TTL = DefaultPrefetchTTL
-	}
-	if o.Instances == 0 {
-		o.Instances = DefaultPrefetchInstances
-	}
-	if o.MaxShare == 0 {
-		o.MaxShare = DefaultPrefetchMaxShare
-	}
-	if o.MinSlice == 0 {
-		o.MinSlice = DefaultPrefetchMinSlice
-	}
-	if o.MaxKeys == 0 {
-		o.MaxKeys = DefaultPrefetchMaxKeys
-	}
+	o.TTL = cmp.Or(o.TTL, DefaultPrefetchTTL)
+	o.Instances = cmp.Or(o.Instances, DefaultPrefetchInstances)
+	o.MaxShare = cmp.Or(o.MaxShare, DefaultPrefetchMaxShare)
+	o.MinSlice = cmp.Or(o.MinSlice, DefaultPrefetchMinSlice)
+	o.MaxKeys = cmp.Or(o.MaxKeys, DefaultPrefetchMaxKeys)
 	if o.Now == nil {
 		o.Now = s.opts.Now
 	}

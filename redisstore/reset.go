@@ -18,7 +18,9 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 	if s.closed.Load() {
 		return ratelimit.ErrClosed
 	}
-	s.forget(key)
+	if s.deny != nil {
+		s.deny.ForgetKey(key)
+	}
 	if s.local != nil {
 		s.local.Reset(ctx, key)
 	}
@@ -41,21 +43,4 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: reset %q: %v", ErrUnavailable, key, err)
 	}
 	return nil
-}
-
-// forget drops key's cached denials.
-func (s *Store) forget(key string) {
-	if s.deny == nil {
-		return
-	}
-	for i := range s.deny.shards {
-		sh := &s.deny.shards[i]
-		sh.mu.Lock()
-		for k := range sh.m {
-			if k.key == key {
-				delete(sh.m, k)
-			}
-		}
-		sh.mu.Unlock()
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -32,19 +33,18 @@ const (
 )
 
 var shapeInfo = [numShapes]struct {
-	file    string
-	tag     string // key namespace: prefix + tag + "{" + key + "}"
-	prelude bool   // the script starts with prelude.lua
+	files []string // the script's files, in order: its step last
+	tag   string   // key namespace: prefix + tag + "{" + key + "}"
 }{
 	// "t": the TAT in binary (struct '<i8i4i8', with the emission interval
 	// it was made under; '<i8i4' before, still read); "b" held it in
 	// decimal before, and a store must not read the other form.
-	shapeBucket: {"gcra.lua", "t", false},
+	shapeBucket: {[]string{"batch.lua", "gcra.lua"}, "t"},
 	// "c": the counters in binary (struct '<i8i4i8i8i8i8i4', with the
 	// period they were counted in; '<i8i4i8i8i8' before, still read); "w" held them
 	// in decimal before.
-	shapeWindow: {"window.lua", "c", false},
-	shapeLog:    {"log.lua", "l", true},
+	shapeWindow: {[]string{"pairs.lua", "batch.lua", "window.lua"}, "c"},
+	shapeLog:    {[]string{"pairs.lua", "prelude.lua", "log.lua"}, "l"},
 }
 
 func shapeOf(a ratelimit.Algorithm) shape {
@@ -63,33 +63,28 @@ func shapeOf(a ratelimit.Algorithm) shape {
 func Script(a ratelimit.Algorithm) string { return scriptSources[shapeOf(a)] }
 
 var scriptSources = func() (out [numShapes]string) {
-	pre, err := luaFS.ReadFile("lua/prelude.lua")
-	if err != nil {
-		panic(err) // embedded at build time: cannot happen
-	}
 	for i, info := range shapeInfo {
-		step, err := luaFS.ReadFile("lua/" + info.file)
-		if err != nil {
-			panic(err)
+		parts := make([]string, len(info.files))
+		for j, f := range info.files {
+			parts[j] = luaFile(f)
 		}
-		if info.prelude {
-			out[i] = string(pre) + "\n" + string(step)
-		} else {
-			out[i] = string(step)
-		}
+		out[i] = strings.Join(parts, "\n")
 	}
 	return out
 }()
 
-// undoSource is undo.lua: it takes back a fixed window's plain-command
-// increment (fast.go).
-var undoSource = func() string {
-	b, err := luaFS.ReadFile("lua/undo.lua")
+// luaFile returns lua/name.
+func luaFile(name string) string {
+	b, err := luaFS.ReadFile("lua/" + name)
 	if err != nil {
-		panic(err)
+		panic(err) // embedded at build time: cannot happen
 	}
 	return string(b)
-}()
+}
+
+// undoSource is undo.lua: it takes back a fixed window's plain-command
+// increment (fast.go).
+var undoSource = luaFile("undo.lua")
 
 func newScripts() (out [numShapes]*rueidis.Lua) {
 	for i, src := range scriptSources {

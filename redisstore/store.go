@@ -15,7 +15,9 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice/internal/denycache"
 	"github.com/sluicehq/sluice/internal/redislink"
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/internal/transport/rawconn"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -23,11 +25,11 @@ import (
 
 // Defaults for the zero Options.
 const (
-	DefaultPrefix             = "sluice:"
-	DefaultTimeout            = 100 * time.Millisecond
-	DefaultBreakerThreshold   = 3
-	DefaultBreakerCooldown    = time.Second
-	DefaultBreakerMaxCooldown = 5 * time.Second
+	DefaultPrefix             = redislink.DefaultPrefix
+	DefaultTimeout            = redislink.DefaultTimeout
+	DefaultBreakerThreshold   = redislink.DefaultThreshold
+	DefaultBreakerCooldown    = redislink.DefaultCooldown
+	DefaultBreakerMaxCooldown = redislink.DefaultMaxCooldown
 	DefaultMaxBatch           = 128
 	DefaultPipeline           = 2
 	DefaultClusterPipeline    = 2
@@ -106,7 +108,9 @@ type Options struct {
 	// requests costing at least as much. See the package documentation for
 	// its accuracy. Off by default.
 	DenyCache bool
-	// DenyCacheSize bounds the denials remembered. Default 65536.
+	// DenyCacheSize bounds the denials remembered: that many, in as many
+	// times 256 bytes (each counted as its key plus 128), so that long
+	// keys fit fewer. Default 65536.
 	DenyCacheSize int
 	// MaxBatch is the most requests one script call decides. Default 128;
 	// 1 disables batching.
@@ -153,7 +157,7 @@ type Options struct {
 // MinTTLWithNow is the shortest expiry of a key written with Options.Now
 // set: Redis expires keys on its own clock, which a simulated clock does not
 // follow.
-const MinTTLWithNow = 10 * time.Minute
+const MinTTLWithNow = redislink.MinTTLWithNow
 
 // Store is a ratelimit.Store keeping limiter state in Redis (standalone or
 // Cluster). It is safe for concurrent use. Close releases it.
@@ -171,7 +175,7 @@ type Store struct {
 	clock      redisClock
 	batch      *batcher
 	link       *redislink.Link
-	deny       *denyCache
+	deny       *denycache.Cache // nil: no DenyCache
 	local      *memstore.Store
 	closed     atomic.Bool
 	policy     atomic.Uint64   // requests OnError answered
@@ -295,12 +299,8 @@ func (s *Store) probe() {
 		case <-s.link.Wake():
 		}
 		for n := 0; s.link.AnyDown(); n++ {
-			t := time.NewTimer(s.link.Backoff(n))
-			select {
-			case <-s.life.Done():
-				t.Stop()
+			if tick.Sleep(s.life, s.link.Backoff(n)) != nil {
 				return
-			case <-t.C:
 			}
 			if !s.link.AnyDown() {
 				break // a caller's trial closed the breakers meanwhile
@@ -358,28 +358,11 @@ func (s *Store) probeFailed(node *redislink.Node, err error) {
 }
 
 func newStore(own, cluster bool, opts Options) (*Store, error) {
-	if strings.ContainsAny(opts.Prefix, "{}") {
-		return nil, fmt.Errorf("redisstore: prefix %q contains a brace", opts.Prefix)
+	base := redislink.Base{Prefix: opts.Prefix, Timeout: opts.Timeout, OnError: opts.OnError, Now: opts.Now != nil}
+	if err := base.Check("redisstore"); err != nil {
+		return nil, err
 	}
-	if opts.OnError > ratelimit.FailLocal {
-		return nil, fmt.Errorf("redisstore: unknown failure policy %d", opts.OnError)
-	}
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.BreakerThreshold == 0 {
-		opts.BreakerThreshold = DefaultBreakerThreshold
-	}
-	if opts.BreakerCooldown <= 0 {
-		opts.BreakerCooldown = DefaultBreakerCooldown
-	}
-	if opts.BreakerMaxCooldown <= 0 {
-		opts.BreakerMaxCooldown = max(DefaultBreakerMaxCooldown, opts.BreakerCooldown)
-	}
-	opts.BreakerMaxCooldown = max(opts.BreakerMaxCooldown, opts.BreakerCooldown)
+	opts.Prefix, opts.Timeout = base.Prefix, base.Timeout
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = DefaultMaxBatch
 	}
@@ -395,7 +378,7 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 	s := &Store{
 		own:        own,
 		opts:       opts,
-		minTTL:     1,
+		minTTL:     base.MinTTL(),
 		scripts:    newScripts(),
 		undoScript: rueidis.NewLuaScript(undoSource),
 		link: redislink.New(redislink.Options{Threshold: opts.BreakerThreshold, Cooldown: opts.BreakerCooldown,
@@ -405,12 +388,7 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 		s.nodes.scripts[i] = rueidis.NewLuaScript(src)
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
-	if opts.Now != nil {
-		s.minTTL = MinTTLWithNow.Milliseconds()
-	}
-	if opts.DenyCache {
-		s.deny = newDenyCache(opts.DenyCacheSize)
-	}
+	s.deny = newDenyCache(opts)
 	if opts.OnError == ratelimit.FailLocal {
 		lo := opts.Local
 		lo.Now = opts.Now
@@ -608,8 +586,8 @@ func (s *Store) Close() error {
 
 // decided remembers d in the denial cache when it should.
 func (s *Store) decided(req ratelimit.Request, d ratelimit.Decision, now time.Time) ratelimit.Decision {
-	if s.deny != nil && !d.Allowed && d.RetryAfter > 0 && (req.Algorithm != ratelimit.LeakyBucket || req.MaxDelay == 0) {
-		s.deny.put(req, d, s.cacheClock(now))
+	if s.deny != nil && !d.Allowed && !d.Unsatisfiable && d.RetryAfter > 0 && (req.Algorithm != ratelimit.LeakyBucket || req.MaxDelay == 0) {
+		s.remember(req, d, now)
 	}
 	return d
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/server/accesslog"
+	"github.com/sluicehq/sluice/internal/server/tracing"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -31,24 +32,45 @@ func (s *Server) logAccess(domain string, checks []check, descs []rules.Descript
 		if c.Kind != kindLimited {
 			continue
 		}
-		out := accesslog.Allowed
-		switch {
-		case storeErr:
-			out = accesslog.StoreError
-		case c.over && c.Shadow:
-			out = accesslog.ShadowDenied
-		case c.over:
-			out = accesslog.Denied
-		}
+		out := outcome(c, storeErr)
 		if !s.access.Wants(out) {
 			continue
 		}
-		name := "override"
-		if c.Rule != nil {
-			name = c.Rule.Key
-		}
-		s.access.Log(accesslog.Entry{Rule: name, Outcome: out, Identity: c.Request.Key, Domain: domain, Descriptor: entryKeys(descs[i].Entries)})
+		s.access.Log(accesslog.Entry{Rule: c.ruleName(), Outcome: out, Identity: c.Request.Key, Domain: domain, Descriptor: entryKeys(descs[i].Entries)})
 	}
+}
+
+// traceDecisions records each limited descriptor's decision on the call's
+// span, as logAccess logs it; the store time is the call's (decide).
+func traceDecisions(sp *tracing.Span, checks []check, storeErr bool) {
+	for i := range checks {
+		if c := &checks[i]; c.Kind == kindLimited {
+			sp.Decision(c.ruleName(), outcome(c, storeErr), c.Request.Key, 0)
+		}
+	}
+}
+
+// outcome is a limited descriptor's outcome, as the access log and the
+// spans name it.
+func outcome(c *check, storeErr bool) string {
+	switch {
+	case storeErr:
+		return accesslog.StoreError
+	case c.over && c.Shadow:
+		return accesslog.ShadowDenied
+	case c.over:
+		return accesslog.Denied
+	}
+	return accesslog.Allowed
+}
+
+// ruleName is the rule that decided c: its key, or "override" for a
+// request's own limit.
+func (c *check) ruleName() string {
+	if c.Rule != nil {
+		return c.Rule.Key
+	}
+	return "override"
 }
 
 // entryKeys is the keys of entries, comma-separated (one entry's key is

@@ -22,7 +22,7 @@ func BenchmarkShouldRateLimitAccessLog(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	al, err := accesslog.New(accesslog.Options{Writer: f, Server: "rls", MaxPerSecond: 1 << 30})
+	al, err := accesslog.New(accesslog.Options{Writer: f, Server: "rls", MaxPerSecond: 1 << 30, Identity: accesslog.Hashed})
 	if err != nil {
 		b.Fatal(err)
 	}

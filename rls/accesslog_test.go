@@ -36,7 +36,7 @@ func TestAccessLog(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf syncBuffer
-			al, err := accesslog.New(accesslog.Options{Writer: &buf, Server: "rls"})
+			al, err := accesslog.New(accesslog.Options{Writer: &buf, Server: "rls", Identity: accesslog.Hashed})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -83,7 +83,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "rls: bad request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	resp, err := s.ShouldRateLimit(r.Context(), &req)
+	resp, err := s.ShouldRateLimit(s.tracer.ExtractHTTP(r.Context(), r.Header), &req)
 	if err != nil {
 		code := http.StatusInternalServerError
 		if status.Code(err) == codes.InvalidArgument {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/server/control"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -254,4 +257,40 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestLocalCacheForgetsReset: a key reset through the admin API is
+// forgotten by the local over-limit cache too, so that its next request
+// goes to the store and passes, instead of being answered over from
+// memory until its window ends.
+func TestLocalCacheForgetsReset(t *testing.T) {
+	srv, store, hs := statusServerWith(t, rls.Options{LocalCacheSize: 1 << 20})
+	actions, err := control.NewActions(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tok = "rls-admin-token-0123456789"
+	srv.SetAdmin(tok, store, nil, actions)
+	for range 3 {
+		hit(t, srv, "remote_address", "10.0.0.9")
+	}
+	if got := hit(t, srv, "remote_address", "10.0.0.9"); got != pb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("got %v, want over", got)
+	}
+	if st, _ := srv.LocalCacheStats(); st.Entries != 1 {
+		t.Fatalf("local cache after the denial: %+v, want 1 entry", st)
+	}
+	req, _ := http.NewRequest("POST", hs.URL+"/admin/reset", strings.NewReader(`{"identity":"edge: remote_address=10.0.0.9","rule":"edge.remote_address"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("reset: %d", res.StatusCode)
+	}
+	if got := hit(t, srv, "remote_address", "10.0.0.9"); got != pb.RateLimitResponse_OK {
+		t.Errorf("after reset: got %v, want OK (the local cache kept the denial)", got)
+	}
 }

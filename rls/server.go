@@ -26,8 +26,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/internal/denycache"
 	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/eventlog"
+	"github.com/sluicehq/sluice/internal/server/tracing"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/header"
 	"github.com/sluicehq/sluice/rules"
@@ -148,6 +150,10 @@ type Options struct {
 	// server, and exports its Dropped (RegisterAccessLog). Nil: no access
 	// log.
 	AccessLog *accesslog.Log
+	// Tracer, when set, makes a span of every call, the child of the
+	// caller's W3C trace context (internal/server/tracing); the caller
+	// shuts it down after the server. Nil: no spans.
+	Tracer *tracing.Tracer
 }
 
 // Server answers ShouldRateLimit. Create it with New; it is safe for
@@ -174,16 +180,17 @@ type Server struct {
 	now        func() time.Time
 	scratch    sync.Pool // *scratch
 	loaded     atomic.Pointer[loaded]
-	events     *eventlog.Log  // store failures and denials, aggregated
-	access     *accesslog.Log // Options.AccessLog; nil: off
+	events     *eventlog.Log   // store failures and denials, aggregated
+	access     *accesslog.Log  // Options.AccessLog; nil: off
+	tracer     *tracing.Tracer // Options.Tracer; nil: off
 
 	storeStatus func() (bool, string)
 	dynMeta     bool
 	ops         *ops // /status and the admin API (status.go)
 
-	healthyWithConfig bool            // Options.HealthyWithConfig (configHealth)
-	lc                *localCache     // nil: no local over-limit cache
-	sdRequests        gostats.Counter // ratelimit_server.ShouldRateLimit.total_requests; nil without statsd
+	healthyWithConfig bool             // Options.HealthyWithConfig (configHealth)
+	lc                *denycache.Cache // nil: no local over-limit cache
+	sdRequests        gostats.Counter  // ratelimit_server.ShouldRateLimit.total_requests; nil without statsd
 }
 
 var _ pb.RateLimitServiceServer = (*Server)(nil)
@@ -209,6 +216,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		storeStatus: opts.StoreStatus,
 		dynMeta:     opts.ResponseDynamicMetadata,
 		access:      opts.AccessLog,
+		tracer:      opts.Tracer,
 		health:      health.NewServer(),
 	}
 	for _, n := range []string{opts.HeaderNames.Limit, opts.HeaderNames.Remaining, opts.HeaderNames.Reset} {
@@ -251,7 +259,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 		m.attachStatsd(sd)
 		s.sdRequests = sd.service().totalRequests
 		if lc := s.lc; lc != nil {
-			sd.localCacheGauges(lc.stats)
+			sd.localCacheGauges(lc.Stats)
 		}
 	}
 	if set == nil {
@@ -284,7 +292,8 @@ func (s *Server) Close() error {
 
 // storeFailed counts and logs a request's store failure, and returns its
 // answer (Unavailable).
-func (s *Server) storeFailed(domain string, checks []check, descs []rules.Descriptor, err error) error {
+func (s *Server) storeFailed(domain string, sc *scratch, err error) error {
+	checks, descs := sc.checks, sc.descs
 	s.m.storeError.Inc()
 	s.ops.storeError(checks)
 	// Logged per domain (which descriptor's call failed is not known
@@ -300,21 +309,22 @@ func (s *Server) storeFailed(domain string, checks []check, descs []rules.Descri
 	if s.access != nil {
 		s.logAccess(domain, checks, descs, true)
 	}
-	return status.Errorf(codes.Unavailable, "rls: store: %v", err)
+	err = status.Errorf(codes.Unavailable, "rls: store: %v", err)
+	if sp := sc.span; sp != nil {
+		traceDecisions(sp, checks, true)
+		sp.Fail(err)
+	}
+	return err
 }
 
 // logDenial reports an over-limit descriptor to the aggregated log: a
 // shadow denial, or an enforced one (quota_mode's too).
 func (s *Server) logDenial(c *check) {
-	name := "override"
-	if c.Rule != nil {
-		name = c.Rule.Key
-	}
 	kind := eventlog.Denied
 	if c.Shadow {
 		kind = eventlog.ShadowDenied
 	}
-	s.events.Report(kind, name, c.Request.Key, nil)
+	s.events.Report(kind, c.ruleName(), c.Request.Key, nil)
 }
 
 // Shutdown marks the server NOT_SERVING on the health service and
@@ -433,6 +443,7 @@ type scratch struct {
 	overrides []ratelimit.Limit
 	resolved  []rules.Check
 	checks    []check
+	span      *tracing.Span // the call's, when traced (shouldRateLimitTraced)
 }
 
 // requestError is a bad request: InvalidArgument over gRPC, 400 over HTTP.
@@ -459,11 +470,27 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		sc = &scratch{}
 	}
 	defer s.scratch.Put(sc)
+	if s.tracer != nil {
+		return s.decideTraced(ctx, req, sc)
+	}
 	resp, err := s.decide(ctx, req, sc)
 	if err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// decideTraced is decide in the call's span (Options.Tracer), the child
+// of the caller's trace context in the gRPC metadata (or the /json
+// request's headers).
+func (s *Server) decideTraced(ctx context.Context, req *pb.RateLimitRequest, sc *scratch) (*pb.RateLimitResponse, error) {
+	ctx, sp := s.tracer.StartCall(ctx, pb.RateLimitService_ShouldRateLimit_FullMethodName)
+	sp.SetAttributes("ratelimit.domain", req.Domain)
+	sc.span = sp
+	resp, err := s.decide(ctx, req, sc)
+	sc.span = nil
+	sp.End()
+	return resp, err
 }
 
 func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scratch) (*pb.RateLimitResponse, error) {
@@ -499,25 +526,8 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 			c.stats = s.m.forKey(domain, overrideMetricKey(domain, sc.descs[i].Entries))
 		}
 	}
-	if s.stopIncr && limited > 1 {
-		err = s.spareWithinLimit(ctx, checks)
-	}
-	switch {
-	case err != nil:
-		// A store failure, answered below.
-	case s.parallel && limited > 1 && limited <= maxParallel && distinctKeys(checks):
-		err = s.applyParallel(ctx, checks)
-	default:
-		for i := range checks {
-			if c := &checks[i]; c.Kind == kindLimited {
-				if err = s.apply(ctx, c); err != nil {
-					break
-				}
-			}
-		}
-	}
-	if err != nil {
-		return nil, s.storeFailed(domain, checks, sc.descs, err)
+	if err := s.applyAll(ctx, checks, limited, sc.span); err != nil {
+		return nil, s.storeFailed(domain, sc, err)
 	}
 	for i := range checks {
 		if c := &checks[i]; c.Kind == kindLimited {
@@ -531,11 +541,45 @@ func (s *Server) decide(ctx context.Context, req *pb.RateLimitRequest, sc *scrat
 	if s.access != nil {
 		s.logAccess(domain, checks, sc.descs, false)
 	}
+	if sc.span != nil {
+		traceDecisions(sc.span, checks, false)
+	}
 	resp := s.respond(checks)
 	if s.dynMeta {
 		resp.DynamicMetadata = dynamicMetadata(req, checks, resp)
 	}
 	return resp, nil
+}
+
+// applyAll charges the store for the limited checks (limited of them):
+// in parallel when they allow it, else one after the other; the time it
+// takes goes on span, when the call is traced.
+func (s *Server) applyAll(ctx context.Context, checks []check, limited int, span *tracing.Span) (err error) {
+	var t0 time.Time
+	if span != nil {
+		t0 = time.Now()
+	}
+	if s.stopIncr && limited > 1 {
+		err = s.spareWithinLimit(ctx, checks)
+	}
+	switch {
+	case err != nil:
+		// A store failure, answered by the caller.
+	case s.parallel && limited > 1 && limited <= maxParallel && distinctKeys(checks):
+		err = s.applyParallel(ctx, checks)
+	default:
+		for i := range checks {
+			if c := &checks[i]; c.Kind == kindLimited {
+				if err = s.apply(ctx, c); err != nil {
+					break
+				}
+			}
+		}
+	}
+	if span != nil {
+		span.StoreTime(time.Since(t0))
+	}
+	return err
 }
 
 // read turns req's descriptors into rules.Descriptors (entries, hits
@@ -602,7 +646,7 @@ func (s *Server) apply(ctx context.Context, c *check) error {
 // (so that the cache's hit and miss counts are the same).
 func (s *Server) applyCached(ctx context.Context, c *check) error {
 	now := s.now().UnixNano()
-	if s.lc.get(c, now) {
+	if lcGet(s.lc, c, now) {
 		return nil
 	}
 	if c.skip {
@@ -612,7 +656,7 @@ func (s *Server) applyCached(ctx context.Context, c *check) error {
 		return err
 	}
 	if c.over {
-		s.lc.put(c, now)
+		lcPut(s.lc, c, now)
 	}
 	return nil
 }

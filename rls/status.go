@@ -60,11 +60,15 @@ func (o *ops) close() {
 
 // SetAdmin turns the admin API on: token is its bearer token ("" keeps it
 // refused; see control.LoadToken), resetter forgets keys (the store, when
-// it is a ratelimit.Resetter), and settings, when not nil (a Redis
+// it is a ratelimit.Resetter; the local over-limit cache forgets them
+// too), and settings, when not nil (a Redis
 // store), shares overrides and percentages with every process on it.
 // Call it before serving.
 func (s *Server) SetAdmin(token string, resetter ratelimit.Resetter, settings control.Settings, actions *prometheus.CounterVec) {
 	o := s.ops
+	if resetter != nil && s.lc != nil {
+		resetter = lcResetter{resetter, s.lc}
+	}
 	if settings != nil {
 		old := o.control.Load()
 		o.control.Store(control.New(context.Background(), control.Options{Settings: settings, Logger: s.log, Now: s.now}))

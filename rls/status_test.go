@@ -33,6 +33,12 @@ descriptors:
 
 func statusServer(t *testing.T) (*rls.Server, *memstore.Store, *httptest.Server) {
 	t.Helper()
+	return statusServerWith(t, rls.Options{})
+}
+
+// statusServerWith is statusServer with the server's options.
+func statusServerWith(t *testing.T, opts rls.Options) (*rls.Server, *memstore.Store, *httptest.Server) {
+	t.Helper()
 	cfg, err := rules.Parse("edge.yaml", []byte(statusRules))
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +49,7 @@ func statusServer(t *testing.T) (*rls.Server, *memstore.Store, *httptest.Server)
 	}
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { store.Close() })
-	srv, err := rls.New(store, set, rls.Options{})
+	srv, err := rls.New(store, set, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

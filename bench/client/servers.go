@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testharness/envoystyle"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -299,24 +300,17 @@ func (c *counting) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// envoyTarget answers as Envoy's rate limit filter in front of
-// envoyproxy/ratelimit does with enable_x_ratelimit_headers
-// (DRAFT_VERSION_03): a fixed window aligned to the Unix epoch, announced
-// in X-RateLimit-Limit ("200, 200;w=2"), -Remaining and -Reset (seconds
-// to the window's end, rounded up), and a bare 429 when spent.
+// envoyTarget is an envoyproxy/ratelimit-style server (package
+// envoystyle: a fixed window aligned to the Unix epoch in X-RateLimit-*,
+// draft 03, a bare 429 when spent).
 type envoyTarget struct {
-	hs     *httptest.Server
-	limit  int
-	window time.Duration
-
-	mu   sync.Mutex
-	win  int64
-	used int
+	hs  *httptest.Server
+	srv *envoystyle.Server
 }
 
 func newEnvoyTarget(cfg Config) *envoyTarget {
-	e := &envoyTarget{limit: int(cfg.Rate * int64(cfg.Window/time.Second)), window: cfg.Window}
-	e.hs = httptest.NewServer(e)
+	e := &envoyTarget{srv: &envoystyle.Server{Limit: int(cfg.Rate * int64(cfg.Window/time.Second)), Window: cfg.Window}}
+	e.hs = httptest.NewServer(e.srv)
 	return e
 }
 
@@ -324,33 +318,5 @@ func (e *envoyTarget) URL() string { return e.hs.URL }
 func (e *envoyTarget) Close()      { e.hs.Close() }
 
 func (e *envoyTarget) Schedule(start time.Time, n int) time.Duration {
-	return windowSchedule(start, n, e.limit, epochResets(start, e.window))
-}
-
-func (e *envoyTarget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/robots.txt" {
-		http.NotFound(w, r)
-		return
-	}
-	now := time.Now()
-	e.mu.Lock()
-	if win := now.UnixNano() / int64(e.window); win != e.win {
-		e.win, e.used = win, 0
-	}
-	ok := e.used < e.limit
-	if ok {
-		e.used++
-	}
-	used := e.used
-	end := time.Unix(0, (e.win+1)*int64(e.window))
-	e.mu.Unlock()
-	h := w.Header()
-	h.Set("X-RateLimit-Limit", fmt.Sprintf("%d, %d;w=%d", e.limit, e.limit, int64(e.window/time.Second)))
-	h.Set("X-RateLimit-Remaining", strconv.Itoa(e.limit-used))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(int64((end.Sub(now)+time.Second-1)/time.Second), 10))
-	if !ok {
-		w.WriteHeader(http.StatusTooManyRequests)
-		return
-	}
-	io.WriteString(w, "ok\n")
+	return windowSchedule(start, n, e.srv.Limit, epochResets(start, e.srv.Window))
 }

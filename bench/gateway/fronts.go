@@ -24,9 +24,9 @@ import (
 //
 //   - nginx+sluice: examples/proxies/nginx.conf (auth_request), sluice on
 //     the memory store; nginx+sluice-redis on the run's redis-server;
-//     nginx+sluice-idle with the file's keepalive 16 (idle connections to
-//     the API and to sluice) raised to -idle, as the other proxies keep:
-//     fewer than the clients, and nginx opens and closes connections;
+//     nginx+sluice-idle with the file's keepalive 128 (idle connections
+//     to the API and to sluice) set to -idle, as the other proxies keep
+//     (with fewer than the clients, nginx opens and closes connections);
 //   - caddy: Caddy's reverse_proxy alone (Caddy has no rate limiter of its
 //     own among its standard modules); caddy+sluice: examples/proxies/
 //     Caddyfile (forward_auth);
@@ -197,7 +197,7 @@ func (e *env) startNginxAsking(name, decider, upstream string, raise bool, idle 
 	repl := []string{"listen 8000;", "listen " + addr + ";",
 		"server 127.0.0.1:3000;", "server " + upstream + ";", "server 127.0.0.1:8181;", "server " + decider + ";"}
 	if raise {
-		repl = append(repl, "keepalive 16;", fmt.Sprintf("keepalive %d;", idle))
+		repl = append(repl, "keepalive 128;", fmt.Sprintf("keepalive %d;", idle))
 	}
 	conf, err := example("nginx.conf", repl...)
 	if err != nil {

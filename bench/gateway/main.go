@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/bench/gateway/loadgen"
+	"github.com/sluicehq/sluice/bench/internal/host"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 )
 
@@ -169,7 +170,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Printf("load average at start: %s\n", loadAvg())
+	fmt.Printf("load average at start: %s\n", host.LoadAvg())
 	env, err := setup(ctx, o)
 	if err != nil {
 		fail(err)
@@ -198,7 +199,7 @@ func main() {
 			o.openConns, o.clients, o.rounds, o.dur, runtime.NumCPU(), runtime.Version())
 		fmt.Print(sweepTable(pts, env.names()))
 	}
-	fmt.Printf("\nload average at end: %s\n", loadAvg())
+	fmt.Printf("\nload average at end: %s\n", host.LoadAvg())
 }
 
 func flagSet(name string) bool {
@@ -217,19 +218,6 @@ func toolTitle(tool string, o options) string {
 		return fmt.Sprintf("wrk -t 2 -c %d -d %v --latency (one source address; CPU read around the run)", o.clients, o.dur)
 	}
 	return fmt.Sprintf("gwload (cmd/gwload: %d clients, one loopback address each)", o.clients)
-}
-
-// loadAvg returns /proc/loadavg's three averages.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // contender is one proxy under test.

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // KeySpace is the number of distinct keys the contenders spread their calls
@@ -60,12 +58,11 @@ func EnvoyFixedWindow(rdb *goredis.Client, prefix string) Op {
 	}
 }
 
-// GCRAScript returns the source of redisstore's GCRA script, read from the
-// repository, for the client-library comparison.
+// GCRAScript returns the source of redisstore's GCRA script (the one the
+// store loads, its shared head included), for the client-library
+// comparison.
 func GCRAScript() (string, error) {
-	_, file, _, _ := runtime.Caller(0)
-	src, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "redisstore", "lua", "gcra.lua"))
-	return string(src), err
+	return redisstore.Script(ratelimit.GCRA), nil
 }
 
 func gcraArgs() []string {

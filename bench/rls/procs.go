@@ -132,6 +132,12 @@ func FreePorts(n int) ([]int, error) {
 }
 
 func start(ctx context.Context, name, addr string, cmd *exec.Cmd) (*Proc, error) {
+	return Launch(ctx, name, addr, cmd, func(ctx context.Context, p *Proc) error { return waitReady(ctx, p) })
+}
+
+// Launch starts cmd (its output kept for Log, killed when this process
+// dies) and waits until ready says it answers, or it exits.
+func Launch(ctx context.Context, name, addr string, cmd *exec.Cmd, ready func(context.Context, *Proc) error) (*Proc, error) {
 	p := &Proc{Name: name, Addr: addr, cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -139,11 +145,22 @@ func start(ctx context.Context, name, addr string, cmd *exec.Cmd) (*Proc, error)
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
-	if err := waitReady(ctx, p); err != nil {
+	if err := ready(ctx, p); err != nil {
 		p.Stop()
 		return nil, fmt.Errorf("%s: %w\n%s", name, err, p.Log())
 	}
 	return p, nil
+}
+
+// Exited returns the process's exit error once it has exited, nil
+// while it runs.
+func (p *Proc) Exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("exited: %v", p.err)
+	default:
+		return nil
+	}
 }
 
 // waitReady asks p for a decision until it answers (at most 60 s).
@@ -156,10 +173,8 @@ func waitReady(ctx context.Context, p *Proc) error {
 	c := pb.NewRateLimitServiceClient(conn)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		select {
-		case <-p.done:
-			return fmt.Errorf("exited: %v", p.err)
-		default:
+		if err := p.Exited(); err != nil {
+			return err
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := c.ShouldRateLimit(cctx, &pb.RateLimitRequest{Domain: "bench", Descriptors: []*commonpb.RateLimitDescriptor{

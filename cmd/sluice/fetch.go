@@ -46,6 +46,7 @@ limits) is waited out and retried; other 403s and challenge pages are not.
 The budget servers announce (RateLimit, RateLimit-Policy, X-RateLimit-*) is
 sent as soon as the server allows: what remains at once, then as it comes
 back (a bucket's refill, a window's reset), never more than remains.
+GitHub's API gets one request at a time, as its guide asks.
 robots.txt is obeyed (--robots): each host's file is fetched once, with the
 request's headers (-H) and for its Host, disallowed URLs fail without being
 sent, and its Crawl-delay caps the host's rate. --store redis://... shares

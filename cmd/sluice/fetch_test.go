@@ -139,6 +139,7 @@ func TestFetchUsage(t *testing.T) {
 		{"fetch", "ftp://x/y"},
 		{"fetch", "--rate", "-1", "http://x/"},
 		{"fetch", "--backoff", "linear", "http://x/"},
+		{"fetch", "--random-delay", "-1s", "http://x/"},
 		{"fetch", "--nope", "http://x/"},
 	} {
 		if err := run(t.Context(), args, &stdout, &stderr); !errors.Is(err, errUsage) {

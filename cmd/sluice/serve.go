@@ -1,9 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/redact"
 	"io"
 	"net"
 	"os"
@@ -13,15 +13,32 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/rls/runner"
 )
 
-const serveSynopsis = "[--config FILE] [--listen ADDR] [--admin-listen ADDR] [--watch-interval D]"
+const serveSynopsis = "[--config FILE] [--listen ADDR] [--admin-listen ADDR] [--store URL] [--watch-interval D]"
 
 // serveFlags are sluice serve's flags.
 type serveFlags struct {
-	configFile, listen, adminListen string
-	watchInterval                   time.Duration
-	logs                            *logFlags
+	configFile, listen, adminListen, store string
+	watchInterval                          time.Duration
+	logs                                   *logFlags
+	password                               *runner.StorePassword
+}
+
+// storeURL is the store the gateway opens: --store, else the config's,
+// with the password of --store-password(-file) put in its URL; "" keeps
+// the config's (no flag given), reload after reload.
+func (f *serveFlags) storeURL(cfg *gateway.Config) (string, error) {
+	store, err := f.password.Apply(cmp.Or(f.store, cfg.Store))
+	if err != nil {
+		return "", rlsUsage(err)
+	}
+	if store == cfg.Store {
+		return "", nil
+	}
+	return store, nil
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -30,6 +47,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.configFile, "config", "", "gateway config `FILE` (YAML); without it, the built-in demo config (builtin:echo upstream, memory store, demo API key)")
 	fs.StringVar(&f.listen, "listen", "", "listen on `ADDR` (host:port), overriding the config's listen")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "serve /metrics, /healthz and /readyz on `ADDR`, overriding the config's admin_listen")
+	fs.StringVar(&f.store, "store", "", "where counters live, overriding the config's store: memory, or a redis://, rediss://, redis-cluster://, redis-sentinel:// or unix:// `URL` (its password apart with --store-password-file)")
+	password := runner.AddStorePasswordFlags(fs)
 	fs.DurationVar(&f.watchInterval, "watch-interval", time.Second, "how often to look for changes to the config file and the files it reads (API keys, JWT key, rules_files)")
 	f.logs = addLogFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -41,6 +60,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	if f.watchInterval <= 0 {
 		return nil, fmt.Errorf("%w: --watch-interval %v is not positive", errUsage, f.watchInterval)
 	}
+	f.password = password
 	return f, nil
 }
 
@@ -63,7 +83,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.adminListen != "" {
 		adminAddr = f.adminListen
 	}
-	g, err := gateway.New(ctx, cfg, gateway.Options{Logger: log})
+	store, err := f.storeURL(cfg)
+	if err != nil {
+		return err
+	}
+	g, err := gateway.New(ctx, cfg, gateway.Options{Logger: log, Store: store})
 	if err != nil {
 		return err
 	}
@@ -95,8 +119,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.Decision.All() { // nothing is proxied: the proxy in front is answered
 		upstream = "decision:" + cfg.Decision.Proxy.String()
 	}
-	log.Info("sluice serve: listening", "addr", ln.Addr().String(), "admin", adm.Addr().String(),
-		"config", source, "upstream", upstream, "store", redact.URL(cfg.Store), "headers", cfg.Headers.String(), "tls", cfg.TLS != nil)
+	attrs := []any{"addr", ln.Addr().String(), "admin", adm.Addr().String(), "config", source, "upstream", upstream}
+	if len(cfg.Upstreams) > 0 {
+		attrs = append(attrs, "upstreams", len(cfg.Upstreams))
+	}
+	log.Info("sluice serve: listening", append(attrs, "store", redact.URL(g.StoreURL(cfg)), "headers", cfg.Headers.String(), "tls", cfg.TLS != nil)...)
 	err = g.Serve(ctx, ln, adm)
 	log.Info("sluice serve: stopped")
 	return err

@@ -71,7 +71,7 @@ func TestFailurePolicies(t *testing.T) {
 				}
 			case ratelimit.FailDeny:
 				for _, d := range []inflight.Decision{d1, d2, d3} {
-					if d.Allowed || d.RetryAfter != redisinflight.DefaultBreakerCooldown {
+					if d.Allowed || d.RetryAfter != time.Second { // the default BreakerCooldown
 						t.Errorf("Acquire without Redis: %+v; want denied, RetryAfter the cooldown", d)
 					}
 				}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -18,27 +17,22 @@ import (
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
-// Defaults for the zero Options.
-const (
-	DefaultPrefix           = "sluice:"
-	DefaultTimeout          = 100 * time.Millisecond
-	DefaultBreakerThreshold = 3
-	DefaultBreakerCooldown  = time.Second
-)
-
 // MinTTLWithNow is the shortest lifetime of keys written with Options.Now
 // set: Redis expires keys on its own clock, which a simulated clock does
 // not follow.
-const MinTTLWithNow = 10 * time.Minute
+const MinTTLWithNow = redislink.MinTTLWithNow
 
-// ErrUnavailable is wrapped by the errors of calls Redis could not answer:
-// unreachable, timed out, a Cluster slot without its node, or the breaker
-// open after such failures.
-var ErrUnavailable = errors.New("redisinflight: redis unavailable")
-
-// ErrScript is wrapped by errors about a script's reply or a script error
-// reported by Redis: a bug or an incompatible server, not an outage.
-var ErrScript = errors.New("redisinflight: script failed")
+// The errors of calls that Redis did not decide.
+var (
+	// ErrUnavailable is wrapped by the errors of calls Redis could not
+	// answer: unreachable, timed out, a Cluster slot without its node, or
+	// the breaker open after such failures.
+	ErrUnavailable = errors.New("redisinflight: redis unavailable")
+	// ErrScript is wrapped by errors about a script's reply or a script
+	// error reported by Redis: a bug or an incompatible server, not an
+	// outage.
+	ErrScript = errors.New("redisinflight: script failed")
+)
 
 // Options configures a Store. The zero value is a good default: Redis's
 // clock, 100 ms per call, errors returned to the caller.
@@ -60,13 +54,21 @@ type Options struct {
 	// (ErrUnavailable, ErrScript): ratelimit.FailError (the zero value)
 	// returns the error; FailAllow admits with a lease that holds
 	// nothing; FailDeny denies, with RetryAfter equal to
-	// BreakerCooldown; FailLocal falls back to an in-process
+	// BreakerCooldown (with Link, the rate limit store's); FailLocal falls back to an in-process
 	// inflight.Memory applying the same caps (n instances admit up to n
 	// times the cap), whose leases Release and Renew then go to. Peek
 	// falls back to the local store under FailLocal. Release and Renew
 	// of a lease Redis holds return the error under every policy: the
 	// lease cannot be given back elsewhere, and its TTL reclaims it.
 	OnError ratelimit.FailurePolicy
+	// Link, when set, is the link of the rate limit store on the same
+	// Redis (redisstore.Store.Link): its breakers (one per Cluster
+	// primary, named by the slot map that store reads), its callers'
+	// trials and its background prober then hold for both stores, and
+	// the Breaker options below are that store's. Nil: the store has a
+	// link of its own, one breaker for the whole Redis, that they
+	// configure.
+	Link *redislink.Link
 	// BreakerThreshold is the number of consecutive failed calls that
 	// opens the breaker: while it is open, calls fail at once with
 	// ErrUnavailable, without waiting for Redis, but for one call per
@@ -81,13 +83,6 @@ type Options struct {
 	// BreakerCooldown is the RetryAfter of FailDeny's denials. Default
 	// 1 s.
 	BreakerCooldown time.Duration
-	// Link, when set, is the link of the rate limit store on the same
-	// Redis (redisstore.Store.Link): its breakers (one per Cluster
-	// primary, named by the slot map that store reads), its callers'
-	// trials and its background prober then hold for both stores, and
-	// the Breaker options above are that store's. Nil: the store has a
-	// link of its own, one breaker for the whole Redis.
-	Link *redislink.Link
 	// Local configures the inflight.Memory of the FailLocal policy (its
 	// Now is set to this Options' Now).
 	Local inflight.MemoryOptions
@@ -152,34 +147,18 @@ func New(client rueidis.Client, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisinflight: nil client")
 	}
-	if strings.ContainsAny(opts.Prefix, "{}") {
-		return nil, fmt.Errorf("redisinflight: prefix %q contains a brace", opts.Prefix)
+	base := redislink.Base{Prefix: opts.Prefix, Timeout: opts.Timeout, OnError: opts.OnError, Now: opts.Now != nil}
+	if err := base.Check("redisinflight"); err != nil {
+		return nil, err
 	}
-	if opts.OnError > ratelimit.FailLocal {
-		return nil, fmt.Errorf("redisinflight: unknown failure policy %d", opts.OnError)
-	}
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.BreakerThreshold == 0 {
-		opts.BreakerThreshold = DefaultBreakerThreshold
-	}
-	if opts.BreakerCooldown <= 0 {
-		opts.BreakerCooldown = DefaultBreakerCooldown
-	}
-	s := &Store{client: client, opts: opts, minTTL: "1", link: opts.Link, shared: opts.Link != nil}
+	opts.Prefix, opts.Timeout = base.Prefix, base.Timeout
+	s := &Store{client: client, opts: opts, minTTL: strconv.FormatInt(base.MinTTL(), 10), link: opts.Link, shared: opts.Link != nil}
 	if s.link == nil {
 		if opts.BreakerTrial < 0 {
 			opts.BreakerTrial = 0 // the default: nothing else would close the breaker
 		}
 		s.link = redislink.New(redislink.Options{Threshold: opts.BreakerThreshold, Cooldown: opts.BreakerCooldown,
 			Trial: opts.BreakerTrial, Unavailable: ErrUnavailable})
-	}
-	if opts.Now != nil {
-		s.minTTL = strconv.FormatInt(MinTTLWithNow.Milliseconds(), 10)
 	}
 	if opts.OnError == ratelimit.FailLocal {
 		lo := opts.Local
@@ -296,7 +275,7 @@ func (s *Store) fallback(ctx context.Context, req inflight.Request, err error) (
 	case ratelimit.FailDeny:
 		d.Unsatisfiable = req.Weight > req.Cap
 		if !d.Unsatisfiable {
-			d.RetryAfter = s.opts.BreakerCooldown
+			d.RetryAfter = s.link.Cooldown()
 		}
 		return inflight.Lease{}, d, nil
 	case ratelimit.FailLocal:

@@ -28,14 +28,14 @@ var allowed = map[string][]string{
 	// rules' source, gRPC server and listeners. The only importer of the
 	// transport.
 	"rls/runner": {"rls", "rls/xds", "rules", "memstore", "redisstore", "ratelimit", "storeurl",
-		"internal/transport/h2grpc", "internal/server/admin", "internal/server/tlsreload", "internal/server/control", "internal/redact", "ratelimit/header", "internal/server/accesslog"},
+		"internal/transport/h2grpc", "internal/server/admin", "internal/server/tlsreload", "internal/server/control", "internal/redact", "ratelimit/header", "internal/server/accesslog", "internal/server/tracing"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "httplimit/action", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "adaptive",
-		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/server/tlsreload",
-		"server/status", "internal/server/control", "internal/redact", "internal/tick", "ratelimit/header", "internal/server/accesslog"},
+		"internal/server/admin", "internal/server/eventlog", "storeurl", "internal/server/watch", "internal/config/yamlnode", "internal/config/didyoumean", "internal/server/tlsreload",
+		"server/status", "internal/server/control", "internal/redact", "internal/tick", "ratelimit/header", "internal/server/accesslog", "internal/server/tracing"},
 	"rls/xds": {"rules"},
-	"rls":     {"rules", "ratelimit", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "server/status", "internal/server/control", "internal/tick", "internal/server/accesslog"},
+	"rls":     {"rules", "ratelimit", "internal/denycache", "internal/server/eventlog", "ratelimit/header", "internal/server/watch", "server/status", "internal/server/control", "internal/tick", "internal/server/accesslog", "internal/server/tracing"},
 	// The middleware and who is calling.
 	"httplimit": {"httplimit/action", "identity", "rules", "ratelimit", "inflight", "shed", "adaptive", "ratelimit/header", "internal/tick"},
 	// Envoy's rate_limits actions and sluice's: request -> descriptor entries.
@@ -55,9 +55,12 @@ var allowed = map[string][]string{
 	"adaptive":                 {},
 	// Stores: no client, server or rules package.
 	"memstore":   {"ratelimit", "algorithm/gcra", "algorithm/window", "algorithm/slidinglog", "internal/tick"},
-	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/redact", "internal/tick"},
+	"redisstore": {"memstore", "ratelimit", "algorithm/gcra", "algorithm/window", "internal/transport/rawconn", "internal/redislink", "internal/denycache", "internal/redact", "internal/tick"},
 	// The one link to Redis of both Redis stores: breakers, trials, health.
-	"internal/redislink": {},
+	"internal/redislink": {"ratelimit"},
+	// The one cache of denials: the Redis store's DenyCache and the RLS's
+	// local over-limit cache.
+	"internal/denycache": {"ratelimit"},
 	// The store opener, beside the stores: a URL to a server's stores (rate
 	// limits, in-flight leases) on one client, for both servers.
 	"storeurl": {"memstore", "redisstore", "ratelimit", "inflight", "inflight/redisinflight", "internal/redact"},
@@ -84,6 +87,7 @@ var allowed = map[string][]string{
 	// What both servers share, below them and below rules.
 	"internal/server/admin":      {},
 	"internal/server/accesslog":  {"internal/server/eventlog"},
+	"internal/server/tracing":    {"internal/server/accesslog"},
 	"internal/server/eventlog":   {"internal/tick"},
 	"ratelimit/header":           {"ratelimit"},
 	"internal/server/watch":      {"internal/tick"},
@@ -102,11 +106,16 @@ var allowed = map[string][]string{
 	"internal/testharness/redistest": {},
 	"internal/testharness/twodoors":  {},
 	"internal/testharness/testcerts": {},
+	"internal/testharness/otlptest":  {},
+	"internal/testharness/testidp":   {},
 	"internal/testharness/nginxtest": {},
 	"internal/testharness/cputime":   {},
 	"internal/layering":              {},
 	"internal/docsrun":               {},
 	"abuse":                          {},
+
+	// An envoyproxy/ratelimit-style server, for the client's tests.
+	"internal/testharness/envoystyle": {},
 }
 
 // modules is the one table of third-party imports: for every module the
@@ -116,18 +125,26 @@ var allowed = map[string][]string{
 var modules = map[string][]string{
 	"github.com/redis/rueidis":               {"internal/redislink", "redisstore", "inflight/redisinflight"},
 	"github.com/prometheus/client_golang":    {"gateway", "rls", "rls/xds", "rls/runner", "storeurl", "httpclient/clientmetrics", "internal/server/control", "internal/server/tlsreload", "internal/server/admin"},
-	"google.golang.org/grpc":                 {"rls/runner", "rls", "rls/xds", "internal/transport/h2grpc"},
-	"google.golang.org/protobuf":             {"rls", "rls/xds", "internal/transport/h2grpc"},
+	"google.golang.org/grpc":                 {"rls/runner", "rls", "rls/xds", "internal/transport/h2grpc", "internal/server/tracing", "internal/testharness/otlptest"},
+	"google.golang.org/protobuf":             {"rls", "rls/xds", "internal/transport/h2grpc", "internal/testharness/otlptest"},
 	"google.golang.org/genproto/googleapis":  {"rls/xds"},
 	"github.com/envoyproxy/go-control-plane": {"rls", "rls/xds"},
 	"github.com/lyft/gostats":                {"rls"},
 	"go.yaml.in/yaml/v3":                     {"internal/config/yamlnode", "rules", "gateway", "cmd/sluice", "rls/runner"},
 	"golang.org/x/net":                       {"rls/runner", "gateway", "rls", "httpclient", "internal/transport/h2grpc"},
 	"golang.org/x/term":                      {"cmd/sluice"},
+	// OpenTelemetry traces: one package of the servers' (its SDK and OTLP
+	// exporters pull in nothing a user of the middleware or the client
+	// gets), and the test receiver's collector protos.
+	"go.opentelemetry.io/otel":       {"internal/server/tracing"},
+	"go.opentelemetry.io/proto/otlp": {"internal/testharness/otlptest"},
 	// The client's parsers of what servers send: maintained libraries
 	// rather than string splitting of our own.
 	"github.com/dunglas/httpsfv":  {"httpclient"},
 	"github.com/temoto/robotstxt": {"robots"},
+	// JWS verification and JWK parsing for JWTs: a maintained JOSE library
+	// rather than a verifier of our own.
+	"github.com/go-jose/go-jose/v4": {"identity", "internal/testharness/testidp"},
 }
 
 // moduleOf is the row of modules that holds the import path p, or "".

@@ -49,12 +49,7 @@
 -- admitted, comes as three integers: −2^53, whole seconds, nanoseconds
 -- (possibly negative).
 local E9, TWO53 = 1000000000, 9007199254740992
-local call, tonumber, floor, ceil, fmod = redis.call, tonumber, math.floor, math.ceil, math.fmod
-local pack, unpack, format = struct.pack, struct.unpack, string.format
-
-local per_now = ARGV[2] == '1'
-local min_ttl = tonumber(ARGV[1])
-local np = tonumber(ARGV[3])
+local floor, ceil, fmod = math.floor, math.ceil, math.fmod
 local incs, lims, ts, taus, o = {}, {}, {}, {}, 4
 for j = 1, np do
   incs[j], lims[j], ts[j], taus[j] = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
@@ -81,9 +76,8 @@ if not per_now then
   now_s, now_ns = tonumber(t[1]), tonumber(t[2]) * 1000
 end
 
--- written: the states this batch wrote, for keys that come again;
--- exat: the EXAT arguments formatted so far.
-local written, exat, out, k = {}, {}, {}, 0
+-- written: the states this batch wrote, for keys that come again.
+local written, out, k = {}, {}, 0
 for i = 1, #KEYS do
   local key = KEYS[i]
   if np > 1 then
@@ -91,10 +85,7 @@ for i = 1, #KEYS do
     inc, lim, t, tau = incs[j], lims[j], ts[j], taus[j]
     o = o + 1
   end
-  if per_now then
-    now_s, now_ns = tonumber(ARGV[o]), tonumber(ARGV[o + 1])
-    o = o + 2
-  end
+  if per_now then now_s, now_ns, o = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), o + 2 end
 
   local v = written[key]
   if v == nil then v = fetched[i] end
@@ -177,6 +168,8 @@ for i = 1, #KEYS do
   if write then
     v = pack('<i8i4i8', tat_s, tat_ns, t)
     written[key] = v
+    local e = tat_s -- the whole second at or after the TAT
+    if tat_ns > 0 then e = e + 1 end
     if per_now then
       local ttl = 0
       if now_s < tat_s or (now_s == tat_s and now_ns < tat_ns) then
@@ -186,23 +179,12 @@ for i = 1, #KEYS do
       if ms * 1000000 < ttl then ms = ms + 1 end
       if ms < min_ttl then ms = min_ttl end
       call('SET', key, v, 'PX', format('%d', ms))
+    elseif e <= now_s then
+      -- Full: the same as an absent key.
+      call('DEL', key)
+      written[key] = false
     else
-      local e = tat_s
-      if tat_ns > 0 then e = e + 1 end
-      if e <= now_s then
-        -- Full: the same as an absent key.
-        call('DEL', key)
-        written[key] = false
-      elseif e == exp then
-        call('SET', key, v, 'KEEPTTL')
-      else
-        local arg = exat[e]
-        if not arg then
-          arg = format('%d', e)
-          exat[e] = arg
-        end
-        call('SET', key, v, 'EXAT', arg)
-      end
+      expire(key, v, e, exp)
     end
   end
 end

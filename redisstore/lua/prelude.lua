@@ -1,5 +1,6 @@
--- sluice redisstore: the prelude of log.lua (gcra.lua and window.lua stand
--- alone: they reply with less and derive the rest in Go).
+-- sluice redisstore: the prelude of log.lua, after pairs.lua (gcra.lua and
+-- window.lua stand alone, with batch.lua: they reply with less and derive
+-- the rest in Go).
 --
 -- Lua numbers are IEEE doubles: integers are exact below 2^53. A time in
 -- Unix nanoseconds (about 1.8e18) is not, so a time is carried as two
@@ -25,10 +26,8 @@
 -- reset_after + reset_x·unit, in two parts because a double cannot hold
 -- every duration up to 2·MaxWindow (the unit is a second). Bit 1 of code
 -- is "allowed".
-local E9 = 1000000000
 local fmod, floor = math.fmod, math.floor
 local min_ttl = tonumber(ARGV[1])
-local TWO53 = 9007199254740992
 
 -- parse reads a decimal int64 (possibly negative) as (s, ns).
 local function parse(str)
@@ -72,35 +71,6 @@ local function add(s, ns, d)
   ns = ns + r
   if ns >= E9 then ns = ns - E9; q = q + 1 end
   return s + q, ns
-end
-
--- less reports a < b.
-local function less(as, ans, bs, bns)
-  return as < bs or (as == bs and ans < bns)
-end
-
--- Pairs (s, ns), ns in [0, 1e9), for durations past 2^53 ns: exact while
--- |s| < 2^53/1953125 (146 years; 2·MaxWindow is 73), where s·1e9 is a
--- multiple of 512 below 2^62, exact too.
-
--- padd returns the pair a + b.
-local function padd(as, ans, bs, bns)
-  local s, ns = as + bs, ans + bns
-  if ns >= E9 then return s + 1, ns - E9 end
-  return s, ns
-end
-
--- psub returns the pair a - b.
-local function psub(as, ans, bs, bns)
-  local s, ns = as - bs, ans - bns
-  if ns < 0 then return s - 1, ns + E9 end
-  return s, ns
-end
-
--- pnum returns the double nearest to the pair's nanoseconds, as Go's
--- float64(int64) rounds it: s·1e9 is exact, so the sum rounds once.
-local function pnum(s, ns)
-  return s * E9 + ns
 end
 
 -- pdur returns a pair >= 0 as a reply's two parts (d, x), d + x·1e9 ns:

@@ -49,38 +49,7 @@
 -- clock went back into an earlier window: the newest one stays current),
 -- or c is 2^53 − 1 or more, curr comes as four integers instead: −2^53,
 -- the window's start (seconds, nanoseconds), 1 when admitted (else 0), c.
-local E9, TWO53 = 1000000000, 9007199254740992
-local call, tonumber, floor, fmod = redis.call, tonumber, math.floor, math.fmod
-local pack, unpack, format = struct.pack, struct.unpack, string.format
-
-local per_now = ARGV[2] == '1'
-local min_ttl = tonumber(ARGV[1])
-local np = tonumber(ARGV[3])
-
--- Pairs (s, ns), ns in [0, 1e9): exact while |s| < 2^53/1953125 (146
--- years past the epoch's year and more: s·1e9 is a multiple of 512 below
--- 2^62).
-local function padd(as, ans, bs, bns)
-  local s, ns = as + bs, ans + bns
-  if ns >= E9 then return s + 1, ns - E9 end
-  return s, ns
-end
-
-local function psub(as, ans, bs, bns)
-  local s, ns = as - bs, ans - bns
-  if ns < 0 then return s - 1, ns + E9 end
-  return s, ns
-end
-
-local function less(as, ans, bs, bns)
-  return as < bs or (as == bs and ans < bns)
-end
-
--- pnum returns the double nearest to the pair's nanoseconds, as Go's
--- float64(int64) rounds it: s·1e9 is exact, so the sum rounds once.
-local function pnum(s, ns)
-  return s * E9 + ns
-end
+local floor, fmod = math.floor, math.fmod
 
 -- start returns the start of the window of period w (w_s, w_ns; wn its
 -- nanoseconds, exact when w <= 2^53) holding now.
@@ -116,6 +85,19 @@ local function start(now_s, now_ns, w_s, w_ns, wn, long)
   return psub(now_s, now_ns, m_s, m_ns)
 end
 
+-- roll returns the counts (prev, curr) of a state that starts at st and
+-- counts prev and curr in windows of period w, as of the window that
+-- starts at ws: the same, when ws is st or (back true) earlier, time having
+-- gone back (the state stays the newest); curr as the previous count when
+-- ws is the next window; none when later (algorithm/window's roll).
+local function roll(ws_s, ws_ns, st_s, st_ns, prev, curr, w_s, w_ns)
+  if less(ws_s, ws_ns, st_s, st_ns) then return prev, curr, true end
+  if ws_s == st_s and ws_ns == st_ns then return prev, curr, false end
+  local nx_s, nx_ns = padd(st_s, st_ns, w_s, w_ns)
+  if ws_s == nx_s and ws_ns == nx_ns then return curr, 0, false end
+  return 0, 0, false
+end
+
 -- A spec: {rate, w_s, w_ns, wn, long, sliding, n}, and, with the server's
 -- clock, the start of the window holding now, once found.
 local specs, o = {}, 4
@@ -148,18 +130,13 @@ if not per_now then
   k = 2
 end
 
--- exat: the EXAT arguments formatted so far.
-local exat = {}
 for i = 1, #KEYS / 2 do
   local key, mkey = KEYS[2 * i - 1], KEYS[2 * i]
   if np > 1 then
     sp = specs[tonumber(ARGV[o])]
     o = o + 1
   end
-  if per_now then
-    now_s, now_ns = tonumber(ARGV[o]), tonumber(ARGV[o + 1])
-    o = o + 2
-  end
+  if per_now then now_s, now_ns, o = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), o + 2 end
   local rate, w_s, w_ns, wn, long, sliding, n = sp[1], sp[2], sp[3], sp[4], sp[5], sp[6], sp[7]
 
   local ws_s, ws_ns
@@ -216,15 +193,9 @@ for i = 1, #KEYS / 2 do
     rescaled, exp = true, -1
     -- Roll in the old windows first.
     local os_s, os_ns = start(now_s, now_ns, pw_s, pw_ns, pnum(pw_s, pw_ns), less(9007199, 254740992, pw_s, pw_ns))
-    local rs_s, rs_ns, rp, rc, en_s, en_ns = os_s, os_ns, 0, 0, now_s, now_ns
-    if less(os_s, os_ns, st_s, st_ns) then
-      rs_s, rs_ns, rp, rc, en_s, en_ns = st_s, st_ns, prev, curr, st_s, st_ns
-    elseif os_s == st_s and os_ns == st_ns then
-      rp, rc = prev, curr
-    else
-      local nx_s, nx_ns = padd(st_s, st_ns, pw_s, pw_ns)
-      if os_s == nx_s and os_ns == nx_ns then rp = curr end
-    end
+    local rp, rc, went_back = roll(os_s, os_ns, st_s, st_ns, prev, curr, pw_s, pw_ns)
+    local rs_s, rs_ns, en_s, en_ns = os_s, os_ns, now_s, now_ns
+    if went_back then rs_s, rs_ns, en_s, en_ns = st_s, st_ns, st_s, st_ns end
     if not sliding then rp = 0 end
     -- Then each count where its latest event falls in the new windows.
     local ns_s, ns_ns = start(en_s, en_ns, w_s, w_ns, wn, long)
@@ -245,15 +216,9 @@ for i = 1, #KEYS / 2 do
   -- Roll to the window holding now; time that went back into an earlier
   -- window stays in the newest one, at its start.
   local s_s, s_ns, p, c, e_s, e_ns, back = ws_s, ws_ns, 0, 0, now_s, now_ns, false
-  if st_s == 0 and st_ns == 0 and prev == 0 and curr == 0 then
-    -- absent
-  elseif less(ws_s, ws_ns, st_s, st_ns) then
-    s_s, s_ns, p, c, e_s, e_ns, back = st_s, st_ns, prev, curr, st_s, st_ns, true
-  elseif ws_s == st_s and ws_ns == st_ns then
-    p, c = prev, curr
-  else
-    local nx_s, nx_ns = padd(st_s, st_ns, w_s, w_ns)
-    if ws_s == nx_s and ws_ns == nx_ns then p = curr end
+  if st_s ~= 0 or st_ns ~= 0 or prev ~= 0 or curr ~= 0 then -- not absent
+    p, c, back = roll(ws_s, ws_ns, st_s, st_ns, prev, curr, w_s, w_ns)
+    if back then s_s, s_ns, e_s, e_ns = st_s, st_ns, st_s, st_ns end
   end
 
   -- A refund (n < 0, ratelimit.Request.Refund): −n back, from the
@@ -381,16 +346,7 @@ for i = 1, #KEYS / 2 do
         if x_ns > 0 then e = e + 1 end
         v = pack('<i8i4i8i8i8i8i4', s_s, s_ns, p, c + add, e, w_s, w_ns)
         written[key] = v
-        if e == exp then
-          call('SET', key, v, 'KEEPTTL')
-        else
-          local arg = exat[e]
-          if not arg then
-            arg = format('%d', e)
-            exat[e] = arg
-          end
-          call('SET', key, v, 'EXAT', arg)
-        end
+        expire(key, v, e, exp)
       end
     end
   end

@@ -11,17 +11,18 @@ import (
 // rlsAccessLogFlags are --access-log and its bounds: a JSON line per
 // limited descriptor (internal/server/accesslog), off without a path.
 type rlsAccessLogFlags struct {
-	path, identity string
-	sample         float64
-	rate           int
-	refusalsOnly   bool
+	path, identity, keyFile string
+	sample                  float64
+	rate                    int
+	refusalsOnly            bool
 }
 
 func (a *rlsAccessLogFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&a.path, "access-log", "", "`PATH` of the access log, a JSON line per limited descriptor (- for standard error); empty (the default): none")
 	fs.Float64Var(&a.sample, "access-log-sample", 1, "fraction of the decisions the access log keeps, above 0 to 1")
 	fs.IntVar(&a.rate, "access-log-rate", accesslog.DefaultMaxPerSecond, "most access log lines a second; the rest are dropped and counted (sluice_rls_access_log_dropped_total)")
-	fs.StringVar(&a.identity, "access-log-identity", "hashed", "how the access log names the caller (the store key): hashed (HMAC under a per-process key, the same caller the same in every line), clear or none")
+	fs.StringVar(&a.identity, "access-log-identity", "hashed", "how the access log names the caller (the store key): hashed (HMAC under --access-log-key-file's key, else a per-process one; the same caller the same in every line), clear or none")
+	fs.StringVar(&a.keyFile, "access-log-key-file", "", "`FILE` whose first line (16 bytes at least) is the HMAC key of hashed identities, in the access log and the spans (--tracing-identity hashed): the same caller the same hash across restarts and instances; empty: a key drawn at start")
 	fs.BoolVar(&a.refusalsOnly, "access-log-refusals-only", false, "leave allowed decisions out of the access log")
 }
 
@@ -49,8 +50,13 @@ func (a *rlsAccessLogFlags) open() (*accesslog.Log, io.Closer, error) {
 		return nil, nil, fmt.Errorf("rls: %w", err)
 	}
 	id, _ := accesslog.ParseIdentity(a.identity) // checked
+	key, err := accesslog.LoadKey(a.keyFile)
+	if err != nil {
+		w.Close()
+		return nil, nil, fmt.Errorf("rls: %w", err)
+	}
 	l, err := accesslog.New(accesslog.Options{Writer: w, Server: "rls", Sample: a.sample, MaxPerSecond: a.rate,
-		Identity: id, RefusalsOnly: a.refusalsOnly})
+		Identity: id, RefusalsOnly: a.refusalsOnly, Key: key})
 	if err != nil {
 		w.Close()
 		return nil, nil, fmt.Errorf("rls: %w", err)

@@ -32,7 +32,7 @@ import (
 //     upstream itself ignores it in that configuration; sluice rls logs
 //     each such variable at start, with why;
 //   - refused: a value that asks for what sluice does not do (memcache,
-//     DogStatsD, tracing, GRPC_UDS) stops the command at start with a
+//     DogStatsD, GRPC_UDS) stops the command at start with a
 //     message naming the variable, never silently ignored.
 //
 // A group of variables is read when one of them is set, with upstream's
@@ -165,12 +165,12 @@ var upstreamVars = []upstreamVar{
 	{"QUOTA_MODE", "false", "same", []string{"quota-mode"}, ""},
 	{"RESPONSE_DYNAMIC_METADATA", "false", "same", []string{"response-dynamic-metadata"}, ""},
 	{"MERGE_DOMAIN_CONFIG", "false", "refused", nil, "refused when true: a domain in two files is refused at load"},
-	{"TRACING_ENABLED", "false", "refused", nil, "refused when true: no OpenTelemetry spans"},
-	{"TRACING_SERVICE_NAME", "RateLimit", "no effect", nil, "read only with TRACING_ENABLED=true (refused)"},
-	{"TRACING_SERVICE_NAMESPACE", "", "no effect", nil, "read only with TRACING_ENABLED=true (refused)"},
-	{"TRACING_SERVICE_INSTANCE_ID", "", "no effect", nil, "read only with TRACING_ENABLED=true (refused)"},
-	{"TRACING_EXPORTER_PROTOCOL", "http", "no effect", nil, "read only with TRACING_ENABLED=true (refused)"},
-	{"TRACING_SAMPLING_RATE", "1", "no effect", nil, "read only with TRACING_ENABLED=true (refused)"},
+	{"TRACING_ENABLED", "false", "mapped", []string{"tracing"}, "true makes a span of every call (--tracing), exported over OTLP to OTEL_EXPORTER_OTLP_ENDPOINT, with the five below"},
+	{"TRACING_SERVICE_NAME", "RateLimit", "mapped", []string{"tracing-service-name"}, "with TRACING_ENABLED=true: service.name, RateLimit unless set, as upstream"},
+	{"TRACING_SERVICE_NAMESPACE", "", "mapped", []string{"tracing-service-namespace"}, "with TRACING_ENABLED=true: service.namespace"},
+	{"TRACING_SERVICE_INSTANCE_ID", "", "mapped", []string{"tracing-service-instance-id"}, "with TRACING_ENABLED=true: service.instance.id; unset, a random UUID, as upstream"},
+	{"TRACING_EXPORTER_PROTOCOL", "http", "mapped", []string{"tracing-protocol"}, "with TRACING_ENABLED=true: http (OTLP/HTTP, protobuf) or grpc"},
+	{"TRACING_SAMPLING_RATE", "1", "mapped", []string{"tracing-sampling-rate"}, "with TRACING_ENABLED=true: the fraction of new traces sampled, a caller's sampled trace always (parent based), as upstream; above 1 is 1, below 0 is 0"},
 }
 
 // UpstreamVarsByFlag returns, by flag name, the variables that may set it.
@@ -775,12 +775,40 @@ func (e *upstreamEnv) modes() {
 	if v, ok := e.get("MERGE_DOMAIN_CONFIG"); ok && e.boolVar("MERGE_DOMAIN_CONFIG", false) {
 		e.refuse("MERGE_DOMAIN_CONFIG", v, "a domain in two files is refused at load")
 	}
-	if v, ok := e.get("TRACING_ENABLED"); ok && e.boolVar("TRACING_ENABLED", false) {
-		e.refuse("TRACING_ENABLED", v, "no OpenTelemetry spans")
-	}
+	e.tracing()
+}
+
+// tracing maps TRACING_* to --tracing and its flags, with upstream's
+// defaults; the exporter's endpoint and the rest are the OTEL_* variables,
+// which the exporter reads itself, as upstream's does.
+func (e *upstreamEnv) tracing() {
 	e.check("TRACING_SAMPLING_RATE", parseFloat)
-	e.note("read only with TRACING_ENABLED=true", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE",
-		"TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE")
+	if !e.boolVar("TRACING_ENABLED", false) {
+		e.note("read only with TRACING_ENABLED=true, as envoyproxy/ratelimit does", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE",
+			"TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE")
+		return
+	}
+	e.set("tracing", "true", "TRACING_ENABLED")
+	e.set("tracing-service-name", e.getOr("TRACING_SERVICE_NAME", "RateLimit"), "TRACING_SERVICE_NAME")
+	for _, m := range []struct{ name, flag string }{{"TRACING_SERVICE_NAMESPACE", "tracing-service-namespace"},
+		{"TRACING_SERVICE_INSTANCE_ID", "tracing-service-instance-id"}} {
+		if v, ok := e.get(m.name); ok {
+			e.set(m.flag, v, m.name)
+		}
+	}
+	switch v := e.getOr("TRACING_EXPORTER_PROTOCOL", "http"); strings.ToLower(v) {
+	case "http":
+		e.set("tracing-protocol", "http/protobuf", "TRACING_EXPORTER_PROTOCOL")
+	case "grpc":
+		e.set("tracing-protocol", "grpc", "TRACING_EXPORTER_PROTOCOL")
+	default:
+		e.fail("TRACING_EXPORTER_PROTOCOL", v, "want http or grpc")
+	}
+	// As upstream's ratio sampler: 1 and above sample every trace, 0 and
+	// below none.
+	if r, err := strconv.ParseFloat(e.getOr("TRACING_SAMPLING_RATE", "1"), 64); err == nil {
+		e.set("tracing-sampling-rate", strconv.FormatFloat(min(max(r, 0), 1), 'g', -1, 64), "TRACING_SAMPLING_RATE")
+	}
 }
 
 // metricsServer serves GET /metrics of srv on ln, for --metrics-listen

@@ -245,6 +245,14 @@ func TestUpstreamEnvMapping(t *testing.T) {
 			[]string{"--config-type=xds", "--xds-node-id=envoy-ratelimit", "--xds-server=envoy-gateway:18001", "--xds-tls-ca=/certs/ca.crt",
 				"--xds-tls-cert=/certs/tls.crt", "--xds-tls-key=/certs/tls.key", "--xds-tls=true"}},
 		{"xds defaults", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, []string{"--config-type=xds", "--xds-server=localhost:18000"}},
+		{"tracing as Envoy Gateway sets it", map[string]string{"TRACING_ENABLED": "true", "TRACING_SERVICE_NAME": "envoy-ratelimit",
+			"TRACING_SERVICE_NAMESPACE": "envoy-gateway-system", "TRACING_SERVICE_INSTANCE_ID": "envoy-ratelimit-6d4f-x", "TRACING_SAMPLING_RATE": "1.0",
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://trace-collector.envoy-gateway-system.svc.cluster.local:4318"},
+			[]string{"--tracing-protocol=http/protobuf", "--tracing-sampling-rate=1", "--tracing-service-instance-id=envoy-ratelimit-6d4f-x",
+				"--tracing-service-name=envoy-ratelimit", "--tracing-service-namespace=envoy-gateway-system", "--tracing=true"}},
+		{"tracing defaults", map[string]string{"TRACING_ENABLED": "true", "TRACING_EXPORTER_PROTOCOL": "grpc", "TRACING_SAMPLING_RATE": "5"},
+			[]string{"--tracing-protocol=grpc", "--tracing-sampling-rate=1", "--tracing-service-name=RateLimit", "--tracing=true"}},
+		{"tracing off", map[string]string{"TRACING_ENABLED": "false", "TRACING_SERVICE_NAME": "x"}, nil},
 		{"xds node metadata, headers and SAN", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA": "a=1,b=x=y",
 			"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "authorization:Bearer t", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true",
 			"CONFIG_GRPC_XDS_SERVER_TLS_SAN": "xds.internal"},
@@ -275,7 +283,8 @@ func TestUpstreamEnvRefused(t *testing.T) {
 		{map[string]string{"BACKEND_TYPE": "memcache"}, `BACKEND_TYPE="memcache" is not supported`},
 		{map[string]string{"MEMCACHE_HOST_PORT": "m:11211"}, `MEMCACHE_HOST_PORT="m:11211" is not supported`},
 		{map[string]string{"USE_DOG_STATSD": "true"}, `USE_DOG_STATSD="true" is not supported`},
-		{map[string]string{"TRACING_ENABLED": "true"}, `TRACING_ENABLED="true" is not supported`},
+		{map[string]string{"TRACING_ENABLED": "true", "TRACING_EXPORTER_PROTOCOL": "zipkin"}, `TRACING_EXPORTER_PROTOCOL="zipkin": want http or grpc`},
+		{map[string]string{"TRACING_ENABLED": "yes"}, `TRACING_ENABLED="yes": want true or false`},
 		{map[string]string{"GRPC_UDS": "/tmp/rl.sock"}, `GRPC_UDS="/tmp/rl.sock" is not supported`},
 		{map[string]string{"MERGE_DOMAIN_CONFIG": "true"}, `MERGE_DOMAIN_CONFIG="true" is not supported`},
 		{map[string]string{"REDIS_PERSECOND": "true"}, `REDIS_PERSECOND="true" is not supported`},
@@ -326,8 +335,8 @@ func FuzzUpstreamEnv(f *testing.F) {
 		}
 		for _, s := range sets {
 			if s.Flag == "store" {
-				p := storePassword{password: "pw"}
-				if _, err := p.apply(s.Value); err != nil && !strings.Contains(err.Error(), "has a password already") {
+				p := StorePassword{password: "pw"}
+				if _, err := p.Apply(s.Value); err != nil && !strings.Contains(err.Error(), "has a password already") {
 					t.Errorf("store %q from %v: %v", s.Value, env, err)
 				}
 			}

@@ -91,6 +91,14 @@ func TestRLSStatsFlags(t *testing.T) {
 		f.stats.prefix != "fleet" || f.stats.flush != 2*time.Second {
 		t.Errorf("flags: %+v, %v", f.stats, err)
 	}
+	// The deprecated --deny-cache is the local cache: of DenyCacheSize
+	// bytes, unless --local-cache-size-bytes says.
+	if f, err = parse("--deny-cache"); err != nil || f.stats.localCacheSize != DenyCacheSize {
+		t.Errorf("--deny-cache: local cache %d bytes, %v; want %d", f.stats.localCacheSize, err, DenyCacheSize)
+	}
+	if f, err = parse("--deny-cache", "--local-cache-size-bytes", "1048576"); err != nil || f.stats.localCacheSize != 1<<20 {
+		t.Errorf("--deny-cache --local-cache-size-bytes 1048576: local cache %d bytes, %v", f.stats.localCacheSize, err)
+	}
 	for _, args := range [][]string{
 		{"--local-cache-size-bytes", "-1"},
 		{"--statsd", "nohost"},

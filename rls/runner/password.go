@@ -10,26 +10,26 @@ import (
 	"github.com/sluicehq/sluice/internal/redact"
 )
 
-// storePassword is --store-password and --store-password-file: the Redis
+// StorePassword is --store-password and --store-password-file: the Redis
 // password given apart from --store, so that it need not be in argv (where
 // ps shows it) nor in a logged URL: from SLUICE_STORE_PASSWORD, a file
 // (a Kubernetes or systemd secret), or envoyproxy/ratelimit's REDIS_AUTH.
-type storePassword struct{ password, file string }
+type StorePassword struct{ password, file string }
 
-// addStorePasswordFlags adds --store-password and --store-password-file
+// AddStorePasswordFlags adds --store-password and --store-password-file
 // to fs.
-func addStorePasswordFlags(fs *flag.FlagSet) *storePassword {
-	p := &storePassword{}
+func AddStorePasswordFlags(fs *flag.FlagSet) *StorePassword {
+	p := &StorePassword{}
 	fs.StringVar(&p.password, "store-password", "", "the Redis `PASSWORD`, put in --store's URL; prefer the variable or --store-password-file, since ps shows a command line")
 	fs.StringVar(&p.file, "store-password-file", "", "read the Redis password from `FILE` (one line; a trailing newline is dropped)")
 	return p
 }
 
-// apply returns store with the password in its URL, or store itself when
+// Apply returns store with the password in its URL, or store itself when
 // no password is given. Two sources of one password, a password for the
 // memory store or for a URL that has one already, and an unreadable file
 // are usage errors; none of them prints the password.
-func (p *storePassword) apply(store string) (string, error) {
+func (p *StorePassword) Apply(store string) (string, error) {
 	pw := p.password
 	if p.file != "" {
 		if pw != "" {

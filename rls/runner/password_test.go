@@ -19,26 +19,26 @@ func TestStorePassword(t *testing.T) {
 	two := filepath.Join(dir, "two")
 	os.WriteFile(two, []byte("a\nb\n"), 0o600)
 	for _, tc := range []struct {
-		p            storePassword
+		p            StorePassword
 		store, want  string
 		wantErr      string
 		wantPassword string
 	}{
-		{storePassword{}, "redis://r:6379", "redis://r:6379", "", ""},
-		{storePassword{password: "s3cret"}, "redis://r:6379/0", "redis://:s3cret@r:6379/0", "", "s3cret"},
-		{storePassword{file: file}, "rediss://app@r:6380", "", "", "p@ss:w/rd"},
-		{storePassword{password: "x y"}, "redis-cluster://a:1,b:2", "", "", "x y"},
-		{storePassword{password: "pw"}, "unix:///run/redis.sock", "unix://:pw@/run/redis.sock", "", "pw"},
-		{storePassword{password: "pw"}, "memory", "", "needs a Redis --store URL", ""},
-		{storePassword{password: "pw"}, "redis://:old@r:1", "", "has a password already", ""},
-		{storePassword{password: "pw", file: file}, "redis://r:1", "", "give one", ""},
-		{storePassword{file: filepath.Join(dir, "none")}, "redis://r:1", "", "--store-password-file", ""},
-		{storePassword{file: two}, "redis://r:1", "", "want one non-empty line", ""},
+		{StorePassword{}, "redis://r:6379", "redis://r:6379", "", ""},
+		{StorePassword{password: "s3cret"}, "redis://r:6379/0", "redis://:s3cret@r:6379/0", "", "s3cret"},
+		{StorePassword{file: file}, "rediss://app@r:6380", "", "", "p@ss:w/rd"},
+		{StorePassword{password: "x y"}, "redis-cluster://a:1,b:2", "", "", "x y"},
+		{StorePassword{password: "pw"}, "unix:///run/redis.sock", "unix://:pw@/run/redis.sock", "", "pw"},
+		{StorePassword{password: "pw"}, "memory", "", "needs a Redis --store URL", ""},
+		{StorePassword{password: "pw"}, "redis://:old@r:1", "", "has a password already", ""},
+		{StorePassword{password: "pw", file: file}, "redis://r:1", "", "give one", ""},
+		{StorePassword{file: filepath.Join(dir, "none")}, "redis://r:1", "", "--store-password-file", ""},
+		{StorePassword{file: two}, "redis://r:1", "", "want one non-empty line", ""},
 	} {
-		got, err := tc.p.apply(tc.store)
+		got, err := tc.p.Apply(tc.store)
 		if tc.wantErr != "" {
 			if err == nil || !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%+v.apply(%q) = %q, %v; want a usage error with %q", tc.p, tc.store, got, err, tc.wantErr)
+				t.Errorf("%+v.Apply(%q) = %q, %v; want a usage error with %q", tc.p, tc.store, got, err, tc.wantErr)
 			}
 			if err != nil && (strings.Contains(err.Error(), "pw") && tc.p.password == "pw" || strings.Contains(err.Error(), "old")) {
 				t.Errorf("the error shows a password: %v", err)
@@ -46,11 +46,11 @@ func TestStorePassword(t *testing.T) {
 			continue
 		}
 		if err != nil {
-			t.Errorf("%+v.apply(%q): %v", tc.p, tc.store, err)
+			t.Errorf("%+v.Apply(%q): %v", tc.p, tc.store, err)
 			continue
 		}
 		if tc.want != "" && got != tc.want {
-			t.Errorf("%+v.apply(%q) = %q, want %q", tc.p, tc.store, got, tc.want)
+			t.Errorf("%+v.Apply(%q) = %q, want %q", tc.p, tc.store, got, tc.want)
 		}
 		if tc.wantPassword != "" {
 			// The password reaches the URL as rueidis will read it.
@@ -75,7 +75,7 @@ func FuzzStorePassword(f *testing.F) {
 		if pw == "" || !strings.HasPrefix(store, "redis://") {
 			return
 		}
-		got, err := (&storePassword{password: pw}).apply(store)
+		got, err := (&StorePassword{password: pw}).Apply(store)
 		if err != nil {
 			return
 		}

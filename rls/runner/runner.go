@@ -27,6 +27,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/admin"
+	"github.com/sluicehq/sluice/internal/server/tracing"
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -74,6 +75,7 @@ type RLS struct {
 
 	access  *accesslog.Log // --access-log; nil: none
 	accessW io.Closer
+	tracer  *tracing.Tracer // --tracing; nil: none
 }
 
 // New opens f's store and builds the server with f's rules (which must
@@ -90,6 +92,9 @@ func New(ctx context.Context, f *Config, log *slog.Logger) (*RLS, error) {
 
 func (r *RLS) open(ctx context.Context) error {
 	f, log := r.f, r.log
+	if f.denyCache {
+		log.Warn("sluice rls: --deny-cache is deprecated: it turns on the local over-limit cache, one cache on any store (--local-cache-size-bytes)", "local-cache-size-bytes", f.stats.localCacheSize)
+	}
 	// The first config must be good: there is no previous one to keep.
 	set, err := f.initialRules()
 	if err != nil {
@@ -97,7 +102,7 @@ func (r *RLS) open(ctx context.Context) error {
 	}
 	r.set = set
 	store, err := storeurl.Open(ctx, f.store, storeurl.Options{MaxKeys: f.maxKeys, Logger: log,
-		Redis: redisstore.Options{OnError: f.onError, Timeout: f.storeTimeout, DenyCache: f.denyCache, Prefix: f.keyPrefix,
+		Redis: redisstore.Options{OnError: f.onError, Timeout: f.storeTimeout, Prefix: f.keyPrefix,
 			OnFailure: func(err error) { log.Warn("sluice rls: redis failed", "err", err, "policy", f.onError.String()) }}})
 	if err != nil {
 		return fmt.Errorf("rls: %w", err)
@@ -120,7 +125,10 @@ func (r *RLS) open(ctx context.Context) error {
 	if r.access, r.accessW, err = f.access.open(); err != nil {
 		return err
 	}
-	srv, err := rls.New(store, set, rls.Options{AccessLog: r.access, Prefetch: prefetched, Statsd: r.sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
+	if r.tracer, err = f.trace.open(ctx, log, r.access, f.access.keyFile); err != nil {
+		return err
+	}
+	srv, err := rls.New(store, set, rls.Options{AccessLog: r.access, Tracer: r.tracer, Prefetch: prefetched, Statsd: r.sd, LocalCacheSize: f.stats.localCacheSize, Logger: log, ResponseDynamicMetadata: f.dynMeta, Headers: f.headers, NearLimitRatio: f.nearRatio, MaxDetailedSeries: f.maxDetailed,
 		ParallelDescriptors: f.parallel && store.Redis != nil, ShadowMode: f.shadow, StoreStatus: store.Ready,
 		MetricLabels: f.metricLabels, HeaderNames: f.headerNames, StopIncrementWhenOverLimit: f.stopIncrement,
 		QuotaMode: f.quotaMode, HealthyWithConfig: f.healthyWithConfig})
@@ -169,8 +177,12 @@ func (r *RLS) Serve(ctx context.Context) error {
 	if f.reflection {
 		registerReflection(reg)
 	}
-	log.Info("sluice rls: listening", append(lns.attrs(), "config_type", f.xds.configType, "config_dir", f.configDir, "domains", r.set.Domains(),
-		"store", r.store.URL(), "headers", f.headers.String(), "grpc_server", f.grpc, "grpc_tls", f.tr.mode(), "grpc_reflection", f.reflection)...)
+	attrs := append(lns.attrs(), "config_type", f.xds.configType, "config_dir", f.configDir, "domains", r.set.Domains(),
+		"store", r.store.URL(), "headers", f.headers.String(), "grpc_server", f.grpc, "grpc_tls", f.tr.mode(), "grpc_reflection", f.reflection)
+	if r.tracer != nil {
+		attrs = append(attrs, "tracing", r.tracer.Protocol())
+	}
+	log.Info("sluice rls: listening", attrs...)
 	err = serveUntilDone(ctx, f, srv, g, lns)
 	log.Info("sluice rls: stopped")
 	return err
@@ -185,6 +197,13 @@ func (r *RLS) Close() error {
 	if r.access != nil { // after the server: its last lines
 		errs = append(errs, r.access.Close(), r.accessW.Close())
 	}
+	if r.tracer != nil { // after the server: its last spans
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := r.tracer.Shutdown(ctx); err != nil {
+			r.log.Warn("sluice rls: tracing: last spans not exported", "err", err)
+		}
+		cancel()
+	}
 	if r.sd != nil {
 		errs = append(errs, r.sd.Close())
 	}
@@ -193,6 +212,11 @@ func (r *RLS) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// DenyCacheSize is the local over-limit cache that the deprecated
+// --deny-cache turns on when --local-cache-size-bytes is not given: the
+// Redis store's DenyCacheSize (65536 entries) of short keys.
+const DenyCacheSize = redisstore.DefaultDenyCacheSize * rls.LocalCacheEntryOverhead
 
 // Config is sluice rls's configuration: its command line, each field a
 // flag (AddFlags), checked by Check.
@@ -216,6 +240,7 @@ type Config struct {
 	tr                                                          grpcTransportFlags
 	xds                                                         rlsXDSFlags
 	access                                                      rlsAccessLogFlags
+	trace                                                       rlsTracingFlags
 	text                                                        rlsFlagText
 }
 
@@ -238,7 +263,13 @@ func (f *Config) Check() error {
 	if err := f.stats.check(); err != nil {
 		return err
 	}
+	if f.denyCache && f.stats.localCacheSize == 0 {
+		f.stats.localCacheSize = DenyCacheSize
+	}
 	if err := f.access.check(); err != nil {
+		return err
+	}
+	if err := f.trace.check(); err != nil {
 		return err
 	}
 	if err := f.xds.check(f.configDir); err != nil {
@@ -257,7 +288,7 @@ func (f *Config) Check() error {
 // command line has been read.
 type rlsFlagText struct {
 	onError, headers, limitHeaderNames, metricLabels *string
-	storePW                                          *storePassword
+	storePW                                          *StorePassword
 }
 
 // define declares sluice rls's flags on fs, into f or, for those parsed
@@ -273,7 +304,7 @@ func (f *Config) define(fs *flag.FlagSet) rlsFlagText {
 	fs.StringVar(&f.keyPrefix, "key-prefix", redisstore.DefaultPrefix, "with Redis, the `PREFIX` of every key (envoyproxy/ratelimit's CACHE_KEY_PREFIX): fleets that share one Redis and must not share counters take different prefixes; no '{' or '}'")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the bearer token of the admin API on the HTTP listener (/admin/: reset, override, enforce); without it $SLUICE_ADMIN_TOKEN; without either the API is refused. /status and /status.json are served either way")
 	fs.BoolVar(&f.dynMeta, "response-dynamic-metadata", false, "add envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA to every answer: the domain, the descriptors and the merged metadata of the rules that passed")
-	fs.BoolVar(&f.denyCache, "deny-cache", false, "with Redis, the Redis store's own cache of denials: a key denied is answered in process until its Retry-After, without a round trip and without stats (--local-cache-size-bytes is envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES, on any store)")
+	fs.BoolVar(&f.denyCache, "deny-cache", false, "deprecated: the local over-limit cache, as --local-cache-size-bytes 8388608 when that is not given (the Redis store's own cache of denials before; one cache now, on any store, with its stats)")
 	text.onError = fs.String("on-store-error", "error", "what to answer when the store cannot decide: error (Envoy's failure_mode_deny then decides), allow, deny or local (a per-instance memory store)")
 	text.headers = fs.String("headers", "off", "response_headers_to_add: off, ietf (RateLimit-Policy, RateLimit, Retry-After) legacy (X-RateLimit-Limit, -Remaining, -Reset in seconds, Retry-After) or envoy (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED: legacy's choice as RateLimit-Limit, -Remaining, -Reset, no Retry-After)")
 	text.limitHeaderNames = fs.String("limit-header-names", "", "`LIMIT,REMAINING,RESET`: rename the three headers of --headers legacy or envoy (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER); an empty part keeps its name")
@@ -292,18 +323,19 @@ func (f *Config) define(fs *flag.FlagSet) rlsFlagText {
 	fs.StringVar(&f.grpc, "grpc-server", "lean", "the gRPC server: lean (sluice's own HTTP/2 server for the rate limit and health services' calls, a fraction of grpc-go's CPU per call) or grpc-go")
 	fs.BoolVar(&f.reflection, "grpc-reflection", false, "serve gRPC server reflection (grpc.reflection.v1 and v1alpha) on --grpc-listen, so that grpcurl and the like list, describe and call the services without their proto files; off by default: it tells any client what the server serves. On either --grpc-server; on the lean one a reflection stream's requests are at most 65530 bytes, each within --grpc-request-timeout of the last, and a connection has at most 8 such streams open")
 	fs.BoolVar(&f.healthyWithConfig, "healthy-with-config", false, "report not serving (gRPC health, /healthcheck, /readyz) until the configuration has a domain (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
-	text.storePW = addStorePasswordFlags(fs)
+	text.storePW = AddStorePasswordFlags(fs)
 	f.stats.add(fs)
 	f.tr.add(fs)
 	f.xds.add(fs)
 	f.access.add(fs)
+	f.trace.add(fs)
 	return text
 }
 
 // resolve parses the flags define left as text into f.
 func (f *Config) resolve(text rlsFlagText) error {
 	var err error
-	if f.store, err = text.storePW.apply(f.store); err != nil {
+	if f.store, err = text.storePW.Apply(f.store); err != nil {
 		return err
 	}
 	if *text.headers == "envoy" {
@@ -425,6 +457,9 @@ func (l *rlsListeners) attrs() []any {
 // grpc-go by rls.ServerOptions.
 func (f *Config) grpcServer(log *slog.Logger, tr rls.Transport) grpcServerImpl {
 	o := leanOptions(tr, log)
+	if f.trace.on {
+		o.Metadata = tracing.Headers // grpc-go's handlers have all the metadata
+	}
 	if f.grpc == "lean" {
 		return h2grpc.NewServer(o)
 	}

@@ -9,6 +9,11 @@ import (
 // forward_auth).
 var Caddy = Program{Name: "caddy", Module: "github.com/caddyserver/caddy/v2", Version: "v2.11.9", Pkg: "cmd/caddy"}
 
+// Gubernator is gubernator's server (gRPC V1.GetRateLimits, peers found
+// by memberlist gossip). v2.13.0 is its newest release that builds with
+// Go 1.26 (later ones require a newer go).
+var Gubernator = Program{Name: "gubernator", Module: "github.com/gubernator-io/gubernator/v2", Version: "v2.13.0", Pkg: "cmd/gubernator"}
+
 // Traefik is the Traefik proxy. Its go.mod replaces modules (forks, and
 // github.com/traefik/traefik/dynamic/ext with a directory of the
 // repository that the module's zip leaves out, being a module of its

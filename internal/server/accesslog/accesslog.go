@@ -31,6 +31,7 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,26 +40,35 @@ import (
 	"github.com/sluicehq/sluice/internal/server/eventlog"
 )
 
-// Identity is how a line names the caller.
+// Identity is how a line (or a span, internal/server/tracing) names the
+// caller.
 type Identity uint8
 
 const (
-	Hashed Identity = iota // HMAC of the key: stable across lines, not reversible (the default)
+	None   Identity = iota // no identity (the zero value: a record names no one unless configured)
+	Hashed                 // HMAC of the key: stable across lines, not reversible (the access log's default, ParseIdentity)
 	Clear                  // the key as is
-	None                   // no identity
 )
 
-// ParseIdentity parses hashed, clear or none ("" is hashed).
-func ParseIdentity(s string) (Identity, error) {
+// ParseIdentity parses hashed, clear or none ("" is hashed, the access
+// log's default).
+func ParseIdentity(s string) (Identity, error) { return ParseIdentityOr(s, Hashed) }
+
+// ParseIdentityOr parses hashed, clear or none, and "" as empty: the one
+// spelling of what a server's record (a log line, a span) says of the
+// caller, whatever that record's default.
+func ParseIdentityOr(s string, empty Identity) (Identity, error) {
 	switch s {
-	case "", "hashed":
+	case "":
+		return empty, nil
+	case "hashed":
 		return Hashed, nil
 	case "clear":
 		return Clear, nil
 	case "none":
 		return None, nil
 	}
-	return 0, fmt.Errorf("access log identity %q: want hashed, clear or none", s)
+	return 0, fmt.Errorf("identity %q: want hashed, clear or none", s)
 }
 
 // Defaults and bounds.
@@ -92,7 +102,8 @@ type Options struct {
 	RefusalsOnly bool
 	// MaxPerSecond bounds the lines a second. 0 means DefaultMaxPerSecond.
 	MaxPerSecond int
-	// Identity is how the caller is named. The zero value is Hashed.
+	// Identity is how the caller is named. The zero value is None;
+	// servers default to Hashed (ParseIdentity).
 	Identity Identity
 	// Key is the hash key; nil draws one per process (so hashes are stable
 	// within a process; configure one to keep them across restarts).
@@ -117,7 +128,7 @@ type Entry struct {
 type Log struct {
 	opts      Options
 	threshold uint64 // a decision is sampled when a random uint64 is below it; 0: all
-	hashes    sync.Pool
+	hasher    *Hasher
 	lines     chan []byte
 	done      chan struct{}
 	dropped   atomic.Uint64
@@ -145,21 +156,17 @@ func New(opts Options) (*Log, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Key == nil {
-		opts.Key = make([]byte, 32)
-		if _, err := rand.Read(opts.Key); err != nil {
-			return nil, fmt.Errorf("access log: key: %w", err)
-		}
+	hasher, err := NewHasher(opts.Key)
+	if err != nil {
+		return nil, fmt.Errorf("access log: %w", err)
 	}
-	l := &Log{opts: opts, lines: make(chan []byte, Buffer), done: make(chan struct{})}
+	l := &Log{opts: opts, hasher: hasher, lines: make(chan []byte, Buffer), done: make(chan struct{})}
 	if opts.Sample > 0 && opts.Sample < 1 {
 		l.threshold = uint64(opts.Sample * (1 << 63))
 		if l.threshold == 0 {
 			l.threshold = 1
 		}
 	}
-	key := opts.Key
-	l.hashes.New = func() any { return hmac.New(sha256.New, key) }
 	go l.run()
 	return l, nil
 }
@@ -278,7 +285,7 @@ func (l *Log) format(now time.Time, e Entry) []byte {
 	switch l.opts.Identity {
 	case Hashed:
 		b = append(b, `,"identity":"`...)
-		b = l.hash(b, e.Identity)
+		b = l.hasher.Append(b, e.Identity)
 		b = append(b, '"')
 	case Clear:
 		b = field(b, "identity", e.Identity)
@@ -290,15 +297,72 @@ func (l *Log) format(now time.Time, e Entry) []byte {
 	return append(b, "}\n"...)
 }
 
-// hash appends the first 8 bytes of the HMAC of id, in hex.
-func (l *Log) hash(b []byte, id string) []byte {
-	h := l.hashes.Get().(hash.Hash)
-	h.Reset()
-	_, _ = io.WriteString(h, id)
+// Hasher names a caller by the HMAC-SHA-256 of its key under a secret:
+// the same key the same name, which does not give the key back. The
+// access log's and the spans' (internal/server/tracing) identities are
+// one Hasher's, so that a hash found in one is found in the other. It is
+// safe for concurrent use.
+type Hasher struct{ macs sync.Pool }
+
+// HashLen is the length of a hashed identity: 8 bytes of the HMAC, in hex.
+const HashLen = 16
+
+// NewHasher returns a Hasher under key; a nil key draws 32 random bytes
+// (hashes stable within the process only).
+func NewHasher(key []byte) (*Hasher, error) {
+	if key == nil {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("hash key: %w", err)
+		}
+	}
+	h := &Hasher{}
+	h.macs.New = func() any { return hmac.New(sha256.New, key) }
+	return h, nil
+}
+
+// MinKeyLen is the shortest hash key LoadKey takes.
+const MinKeyLen = 16
+
+// LoadKey reads a hash key from file: its first line, without the spaces
+// around it, at least MinKeyLen bytes. Configured, the same caller has
+// the same hash across restarts and across a fleet's instances (a key
+// drawn per process changes at every start). "" returns nil: a key drawn
+// per process.
+func LoadKey(file string) ([]byte, error) {
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("access log: hash key: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	key := strings.TrimSpace(line)
+	if len(key) < MinKeyLen {
+		return nil, fmt.Errorf("access log: hash key in %s is %d bytes; want at least %d", file, len(key), MinKeyLen)
+	}
+	return []byte(key), nil
+}
+
+// Append appends the first 8 bytes of the HMAC of id, in hex.
+func (h *Hasher) Append(b []byte, id string) []byte {
+	m := h.macs.Get().(hash.Hash)
+	m.Reset()
+	_, _ = io.WriteString(m, id)
 	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	l.hashes.Put(h)
+	m.Sum(sum[:0])
+	h.macs.Put(m)
 	return hex.AppendEncode(b, sum[:8])
+}
+
+// Hasher is the log's identity hasher, for what else names the same
+// callers (the spans); nil for a nil Log.
+func (l *Log) Hasher() *Hasher {
+	if l == nil {
+		return nil
+	}
+	return l.hasher
 }
 
 // field appends ,"name":"value" with value cut (eventlog.Cut) and

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -114,7 +116,7 @@ func TestLineIsBounded(t *testing.T) {
 // callers, and is not the clear value.
 func TestHashedIdentity(t *testing.T) {
 	w := &lockedBuffer{}
-	l := newLog(t, w, accesslog.Options{Server: "rls"})
+	l := newLog(t, w, accesslog.Options{Server: "rls", Identity: accesslog.Hashed})
 	for _, id := range []string{"user:alice", "user:bob", "user:alice"} {
 		l.Log(accesslog.Entry{Rule: "api", Outcome: accesslog.Denied, Identity: id})
 	}
@@ -136,7 +138,7 @@ func TestHashedIdentity(t *testing.T) {
 	key := []byte("k")
 	w1, w2 := &lockedBuffer{}, &lockedBuffer{}
 	for _, w := range []*lockedBuffer{w1, w2} {
-		l := newLog(t, w, accesslog.Options{Key: key})
+		l := newLog(t, w, accesslog.Options{Key: key, Identity: accesslog.Hashed})
 		l.Log(accesslog.Entry{Outcome: accesslog.Denied, Identity: "user:alice"})
 		l.Close()
 	}
@@ -196,7 +198,7 @@ func TestNilLog(t *testing.T) {
 }
 
 func BenchmarkLog(b *testing.B) {
-	l, _ := accesslog.New(accesslog.Options{Writer: discard{}, MaxPerSecond: 1 << 30})
+	l, _ := accesslog.New(accesslog.Options{Writer: discard{}, MaxPerSecond: 1 << 30, Identity: accesslog.Hashed})
 	defer l.Close()
 	e := accesslog.Entry{Rule: "api", Outcome: accesslog.Denied, Layer: "rate_limit", Identity: "user:alice", Method: "GET", Path: "/v1/items"}
 	b.ReportAllocs()
@@ -210,3 +212,39 @@ func BenchmarkLog(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestLoadKey: a configured key hashes a caller the same in two logs (two
+// processes), a drawn one differently; a short or missing key is refused.
+func TestLoadKey(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "key")
+	if err := os.WriteFile(file, []byte("  0123456789abcdef0123  \nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := accesslog.LoadKey(file)
+	if err != nil || string(key) != "0123456789abcdef0123" {
+		t.Fatalf("LoadKey: %q, %v", key, err)
+	}
+	hash := func(key []byte) string {
+		h, err := accesslog.NewHasher(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(h.Append(nil, "user=alice"))
+	}
+	if a, b := hash(key), hash([]byte("0123456789abcdef0123")); a != b || len(a) != accesslog.HashLen {
+		t.Errorf("one key, two hashers: %q and %q", a, b)
+	}
+	if hash(nil) == hash(nil) {
+		t.Error("two drawn keys hash alike")
+	}
+	if k, err := accesslog.LoadKey(""); k != nil || err != nil {
+		t.Errorf(`LoadKey(""): %q, %v; want a drawn key (nil)`, k, err)
+	}
+	os.WriteFile(file, []byte("short\n"), 0o600)
+	for _, f := range []string{file, filepath.Join(dir, "missing")} {
+		if _, err := accesslog.LoadKey(f); err == nil {
+			t.Errorf("%s: no error", f)
+		}
+	}
+}

@@ -620,7 +620,7 @@ func (c *conn) onHeaders(flags http2.Flags, id uint32, p []byte) error {
 		}
 		p = p[5:]
 	}
-	c.req = request{}
+	c.req = request{keep: c.srv.opts.Metadata}
 	c.blockLen = 0
 	c.dec.SetEmitEnabled(true)
 	c.hstream, c.hid, c.hend = id, id, flags.Has(http2.FlagHeadersEndStream)
@@ -732,7 +732,7 @@ func (c *conn) open(id uint32, end bool) error {
 // it open; bidi, for a method that streams from the client, also counts
 // its handler as running.
 func (c *conn) addStream(id uint32, m *method, r *request, bidi *bidiState) *stream {
-	st := &stream{c: c, id: id, m: m, recvLimit: c.srv.lim.streamWin, msgLen: -1, encoding: r.encoding, bidi: bidi}
+	st := &stream{c: c, id: id, m: m, recvLimit: c.srv.lim.streamWin, msgLen: -1, encoding: r.encoding, md: r.md, bidi: bidi}
 	if r.hasTimeout {
 		st.ctx.setTimeout(r.timeout)
 	}

@@ -111,7 +111,8 @@
 // stream 512 MiB each to a client that reads nothing.
 //
 // What it leaves out: compression (a compressed request is answered
-// UNIMPLEMENTED), incoming metadata in the handler's context,
+// UNIMPLEMENTED), incoming metadata in the handler's context (but for
+// the headers Options.Metadata names),
 // interceptors and stats handlers. Where those are needed,
 // serve with grpc-go: `sluice rls --grpc-server grpc-go`.
 package h2grpc

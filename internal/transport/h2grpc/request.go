@@ -2,8 +2,11 @@ package h2grpc
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc/metadata"
 )
 
 // parseTimeout parses a grpc-timeout value: at most 8 digits and a unit,
@@ -67,10 +70,12 @@ type request struct {
 	timeout     time.Duration
 	hasTimeout  bool
 	badTimeout  bool
-	malformed   string // why the block is not a valid request, if it is not
-	size        uint32 // the header list's size, as SETTINGS_MAX_HEADER_LIST_SIZE counts it
-	regular     bool   // a regular field has been seen (no pseudo-field may follow)
-	pseudo      uint8  // the pseudo-fields seen, a bit each
+	malformed   string      // why the block is not a valid request, if it is not
+	size        uint32      // the header list's size, as SETTINGS_MAX_HEADER_LIST_SIZE counts it
+	regular     bool        // a regular field has been seen (no pseudo-field may follow)
+	pseudo      uint8       // the pseudo-fields seen, a bit each
+	keep        []string    // Options.Metadata
+	md          metadata.MD // the fields of keep seen; nil when none
 }
 
 // field records one decoded header field (RFC 9113 §8.2, §8.3).
@@ -144,6 +149,13 @@ func (r *request) field(name, value string) {
 	case "te":
 		if value != "trailers" {
 			r.malformed = "te header other than trailers"
+		}
+	default:
+		if r.keep != nil && slices.Contains(r.keep, name) {
+			if r.md == nil {
+				r.md = metadata.MD{}
+			}
+			r.md[name] = append(r.md[name], value)
 		}
 	}
 }

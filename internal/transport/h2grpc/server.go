@@ -64,6 +64,13 @@ type Options struct {
 	Workers int
 	// Logger receives connection errors, at debug level. Default: none.
 	Logger *slog.Logger
+	// Metadata names the request headers (lower case) a handler's context
+	// carries as incoming metadata (metadata.FromIncomingContext), such
+	// as the W3C trace context's traceparent and tracestate. Default:
+	// none, and a call's context is the server's own, allocated with its
+	// stream; with a header present, the context costs an allocation or
+	// three more.
+	Metadata []string
 
 	// TLS, when set, serves TLS: the handshake (within the 20 s a new
 	// connection has to send its preface) must negotiate ALPN "h2", else

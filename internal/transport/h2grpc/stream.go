@@ -24,7 +24,8 @@ type stream struct {
 	m        *method
 	ctx      callCtx
 	encoding string
-	buf      *[]byte // the request body, gRPC-framed: the reader's until dispatched, then the handler's
+	md       metadata.MD // the request's fields of Options.Metadata; nil when none
+	buf      *[]byte     // the request body, gRPC-framed: the reader's until dispatched, then the handler's
 
 	// The reading goroutine's.
 	recvBytes int64 // flow-controlled bytes received on the stream, padding included
@@ -104,7 +105,7 @@ func (st *stream) run() {
 		if bad != nil {
 			s = bad
 		} else {
-			resp, err := st.m.unary(st.m.impl, &st.ctx, func(v any) error { return unmarshal(msg, v) }, nil)
+			resp, err := st.m.unary(st.m.impl, st.Context(), func(v any) error { return unmarshal(msg, v) }, nil)
 			if err != nil {
 				s = statusOf(err)
 			} else if out, err = marshal(resp); err != nil {
@@ -239,7 +240,12 @@ func (st *stream) sendHeadersLocked() bool {
 // Context returns the call's context: canceled when the client resets the
 // stream, the deadline it sent (grpc-timeout) passes, or the connection
 // ends.
-func (st *stream) Context() context.Context { return &st.ctx }
+func (st *stream) Context() context.Context {
+	if st.md != nil {
+		return metadata.NewIncomingContext(&st.ctx, st.md)
+	}
+	return &st.ctx
+}
 
 // SetHeader adds md to the response headers.
 func (st *stream) SetHeader(md metadata.MD) error {
