@@ -92,6 +92,7 @@ type conn struct {
 	running         uint32 // handlers running
 	progress        uint64 // requests received whole, ever (MaxConnectionIdle)
 	lastID          uint32 // the highest stream the client has opened
+	opening         bool   // a new stream's header block is being read: counted by lastID, not yet by active
 	goingAway       bool   // GOAWAY sent: no new streams
 	sendWin         int64  // the connection's send window
 	peerInitWin     int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
@@ -360,7 +361,9 @@ func (c *conn) drainWith(debug string) {
 	}
 	c.goingAway = true
 	c.wbuf = appendGoAway(c.wbuf, c.lastID, http2.ErrCodeNo, debug)
-	if c.active == 0 {
+	// A stream the GOAWAY counts (up to lastID) is answered before the
+	// close: one still being opened is, once open is done with it.
+	if c.active == 0 && !c.opening {
 		c.closeAfterFlush = true
 	}
 	c.mu.Unlock()
@@ -627,7 +630,7 @@ func (c *conn) onHeaders(flags http2.Flags, id uint32, p []byte) error {
 	c.hexisting = c.stream(id)
 	if c.hexisting == nil && !c.closedID(id) {
 		c.mu.Lock()
-		c.lastID = id
+		c.lastID, c.opening = id, true
 		c.mu.Unlock()
 	} else if c.hexisting == nil {
 		// A late block on a closed stream: decoded, to keep HPACK's table
@@ -687,6 +690,7 @@ func (c *conn) onFragment(end bool, p []byte) error {
 
 // open starts a call on stream id from the request c.req.
 func (c *conn) open(id uint32, end bool) error {
+	defer c.opened()
 	r := &c.req
 	opts := &c.srv.opts
 	c.mu.Lock()
@@ -726,6 +730,16 @@ func (c *conn) open(id uint32, end bool) error {
 		return c.endRequest(st)
 	}
 	return nil
+}
+
+// opened ends the opening of a stream (counted active by addStream, or
+// refused), and closes a draining connection left with nothing to answer,
+// after what open queued (a refusal) is written.
+func (c *conn) opened() {
+	c.mu.Lock()
+	c.opening = false
+	c.closeIfDrainedLocked()
+	c.mu.Unlock()
 }
 
 // addStream makes the stream of a call of m on id, as r asks, and counts
@@ -923,7 +937,13 @@ func (c *conn) unwaitLocked(st *stream) {
 // draining connection that has none left. c.mu is held.
 func (c *conn) releaseLocked() {
 	c.active--
-	if c.goingAway && c.active == 0 {
+	c.closeIfDrainedLocked()
+}
+
+// closeIfDrainedLocked closes a draining connection with no stream left
+// and none being opened, once what is queued is written. c.mu is held.
+func (c *conn) closeIfDrainedLocked() {
+	if c.goingAway && c.active == 0 && !c.opening {
 		c.closeAfterFlush = true
 		if !c.flushing {
 			select {
