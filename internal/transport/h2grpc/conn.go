@@ -92,7 +92,7 @@ type conn struct {
 	running         uint32 // handlers running
 	progress        uint64 // requests received whole, ever (MaxConnectionIdle)
 	lastID          uint32 // the highest stream the client has opened
-	opening         bool   // a new stream's header block is being read: counted by lastID, not yet by active
+	opening         bool   // a new stream's header block is being read: counted by lastID, not yet by active (written by the reader goroutine only, under mu)
 	goingAway       bool   // GOAWAY sent: no new streams
 	sendWin         int64  // the connection's send window
 	peerInitWin     int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
@@ -732,10 +732,15 @@ func (c *conn) open(id uint32, end bool) error {
 	return nil
 }
 
-// opened ends the opening of a stream (counted active by addStream, or
-// refused), and closes a draining connection left with nothing to answer,
-// after what open queued (a refusal) is written.
+// opened ends the opening of a stream that open refused (addStream ends
+// it for one it counts), and closes a draining connection left with
+// nothing to answer, after the refusal open queued is written. Only the
+// reader goroutine writes c.opening, so it reads it here without c.mu:
+// an opened call takes no lock.
 func (c *conn) opened() {
+	if !c.opening {
+		return
+	}
 	c.mu.Lock()
 	c.opening = false
 	c.closeIfDrainedLocked()
@@ -755,6 +760,7 @@ func (c *conn) addStream(id uint32, m *method, r *request, bidi *bidiState) *str
 	st.since = c.wd.tick
 	c.streams[id] = st
 	c.active++
+	c.opening = false
 	if bidi != nil {
 		c.bidiStreams++
 		c.running++
