@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/server/accesslog"
 )
 
 // TestTracingConfig: tracing: decodes, and a bad value names its file and
@@ -17,6 +18,13 @@ func TestTracingConfig(t *testing.T) {
 	}
 	if tc := cfg.Tracing; tc == nil || tc.Protocol != "grpc" || tc.ServiceName != "edge" || tc.SamplingRate != 0.25 {
 		t.Errorf("tracing %+v", cfg.Tracing)
+	}
+	if tc := cfg.Tracing; tc != nil && tc.Identity != accesslog.Hashed {
+		t.Errorf("tracing identity %v, want hashed", tc.Identity)
+	}
+	// Spans name no one unless asked; the access log hashes by default.
+	if cfg, _ := gateway.Parse("g.yaml", []byte(base+"tracing: {}\naccess_log: {file: a.log}\n")); cfg == nil || cfg.Tracing.Identity != accesslog.None || cfg.AccessLog.Identity != accesslog.Hashed {
+		t.Errorf("defaults: %+v", cfg)
 	}
 	if cfg, _ := gateway.Parse("g.yaml", []byte(base+"tracing: {}\n")); cfg == nil || cfg.Tracing.SamplingRate != -1 {
 		t.Errorf("tracing: {} is not on with the sampler of OTEL_TRACES_SAMPLER: %+v", cfg)

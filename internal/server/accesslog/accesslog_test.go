@@ -180,6 +180,20 @@ func TestBadOptions(t *testing.T) {
 	if _, err := accesslog.ParseIdentity("md5"); err == nil {
 		t.Error("ParseIdentity(md5): no error")
 	}
+	// One spelling for every record; "" is the record's own default:
+	// hashed for the access log, none for the spans.
+	for _, c := range []struct {
+		s     string
+		empty accesslog.Identity
+		want  accesslog.Identity
+	}{{"", accesslog.Hashed, accesslog.Hashed}, {"", accesslog.None, accesslog.None}, {"hashed", accesslog.None, accesslog.Hashed}, {"clear", accesslog.None, accesslog.Clear}, {"none", accesslog.Hashed, accesslog.None}} {
+		if got, err := accesslog.ParseIdentityOr(c.s, c.empty); err != nil || got != c.want {
+			t.Errorf("ParseIdentityOr(%q, %v) = %v, %v; want %v", c.s, c.empty, got, err, c.want)
+		}
+	}
+	if _, err := accesslog.ParseIdentityOr("plain", accesslog.None); err == nil {
+		t.Error("ParseIdentityOr(plain): no error")
+	}
 }
 
 // A nil Log (the access log off) does nothing and does not allocate.
