@@ -88,3 +88,50 @@ func TestFakeClockReadsPerCall(t *testing.T) {
 		}
 	})
 }
+
+// TestExactReadsTheSystemClock checks that a reading no longer known to be
+// fresh is not used for an admission: with the clock's goroutine stopped
+// (starved for ever) and its reading left 50 ms behind, exact returns a
+// reading no earlier than the system clock's before the call, and stores
+// it for the other readers.
+func TestExactReadsTheSystemClock(t *testing.T) {
+	c := acquireClock(77 * time.Microsecond)
+	c.release() // the goroutine has returned: nothing refreshes the reading
+	stale := mono() - int64(50*time.Millisecond)
+	c.now.Store(stale)
+	c.fresh.Store(ticks()) // fresh until now, and never again
+	before := mono()
+	if got := c.exact(); got < before {
+		t.Fatalf("exact() = %d, %v behind the system clock read before the call", got, time.Duration(before-got))
+	}
+	if c.now.Load() < before {
+		t.Error("exact did not store the reading it took")
+	}
+}
+
+// TestCalibration checks the counter's calibration on pairs of readings:
+// a first estimate after calFirst, a check every calEvery after, and a
+// rate that moves by more than rateMoved starts over with none (so that
+// no reading is trusted on an admission until it is measured again).
+func TestCalibration(t *testing.T) {
+	var c calibration
+	ms := int64(time.Millisecond)
+	steps := []struct {
+		t, m int64 // the pair: counter, monotonic ns
+		want float64
+		why  string
+	}{
+		{1000, 1 * ms, 0, "a first pair: none yet"},
+		{1000 + 2*3*ms, 4 * ms, 0, "3 ms on: none before calFirst"},
+		{1000 + 2*5*ms, 6 * ms, 2, "5 ms on: 2 ticks a ns"},
+		{1000 + 2*49*ms, 50 * ms, 2, "44 ms on: the last measured, until calEvery"},
+		{1000 + 2*105*ms + ms/10, 106 * ms, 2.001, "100 ms on, within rateMoved: refined"},
+		{1000 + 2*105*ms + ms/10 + 3*100*ms, 206 * ms, 0, "the rate moved from 2 to 3 ticks a ns: none"},
+		{1000 + 2*105*ms + ms/10 + 3*105*ms, 211 * ms, 3, "measured again"},
+	}
+	for _, s := range steps {
+		if got := c.add(s.t, s.m); got != s.want {
+			t.Fatalf("%s: rate %v, want %v", s.why, got, s.want)
+		}
+	}
+}

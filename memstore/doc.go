@@ -28,8 +28,14 @@
 //
 // The zero Options are the fast configuration: the clock is read from a
 // cached value that one goroutine per process stores every
-// DefaultResolution (1 ms), so decisions see time up to that much late and
-// never admit more than the limit (Options.Resolution).
+// DefaultResolution (1 ms). Denials are decided on it, up to that much late
+// (more when the goroutine is starved); an admission on a reading less
+// than DefaultResolution behind the system clock at the call, whatever the
+// scheduler does (the processor's counter tells when the cached one is
+// that recent; else the system clock is read). So over any real interval
+// of length L a store admits no more than its algorithm allows over L +
+// DefaultResolution: a bucket at most Burst + Rate·(L + 1 ms)/Period
+// (Options.Resolution gives each algorithm's bound).
 //
 // Snapshot and Restore (SaveSnapshot to a file) carry state across a
 // restart; OpenJournal carries the changes to long-period window keys

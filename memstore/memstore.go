@@ -33,16 +33,31 @@ type Options struct {
 	// Resolution is how the real clock is read when Now is nil. Zero means
 	// DefaultResolution (1 ms): a clock cached in memory, stored every
 	// Resolution by one background goroutine that all the process's stores
-	// of that resolution share, costs about 1 ns a request instead of a
-	// clock read's 20–50 ns on a VM (a quarter to a third of a decision).
-	// Decisions then see time up to Resolution (plus the scheduling delay
-	// of that goroutine) late: refills come that much later and reported
-	// durations are that much longer. It never admits more than the limit
-	// allows: every decision sees the same lagging clock. Positive sets
+	// of that resolution share. Denials, peeks and refunds' reports are
+	// decided on it, up to Resolution late, more when that goroutine is
+	// starved (a busy process, a loaded machine): a denial may come when a
+	// fresh reading would admit, never the reverse. An admission is decided
+	// on a reading less than Resolution behind the system clock at the
+	// call, whatever the scheduler does: the cached one when the
+	// processor's counter (RDTSC on amd64, calibrated against the system
+	// clock) shows it is that recent, else the system clock's, which it
+	// stores for the others. A lagging reading would credit the lag exactly
+	// where a step bases state on now (a new key or a bucket at rest:
+	// max(TAT, now); a new or rolled window; a log's entry), and admissions
+	// (and refunds) are the only steps that store such state. So over any
+	// real interval of length L a store admits at most what its algorithm
+	// admits over L + Resolution: a bucket (GCRA, token, leaky) Burst +
+	// Rate·(L + Resolution)/Period (at 1000 a second, one event more than
+	// the system clock read on every call), a fixed window Rate in each
+	// aligned window that an interval of L + Resolution touches, a sliding
+	// counter Rate + Rate·(L + Resolution)/Period, a sliding log
+	// Rate·(⌊(L + Resolution)/Period⌋ + 1). The cost is one counter read an
+	// admission (on other processors, and until the counter is calibrated
+	// in the process's first 5 ms, a system clock read). Positive sets
 	// another period; negative reads the clock on every call, for callers
-	// that need refills to the nanosecond or no background ticking. A
-	// store made where the clock reads the year 2000 (a testing/synctest
-	// bubble's fake clock) reads it on every call.
+	// that need refills to the nanosecond or no background ticking. A store
+	// made where the clock reads the year 2000 (a testing/synctest bubble's
+	// fake clock) reads it on every call.
 	Resolution time.Duration
 	// MaxKeys bounds the number of keys held (rounded down to a multiple of
 	// the number of shards, each of which holds its share). Zero means
@@ -256,6 +271,16 @@ func (s *Store) clock() int64 {
 	return s.readClock()
 }
 
+// exactClock returns the store's time as an admission needs it: less than
+// the resolution behind the system clock at the call (cachedClock.exact),
+// whatever the scheduler has done to the cached clock's goroutine.
+func (s *Store) exactClock() int64 {
+	if c := s.clk; c != nil {
+		return c.exact()
+	}
+	return s.readClock()
+}
+
 func (s *Store) readClock() int64 {
 	if s.now != nil {
 		return s.now().UnixNano()
@@ -289,7 +314,7 @@ func (s *Store) Apply(_ context.Context, req ratelimit.Request) (d ratelimit.Dec
 		return d, err
 	}
 	if req.Refund {
-		s.refund(s.clock(), &req, m, &d)
+		s.refund(s.exactClock(), &req, m, &d)
 		return d, nil
 	}
 	if !s.apply(s.clock(), &req, m, &d) {
@@ -513,6 +538,17 @@ func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Durat
 			break // moving; ask under the lock
 		}
 		tat := gcra.StepCost(old, now, n, leaky, maxDelay, p, d)
+		if tat != old && s.clk != nil {
+			// Admitted on the cached reading, which may lag: the new
+			// state is max(TAT, now) + cost, so a lagging now would credit
+			// a bucket at rest the lag. Decided again on an exact reading
+			// if the cached one is not (it admits too: a later now only
+			// shortens the backlog).
+			if f := s.clk.exact(); f != now {
+				now = f
+				tat = gcra.StepCost(old, now, n, leaky, maxDelay, p, d)
+			}
+		}
 		if tat == old || e.tat.CompareAndSwap(old, tat) {
 			return true
 		}
@@ -520,6 +556,9 @@ func (s *Store) applyTAT(h uint64, now, n int64, leaky bool, maxDelay time.Durat
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if s.clk != nil {
+		now = s.clk.exact() // a new key, a conversion: read after the lock's wait
+	}
 	for {
 		e, iv := sh.tat.lookupKey(h, &s.tags)
 		if e == nil {
@@ -610,6 +649,11 @@ func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, tag uin
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if s.clk != nil && req.N > 0 {
+		// A new window, a rolled one or a log's entry is based on now: an
+		// exact reading, taken after the lock's wait.
+		now = s.clk.exact()
+	}
 	if req.Algorithm == ratelimit.SlidingWindowLog {
 		return s.applyLog(sh, h, now, req, tag, d)
 	}
