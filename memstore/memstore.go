@@ -649,36 +649,28 @@ func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, tag uin
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s.clk != nil && req.N > 0 {
-		// A new window, a rolled one or a log's entry is based on now: an
-		// exact reading, taken after the lock's wait.
-		now = s.clk.exact()
-	}
 	if req.Algorithm == ratelimit.SlidingWindowLog {
+		if s.clk != nil && req.N > 0 {
+			// A log's entry is stamped now: an exact reading, taken after
+			// the lock's wait (the step changes a spilled log in place, so
+			// it is not decided twice).
+			now = s.clk.exact()
+		}
 		return s.applyLog(sh, h, now, req, tag, d)
 	}
 	sliding := req.Algorithm == ratelimit.SlidingWindowCounter
 	t := &sh.win
 	i := t.find(h)
 	w := int64(req.Limit.Period)
-	var old window.State
-	rescaled := false
-	if i >= 0 {
-		old = t.window(i)
-		if req.Limit.Rate > 0 && (wordTag(t.a.slots[i].w) != tag || tag == tagOverflow) {
-			if from := t.period(i, &s.periods); from != w {
-				// Counted under another period: the used events carry
-				// over (window.Rescale), stored whatever the decision, so
-				// that what it reports holds.
-				old, rescaled = window.Rescale(old, now, from, w, sliding), true
-			}
+	old, st, rescaled := s.stepWindow(t, i, now, req, tag, d)
+	if s.clk != nil && (rescaled || (req.N > 0 && d.Allowed)) {
+		// Admitted (or rescaled) on the cached reading, which may lag: the
+		// events would count in the window of a time already past. Decided
+		// again on an exact reading, taken after the lock's wait.
+		if f := s.clk.exact(); f != now {
+			now = f
+			old, st, rescaled = s.stepWindow(t, i, now, req, tag, d)
 		}
-	}
-	var st window.State
-	if sliding {
-		st, *d = window.Sliding(old, now, *req)
-	} else {
-		st, *d = window.Fixed(old, now, *req)
 	}
 	switch {
 	case rescaled && st == (window.State{}):
@@ -702,6 +694,31 @@ func (s *Store) applyWindow(h uint64, now int64, req *ratelimit.Request, tag uin
 		j.window(int(h>>s.shift), h, w, packWinLimit(req.Limit.Rate, sliding), st)
 	}
 	return true
+}
+
+// stepWindow decides a fixed window's or sliding counter's req at now on
+// the key in slot i of t (−1: absent), whose shard's lock is held; tag is
+// the tag of req's Period. It returns the key's state before (rescaled,
+// when it was counted under another period) and after.
+func (s *Store) stepWindow(t *winTable, i int, now int64, req *ratelimit.Request, tag uint8, d *ratelimit.Decision) (old, st window.State, rescaled bool) {
+	sliding := req.Algorithm == ratelimit.SlidingWindowCounter
+	if i >= 0 {
+		old = t.window(i)
+		if req.Limit.Rate > 0 && (wordTag(t.a.slots[i].w) != tag || tag == tagOverflow) {
+			if from := t.period(i, &s.periods); from != int64(req.Limit.Period) {
+				// Counted under another period: the used events carry
+				// over (window.Rescale), stored whatever the decision, so
+				// that what it reports holds.
+				old, rescaled = window.Rescale(old, now, from, int64(req.Limit.Period), sliding), true
+			}
+		}
+	}
+	if sliding {
+		st, *d = window.Sliding(old, now, *req)
+	} else {
+		st, *d = window.Fixed(old, now, *req)
+	}
+	return old, st, rescaled
 }
 
 // applyLog decides a sliding window log's req on the key hashed to h, in
