@@ -44,7 +44,8 @@ type Options struct {
 	// stores for the others. A lagging reading would credit the lag exactly
 	// where a step bases state on now (a new key or a bucket at rest:
 	// max(TAT, now); a new or rolled window; a log's entry), and admissions
-	// (and refunds) are the only steps that store such state. So over any
+	// (and refunds, and a window rescaled to another period) are the only
+	// steps that store such state. So over any
 	// real interval of length L a store admits at most what its algorithm
 	// admits over L + Resolution: a bucket (GCRA, token, leaky) Burst +
 	// Rate·(L + Resolution)/Period (at 1000 a second, one event more than
