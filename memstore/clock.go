@@ -2,6 +2,9 @@ package memstore
 
 import (
 	"math"
+	"os"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,6 +131,26 @@ func (c *cachedClock) run() {
 	tick.Loop(c.stop, c.res, func(time.Time) { c.tick() })
 }
 
+// ticksTrusted reports whether the counter measures time alike on every
+// processor: where Linux's own clock reads it (clocksource tsc, which the
+// kernel chooses only for a counter that is invariant and synchronised
+// across processors, and watches). Elsewhere every admission reads the
+// system clock.
+func ticksTrusted() bool {
+	trustTicks.once.Do(func() {
+		if haveTicks && runtime.GOOS == "linux" {
+			b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+			trustTicks.ok = err == nil && strings.TrimSpace(string(b)) == "tsc"
+		}
+	})
+	return trustTicks.ok
+}
+
+var trustTicks struct {
+	once sync.Once
+	ok   bool
+}
+
 // mono returns the monotonic clock on the cached clocks' base, Unix ns.
 func mono() int64 { return baseWall + int64(time.Since(baseMono)) }
 
@@ -136,7 +159,7 @@ func (c *cachedClock) tick() {
 	m1 := mono()
 	t := ticks()
 	m2 := mono()
-	if haveTicks && m2-m1 <= int64(calJitter) {
+	if ticksTrusted() && m2-m1 <= int64(calJitter) {
 		sp := int64(spanMargin * tickRate.add(t, (m1+m2)/2) * float64(c.res))
 		if sp == 0 {
 			c.fresh.Store(0) // before the store: a reader that sees 0 reads the system clock

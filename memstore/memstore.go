@@ -53,8 +53,9 @@ type Options struct {
 	// aligned window that an interval of L + Resolution touches, a sliding
 	// counter Rate + Rate·(L + Resolution)/Period, a sliding log
 	// Rate·(⌊(L + Resolution)/Period⌋ + 1). The cost is one counter read an
-	// admission (on other processors, and until the counter is calibrated
-	// in the process's first 5 ms, a system clock read). Positive sets
+	// admission (a system clock read on other processors, on systems other
+	// than Linux with the tsc clocksource, and until the counter is
+	// calibrated in the process's first 5 ms). Positive sets
 	// another period; negative reads the clock on every call, for callers
 	// that need refills to the nanosecond or no background ticking. A store
 	// made where the clock reads the year 2000 (a testing/synctest bubble's
