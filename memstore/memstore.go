@@ -32,34 +32,33 @@ type Options struct {
 	Now func() time.Time
 	// Resolution is how the real clock is read when Now is nil. Zero means
 	// DefaultResolution (1 ms): a clock cached in memory, stored every
-	// Resolution by one background goroutine that all the process's stores
-	// of that resolution share. Denials, peeks and refunds' reports are
-	// decided on it, up to Resolution late, more when that goroutine is
-	// starved (a busy process, a loaded machine): a denial may come when a
-	// fresh reading would admit, never the reverse. An admission is decided
-	// on a reading less than Resolution behind the system clock at the
-	// call, whatever the scheduler does: the cached one when the
-	// processor's counter (RDTSC on amd64, calibrated against the system
-	// clock) shows it is that recent, else the system clock's, which it
-	// stores for the others. A lagging reading would credit the lag exactly
-	// where a step bases state on now (a new key or a bucket at rest:
-	// max(TAT, now); a new or rolled window; a log's entry), and admissions
-	// (and refunds, and a window rescaled to another period) are the only
-	// steps that store such state. So over any
-	// real interval of length L a store admits at most what its algorithm
-	// admits over L + Resolution: a bucket (GCRA, token, leaky) Burst +
-	// Rate·(L + Resolution)/Period (at 1000 a second, one event more than
-	// the system clock read on every call), a fixed window Rate in each
-	// aligned window that an interval of L + Resolution touches, a sliding
-	// counter Rate + Rate·(L + Resolution)/Period, a sliding log
-	// Rate·(⌊(L + Resolution)/Period⌋ + 1). The cost is one counter read an
-	// admission (a system clock read on other processors, on systems other
-	// than Linux with the tsc clocksource, and until the counter is
-	// calibrated in the process's first 5 ms). Positive sets
-	// another period; negative reads the clock on every call, for callers
-	// that need refills to the nanosecond or no background ticking. A store
-	// made where the clock reads the year 2000 (a testing/synctest bubble's
-	// fake clock) reads it on every call.
+	// Resolution by one background goroutine that all the process's stores of
+	// that resolution share. Denials and peeks are decided on it, up to
+	// Resolution late, more when that goroutine is starved (a busy process, a
+	// loaded machine): a denial may come when a fresh reading would admit,
+	// never the reverse. An admission is decided on a reading less than
+	// Resolution behind the system clock at the call, whatever the scheduler
+	// does: the cached one when the processor's counter (RDTSC on amd64,
+	// calibrated against the system clock) shows it is that recent, else the
+	// system clock's, which it stores for the others. A lagging reading would
+	// credit the lag exactly where a step bases state on now (a new key or a
+	// bucket at rest: max(TAT, now); a new or rolled window; a log's entry),
+	// and admissions (and refunds, and a window rescaled to another period)
+	// are the only steps that store such state. So over any real interval of
+	// length L a store admits at most what its algorithm admits over L +
+	// Resolution: a bucket (GCRA, token, leaky) Burst + Rate·(L +
+	// Resolution)/Period (at 1000 a second, one event more than the system
+	// clock read on every call), a fixed window Rate in each aligned window
+	// that an interval of L + Resolution touches, a sliding counter Rate +
+	// Rate·(L + Resolution)/Period, a sliding log Rate·(⌊(L +
+	// Resolution)/Period⌋ + 1). The cost is one counter read an admission; a
+	// system clock read where the counter is not trusted (a processor other
+	// than amd64, a system other than Linux with the tsc clocksource) and
+	// until it is calibrated, in the process's first 5 ms. Positive sets
+	// another period; negative reads the clock on every call, for callers that
+	// need refills to the nanosecond or no background ticking. A store made
+	// where the clock reads the year 2000 (a testing/synctest bubble's fake
+	// clock) reads it on every call.
 	Resolution time.Duration
 	// MaxKeys bounds the number of keys held (rounded down to a multiple of
 	// the number of shards, each of which holds its share). Zero means
