@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/server/heapfloor"
 	"github.com/sluicehq/sluice/rls/runner"
 )
 
@@ -70,6 +71,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := f.logs.logger(stderr)
+	// A proxy's live heap is small and each request allocates: without
+	// a floor the collector runs tens of times a second under load.
+	defer heapfloor.Keep(heapfloor.DefaultBytes)()
 	cfg, watcher, err := loadServeConfig(f.configFile)
 	if err != nil {
 		return err
