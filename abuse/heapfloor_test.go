@@ -11,7 +11,7 @@ import (
 // the floor, while the floor itself, never written, stays out of the
 // resident set (a server just started is within half the floor of one
 // without it). An operator who sets GOGC keeps the runtime's own goal:
-// no floor.
+// no floor; so does --heap-floor-mib 0.
 func TestHeapFloor(t *testing.T) {
 	const floor = 16 << 20
 	cfg := writeFile(t, t.TempDir(), "gateway.yaml", perIPGateway("builtin:echo", "", "token_bucket", 1000000))
@@ -36,5 +36,9 @@ func TestHeapFloor(t *testing.T) {
 	}
 	if n := goal(plain); n >= floor {
 		t.Errorf("GOGC=100: heap goal %.0f B after 2000 requests, want the runtime's own (below the %d B floor)", n, floor)
+	}
+	t.Setenv("GOGC", "")
+	if n := goal(startServe(t, cfg, "--heap-floor-mib", "0")); n >= floor {
+		t.Errorf("--heap-floor-mib 0: heap goal %.0f B after 2000 requests, want the runtime's own (below the %d B floor)", n, floor)
 	}
 }
