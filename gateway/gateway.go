@@ -474,6 +474,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	dmux, answer := decisionMux(cfg, ih) // decision.go; nil without decision
 	patterns := routePatterns(cfg.Routes)
 	catchAll := false
+	var sole http.Handler // the last route's handler (soleRoute: the only one)
 	for i, rc := range cfg.Routes {
 		mw := &httplimit.Middleware{
 			Store:         g.store,
@@ -499,6 +500,7 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 		}
 		rt := &routeHandler{limited: layers.wrap(i, mw.Handler, upstreams[i]), resolver: resolver, headers: ih,
 			write: rc.UpstreamTimeout + cc.WriteTimeout, log: g.log, refuse: g.refuse, tracer: g.tracer}
+		sole = rt
 		for _, p := range patterns[i] {
 			if err := register(mux, p, rt); err != nil {
 				return nil, fmt.Errorf("gateway: %s: routes[%d]: %w", cfg.File, i, err)
@@ -512,13 +514,31 @@ func (g *Gateway) build(cfg *Config) (*state, error) {
 	if err := g.ops.configure(cfg, mux, res); err != nil {
 		return nil, err
 	}
-	return &state{cfg: cfg, handler: g.publicHandler(cfg, cc, mux, dmux, catchAll), upstreams: links}, nil
+	var routes http.Handler = mux
+	if soleRoute(cfg, patterns) {
+		routes = sole
+	}
+	return &state{cfg: cfg, handler: g.publicHandler(cfg, cc, mux, routes, dmux, catchAll), upstreams: links}, nil
+}
+
+// soleRoute reports whether cfg's route table is one route matching every
+// request (the path "/", any method, any host) and nothing else is
+// served on the public listener (no rate_limit_endpoint, the one pattern
+// ops.configure adds): then every request canonicalize lets through goes
+// to that route, and publicHandler calls it without the mux's match
+// (which finds the pattern, then looks the path up again with a "/"
+// added, for a redirect it never makes here: three allocations a
+// request). A request the mux would answer itself is refused before it:
+// "*" is not a path, and a path not clean is redirected.
+func soleRoute(cfg *Config, patterns [][]string) bool {
+	return len(patterns) == 1 && len(patterns[0]) == 1 && patterns[0][0] == "/" && cfg.RateLimitEndpoint == ""
 }
 
 // publicHandler is the public listener's handler over the route table
-// mux (catchAll: a route matches every path), and dmux when the listener
-// decides (decision.go).
-func (g *Gateway) publicHandler(cfg *Config, cc ConnConfig, mux, dmux *http.ServeMux, catchAll bool) http.Handler {
+// routes (the mux, or its sole route: soleRouteHandler; catchAll: a
+// route matches every path), and dmux when the listener decides
+// (decision.go).
+func (g *Gateway) publicHandler(cfg *Config, cc ConnConfig, mux *http.ServeMux, routes http.Handler, dmux *http.ServeMux, catchAll bool) http.Handler {
 	if !catchAll {
 		mux.HandleFunc("/", noRoute)
 	}
@@ -527,7 +547,7 @@ func (g *Gateway) publicHandler(cfg *Config, cc ConnConfig, mux, dmux *http.Serv
 	// a few hundred bytes).
 	return withDeadlines(g.decisions(cfg, dmux, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if canonicalize(w, r) {
-			mux.ServeHTTP(w, r)
+			routes.ServeHTTP(w, r)
 		}
 	})), cc.ReadTimeout, 0)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -103,7 +104,7 @@ func (e *env) start(c *contender, o options) error {
 	case kindGoProxy, kindGoPlain:
 		c.p, err = startGoProxy(e.bins.goproxy, c.name, up, o.idle, c.kind == kindGoProxy)
 	case kindSluiceOff, kindSluiceOn, kindSluiceRedis:
-		c.p, err = startSluice(e.bins.sluice, e.dir, c.name, up, c.kind == kindSluiceOff, store, pprof)
+		c.p, err = startSluice(cmp.Or(c.bin, e.bins.sluice), e.dir, c.name, up, c.kind == kindSluiceOff, store, pprof)
 	case kindQuota, kindJournal:
 		c.p, err = startSluiceQuota(e.bins.sluice, e.dir, c.name, up, c.kind == kindJournal, pprof)
 	case kindCaddy:

@@ -28,6 +28,7 @@
 //	cd bench && go run ./gateway                                  # all five, 10 rounds of 2 s, 32 clients
 //	cd bench && go run ./gateway -contenders goproxy,sluice-on    # the figure the gateway's work is judged by
 //	cd bench && go run ./gateway -rates 10,25,50,100              # fixed offered rates for the Redis path
+//	cd bench && go run ./gateway -base /tmp/sluice-main -contenders goproxy,sluice-on@base,sluice-on  # before/after in one run
 //
 // With -rates, the run is a sweep instead: open loops at fixed offered
 // rates (percentages of the bare Go proxy's capacity, measured first in a
@@ -113,6 +114,7 @@ type options struct {
 	idle       int       // idle upstream connections of the proxies
 	path       string
 	sluice     string // a sluice binary to use instead of building the checkout's
+	base       string // a second sluice binary, run by the KIND@base contenders
 	caddy      string // a caddy binary; empty: gobuild.Caddy
 	traefik    string // a traefik binary; empty: gobuild.Traefik
 	profile    string // a directory for CPU profiles of the sluice contenders
@@ -134,6 +136,7 @@ func main() {
 	flag.StringVar(&o.path, "path", "/hello", "request path")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of each sluice (serving, or the decision endpoint a proxy asks) over its first gwload round to `DIR`/NAME.pprof; with -rates, each load's first round to DIR/NAME-PERCENT.pprof (0: saturation)")
 	flag.StringVar(&o.sluice, "sluice", "", "a sluice binary to measure (default: build ./cmd/sluice of this checkout, uncommitted changes included)")
+	flag.StringVar(&o.base, "base", "", "a second sluice binary (a build of the base commit, say), which the contenders named sluice-off@base, sluice-on@base and sluice-redis@base run: before and after in one run of paired rounds")
 	flag.StringVar(&o.caddy, "caddy", "", "a caddy binary (default: built from the Go module proxy into the user cache, once)")
 	flag.StringVar(&o.traefik, "traefik", "", "a traefik binary (default: built from the Go module proxy into the user cache, once)")
 	flag.Parse()
@@ -223,6 +226,7 @@ func toolTitle(tool string, o options) string {
 // contender is one proxy under test.
 type contender struct {
 	name, kind string
+	bin        string // the sluice binary of a KIND@base contender; "" the run's
 	p          *proc
 	decider    *proc // sluice serve as the decision endpoint p asks, if any
 	redis      bool  // whether it uses the run's redis-server
@@ -272,20 +276,8 @@ func setup(ctx context.Context, o options) (_ *env, err error) {
 			e.close()
 		}
 	}()
-	seen := map[string]int{}
-	for _, k := range o.contenders {
-		if !slices.Contains(kinds, k) {
-			return nil, fmt.Errorf("-contenders: unknown %q (want %s)", k, strings.Join(kinds, ", "))
-		}
-		seen[k]++
-		name := k
-		if seen[k] > 1 {
-			name = fmt.Sprintf("%s#%d", k, seen[k])
-		}
-		e.contenders = append(e.contenders, &contender{name: name, kind: k})
-	}
-	if len(e.contenders) == 0 {
-		return nil, errors.New("no contenders")
+	if e.contenders, err = parseContenders(o.contenders, o.base); err != nil {
+		return nil, err
 	}
 	if e.dir, err = os.MkdirTemp("", "bench-gateway-"); err != nil {
 		return nil, err
@@ -325,6 +317,35 @@ func setup(ctx context.Context, o options) (_ *env, err error) {
 		fmt.Fprintf(o.progress, "%-18s pid %-7d %s\n", "redis-server", e.redis.Pid(), e.redis.URL())
 	}
 	return e, nil
+}
+
+// parseContenders returns the contenders of -contenders: a kind named
+// twice is an A/A pair ("sluice-on", "sluice-on#2"); KIND@base (a sluice
+// serve kind) runs base, the -base binary.
+func parseContenders(list []string, base string) ([]*contender, error) {
+	var out []*contender
+	seen := map[string]int{}
+	for _, name := range list {
+		k, atBase := strings.CutSuffix(name, "@base")
+		if !slices.Contains(kinds, k) {
+			return nil, fmt.Errorf("-contenders: unknown %q (want %s)", name, strings.Join(kinds, ", "))
+		}
+		c := &contender{name: name, kind: k}
+		if atBase {
+			if base == "" || !slices.Contains([]string{kindSluiceOff, kindSluiceOn, kindSluiceRedis}, k) {
+				return nil, fmt.Errorf("-contenders: %q: @base wants -base and one of %s, %s, %s", name, kindSluiceOff, kindSluiceOn, kindSluiceRedis)
+			}
+			c.bin = base
+		}
+		if seen[name]++; seen[name] > 1 {
+			c.name = fmt.Sprintf("%s#%d", name, seen[name])
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no contenders")
+	}
+	return out, nil
 }
 
 // measure runs one measurement of c with tool; rate 0 is a closed loop.
@@ -654,6 +675,11 @@ func (r *results) ratios(tool string) string {
 	}
 	if has(kindSluiceOn) && has(kindSluiceOff) {
 		b.WriteString(r.ratio(tool, kindSluiceOn, kindSluiceOff))
+	}
+	for _, n := range r.names { // after / before
+		if k, ok := strings.CutSuffix(n, "@base"); ok && has(k) {
+			b.WriteString(r.ratio(tool, k, n))
+		}
 	}
 	return b.String()
 }

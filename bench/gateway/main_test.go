@@ -218,3 +218,30 @@ func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(b), "\n"))
 	return len(b), nil
 }
+
+// TestParseContenders: a kind twice is an A/A pair, KIND@base runs the
+// -base binary, and @base without -base or on a kind that is not sluice
+// serve's is refused.
+func TestParseContenders(t *testing.T) {
+	cs, err := parseContenders([]string{"goproxy", "sluice-on@base", "sluice-on", "sluice-on@base"}, "/tmp/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cs {
+		got = append(got, c.name+"="+c.kind+":"+c.bin)
+	}
+	want := []string{"goproxy=goproxy:", "sluice-on@base=sluice-on:/tmp/base", "sluice-on=sluice-on:", "sluice-on@base#2=sluice-on:/tmp/base"}
+	if !slices.Equal(got, want) {
+		t.Errorf("contenders %q, want %q", got, want)
+	}
+	for _, bad := range [][]string{{"sluice-on@base"}, {"nginx@base"}, {"nope"}} {
+		base := "/tmp/base"
+		if bad[0] == "sluice-on@base" {
+			base = ""
+		}
+		if _, err := parseContenders(bad, base); err == nil {
+			t.Errorf("%q with -base %q: no error", bad, base)
+		}
+	}
+}

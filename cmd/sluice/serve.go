@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/server/heapfloor"
 	"github.com/sluicehq/sluice/rls/runner"
 )
 
@@ -23,6 +24,7 @@ const serveSynopsis = "[--config FILE] [--listen ADDR] [--admin-listen ADDR] [--
 type serveFlags struct {
 	configFile, listen, adminListen, store string
 	watchInterval                          time.Duration
+	heapFloorMiB                           int
 	logs                                   *logFlags
 	password                               *runner.StorePassword
 }
@@ -50,6 +52,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.store, "store", "", "where counters live, overriding the config's store: memory, or a redis://, rediss://, redis-cluster://, redis-sentinel:// or unix:// `URL` (its password apart with --store-password-file)")
 	password := runner.AddStorePasswordFlags(fs)
 	fs.DurationVar(&f.watchInterval, "watch-interval", time.Second, "how often to look for changes to the config file and the files it reads (API keys, JWT key, rules_files)")
+	fs.IntVar(&f.heapFloorMiB, "heap-floor-mib", heapfloor.DefaultBytes>>20, "`MiB` of heap the Go collector counts as live but that is never written (nor resident), so that it does not run tens of times a second over a live heap of a few MiB; 0 turns it off, and so does GOGC or GOMEMLIMIT set")
 	f.logs = addLogFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -59,6 +62,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	}
 	if f.watchInterval <= 0 {
 		return nil, fmt.Errorf("%w: --watch-interval %v is not positive", errUsage, f.watchInterval)
+	}
+	if f.heapFloorMiB < 0 || f.heapFloorMiB > 1<<14 {
+		return nil, fmt.Errorf("%w: --heap-floor-mib %d: want 0 to 16384", errUsage, f.heapFloorMiB)
 	}
 	f.password = password
 	return f, nil
@@ -70,6 +76,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := f.logs.logger(stderr)
+	// A proxy's live heap is small and each request allocates: without
+	// a floor the collector runs tens of times a second under load.
+	defer heapfloor.Keep(f.heapFloorMiB << 20)()
 	cfg, watcher, err := loadServeConfig(f.configFile)
 	if err != nil {
 		return err
