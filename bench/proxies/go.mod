@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/sluicehq/sluice v0.0.0
+	github.com/sluicehq/sluice/bench v0.0.0
 )
 
 require (
@@ -173,4 +174,7 @@ require (
 	howett.net/plist v1.0.1 // indirect
 )
 
-replace github.com/sluicehq/sluice => ../..
+replace (
+	github.com/sluicehq/sluice => ../..
+	github.com/sluicehq/sluice/bench => ..
+)

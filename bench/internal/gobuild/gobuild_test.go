@@ -3,6 +3,7 @@ package gobuild
 import (
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,5 +45,17 @@ func TestForbidden(t *testing.T) {
 	}
 	if forbidden.MatchString("go: downloading github.com/rs/zerolog v1.34.0") {
 		t.Error("a download line matched")
+	}
+}
+
+// TestNice: a build runs under nice -n 10 where nice is on PATH, so that
+// minutes of compiling yield to the other work of a shared machine.
+func TestNice(t *testing.T) {
+	cmd := goCommand(t.Context(), "build", "./cmd/x")
+	if _, err := exec.LookPath("nice"); err != nil {
+		t.Skip("no nice on PATH")
+	}
+	if got := strings.Join(cmd.Args[1:], " "); filepath.Base(cmd.Path) != "nice" || got != "-n 10 go build ./cmd/x" {
+		t.Fatalf("goCommand runs %s %s, want nice -n 10 go build ./cmd/x", cmd.Path, got)
 	}
 }
