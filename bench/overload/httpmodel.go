@@ -36,6 +36,7 @@ type HTTPOptions struct {
 	Retries int
 	Backoff time.Duration
 	Warmup  time.Duration // at 0.5x before the phases, not reported; 0 means 1 s
+	Measure time.Duration // of the capacity, before each contender's run; 0 means 500 ms
 	Phase   time.Duration // 0 means 2 s
 	Rounds  int           // 0 means 1
 	Seed    uint64
@@ -61,6 +62,7 @@ func (o HTTPOptions) withDefaults() HTTPOptions {
 	positive(&o.Timeout, 250*time.Millisecond)
 	positive(&o.Backoff, 20*time.Millisecond)
 	positive(&o.Warmup, time.Second)
+	positive(&o.Measure, 500*time.Millisecond)
 	positive(&o.Phase, 2*time.Second)
 	if o.SlowShare <= 0 || o.SlowShare >= 1 {
 		o.SlowShare = 0.1
@@ -108,35 +110,42 @@ var httpPhases = []httpPhase{{"warmup", 0.5, noRetry}, {"0.5x", 0.5, noRetry}, {
 
 // HTTPResult is the outcome of [RunHTTP].
 type HTTPResult struct {
-	Rounds   [][]Row   // per round, a row per contender and phase
-	Capacity []float64 // per round, the server's measured capacity, requests per second
-	Iters    int64     // hash rounds of an ordinary request
+	Rounds [][]Row // per round, a row per contender and phase
+	// Capacity is, per round, the least and the most capacity measured
+	// before a contender's run, requests per second.
+	Capacity [][2]float64
+	Iters    int64 // hash rounds of an ordinary request
 }
 
 // RunHTTP runs the CPU-bound HTTP model: a real net/http server on
 // 127.0.0.1 whose handler burns CPU behind the contender's limiter, so
-// that overload is contention for this machine's cores. Each round
-// measures the server's capacity without a limit, then runs every
-// contender in turn (the order rotated per round) on the same arrival
-// and slow-request draws; the rows of a round compare its contenders
-// with each other only.
+// that overload is contention for this machine's cores. Each round runs
+// every contender in turn (the order rotated per round) on the same
+// arrival and slow-request draws; the rows of a round compare its
+// contenders with each other only. The machine is shared, so its
+// capacity drifts during a round: before each contender's run the
+// server's capacity without a limit is measured afresh, the run's loads
+// are multiples of it, and goodput is compared as a share of it; latency
+// is compared with the same contender's at 0.5x, a few seconds earlier.
 func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPResult, error) {
 	o = o.withDefaults()
 	iters := calibrateSpin(o.Work)
 	res := &HTTPResult{Iters: iters}
 	for round := range o.Rounds {
-		capacity, err := measureCapacity(ctx, o, iters)
-		if err != nil {
-			return nil, err
-		}
-		res.Capacity = append(res.Capacity, capacity)
 		runs := make([]*httpRun, len(o.Contenders))
+		span := [2]float64{math.Inf(1), 0}
 		for k := range o.Contenders {
 			i := (k + round) % len(o.Contenders)
 			c := o.Contenders[i]
+			capacity, err := measureCapacity(ctx, o, iters)
+			if err != nil {
+				return nil, err
+			}
+			span = [2]float64{min(span[0], capacity), max(span[1], capacity)}
 			if runs[i], err = runContender(ctx, o, iters, capacity, uint64(round), c); err != nil {
 				return nil, fmt.Errorf("overload: http model, %s: %w", c.Name, err)
 			}
+			runs[i].capacity = capacity
 			time.Sleep(200 * time.Millisecond) // the last one's connections close
 
 			if o.Progress != nil {
@@ -148,6 +157,7 @@ func RunHTTP(ctx context.Context, o HTTPOptions) (*HTTPResult, error) {
 			return nil, err
 		}
 		res.Rounds = append(res.Rounds, rows)
+		res.Capacity = append(res.Capacity, span)
 	}
 	return res, nil
 }
@@ -227,12 +237,10 @@ func startServer(adm sim.Admitter) (*server, error) {
 	return s, nil
 }
 
+// stop closes the server and every connection at once (the run's
+// clients are done; a handler still burning sees its request cancelled).
 func (s *server) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if s.srv.Shutdown(ctx) != nil {
-		_ = s.srv.Close()
-	}
+	_ = s.srv.Close()
 	<-s.done
 }
 
@@ -242,8 +250,8 @@ func newClient(o HTTPOptions) *http.Client {
 }
 
 // measureCapacity returns the requests per second the server completes
-// without a limit, driven by 2 clients per core back to back for a
-// second (the mix of ordinary and slow requests of the model).
+// without a limit, driven by 2 clients per core back to back for
+// o.Measure (the mix of ordinary and slow requests of the model).
 func measureCapacity(ctx context.Context, o HTTPOptions, iters int64) (float64, error) {
 	s, err := startServer(noLimit{})
 	if err != nil {
@@ -253,7 +261,8 @@ func measureCapacity(ctx context.Context, o HTTPOptions, iters int64) (float64, 
 	c := newClient(o)
 	defer c.CloseIdleConnections()
 	var done atomic.Int64
-	end := time.Now().Add(time.Second)
+	d := o.Measure
+	end := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for g := range 2 * runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
@@ -267,9 +276,9 @@ func measureCapacity(ctx context.Context, o HTTPOptions, iters int64) (float64, 
 	}
 	wg.Wait()
 	if done.Load() == 0 {
-		return 0, errors.New("overload: http model: the server completed nothing in a second")
+		return 0, errors.New("overload: http model: the server completed nothing while its capacity was measured")
 	}
-	return float64(done.Load()), ctx.Err()
+	return float64(done.Load()) / d.Seconds(), ctx.Err()
 }
 
 // noLimit admits everything.
@@ -303,9 +312,10 @@ func get(ctx context.Context, c *http.Client, url string, n int64) (int, error) 
 
 // httpRun is what one contender's run recorded, per phase.
 type httpRun struct {
-	name string
-	mu   sync.Mutex
-	ph   []httpTally
+	name     string
+	capacity float64 // measured before the run, requests per second
+	mu       sync.Mutex
+	ph       []httpTally
 }
 
 type httpTally struct {
@@ -407,34 +417,29 @@ func percentileOf(v []float64, p float64) float64 {
 	return s[min(len(s)-1, max(0, int(math.Ceil(p*float64(len(s))))-1))]
 }
 
-// httpRows summarizes one round: goodput over oracle-fixed's, p50 and p99
-// over those of every contender's 0.5x successes pooled (the round's
-// no-load latency).
+// httpRows summarizes one round: goodput as a share of the capacity
+// measured before the run, over oracle-fixed's share; p50 and p99 over
+// the contender's own at 0.5x.
 func httpRows(runs []*httpRun, phase time.Duration) ([]Row, error) {
 	var ref *httpRun
-	var noLoad []float64
 	for _, r := range runs {
 		if r.name == sim.OracleName {
 			ref = r
 		}
-		noLoad = append(noLoad, r.ph[1].lat...)
 	}
 	if ref == nil {
 		return nil, fmt.Errorf("overload: http model: no %s, the reference of every goodput", sim.OracleName)
 	}
-	p50, p99 := percentileOf(noLoad, 0.5), percentileOf(noLoad, 0.99)
-	if !(p99 > 0) {
-		return nil, errors.New("overload: http model: nothing completed at 0.5x")
-	}
 	var rows []Row
 	for _, r := range runs {
+		p50, p99 := percentileOf(r.ph[1].lat, 0.5), percentileOf(r.ph[1].lat, 0.99)
 		for i := 1; i < len(httpPhases); i++ {
 			t := r.ph[i]
 			row := Row{Model: "http", Limiter: r.name, Phase: httpPhases[i].name, Goodput: float64(t.good) / phase.Seconds(),
 				GoodputRatio: math.NaN(), P50Ratio: percentileOf(t.lat, 0.5) / p50, P99Ratio: percentileOf(t.lat, 0.99) / p99,
 				RefusalRate: math.NaN(), Rounds: 1}
 			if g := ref.ph[i].good; g > 0 {
-				row.GoodputRatio = float64(t.good) / float64(g)
+				row.GoodputRatio = float64(t.good) / r.capacity / (float64(g) / ref.capacity)
 			}
 			if t.attempts > 0 {
 				row.RefusalRate = float64(t.refused) / float64(t.attempts)

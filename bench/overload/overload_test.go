@@ -48,7 +48,7 @@ func TestRunHTTP(t *testing.T) {
 		t.Skip("runs 3 s of real time")
 	}
 	cs := sim.OverloadContenders()
-	res, err := RunHTTP(context.Background(), HTTPOptions{Work: 200 * time.Microsecond, Phase: 200 * time.Millisecond,
+	res, err := RunHTTP(context.Background(), HTTPOptions{Work: 200 * time.Microsecond, Phase: 200 * time.Millisecond, Timeout: 50 * time.Millisecond, Retries: 1, Measure: 100 * time.Millisecond,
 		Warmup: 100 * time.Millisecond, Contenders: []sim.OverloadContender{cs[1], cs[2]}})
 	if err != nil {
 		t.Fatal(err)

@@ -146,7 +146,7 @@ func paired(ctx context.Context, model string, rounds int, io overload.Options, 
 		if err != nil {
 			return err
 		}
-		fmt.Printf("http model: capacity per round %.0f requests/s (unlimited, 2 clients per core), %d hash rounds a request\n",
+		fmt.Printf("http model: capacity (unlimited, 2 clients per core), least and most before a contender, per round: %.0f requests/s; %d hash rounds a request\n",
 			res.Capacity, res.Iters)
 		all = append(all, res.Rounds...)
 	}
