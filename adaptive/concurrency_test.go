@@ -300,25 +300,31 @@ func TestProbeJitter(t *testing.T) {
 	}
 }
 
-// TestSteadyOverload: at 2x and 5x the limiters keep the limit between
-// capacity and 2.5x capacity, and at 0.5x they refuse nothing.
+// TestSteadyOverload: at 0.5x the limiters refuse nothing, and at a
+// capacity of 20 under steady 2x and 5x load the limit of either settles
+// within 15% over capacity (a queue that adds at most 15% to the
+// latency), never under it. Before Vegas's bounds were capped at a share
+// of the limit, log10 of a small limit held a queue of 4 to 8 (a mean
+// limit of 28 here: 40% over the no-load latency); Gradient, at a
+// tolerance of 1.25 and growing by a whole √limit up to it, held 27-28 as
+// well.
 func TestSteadyOverload(t *testing.T) {
 	const capacity = 20
-	for name := range limiters(newClock(), ProbeOptions{}) {
+	for _, name := range []string{"gradient", "vegas"} {
 		clock := newClock()
 		l, _ := limiters(clock, ProbeOptions{Interval: 5 * time.Second})[name]()
-		srv := newIOServer(capacity, 10*time.Millisecond, clock)
-		srv.run(l, 0.5*capacity*100, 3*time.Second)
+		srv := newIOServer(capacity, 50*time.Millisecond, clock) // 1 ms steps: 2% of the latency
+		srv.run(l, 0.5*capacity*20, 3*time.Second)
 		srv.rejected = 0
-		srv.run(l, 0.5*capacity*100, 10*time.Second)
+		srv.run(l, 0.5*capacity*20, 10*time.Second)
 		if srv.rejected != 0 {
 			t.Errorf("%s: %d refusals at 0.5x", name, srv.rejected)
 		}
 		for _, x := range []float64{2, 5} {
-			limit := srv.run(l, x*capacity*100, 20*time.Second)
-			t.Logf("%s %vx limit %.1f", name, x, limit)
-			if limit < capacity || limit > 2.5*capacity {
-				t.Errorf("%s at %vx: mean limit %.1f, want within [%d, %v]", name, x, limit, capacity, 2.5*capacity)
+			limit := srv.run(l, x*capacity*20, 20*time.Second)
+			t.Logf("%s %vx: mean limit %.1f", name, x, limit)
+			if limit < capacity || limit > 1.15*capacity {
+				t.Errorf("%s at %vx: mean limit %.1f over the last 5 s, want within [%d, %v]", name, x, limit, capacity, 1.15*capacity)
 			}
 		}
 	}
@@ -387,30 +393,6 @@ func TestProbeEndsOnDrops(t *testing.T) {
 	}
 	if got := g.Limit(); got <= pinned {
 		t.Errorf("limit %d after the probe, pinned was %d: want it restored", got, pinned)
-	}
-}
-
-// TestSmallLimitHoldsShortQueue: at a capacity of 20, the limit of either
-// limiter settles within 15% over capacity under steady 2x and 5x load
-// (a queue that adds at most 15% to the latency), and never under it.
-// Before Vegas's thresholds were capped at a share of the limit, log10 of
-// a small limit held a queue of 4 to 8 (a mean limit of 28 here: 40% over
-// the no-load latency); Gradient, at a tolerance of 1.25 and growing by a
-// whole √limit up to it, held 27-28 as well.
-func TestSmallLimitHoldsShortQueue(t *testing.T) {
-	const capacity = 20
-	for _, name := range []string{"gradient", "vegas"} {
-		clock := newClock()
-		l, _ := limiters(clock, ProbeOptions{Interval: 5 * time.Second})[name]()
-		srv := newIOServer(capacity, 50*time.Millisecond, clock) // 1 ms steps: 2% of the latency
-		srv.run(l, 0.5*capacity*20, 3*time.Second)
-		for _, x := range []float64{2, 5} {
-			limit := srv.run(l, x*capacity*20, 20*time.Second)
-			t.Logf("%s %vx: mean limit %.1f", name, x, limit)
-			if limit < capacity || limit > 1.15*capacity {
-				t.Errorf("%s at %vx: mean limit %.1f over the last 5 s, want within [%d, %v]", name, x, limit, capacity, 1.15*capacity)
-			}
-		}
 	}
 }
 
