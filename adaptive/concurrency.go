@@ -405,3 +405,26 @@ func (l *limiter) closeWindow(now int64, n int) {
 }
 
 func (l *limiter) admission() int64 { return max(int64(l.o.Min), int64(l.est)) }
+
+// growth is a streak of windows in a row that grew on refused demand:
+// each doubles the step, up to half the limit, so that a service whose
+// capacity came back is found in a few windows, while a limit that sits
+// at its target and only dips below it grows by one step.
+type growth struct{ streak int }
+
+// step returns the growth of limit by base, doubled once per window of
+// the streak if the window refused requests; else the streak ends.
+func (g *growth) step(limit, base float64, refused bool) float64 {
+	if !refused {
+		g.streak = 0
+		return base
+	}
+	s := min(base*math.Exp2(float64(g.streak)), limit/2)
+	g.streak++
+	return s
+}
+
+// hold shortens the streak by one window (the limit held); reset ends it
+// (the limit came down).
+func (g *growth) hold()  { g.streak = max(0, g.streak-1) }
+func (g *growth) reset() { g.streak = 0 }

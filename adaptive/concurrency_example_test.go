@@ -10,9 +10,9 @@ import (
 // A Gradient limiter on a virtual clock in front of a service that takes
 // 10 ms per request up to 8 in flight and longer past that (processor
 // sharing). Under 4x overload the limit settles where latency is
-// Tolerance (1.25) times the no-load latency, 10 in flight, and
-// oscillates around it: each window without a queue adds the square root
-// of the limit, the next cuts it back.
+// Tolerance (1.1) times the no-load latency, 9 in flight, and stays there:
+// a window's growth is the square root of the limit at the no-load
+// latency and shrinks to nothing as the latency nears the tolerance.
 func ExampleGradient() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l := adaptive.NewGradient(adaptive.GradientOptions{
@@ -37,9 +37,9 @@ func ExampleGradient() {
 		}
 	}
 	// Output:
-	// 1s: limit 10, baseline 10ms
-	// 2s: limit 12, baseline 10ms
-	// 3s: limit 10, baseline 10ms
-	// 4s: limit 10, baseline 10ms
+	// 1s: limit 9, baseline 10ms
+	// 2s: limit 9, baseline 10ms
+	// 3s: limit 9, baseline 10ms
+	// 4s: limit 9, baseline 10ms
 	// 5s: limit 9, baseline 10ms
 }

@@ -8,8 +8,11 @@ type GradientOptions struct {
 	LimiterOptions
 	// Tolerance is how far the window's latency may rise above the
 	// baseline before it counts as queueing: the limit settles where the
-	// latency is Tolerance times the no-load latency. 0 means 1.25 (the
-	// 25% buffer of Envoy's adaptive_concurrency filter).
+	// latency is Tolerance times the no-load latency. 0 means 1.1: a
+	// queue that adds 10% to the latency (Envoy's adaptive_concurrency
+	// filter keeps a 25% buffer, a queue of a quarter of the limit held
+	// for ever; the median of a window of 64 samples moves by a few
+	// percent, so 10% still tells a queue from noise).
 	Tolerance float64
 	// Smoothing is the weight of the new estimate when the limit falls,
 	// in (0, 1]; 0 means 0.5.
@@ -33,11 +36,18 @@ type GradientOptions struct {
 // the no-load latency (see [ProbeOptions]):
 //
 //	gradient = Tolerance × minRTT / sampleRTT
-//	gradient ≥ 1 (no queue):  limit + √limit (×2 in slow start), if the
-//	                          window used at least half the limit; else held
+//	gradient ≥ 1 (no queue):  limit + √limit × min(1, (gradient − 1)/(Tolerance − 1))
+//	                          (×2 in slow start), if the window used at
+//	                          least half the limit; else held
 //	gradient < 1 (a queue):   limit × max(gradient, 1 − MaxCut), smoothed
 //
-// and kept between Min and Max. Growth is bounded per window, and a
+// and kept between Min and Max. The step shrinks as the latency nears
+// the tolerance (a whole √limit at the no-load latency, nothing at the
+// tolerance), so the limit settles where the latency is Tolerance times
+// the baseline instead of jumping past it every other window. A window
+// that refused requests doubles the step of the one before it (up to half
+// the limit), while it grows in a row: a service whose capacity came back
+// is found in a few windows. Growth is bounded per window, and a
 // queue never raises the limit: there is no constant queue allowance added
 // to the cut (the second historical bug of these controllers: Gradient2's
 // newLimit = limit × gradient + queueSize rises whenever the gradient is
@@ -53,6 +63,7 @@ type Gradient struct {
 type gradient struct {
 	tol, smoothing, floor, dropBackoff float64
 	slowStart                          bool
+	grow                               growth
 	// queueTerm, when set, adds a constant to every cut: the historical
 	// bug, kept only so that a test can show that it fails.
 	queueTerm float64
@@ -61,7 +72,7 @@ type gradient struct {
 // NewGradient returns a Gradient limiter at its initial limit.
 func NewGradient(o GradientOptions) *Gradient {
 	if !(o.Tolerance >= 1) {
-		o.Tolerance = 1.25
+		o.Tolerance = 1.1
 	}
 	if !(o.Smoothing > 0 && o.Smoothing <= 1) {
 		o.Smoothing = 0.5
@@ -91,9 +102,17 @@ func (g *gradient) next(limit float64, w window) float64 {
 		case g.slowStart:
 			return 2 * limit
 		}
-		return limit + math.Sqrt(limit)
+		// The closer the latency to the tolerance, the smaller the step:
+		// a full √limit at the baseline, nothing at the tolerance, so
+		// that the limit settles there instead of jumping past it.
+		step := math.Sqrt(limit)
+		if g.tol > 1 {
+			step *= min(1, (grad-1)/(g.tol-1))
+		}
+		return limit + g.grow.step(limit, step, w.rejected > 0)
 	}
 	g.slowStart = false
+	g.grow.reset()
 	target := limit*max(grad, g.floor) + g.queueTerm
 	return limit*(1-g.smoothing) + target*g.smoothing
 }

@@ -32,8 +32,8 @@ func TestFindings(t *testing.T) {
 				}
 			}
 			return nil
-		}, `sluice-gradient  goodput 1.01 of the oracle's, p99 1.35x no-load
-sluice-vegas     goodput 1.01 of the oracle's, p99 1.33x no-load
+		}, `sluice-gradient  goodput 1.01 of the oracle's, p99 1.09x no-load
+sluice-vegas     goodput 1.01 of the oracle's, p99 1.05x no-load
 oracle-fixed     goodput 1.00 of the oracle's, p99 0.99x no-load
 none             goodput 0.02 of the oracle's, p99 38.67x no-load
 `},
@@ -65,7 +65,7 @@ none             goodput 0.02 of the oracle's, p99 38.67x no-load
 sluice-shed-utilization critical 0.4877, success by class [0.47 0.51 0.48 0.49]
 sluice-shed-fleet       critical 1.0000, success by class [0.24 0.26 0.28 1.00]
 sluice-shed-stack       critical 1.0000, success by class [0.24 0.26 0.28 1.00]
-sluice-shed-gradient    critical 1.0000, success by class [0.27 0.27 0.27 1.00]
+sluice-shed-gradient    critical 1.0000, success by class [0.25 0.26 0.28 1.00]
 `},
 		// A client at ten times its limit (1,000 a minute, burst 200), its
 		// requests split evenly between two regions: with a Redis per

@@ -433,6 +433,8 @@ type OverloadRow struct {
 	// unsettled.
 	SettleS         float64
 	FalseRejectRate float64 // refusals while the server was under capacity, over arrivals
+	RejectRate      float64 // every refusal, over arrivals
+	P50Ratio        float64 // the median latency over the no-load p50; NaN if none completed
 	// CriticalSuccess is, for a contender that sees the requests'
 	// priority classes (the load shedders of "sluice sim overload"), the
 	// share of the requests of the last class (the critical one) arriving
@@ -486,15 +488,17 @@ func summarize(runs []*runRecord, bin, steadyAfter time.Duration) (*overloadResu
 		return nil, fmt.Errorf("sim: overload: no %s run", OracleName)
 	}
 	res := &overloadResult{Runs: runs, Bin: bin, Classes: oracle.classes}
+	var noLoadP50 float64
 	for _, p := range oracle.phases {
 		if p.Name == "0.5x" {
-			res.NoLoadP99 = time.Duration(percentile(oracle.latencies(p, p.Start, bin), 0.99))
+			lat := oracle.latencies(p, p.Start, bin)
+			res.NoLoadP99, noLoadP50 = time.Duration(percentile(lat, 0.99)), percentile(lat, 0.5)
 		}
 	}
 	if res.NoLoadP99 <= 0 {
 		return nil, fmt.Errorf("sim: overload: the oracle completed nothing at 0.5x")
 	}
-	sum := overloadSummary{oracle: oracle, bin: bin, steadyAfter: steadyAfter, noLoad: float64(res.NoLoadP99), classes: len(res.Classes)}
+	sum := overloadSummary{oracle: oracle, bin: bin, steadyAfter: steadyAfter, noLoad: float64(res.NoLoadP99), noLoadP50: noLoadP50, classes: len(res.Classes)}
 	for _, r := range runs {
 		for i, p := range r.phases {
 			if p.Name != "warmup" {
@@ -511,6 +515,7 @@ type overloadSummary struct {
 	oracle           *runRecord
 	bin, steadyAfter time.Duration
 	noLoad           float64 // the oracle's p99 at 0.5x, ns
+	noLoadP50        float64 // and its median
 	classes          int     // the oracle's priority classes
 }
 
@@ -523,10 +528,13 @@ func (s overloadSummary) row(r *runRecord, i int, p overloadPhase) OverloadRow {
 	if s.oracle.ph[i].good > 0 {
 		row.GoodputRatio = float64(r.ph[i].good) / float64(s.oracle.ph[i].good)
 	}
-	p99 := percentile(r.latencies(p, p.Start+s.steadyAfter, s.bin), 0.99)
+	steady := r.latencies(p, p.Start+s.steadyAfter, s.bin)
+	p99 := percentile(steady, 0.99)
 	row.P99, row.P99Ratio = time.Duration(p99), p99/s.noLoad
+	row.P50Ratio = percentile(steady, 0.5) / s.noLoadP50
 	if r.ph[i].arrivals > 0 {
 		row.FalseRejectRate = float64(r.ph[i].falseRejected) / float64(r.ph[i].arrivals)
+		row.RejectRate = float64(r.ph[i].rejected) / float64(r.ph[i].arrivals)
 	}
 	if len(r.classes) > 0 && len(r.classes) == s.classes {
 		row.ClassSuccess = r.classSuccess(i)

@@ -18,9 +18,18 @@
 // v0.8.0 (Vegas, Gradient2 in its DefaultLimiter), github.com/zeromicro/go-zero
 // v1.10.3 (core/load adaptive shedder).
 //
+// RunHTTP is a second, harder model: a real net/http server on 127.0.0.1
+// whose handler burns CPU behind each contender in turn (bimodal: one
+// request in ten 10x slower), under open-loop clients at 0.5x and 2x of
+// its measured capacity, then 2x of clients that retry at once (a retry
+// storm) and that back off. Medians and Beaten fold paired rounds of
+// either model and name the peers better than a sluice limiter on both
+// goodput and p99.
+//
 // Run the comparison with
 //
 //	cd bench && go run ./overload/cmd/overload-compare
+//	cd bench && go run ./overload/cmd/overload-compare -model both -rounds 5 -phase 3s -http-phase 2s
 //
 // and the micro-benchmarks with
 //

@@ -40,6 +40,54 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestRunHTTP runs the HTTP model briefly with two contenders: a row per
+// contender and phase, the reference's goodput ratio 1, and some goodput
+// at 0.5x for both.
+func TestRunHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 3 s of real time")
+	}
+	cs := sim.OverloadContenders()
+	res, err := RunHTTP(context.Background(), HTTPOptions{Work: 200 * time.Microsecond, Phase: 200 * time.Millisecond, Timeout: 50 * time.Millisecond, Retries: 1, Measure: 100 * time.Millisecond,
+		Warmup: 100 * time.Millisecond, Contenders: []sim.OverloadContender{cs[1], cs[2]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := res.Rounds[0]
+	if len(res.Rounds) != 1 || len(rows) != 2*len(HTTPPhases) {
+		t.Fatalf("%d rounds, %d rows; want 1, %d", len(res.Rounds), len(rows), 2*len(HTTPPhases))
+	}
+	for _, r := range rows {
+		if r.Limiter == sim.OracleName && r.GoodputRatio != 1 {
+			t.Errorf("oracle at %s: goodput ratio %v", r.Phase, r.GoodputRatio)
+		}
+		if r.Phase == "0.5x" && !(r.Goodput > 0) {
+			t.Errorf("%s: no goodput at 0.5x", r.Limiter)
+		}
+	}
+	med := Medians([][]Row{rows, rows})
+	if len(med) != len(rows) || med[0].Rounds != 2 || med[0].Goodput != rows[0].Goodput {
+		t.Errorf("medians of a round twice: %+v, want the round's rows", med[:1])
+	}
+}
+
+// TestBeaten: a peer better on both goodput and p99 than a sluice
+// limiter is named; one better on one of them only, or the reference, is
+// not.
+func TestBeaten(t *testing.T) {
+	rows := []Row{
+		{Model: "io", Limiter: "sluice-vegas", Phase: "2x", GoodputRatio: 1.00, P99Ratio: 1.2},
+		{Model: "io", Limiter: "peer-a", Phase: "2x", GoodputRatio: 1.01, P99Ratio: 1.1},
+		{Model: "io", Limiter: "peer-b", Phase: "2x", GoodputRatio: 1.05, P99Ratio: 1.3},
+		{Model: "io", Limiter: sim.OracleName, Phase: "2x", GoodputRatio: 1.1, P99Ratio: 1.0},
+		{Model: "io", Limiter: "peer-a", Phase: "5x", GoodputRatio: 0.9, P99Ratio: 1.0},
+	}
+	b := Beaten(rows)
+	if len(b) != 1 || b[0].Peer != "peer-a" || b[0].Phase != "2x" || b[0].Sluice != "sluice-vegas" {
+		t.Errorf("Beaten = %+v, want peer-a over sluice-vegas at 2x alone", b)
+	}
+}
+
 // BenchmarkAcquireRelease is acquire then release (a success) of every
 // limiter through its own API, with limits no goroutine reaches. cpu-ns/op
 // is the process's CPU time per operation (in parallel, of both
