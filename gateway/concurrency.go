@@ -100,7 +100,7 @@ type AdaptiveConfig struct {
 	Min       int           // min: the floor; default 1
 	Max       int           // max: the ceiling; default 1000
 	Window    time.Duration // window: the sampling window; default 100ms
-	Tolerance float64       // tolerance (gradient): the latency rise taken as queueing; default 1.5
+	Tolerance float64       // tolerance (gradient): the latency rise taken as queueing; default 1.1 (adaptive.GradientOptions)
 }
 
 // inFlight decodes an in_flight section.
