@@ -21,6 +21,8 @@ import (
 type call struct {
 	key       string
 	mkey      string // the fixed-window marker's key (window shape)
+	legacy    string // key's readable name (keys.go), or ""
+	lmkey     string // mkey's readable name, or ""
 	spec      spec
 	bucket    bucketCall
 	n         int64
@@ -449,5 +451,21 @@ func (s *Store) scriptArgs(sh shape, calls []*call, sc *scratch) {
 			}
 		}
 	}
-	sc.args = args
+	sc.args = appendLegacy(args, sh, calls)
+}
+
+// appendLegacy appends lua/legacy.lua's tail: the readable names of the
+// calls' keys, then their number ("w" first for the window shape's pairs).
+func appendLegacy(args []string, sh shape, calls []*call) []string {
+	for _, c := range calls {
+		args = append(args, c.legacy)
+		if sh == shapeWindow {
+			args = append(args, c.lmkey)
+		}
+	}
+	m := len(calls)
+	if sh == shapeWindow {
+		return append(args, "w"+strconv.Itoa(2*m))
+	}
+	return append(args, strconv.Itoa(m))
 }

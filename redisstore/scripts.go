@@ -34,17 +34,17 @@ const (
 
 var shapeInfo = [numShapes]struct {
 	files []string // the script's files, in order: its step last
-	tag   string   // key namespace: prefix + tag + "{" + key + "}"
+	tag   string   // key namespace: prefix + tag + "{" + slot tag + "}" + hash (keys.go)
 }{
 	// "t": the TAT in binary (struct '<i8i4i8', with the emission interval
 	// it was made under; '<i8i4' before, still read); "b" held it in
 	// decimal before, and a store must not read the other form.
-	shapeBucket: {[]string{"batch.lua", "gcra.lua"}, "t"},
+	shapeBucket: {[]string{"legacy.lua", "batch.lua", "gcra.lua"}, "t"},
 	// "c": the counters in binary (struct '<i8i4i8i8i8i8i4', with the
 	// period they were counted in; '<i8i4i8i8i8' before, still read); "w" held them
 	// in decimal before.
-	shapeWindow: {[]string{"pairs.lua", "batch.lua", "window.lua"}, "c"},
-	shapeLog:    {[]string{"pairs.lua", "prelude.lua", "log.lua"}, "l"},
+	shapeWindow: {[]string{"legacy.lua", "pairs.lua", "batch.lua", "window.lua"}, "c"},
+	shapeLog:    {[]string{"legacy.lua", "pairs.lua", "prelude.lua", "log.lua"}, "l"},
 }
 
 func shapeOf(a ratelimit.Algorithm) shape {

@@ -650,13 +650,3 @@ func (s *Store) Stats() Stats {
 	return Stats{ScriptCalls: s.batch.scriptCalls.Load(), Requests: s.batch.requests.Load(), Commands: s.batch.commands.Load(), FellBack: s.batch.fellBack.Load(), SplitBatches: s.nodes.splits.Load(),
 		PolicyAnswers: s.policy.Load(), Trials: s.trials.Load()}
 }
-
-// Key returns the Redis key holding key's state under algorithm a, for
-// inspection and for deleting a key's state (which resets its limit).
-func (s *Store) Key(a ratelimit.Algorithm, key string) string { return s.key(shapeOf(a), key) }
-
-// key returns the Redis key of req.Key's state: prefix, shape tag, and the
-// key in braces, so the states of one key share a Cluster hash slot.
-func (s *Store) key(sh shape, key string) string {
-	return s.opts.Prefix + shapeInfo[sh].tag + "{" + key + "}"
-}

@@ -360,7 +360,7 @@ func TestServerClockWindowExpiry(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			mkey := p + "m{" + key + "}"
+			mkey := s.MarkerKey(key)
 			check := func(when string, last ratelimit.Request) {
 				t.Helper()
 				if m, err := node.Do("GET", mkey); err == nil && m != nil && last.Algorithm == ratelimit.FixedWindow {

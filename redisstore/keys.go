@@ -1,0 +1,117 @@
+package redisstore
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/redislink"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Key names.
+//
+// A limiter key's state lives in Redis under a compact name of fixed size,
+// whatever the key's length:
+//
+//	Prefix + shape + "{" + slot tag + "}" + hash
+//
+// where hash is the first 12 bytes (96 bits) of the key's SHA-256 in
+// unpadded base64url (16 characters), and the slot tag is the short text
+// (3 characters, 4 for a few slots; redislink.SlotTag) that Redis Cluster
+// hashes to the slot the readable name Prefix + shape + "{" + key + "}"
+// had: the slot of a key does not change with the layout, all the names of
+// one key (every shape, the fixed window's marker and counters) share it,
+// and a script can read a key's state under its old name in the same call.
+// With the default prefix a name is 29 or 30 bytes, in redis-server's
+// 32-byte allocation class, against 64 for a 50-byte rule key. Names are
+// not reversible: Store.Key computes one from the readable key, which is
+// how an operator finds a key's state (and Reset deletes it).
+//
+// SHA-256 rather than a faster hash: whoever picks the keys (an API
+// caller's user ID, a header) must not be able to make two keys share a
+// state, which would let one spend or reset another's budget. 96 bits
+// take about 2^96 tries to hit a given key's name, and 100M live keys
+// collide with a probability of about 6·10^-14.
+//
+// Upgrade: states written under the readable names (before this layout)
+// are read until they expire: each script call passes the readable name
+// of every key it touches, and a key found there and not under its compact
+// name is renamed (RENAME keeps its expiry) before the script runs
+// (lua/legacy.lua); a fixed window's plain-command charge that finds one
+// goes to the script. A key whose readable name hashed to another slot
+// (one that starts with "}": its hash tag was empty) is not read under it.
+
+// keyHashLen is the length of a compact name's hash part.
+const keyHashLen = 16
+
+// compact returns the slot tag and the hash of key.
+func compact(key string) (tag, hash string) {
+	sum := sha256.Sum256([]byte(key))
+	return redislink.SlotTag(tagSlot(key)), base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+// tagSlot returns the slot of the readable names, "…{" + key + "}".
+func tagSlot(key string) uint16 {
+	return redislink.Slot("{" + key + "}")
+}
+
+// key returns the Redis key of key's state of shape sh.
+func (s *Store) key(sh shape, key string) string {
+	tag, h := compact(key)
+	return s.name(shapeInfo[sh].tag, tag, h)
+}
+
+// name joins a compact name's parts.
+func (s *Store) name(kind, tag, hash string) string {
+	var b strings.Builder
+	b.Grow(len(s.opts.Prefix) + len(kind) + len(tag) + 2 + len(hash))
+	b.WriteString(s.opts.Prefix)
+	b.WriteString(kind)
+	b.WriteByte('{')
+	b.WriteString(tag)
+	b.WriteByte('}')
+	b.WriteString(hash)
+	return b.String()
+}
+
+// legacyKey returns the readable name of key's state of kind (a shape's
+// tag, or "m" for the marker) as the layout before compact names had it,
+// or "" when that name hashes to another slot than the compact one.
+func (s *Store) legacyKey(kind, key string) string {
+	n := s.opts.Prefix + kind + "{" + key + "}"
+	if strings.IndexByte(key, '}') == 0 || key == "" {
+		if redislink.Slot(n) != tagSlot(key) {
+			return ""
+		}
+	}
+	return n
+}
+
+// callNames sets c's Redis keys for req's key in shape sh: its state's,
+// the marker's (the window shape), and their readable names.
+func (s *Store) callNames(c *call, sh shape, key string) {
+	tag, h := compact(key)
+	kind := shapeInfo[sh].tag
+	c.key, c.legacy = s.name(kind, tag, h), s.legacyKey(kind, key)
+	if sh == shapeWindow {
+		c.mkey, c.lmkey = s.name("m", tag, h), s.legacyKey("m", key)
+	}
+}
+
+// Key returns the Redis key holding key's state under algorithm a (for a
+// FixedWindow, the binary form's; MarkerKey names its plain counters'
+// marker), for inspection and for deleting a key's state (which resets
+// its limit; Reset deletes every form).
+func (s *Store) Key(a ratelimit.Algorithm, key string) string { return s.key(shapeOf(a), key) }
+
+// MarkerKey returns the Redis key of key's fixed-window marker: it names
+// the window of the plain integer counter (its value, "period:start" in
+// milliseconds) and that counter's key, MarkerKey + ":" + its value.
+func (s *Store) MarkerKey(key string) string { return s.markerKey(key) }
+
+// markerKey returns the Redis key of key's fixed-window marker.
+func (s *Store) markerKey(key string) string {
+	tag, h := compact(key)
+	return s.name("m", tag, h)
+}
