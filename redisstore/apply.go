@@ -140,7 +140,7 @@ func (s *Store) result(req ratelimit.Request, c *call, now time.Time) ratelimit.
 	if c.unsat {
 		d.Allowed, d.Unsatisfiable = false, true
 	}
-	c.key, c.mkey, c.legacy, c.lmkey, c.node = "", "", "", "", nil
+	c.key, c.mkey, c.raw, c.node = "", "", "", nil
 	s.calls.Put(c)
 	return s.decided(req, d, now)
 }

@@ -21,8 +21,7 @@ import (
 type call struct {
 	key       string
 	mkey      string // the fixed-window marker's key (window shape)
-	legacy    string // key's readable name (keys.go), or ""
-	lmkey     string // mkey's readable name, or ""
+	raw       string // the readable key, when its readable names share key's slot (keys.go); else ""
 	spec      spec
 	bucket    bucketCall
 	n         int64
@@ -451,21 +450,18 @@ func (s *Store) scriptArgs(sh shape, calls []*call, sc *scratch) {
 			}
 		}
 	}
-	sc.args = appendLegacy(args, sh, calls)
+	sc.args = s.appendLegacy(args, sh, calls)
 }
 
-// appendLegacy appends lua/legacy.lua's tail: the readable names of the
-// calls' keys, then their number ("w" first for the window shape's pairs).
-func appendLegacy(args []string, sh shape, calls []*call) []string {
+// appendLegacy appends lua/legacy.lua's tail: the calls' readable keys,
+// the prefix, the shape's tags, and the number of calls.
+func (s *Store) appendLegacy(args []string, sh shape, calls []*call) []string {
 	for _, c := range calls {
-		args = append(args, c.legacy)
-		if sh == shapeWindow {
-			args = append(args, c.lmkey)
-		}
+		args = append(args, c.raw)
 	}
-	m := len(calls)
+	tags := shapeInfo[sh].tag
 	if sh == shapeWindow {
-		return append(args, "w"+strconv.Itoa(2*m))
+		tags += "m"
 	}
-	return append(args, strconv.Itoa(m))
+	return append(args, s.opts.Prefix, tags, strconv.Itoa(len(calls)))
 }

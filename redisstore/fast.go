@@ -222,12 +222,9 @@ func (s *Store) fastCmds(cn *conn, c *call, h hint, mval, fkey string, useNow bo
 	}
 	// The binary state, and any state under the readable names of before
 	// (keys.go): the script reads those.
-	exists := append(make([]string, 0, 3), c.key)
-	if c.legacy != "" {
-		exists = append(exists, c.legacy)
-	}
-	if c.lmkey != "" {
-		exists = append(exists, c.lmkey)
+	exists := []string{c.key}
+	if c.raw != "" {
+		exists = append(exists, s.readable(shapeInfo[shapeWindow].tag, c.raw), s.readable("m", c.raw))
 	}
 	cmds = append(cmds, b.Exists().Key(exists...).Build(), b.Incrby().Key(fkey).Increment(c.n).Build())
 	if useNow {

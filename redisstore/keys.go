@@ -40,62 +40,72 @@ import (
 // name is renamed (RENAME keeps its expiry) before the script runs
 // (lua/legacy.lua); a fixed window's plain-command charge that finds one
 // goes to the script. A key whose readable name hashed to another slot
-// (one that starts with "}": its hash tag was empty) is not read under it.
+// (one that starts with "}", or empty: its hash tag was empty) is not read
+// under it.
 
-// keyHashLen is the length of a compact name's hash part.
+// keyHashLen is the length of a compact name's hash part: 12 bytes in
+// base64.
 const keyHashLen = 16
 
-// compact returns the slot tag and the hash of key.
-func compact(key string) (tag, hash string) {
-	sum := sha256.Sum256([]byte(key))
-	return redislink.SlotTag(tagSlot(key)), base64.RawURLEncoding.EncodeToString(sum[:12])
+// name returns the compact name of key's state of kind (a shape's tag, or
+// "m" for the fixed window's marker).
+func (s *Store) name(kind, key string) string {
+	var buf [96]byte
+	return string(s.appendName(buf[:0], kind, redislink.SlotTag(tagSlot(key)), sha256.Sum256([]byte(key))))
 }
 
-// tagSlot returns the slot of the readable names, "…{" + key + "}".
+// appendName appends a compact name: prefix, kind, "{" + tag + "}", and
+// the first 12 bytes of sum in base64url.
+func (s *Store) appendName(b []byte, kind, tag string, sum [sha256.Size]byte) []byte {
+	b = append(b, s.opts.Prefix...)
+	b = append(b, kind...)
+	b = append(b, '{')
+	b = append(b, tag...)
+	b = append(b, '}')
+	return base64.RawURLEncoding.AppendEncode(b, sum[:12])
+}
+
+// tagSlot returns the slot of the readable names, "…{" + key + "}": their
+// hash tag is key up to its first "}". A key starting with "}" (or empty)
+// had an empty tag, a slot for each name; its compact names go where the
+// whole key hashes.
 func tagSlot(key string) uint16 {
-	return redislink.Slot("{" + key + "}")
+	if i := strings.IndexByte(key, '}'); i > 0 {
+		key = key[:i]
+	}
+	return redislink.TagSlot(key)
 }
 
 // key returns the Redis key of key's state of shape sh.
-func (s *Store) key(sh shape, key string) string {
-	tag, h := compact(key)
-	return s.name(shapeInfo[sh].tag, tag, h)
-}
+func (s *Store) key(sh shape, key string) string { return s.name(shapeInfo[sh].tag, key) }
 
-// name joins a compact name's parts.
-func (s *Store) name(kind, tag, hash string) string {
-	var b strings.Builder
-	b.Grow(len(s.opts.Prefix) + len(kind) + len(tag) + 2 + len(hash))
-	b.WriteString(s.opts.Prefix)
-	b.WriteString(kind)
-	b.WriteByte('{')
-	b.WriteString(tag)
-	b.WriteByte('}')
-	b.WriteString(hash)
-	return b.String()
-}
+// readable returns the name the layout before compact names gave key's
+// state of kind.
+func (s *Store) readable(kind, key string) string { return s.opts.Prefix + kind + "{" + key + "}" }
 
-// legacyKey returns the readable name of key's state of kind (a shape's
-// tag, or "m" for the marker) as the layout before compact names had it,
-// or "" when that name hashes to another slot than the compact one.
+// legacyKey returns readable(kind, key), or "" when that name hashes to
+// another slot than the compact one (a key starting with "}", or empty:
+// its readable names had an empty hash tag).
 func (s *Store) legacyKey(kind, key string) string {
-	n := s.opts.Prefix + kind + "{" + key + "}"
-	if strings.IndexByte(key, '}') == 0 || key == "" {
-		if redislink.Slot(n) != tagSlot(key) {
-			return ""
-		}
+	if key == "" || key[0] == '}' {
+		return ""
 	}
-	return n
+	return s.readable(kind, key)
 }
 
-// callNames sets c's Redis keys for req's key in shape sh: its state's,
-// the marker's (the window shape), and their readable names.
+// callNames sets c's Redis keys for key in shape sh: its state's, the
+// marker's (the window shape), and the readable key for legacy.lua.
 func (s *Store) callNames(c *call, sh shape, key string) {
-	tag, h := compact(key)
-	kind := shapeInfo[sh].tag
-	c.key, c.legacy = s.name(kind, tag, h), s.legacyKey(kind, key)
+	sum := sha256.Sum256([]byte(key))
+	tag := redislink.SlotTag(tagSlot(key))
+	var buf [96]byte
+	c.key = string(s.appendName(buf[:0], shapeInfo[sh].tag, tag, sum))
 	if sh == shapeWindow {
-		c.mkey, c.lmkey = s.name("m", tag, h), s.legacyKey("m", key)
+		c.mkey = string(s.appendName(buf[:0], "m", tag, sum))
+	}
+	c.raw = ""
+	if key != "" && key[0] != '}' {
+		c.raw = key
 	}
 }
 
@@ -111,7 +121,4 @@ func (s *Store) Key(a ratelimit.Algorithm, key string) string { return s.key(sha
 func (s *Store) MarkerKey(key string) string { return s.markerKey(key) }
 
 // markerKey returns the Redis key of key's fixed-window marker.
-func (s *Store) markerKey(key string) string {
-	tag, h := compact(key)
-	return s.name("m", tag, h)
-}
+func (s *Store) markerKey(key string) string { return s.name("m", key) }

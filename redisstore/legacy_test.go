@@ -22,12 +22,7 @@ func TestReadsStatesWithoutTheirLimit(t *testing.T) {
 	s := newStore(t, e, redisstore.Options{Now: fixedClock(now)})
 	ctx := context.Background()
 	le := binary.LittleEndian
-	set := func(key string, b []byte) {
-		t.Helper()
-		if err := e.client.Do(ctx, e.client.B().Set().Key(key).Value(string(b)).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	set := func(key string, b []byte) { setRaw(t, e, key, b) }
 	// GCRA: TAT = now + 36 s, 3 events of 12 s.
 	tat := now.Add(36 * time.Second)
 	b := le.AppendUint64(nil, uint64(tat.Unix()))
@@ -84,12 +79,7 @@ func TestReadsWideStates(t *testing.T) {
 		}
 		return v
 	}
-	set := func(key string, b []byte) {
-		t.Helper()
-		if err := e.client.Do(ctx, e.client.B().Set().Key(key).Value(string(b)).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	set := func(key string, b []byte) { setRaw(t, e, key, b) }
 	// GCRA: TAT = now + 3 s, 3 events of 1 s (5 per 5 s), with its
 	// interval.
 	tat := now.Add(3 * time.Second)
@@ -129,5 +119,13 @@ func TestReadsWideStates(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// setRaw writes b at key, as an older store would have.
+func setRaw(t *testing.T, e env, key string, b []byte) {
+	t.Helper()
+	if err := e.client.Do(context.Background(), e.client.B().Set().Key(key).Value(string(b)).Build()).Error(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -85,3 +85,7 @@ var slotTags = sync.OnceValue(func() *[16384]string {
 // hashes to slot (mod 16384): the same for every process, so that a key
 // named Prefix + "{" + SlotTag(s) + "}" + anything lives in slot s.
 func SlotTag(slot uint16) string { return slotTags()[slot&16383] }
+
+// TagSlot returns the slot of a key whose hash tag is tag (not empty,
+// without "}").
+func TagSlot(tag string) uint16 { return crc16(tag) & 16383 }
