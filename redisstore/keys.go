@@ -35,11 +35,11 @@ import (
 // collide with a probability of about 6·10^-14.
 //
 // Upgrade: states written under the readable names (before this layout)
-// are read until they expire: each script call passes the readable name
-// of every key it touches, and a key found there and not under its compact
-// name is renamed (RENAME keeps its expiry) before the script runs
-// (lua/legacy.lua); a fixed window's plain-command charge that finds one
-// goes to the script. A key whose readable name hashed to another slot
+// are read until they expire: each script call carries the readable keys,
+// and a script that finds no state under a request's compact names looks
+// under its readable ones and renames what it finds (RENAME keeps the
+// expiry; lua/legacy.lua); a fixed window's plain-command charge that
+// finds one goes to the script. A key whose readable name hashed to another slot
 // (one that starts with "}", or empty: its hash tag was empty) is not read
 // under it.
 

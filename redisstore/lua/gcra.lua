@@ -92,7 +92,10 @@ for i = 1, #KEYS do
   if per_now then now_s, now_ns, o = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), o + 2 end
 
   local v = written[key]
-  if v == nil then v = fetched[i] end
+  if v == nil then
+    v = fetched[i]
+    if not v and legacy(i) then v = call('GET', key) end -- lua/legacy.lua
+  end
   local tat_s, tat_ns, exp, iv = 0, 0, 0, t
   if v then
     if #v >= 20 then

@@ -167,6 +167,11 @@ for i = 1, #KEYS / 2 do
   if v == nil then v = fetched[2 * i - 1] end
   local mv = written[mkey]
   if mv == nil then mv = fetched[2 * i] end
+  -- No binary state (a plain-command charge may have set a marker beside
+  -- the readable names' state): lua/legacy.lua.
+  if not v and written[key] == nil and legacy(i) then
+    v, mv = call('GET', key), call('GET', mkey)
+  end
   -- A fixed window of whole milliseconds keeps its count as an integer
   -- (l2), so that a lone request can go as plain commands.
   local l2 = not sliding and fmod(w_ns, 1000000) == 0
