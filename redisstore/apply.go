@@ -108,7 +108,7 @@ func (s *Store) prepare(cn *conn, req ratelimit.Request, lim ratelimit.Limit, no
 		sent.N = 0 // report the state, consume nothing
 	}
 	sh := shapeOf(req.Algorithm)
-	s.callNames(c, sh, req.Key)
+	s.callNames(c, sh, req.Key, s.readsLegacy(lim))
 	c.n, c.lim = sent.N, lim
 	c.spec, c.bucket = specOf(sh, sent)
 	if req.Refund {

@@ -3,7 +3,9 @@ package redisstore
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/redislink"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -39,7 +41,8 @@ import (
 // and a script that finds no state under a request's compact names looks
 // under its readable ones and renames what it finds (RENAME keeps the
 // expiry; lua/legacy.lua); a fixed window's plain-command charge that
-// finds one goes to the script. A key whose readable name hashed to another slot
+// finds one goes to the script. Only for legacyGrace and twice the life of
+// the request's state after the store starts (readsLegacy). A key whose readable name hashed to another slot
 // (one that starts with "}", or empty: its hash tag was empty) is not read
 // under it.
 
@@ -94,8 +97,9 @@ func (s *Store) legacyKey(kind, key string) string {
 }
 
 // callNames sets c's Redis keys for key in shape sh: its state's, the
-// marker's (the window shape), and the readable key for legacy.lua.
-func (s *Store) callNames(c *call, sh shape, key string) {
+// marker's (the window shape), and, with legacy, the readable key for
+// legacy.lua.
+func (s *Store) callNames(c *call, sh shape, key string, legacy bool) {
 	sum := sha256.Sum256([]byte(key))
 	tag := redislink.SlotTag(tagSlot(key))
 	var buf [96]byte
@@ -104,9 +108,33 @@ func (s *Store) callNames(c *call, sh shape, key string) {
 		c.mkey = string(s.appendName(buf[:0], "m", tag, sum))
 	}
 	c.raw = ""
-	if key != "" && key[0] != '}' {
+	if legacy && key != "" && key[0] != '}' {
 		c.raw = key
 	}
+}
+
+// legacyGrace is how long after it starts a store looks for any state
+// under readable names, beyond how long the state of the request's limit
+// lasts: the time a fleet takes to upgrade, its older instances writing
+// readable names meanwhile.
+const legacyGrace = time.Hour
+
+// readsLegacy reports whether a request under lim may find its state under
+// readable names: within legacyGrace plus twice what a state of lim lasts
+// (a window's two periods, a bucket's burst) of the store's start. A state
+// an older version wrote has decayed by then, as long as it wrote it
+// under the same limit. Past it, requests carry no readable key and cost
+// redis-server nothing more.
+func (s *Store) readsLegacy(lim ratelimit.Limit) bool {
+	const most = time.Duration(math.MaxInt64 / 4)
+	life := lim.Period
+	if iv := lim.Interval(); iv > 0 && lim.Burst > 0 {
+		if lim.Burst > int64(most/iv) {
+			return true
+		}
+		life = max(life, time.Duration(lim.Burst)*iv)
+	}
+	return life > most || time.Since(s.started) < legacyGrace+2*life
 }
 
 // Key returns the Redis key holding key's state under algorithm a (for a

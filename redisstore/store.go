@@ -171,6 +171,7 @@ type Store struct {
 	undoScript *rueidis.Lua
 	nodes      nodeState // a Cluster's slot map and node batches (nodes.go)
 	hints      hints
+	started    time.Time   // when the store was made: it reads readable names for a while (keys.go)
 	noFast     atomic.Bool // the server refused a plain-command charge
 	clock      redisClock
 	batch      *batcher
@@ -388,6 +389,7 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 		s.nodes.scripts[i] = rueidis.NewLuaScript(src)
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
+	s.started = time.Now()
 	s.deny = newDenyCache(opts)
 	if opts.OnError == ratelimit.FailLocal {
 		lo := opts.Local
