@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/internal/redislink"
+	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/ratelimit/ratelimittest"
 	"github.com/sluicehq/sluice/redisstore"
@@ -217,4 +218,44 @@ func TestFreshKeysResetNoOne(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCompactNamesShareANode charges one key under every shape on the
+// 3-master cluster (a fixed window alone, so that plain commands write its
+// marker and counter) and checks that every Redis key holding its state
+// is on one node, the one serving its readable name's slot.
+func TestCompactNamesShareANode(t *testing.T) {
+	e := cluster(t)
+	cl := redistest.SharedCluster(t)
+	ctx := context.Background()
+	p := prefix()
+	s := newStore(t, e, redisstore.Options{Prefix: p, Now: ratelimittest.NewClock(ratelimittest.T0).Now})
+	for _, key := range []string{"together", "sl:gcra:60000ms:api_user_632be598c0ebccc7_", "{braces}x"} {
+		for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindowLog} {
+			if _, err := s.Apply(ctx, ratelimit.Request{Key: key, Limit: ratelimit.PerMinute(5), Algorithm: alg, N: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := cl.NodeFor(readable(p, "t", key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := s.MarkerKey(key)
+		mv, err := e.client.Do(ctx, e.client.B().Get().Key(m).Build()).ToString()
+		if err != nil {
+			t.Fatalf("%q: no marker (the fixed window's charge did not go as plain commands): %v", key, err)
+		}
+		for _, name := range []string{s.Key(ratelimit.GCRA, key), s.Key(ratelimit.SlidingWindowLog, key), m, m + ":" + mv} {
+			node, err := cl.NodeFor(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if node != want {
+				t.Errorf("%q: %q on %s, want %s (the readable name's node)", key, name, node.Addr, want.Addr)
+			}
+			if v, err := node.Do("EXISTS", name); err != nil || v != int64(1) {
+				t.Errorf("%q: %q not on %s: %v, %v", key, name, node.Addr, v, err)
+			}
+		}
+	}
 }
