@@ -24,15 +24,7 @@ import (
 // counter was reset or shared.
 func TestRedisKeyNamesBounded(t *testing.T) {
 	t.Parallel()
-	rs := redistest.Start(t)
-	dir := t.TempDir()
-	writeFile(t, dir, "rules.yaml", `
-domain: abuse
-descriptors:
-  - key: user
-    rate_limit: {unit: hour, requests_per_unit: 3}
-`)
-	r := startRLS(t, dir, "--store", rs.URL())
+	r, rs := rlsOnRedis(t, "user")
 	victim := [][2]string{{"user", "victim"}}
 	for i := range 2 {
 		if got := r.decide(t, "abuse", 1, victim); got != http.StatusOK {
@@ -75,4 +67,19 @@ descriptors:
 			t.Fatalf("Redis key %.60q is %d bytes, want a name of at most 30 whatever the descriptor", s, len(s))
 		}
 	}
+}
+
+// rlsOnRedis starts a redis-server and sluice rls on it, with flags, and
+// one rule: domain abuse, descriptor key, 3 an hour.
+func rlsOnRedis(t *testing.T, key string, flags ...string) (*rlsProc, *redistest.Server) {
+	t.Helper()
+	rs := redistest.Start(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "rules.yaml", `
+domain: abuse
+descriptors:
+  - key: `+key+`
+    rate_limit: {unit: hour, requests_per_unit: 3}
+`)
+	return startRLS(t, dir, append([]string{"--store", rs.URL()}, flags...)...), rs
 }
