@@ -97,17 +97,27 @@ func TestUpgradeFromReadableNames(t *testing.T) {
 		ctx := context.Background()
 		lim := ratelimit.PerMinute(5)
 		for _, tc := range []struct {
-			alg        ratelimit.Algorithm
-			scriptOnly bool
+			alg                     ratelimit.Algorithm
+			scriptOnly, serverClock bool
 		}{
-			{ratelimit.GCRA, false}, {ratelimit.FixedWindow, false}, {ratelimit.FixedWindow, true},
-			{ratelimit.SlidingWindowCounter, false}, {ratelimit.SlidingWindowLog, false},
+			{ratelimit.GCRA, false, false}, {ratelimit.FixedWindow, false, false}, {ratelimit.FixedWindow, true, false},
+			{ratelimit.SlidingWindowCounter, false, false}, {ratelimit.SlidingWindowLog, false, false},
+			// Redis's clock, as in production: the readable names' expiries
+			// are kept.
+			{ratelimit.GCRA, false, true}, {ratelimit.FixedWindow, false, true}, {ratelimit.SlidingWindowCounter, false, true},
 		} {
-			name := fmt.Sprintf("%v/scriptonly=%v", tc.alg, tc.scriptOnly)
+			name := fmt.Sprintf("%v/scriptonly=%v/serverclock=%v", tc.alg, tc.scriptOnly, tc.serverClock)
 			t.Run(name, func(t *testing.T) {
 				p := prefix()
 				clock := ratelimittest.NewClock(ratelimittest.T0)
-				s := newStore(t, e, redisstore.Options{Prefix: p, Now: clock.Now, ScriptOnly: tc.scriptOnly})
+				lim := lim
+				o := redisstore.Options{Prefix: p, Now: clock.Now, ScriptOnly: tc.scriptOnly}
+				if tc.serverClock {
+					// A day's window: the test does not cross one but at
+					// midnight (UTC).
+					o.Now, lim = nil, ratelimit.Limit{Rate: 5, Period: 24 * time.Hour}
+				}
+				s := newStore(t, e, o)
 				req := ratelimit.Request{Key: "old", Limit: lim, Algorithm: tc.alg, N: 1}
 				for range 3 {
 					if d, err := s.Apply(ctx, req); err != nil || !d.Allowed {
