@@ -398,15 +398,7 @@ func TestLogAmplification(t *testing.T) {
 // the limit, not the failure policy's answer).
 func TestCancelledCallersKeepTheBreakerClosed(t *testing.T) {
 	t.Parallel()
-	rs := redistest.Start(t)
-	dir := t.TempDir()
-	writeFile(t, dir, "rules.yaml", `
-domain: abuse
-descriptors:
-  - key: k
-    rate_limit: {unit: hour, requests_per_unit: 3}
-`)
-	r := startRLS(t, dir, "--store", rs.URL(), "--on-store-error", "allow")
+	r, _ := rlsOnRedis(t, "k", "--on-store-error", "allow")
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)

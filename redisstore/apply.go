@@ -108,10 +108,8 @@ func (s *Store) prepare(cn *conn, req ratelimit.Request, lim ratelimit.Limit, no
 		sent.N = 0 // report the state, consume nothing
 	}
 	sh := shapeOf(req.Algorithm)
-	c.key, c.n, c.lim = s.key(sh, req.Key), sent.N, lim
-	if sh == shapeWindow {
-		c.mkey = s.markerKey(req.Key)
-	}
+	s.callNames(c, sh, req.Key, s.readsLegacy(lim))
+	c.n, c.lim = sent.N, lim
 	c.spec, c.bucket = specOf(sh, sent)
 	if req.Refund {
 		// The scripts take a refund as a negative cost and answer it as a
@@ -142,7 +140,7 @@ func (s *Store) result(req ratelimit.Request, c *call, now time.Time) ratelimit.
 	if c.unsat {
 		d.Allowed, d.Unsatisfiable = false, true
 	}
-	c.key, c.mkey, c.node = "", "", nil
+	c.key, c.mkey, c.raw, c.node = "", "", "", nil
 	s.calls.Put(c)
 	return s.decided(req, d, now)
 }

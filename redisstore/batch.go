@@ -21,6 +21,7 @@ import (
 type call struct {
 	key       string
 	mkey      string // the fixed-window marker's key (window shape)
+	raw       string // the readable key, when its readable names share key's slot (keys.go); else ""
 	spec      spec
 	bucket    bucketCall
 	n         int64
@@ -449,5 +450,18 @@ func (s *Store) scriptArgs(sh shape, calls []*call, sc *scratch) {
 			}
 		}
 	}
-	sc.args = args
+	sc.args = s.appendLegacy(args, sh, calls)
+}
+
+// appendLegacy appends lua/legacy.lua's tail: the calls' readable keys,
+// the prefix, the shape's tags, and the number of calls.
+func (s *Store) appendLegacy(args []string, sh shape, calls []*call) []string {
+	for _, c := range calls {
+		args = append(args, c.raw)
+	}
+	tags := shapeInfo[sh].tag
+	if sh == shapeWindow {
+		tags += "m"
+	}
+	return append(args, s.opts.Prefix, tags, strconv.Itoa(len(calls)))
 }

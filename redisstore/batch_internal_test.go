@@ -78,3 +78,35 @@ func TestSecondFlightWaitsForAFill(t *testing.T) {
 	resumed = true
 	wg.Wait()
 }
+
+// TestReadsLegacyFor checks how long a store looks under readable names:
+// from its start, for the grace and twice what a state of the request's
+// limit lasts.
+func TestReadsLegacyFor(t *testing.T) {
+	s, err := newStore(false, false, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	minute, day := ratelimit.PerMinute(5), ratelimit.Limit{Rate: 5, Period: 24 * time.Hour}
+	slowBurst := ratelimit.Limit{Rate: 1, Period: time.Minute, Burst: 1000} // a 1000-minute bucket
+	for _, tc := range []struct {
+		since time.Duration
+		lim   ratelimit.Limit
+		want  bool
+	}{
+		{0, minute, true},
+		{legacyGrace + time.Minute, minute, true},
+		{legacyGrace + 3*time.Minute, minute, false},
+		{legacyGrace + 3*time.Minute, day, true},
+		{legacyGrace + 49*time.Hour, day, false},
+		{legacyGrace + 3*time.Minute, slowBurst, true},
+		{legacyGrace + 2001*time.Minute, slowBurst, false},
+		{100 * 24 * time.Hour, ratelimit.Limit{Rate: 1, Period: ratelimit.MaxWindow}, true},
+	} {
+		s.started = time.Now().Add(-tc.since)
+		if got := s.readsLegacy(tc.lim.Normalize()); got != tc.want {
+			t.Errorf("%v after the start, %v: %v, want %v", tc.since, tc.lim, got, tc.want)
+		}
+	}
+}

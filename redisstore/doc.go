@@ -19,18 +19,24 @@
 // sequences and requires identical decisions, weighted costs and peeks
 // included.
 //
-// State is one Redis key per limiter key and state shape: the TAT in 12
-// bytes (seconds and nanoseconds) for GCRA, TokenBucket and LeakyBucket
-// (which share it, as in memstore), the window's start, both counts and
-// the key's expiry second in 36 bytes for FixedWindow and
-// SlidingWindowCounter, and for SlidingWindowLog a list of the running sum
-// followed by "time cost" entries, so that a call costs O(1) amortized, not
-// O(Rate). Keys are named Prefix + shape + "{" + key + "}", so Cluster
-// hash-tags them, and expire when their state has decayed to a full quota,
-// which is the same as an absent key (a bucket's or a window's key at the
-// first whole second after that, so that most writes keep the expiry they
-// find). The bucket and window scripts decide admission and return what the
-// decision was taken on (a backlog, the counts); the client derives the
+// State is one Redis key per limiter key and state shape: the TAT and the
+// emission interval in 12 bytes (20 when they pass 32 bits) for GCRA,
+// TokenBucket and LeakyBucket (which share it, as in memstore), the
+// window's start, both counts, the key's expiry second and the period in
+// 28 bytes (48 past 32 bits) for FixedWindow and SlidingWindowCounter, and
+// for SlidingWindowLog a list of the running sum followed by "time cost"
+// entries, so that a call costs O(1) amortized, not O(Rate). Keys are
+// named Prefix + shape + "{" + slot tag + "}" + hash (28 to 30 bytes
+// with the default prefix, whatever the key's length): the hash is 96 bits of the key's SHA-256,
+// and the slot tag a short text that Cluster hashes to the slot the
+// readable name Prefix + shape + "{" + key + "}" had, so that all the
+// names of one key share a slot (keys.go). Store.Key computes a name from
+// the readable key; states written under readable names by an earlier
+// version are read until they expire. Keys expire when their state has
+// decayed to a full quota, which is the same as an absent key (a bucket's
+// or a window's key at the first whole second after that, so that most
+// writes keep the expiry they find). The bucket and window scripts decide
+// admission and return what the decision was taken on (a backlog, the counts); the client derives the
 // rest of the decision with the Go step itself.
 //
 // # Clock

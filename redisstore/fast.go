@@ -27,7 +27,8 @@ import (
 // charges in flight) is sent as one transaction of plain commands instead
 // of a script call:
 //
-//	MULTI · TIME · SET marker window NX GET PXAT end-1 · EXISTS binary state ·
+//	MULTI · TIME · SET marker window NX GET PXAT end-1 · EXISTS binary state
+//	(and the readable names of before compact ones, keys.go) ·
 //	INCRBY count n · PEXPIREAT count end-1 NX · EXEC
 //
 // (without TIME when Options.Now is set; PX and PEXPIRE of MinTTLWithNow
@@ -64,11 +65,6 @@ import (
 // window's charge of a whole-millisecond period.
 func fastEligible(req ratelimit.Request, lim ratelimit.Limit) bool {
 	return req.Algorithm == ratelimit.FixedWindow && lim.Period%time.Millisecond == 0 && req.N > 0 && !req.Refund
-}
-
-// markerKey returns the Redis key of req.Key's fixed-window marker.
-func (s *Store) markerKey(key string) string {
-	return s.opts.Prefix + "m{" + key + "}"
 }
 
 // hint is a window (ms) in which a key's plain-command charge did not
@@ -224,7 +220,13 @@ func (s *Store) fastCmds(cn *conn, c *call, h hint, mval, fkey string, useNow bo
 	} else {
 		cmds = append(cmds, b.Time().Build(), b.Set().Key(c.mkey).Value(mval).Nx().Get().Pxat(time.UnixMilli(h.start+h.period-1)).Build())
 	}
-	cmds = append(cmds, b.Exists().Key(c.key).Build(), b.Incrby().Key(fkey).Increment(c.n).Build())
+	// The binary state, and any state under the readable names of before
+	// (keys.go): the script reads those.
+	exists := []string{c.key}
+	if c.raw != "" {
+		exists = append(exists, s.readable(shapeInfo[shapeWindow].tag, c.raw), s.readable("m", c.raw))
+	}
+	cmds = append(cmds, b.Exists().Key(exists...).Build(), b.Incrby().Key(fkey).Increment(c.n).Build())
 	if useNow {
 		cmds = append(cmds, b.Pexpire().Key(fkey).Milliseconds(s.minTTL).Nx().Build())
 	} else {
@@ -238,7 +240,7 @@ type fastResult struct {
 	now    int64  // Redis's TIME (without Options.Now)
 	set    bool   // no marker before: this charge named the window
 	marker string // else the marker's value
-	binary int64  // whether a binary state holds the key
+	binary int64  // how many of the binary state and the readable names' hold the key
 	count  int64  // the count after the increment
 }
 

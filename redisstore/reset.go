@@ -28,19 +28,35 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 	if cn == nil || s.link.Whole().Open() {
 		return fmt.Errorf("%w: reset %q: not connected", ErrUnavailable, key)
 	}
-	keys := make([]string, 0, numShapes+2)
+	keys := make([]string, 0, 2*numShapes+4)
 	for sh := range numShapes {
 		keys = append(keys, s.key(sh, key))
 	}
 	// A fixed window's integer count: the marker names its key.
-	mkey := s.markerKey(key)
-	keys = append(keys, mkey)
-	if m, err := cn.client.Do(ctx, cn.client.B().Get().Key(mkey).Build()).ToString(); err == nil {
-		keys = append(keys, mkey+":"+m)
+	keys = s.appendCounter(ctx, cn, keys, s.markerKey(key))
+	// The readable names of before compact ones (keys.go), until they
+	// expire.
+	for sh := range numShapes {
+		if l := s.legacyKey(shapeInfo[sh].tag, key); l != "" {
+			keys = append(keys, l)
+		}
+	}
+	if l := s.legacyKey("m", key); l != "" {
+		keys = s.appendCounter(ctx, cn, keys, l)
 	}
 	// The keys share a hash slot (the key is their hash tag).
 	if err := cn.client.Do(ctx, cn.client.B().Del().Key(keys...).Build()).Error(); err != nil {
 		return fmt.Errorf("%w: reset %q: %v", ErrUnavailable, key, err)
 	}
 	return nil
+}
+
+// appendCounter appends the marker mkey and the key of the counter it
+// names, if any.
+func (s *Store) appendCounter(ctx context.Context, cn *conn, keys []string, mkey string) []string {
+	keys = append(keys, mkey)
+	if m, err := cn.client.Do(ctx, cn.client.B().Get().Key(mkey).Build()).ToString(); err == nil {
+		keys = append(keys, mkey+":"+m)
+	}
+	return keys
 }

@@ -34,17 +34,19 @@ const (
 
 var shapeInfo = [numShapes]struct {
 	files []string // the script's files, in order: its step last
-	tag   string   // key namespace: prefix + tag + "{" + key + "}"
+	tag   string   // key namespace: prefix + tag + "{" + slot tag + "}" + hash (keys.go)
 }{
-	// "t": the TAT in binary (struct '<i8i4i8', with the emission interval
-	// it was made under; '<i8i4' before, still read); "b" held it in
-	// decimal before, and a store must not read the other form.
-	shapeBucket: {[]string{"batch.lua", "gcra.lua"}, "t"},
-	// "c": the counters in binary (struct '<i8i4i8i8i8i8i4', with the
-	// period they were counted in; '<i8i4i8i8i8' before, still read); "w" held them
-	// in decimal before.
-	shapeWindow: {[]string{"pairs.lua", "batch.lua", "window.lua"}, "c"},
-	shapeLog:    {[]string{"pairs.lua", "prelude.lua", "log.lua"}, "l"},
+	// "t": the TAT in binary (struct '<I4I4I4' with the emission interval
+	// it was made under, or '<i8i4i8' past 32 bits; '<i8i4' before, still
+	// read); "b" held it in decimal before, and a store must not read the
+	// other form.
+	shapeBucket: {[]string{"legacy.lua", "batch.lua", "gcra.lua"}, "t"},
+	// "c": the counters in binary (struct '<I4…' in 28 bytes, or
+	// '<i8i4i8i8i8i8i4' past 32 bits, with the period they were counted
+	// in; '<i8i4i8i8i8' before, still read); "w" held them in decimal
+	// before.
+	shapeWindow: {[]string{"legacy.lua", "pairs.lua", "batch.lua", "window.lua"}, "c"},
+	shapeLog:    {[]string{"legacy.lua", "pairs.lua", "prelude.lua", "log.lua"}, "l"},
 }
 
 func shapeOf(a ratelimit.Algorithm) shape {

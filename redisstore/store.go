@@ -171,6 +171,7 @@ type Store struct {
 	undoScript *rueidis.Lua
 	nodes      nodeState // a Cluster's slot map and node batches (nodes.go)
 	hints      hints
+	started    time.Time   // when the store was made: it reads readable names for a while (keys.go)
 	noFast     atomic.Bool // the server refused a plain-command charge
 	clock      redisClock
 	batch      *batcher
@@ -388,6 +389,7 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 		s.nodes.scripts[i] = rueidis.NewLuaScript(src)
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
+	s.started = time.Now()
 	s.deny = newDenyCache(opts)
 	if opts.OnError == ratelimit.FailLocal {
 		lo := opts.Local
@@ -649,14 +651,4 @@ type Stats struct {
 func (s *Store) Stats() Stats {
 	return Stats{ScriptCalls: s.batch.scriptCalls.Load(), Requests: s.batch.requests.Load(), Commands: s.batch.commands.Load(), FellBack: s.batch.fellBack.Load(), SplitBatches: s.nodes.splits.Load(),
 		PolicyAnswers: s.policy.Load(), Trials: s.trials.Load()}
-}
-
-// Key returns the Redis key holding key's state under algorithm a, for
-// inspection and for deleting a key's state (which resets its limit).
-func (s *Store) Key(a ratelimit.Algorithm, key string) string { return s.key(shapeOf(a), key) }
-
-// key returns the Redis key of req.Key's state: prefix, shape tag, and the
-// key in braces, so the states of one key share a Cluster hash slot.
-func (s *Store) key(sh shape, key string) string {
-	return s.opts.Prefix + shapeInfo[sh].tag + "{" + key + "}"
 }

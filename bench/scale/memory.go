@@ -262,7 +262,7 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 	var n int
 	res.UsageMin = 1 << 62
 	for i := 0; i < o.Keys && n < o.Samples; i += step {
-		ks, err := stateKeys(ctx, client, string(rule.AppendKey(nil, entries(i))))
+		ks, err := stateKeys(ctx, client, store, string(rule.AppendKey(nil, entries(i))))
 		if err != nil {
 			return res, fmt.Errorf("scale: sampling user %d: %w", i, err)
 		}
@@ -286,17 +286,18 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 	return res, nil
 }
 
-// stateKeys returns the Redis keys that hold key's state under
-// redisstore's default prefix, as the store lays them out: one key tagged
-// t (buckets), c (window counters) or l (the sliding log) with the key in
-// braces, and for a fixed window counted as plain integers a marker m
-// naming its counter key (the marker's name, ':', its value).
-func stateKeys(ctx context.Context, c rueidis.Client, key string) ([]RedisKey, error) {
+// stateKeys returns the Redis keys that hold key's state in store, as it
+// lays them out: one key per state shape (buckets, window counters, the
+// sliding log; Store.Key), and for a fixed window counted as plain
+// integers a marker (Store.MarkerKey) naming its counter key (the
+// marker's name, ':', its value).
+func stateKeys(ctx context.Context, c rueidis.Client, store *redisstore.Store, key string) ([]RedisKey, error) {
 	var names []string
-	for _, tag := range []string{"t", "c", "l", "m"} {
-		names = append(names, redisstore.DefaultPrefix+tag+"{"+key+"}")
+	for _, a := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindowLog} {
+		names = append(names, store.Key(a, key))
 	}
-	marker := names[3]
+	marker := store.MarkerKey(key)
+	names = append(names, marker)
 	if v, err := c.Do(ctx, c.B().Get().Key(marker).Build()).ToString(); err == nil {
 		names = append(names, marker+":"+v)
 	} else if !rueidis.IsRedisNil(err) {

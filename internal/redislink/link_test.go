@@ -186,3 +186,17 @@ func BenchmarkAllowClosed(b *testing.B) {
 		}
 	})
 }
+
+// TestSlotTag checks that every slot has a tag of at most 4 characters,
+// without braces, that Redis Cluster hashes to it.
+func TestSlotTag(t *testing.T) {
+	for s := range uint16(16384) {
+		tag := SlotTag(s)
+		if tag == "" || len(tag) > 4 || strings.ContainsAny(tag, "{}") {
+			t.Fatalf("slot %d: tag %q", s, tag)
+		}
+		if got := Slot("x{" + tag + "}y"); got != s {
+			t.Fatalf("slot %d: tag %q hashes to %d", s, tag, got)
+		}
+	}
+}

@@ -9,9 +9,13 @@
 -- key's expiry only when it moves to a later second.
 --
 -- State: KEYS[i] holds the TAT and the emission interval T it was made
--- under as struct '<i8i4i8': whole seconds (Unix), nanoseconds in
--- [0, 1e9), and T in nanoseconds. A 12-byte value ('<i8i4', written before
--- the interval was kept) has an unknown interval. Lua numbers are doubles,
+-- under: as struct '<I4I4I4' (12 bytes: whole seconds (Unix), T in
+-- nanoseconds, nanoseconds in [0, 1e9)) when the seconds and T fit 32
+-- bits (until 2106, intervals below 4.29 s), which redis-server keeps in
+-- a 32-byte allocation; else as '<i8i4i8' (20 bytes, in 48: the seconds,
+-- the nanoseconds, T). A 12-byte value whose bytes 4 to 7 are zero is
+-- '<i8i4' (written before the interval was kept: its seconds' high half
+-- is zero until 2106), of unknown interval (T is never zero). Lua numbers are doubles,
 -- exact below 2^53: a time in Unix nanoseconds is not, so times are carried
 -- in two parts, and every difference the script forms is exact.
 --
@@ -48,7 +52,7 @@
 -- backlog of 2^53 − 1 or more (the clock went back a long way), never
 -- admitted, comes as three integers: −2^53, whole seconds, nanoseconds
 -- (possibly negative).
-local E9, TWO53 = 1000000000, 9007199254740992
+local E9, TWO53, TWO32 = 1000000000, 9007199254740992, 4294967296
 local floor, ceil, fmod = math.floor, math.ceil, math.fmod
 local incs, lims, ts, taus, o = {}, {}, {}, {}, 4
 for j = 1, np do
@@ -88,14 +92,16 @@ for i = 1, #KEYS do
   if per_now then now_s, now_ns, o = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), o + 2 end
 
   local v = written[key]
-  if v == nil then v = fetched[i] end
+  if v == nil then
+    v = fetched[i]
+    if not v and legacy(i) then v = call('GET', key) end -- lua/legacy.lua
+  end
   local tat_s, tat_ns, exp, iv = 0, 0, 0, t
   if v then
     if #v >= 20 then
       tat_s, tat_ns, iv = unpack('<i8i4i8', v)
     else
-      tat_s, tat_ns = unpack('<i8i4', v)
-      iv = 0
+      tat_s, iv, tat_ns = unpack('<I4I4I4', v) -- iv 0: '<i8i4'
     end
     exp = tat_s
     if tat_ns > 0 then exp = exp + 1 end
@@ -166,7 +172,11 @@ for i = 1, #KEYS do
     out[k] = backlog
   end
   if write then
-    v = pack('<i8i4i8', tat_s, tat_ns, t)
+    if tat_s >= 0 and tat_s < TWO32 and t < TWO32 then
+      v = pack('<I4I4I4', tat_s, t, tat_ns)
+    else
+      v = pack('<i8i4i8', tat_s, tat_ns, t)
+    end
     written[key] = v
     local e = tat_s -- the whole second at or after the TAT
     if tat_ns > 0 then e = e + 1 end

@@ -21,6 +21,7 @@ local function step(key, i, now_s, now_ns, n, sp)
   local orig_s, orig_ns = now_s, now_ns
 
   local len = redis.call('LLEN', key)
+  if len == 0 and legacy(i) then len = redis.call('LLEN', key) end -- lua/legacy.lua
   if len == 1 then
     -- A sum without entries: never written so, but empty all the same.
     redis.call('DEL', key)
