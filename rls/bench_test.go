@@ -32,7 +32,7 @@ func benchServer(b *testing.B) *rls.Server {
 	return benchServerOpts(b, rls.Options{Headers: header.Off})
 }
 
-func benchServerOpts(b *testing.B, opts rls.Options) *rls.Server {
+func benchServerOpts(b testing.TB, opts rls.Options) *rls.Server {
 	cfg, err := rules.Parse("test.yaml", []byte(testConfig))
 	if err != nil {
 		b.Fatal(err)
@@ -138,6 +138,54 @@ func runParallel(b *testing.B, reqs []*pb.RateLimitRequest, call func(*pb.RateLi
 		for p.Next() {
 			i++
 			if err := call(reqs[i%uint64(len(reqs))]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkShouldRateLimitHandler is the call as the lean gRPC server
+// makes it, short of HTTP/2: the request decoded by ShouldRateLimit's
+// handler as Register adds it, decided, and the answer encoded.
+func BenchmarkShouldRateLimitHandler(b *testing.B) {
+	srv := benchServer(b)
+	var reg registered
+	srv.Register(&reg)
+	h := reg.desc.Methods[0].Handler
+	reqs := benchRequests()
+	wire := make([][]byte, len(reqs))
+	for i, r := range reqs {
+		var err error
+		if wire[i], err = proto.Marshal(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(p *testing.PB) {
+		i := next.Add(1) * 7919
+		var out []byte
+		for p.Next() {
+			i++
+			msg := wire[i%uint64(len(wire))]
+			resp, err := h(reg.impl, context.Background(), func(v any) error {
+				if u, ok := v.(interface{ UnmarshalWire([]byte) error }); ok {
+					return u.UnmarshalWire(msg)
+				}
+				return proto.Unmarshal(msg, v.(proto.Message))
+			}, nil)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if w, ok := resp.(interface{ AppendWire([]byte) ([]byte, error) }); ok {
+				out, err = w.AppendWire(out[:0])
+			} else {
+				out, err = (proto.MarshalOptions{}).MarshalAppend(out[:0], resp.(proto.Message))
+			}
+			if err != nil {
 				b.Error(err)
 				return
 			}

@@ -279,7 +279,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 
 // Register adds the rate limit service and the gRPC health service to g.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
-	pb.RegisterRateLimitServiceServer(g, s)
+	g.RegisterService(&serviceDesc, s)
 	healthpb.RegisterHealthServer(g, s.health)
 }
 

@@ -135,7 +135,24 @@ func statusOf(err error) *status.Status {
 	return status.FromContextError(err)
 }
 
+// A request or response type may read or write its own wire form, without
+// protobuf reflection (rls's, the RateLimitService call): the server
+// decodes and encodes through these methods when a handler's type has
+// them, else through proto.
+type (
+	wireUnmarshaler interface{ UnmarshalWire(b []byte) error }
+	wireAppender    interface {
+		AppendWire(b []byte) ([]byte, error)
+	}
+)
+
 func unmarshal(msg []byte, v any) error {
+	if u, ok := v.(wireUnmarshaler); ok {
+		if err := u.UnmarshalWire(msg); err != nil {
+			return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
+		}
+		return nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return status.Errorf(codes.Internal, "h2grpc: %T is not a protocol buffers message", v)
@@ -148,12 +165,19 @@ func unmarshal(msg []byte, v any) error {
 
 // marshal returns v as a gRPC-framed message, in a buffer from bufs.
 func marshal(v any) (*[]byte, error) {
+	w, wire := v.(wireAppender)
 	m, ok := v.(proto.Message)
-	if !ok {
+	if !wire && !ok {
 		return nil, errors.New("not a protocol buffers message")
 	}
 	bp := getBuf()
-	b, err := proto.MarshalOptions{}.MarshalAppend(append((*bp)[:0], 0, 0, 0, 0, 0), m)
+	b := append((*bp)[:0], 0, 0, 0, 0, 0)
+	var err error
+	if wire {
+		b, err = w.AppendWire(b)
+	} else {
+		b, err = proto.MarshalOptions{}.MarshalAppend(b, m)
+	}
 	if err != nil {
 		putBuf(bp)
 		return nil, err
