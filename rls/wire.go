@@ -44,6 +44,8 @@ type wireRequest struct {
 	dptrs   []*commonpb.RateLimitDescriptor
 	entries []commonpb.RateLimitDescriptor_Entry
 	eptrs   []*commonpb.RateLimitDescriptor_Entry
+
+	viaProto bool // decoded by proto.Unmarshal
 }
 
 var wireRequests = sync.Pool{New: func() any {
@@ -55,6 +57,7 @@ var wireRequests = sync.Pool{New: func() any {
 // reset forgets the last request, keeping the memory.
 func (w *wireRequest) reset() {
 	w.req = pb.RateLimitRequest{}
+	w.viaProto = false
 	clear(w.dptrs)
 	clear(w.eptrs)
 	for i := range w.descs {
@@ -73,6 +76,7 @@ func (w *wireRequest) UnmarshalWire(b []byte) error {
 		return nil
 	}
 	w.reset()
+	w.viaProto = true
 	return proto.Unmarshal(b, &w.req)
 }
 
@@ -410,9 +414,14 @@ func shouldRateLimitHandler(srv any, ctx context.Context, dec func(any) error, i
 			return s.ShouldRateLimit(ctx, req.(*pb.RateLimitRequest))
 		})
 	}
+	// Put back as it is, but for a request proto.Unmarshal made (as
+	// large as the server takes): the next UnmarshalWire resets it, and
+	// until then it keeps strings of at most wireMaxRequest bytes alive.
 	in := wireRequests.Get().(*wireRequest)
 	defer func() {
-		in.reset()
+		if in.viaProto {
+			in.reset()
+		}
 		wireRequests.Put(in)
 	}()
 	if err := dec(in); err != nil {
