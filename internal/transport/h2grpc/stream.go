@@ -95,8 +95,25 @@ func (st *stream) appendBody(p []byte, limit int64) int {
 	return len(*st.buf)
 }
 
-// run calls the handler and sends its answer.
-func (st *stream) run() {
+// decoder is the function a unary handler decodes its request with. A
+// worker keeps one, made once, for the calls it runs one after the
+// other: a closure made for each call escaped to the heap.
+type decoder struct {
+	msg []byte
+	dec func(v any) error // decode
+}
+
+func newDecoder() *decoder {
+	d := &decoder{}
+	d.dec = d.decode
+	return d
+}
+
+func (d *decoder) decode(v any) error { return unmarshal(d.msg, v) }
+
+// run calls the handler and sends its answer; d (nil: one of its own)
+// decodes a unary call's request.
+func (st *stream) run(d *decoder) {
 	defer st.c.handlers.Done()
 	var s *status.Status
 	var out *[]byte
@@ -105,7 +122,12 @@ func (st *stream) run() {
 		if bad != nil {
 			s = bad
 		} else {
-			resp, err := st.m.unary(st.m.impl, st.Context(), func(v any) error { return unmarshal(msg, v) }, nil)
+			if d == nil {
+				d = newDecoder()
+			}
+			d.msg = msg
+			resp, err := st.m.unary(st.m.impl, st.Context(), d.dec, nil)
+			d.msg = nil
 			if err != nil {
 				s = statusOf(err)
 			} else if out, err = marshal(resp); err != nil {
