@@ -36,12 +36,22 @@ type op struct {
 }
 
 // read reads once into o.p, retrying EINTR; false: wait for the poller.
-func (o *op) read(fd uintptr) bool {
+func (o *op) read(fd uintptr) bool { return o.do(fd, sysRead, false) }
+
+// write writes o.p whole, retrying EINTR; false: wait for the poller.
+func (o *op) write(fd uintptr) bool { return len(o.p) == 0 || o.do(fd, sysWrite, true) }
+
+// do calls sys on what is left of o.p (not empty): once, or with whole
+// until it is all done.
+func (o *op) do(fd uintptr, sys func(uintptr, []byte) (int, syscall.Errno), whole bool) bool {
 	for {
-		m, e := sysRead(fd, o.p)
+		m, e := sys(fd, o.p[o.n:])
 		switch e {
 		case 0:
-			o.n = m
+			o.n += m
+			if whole && o.n < len(o.p) {
+				continue
+			}
 			return true
 		case syscall.EINTR:
 			continue
@@ -51,25 +61,6 @@ func (o *op) read(fd uintptr) bool {
 		o.errno = e
 		return true
 	}
-}
-
-// write writes o.p whole, retrying EINTR; false: wait for the poller.
-func (o *op) write(fd uintptr) bool {
-	for o.n < len(o.p) {
-		m, e := sysWrite(fd, o.p[o.n:])
-		switch e {
-		case 0:
-			o.n += m
-			continue
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false // wait for the poller
-		}
-		o.errno = e
-		return true
-	}
-	return true
 }
 
 // maxRawWrite is the largest write made without the scheduler's
@@ -114,7 +105,7 @@ func (c *conn) Read(p []byte) (int, error) {
 	case err != nil:
 		return 0, err
 	case errno != 0:
-		return 0, &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", errno)}
+		return 0, c.opError("read", errno)
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -135,7 +126,12 @@ func (c *conn) Write(p []byte) (int, error) {
 	case err != nil:
 		return n, err
 	case errno != 0:
-		return n, &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", errno)}
+		return n, c.opError("write", errno)
 	}
 	return n, nil
+}
+
+// opError is the error of a failed read or write, as net.Conn's.
+func (c *conn) opError(op string, errno syscall.Errno) error {
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
 }
