@@ -32,7 +32,7 @@ func benchServer(b *testing.B) *rls.Server {
 	return benchServerOpts(b, rls.Options{Headers: header.Off})
 }
 
-func benchServerOpts(b *testing.B, opts rls.Options) *rls.Server {
+func benchServerOpts(b testing.TB, opts rls.Options) *rls.Server {
 	cfg, err := rules.Parse("test.yaml", []byte(testConfig))
 	if err != nil {
 		b.Fatal(err)
@@ -76,37 +76,16 @@ func BenchmarkShouldRateLimitGRPC(b *testing.B) {
 // the response.
 func BenchmarkShouldRateLimitCodec(b *testing.B) {
 	srv := benchServer(b)
-	reqs := benchRequests()
-	wire := make([][]byte, len(reqs))
-	for i, r := range reqs {
-		var err error
-		if wire[i], err = proto.Marshal(r); err != nil {
-			b.Fatal(err)
+	runWire(b, func(msg, out []byte) ([]byte, error) {
+		req := &pb.RateLimitRequest{}
+		if err := proto.Unmarshal(msg, req); err != nil {
+			return nil, err
 		}
-	}
-	var next atomic.Uint64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(p *testing.PB) {
-		i := next.Add(1) * 7919
-		var out []byte
-		for p.Next() {
-			i++
-			req := &pb.RateLimitRequest{}
-			if err := proto.Unmarshal(wire[i%uint64(len(wire))], req); err != nil {
-				b.Error(err)
-				return
-			}
-			resp, err := srv.ShouldRateLimit(context.Background(), req)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if out, err = (proto.MarshalOptions{}).MarshalAppend(out[:0], resp); err != nil {
-				b.Error(err)
-				return
-			}
+		resp, err := srv.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			return nil, err
 		}
+		return (proto.MarshalOptions{}).MarshalAppend(out, resp)
 	})
 }
 
@@ -143,4 +122,63 @@ func runParallel(b *testing.B, reqs []*pb.RateLimitRequest, call func(*pb.RateLi
 			}
 		}
 	})
+}
+
+// BenchmarkShouldRateLimitHandler is the call as the lean gRPC server
+// makes it, short of HTTP/2: the request decoded by ShouldRateLimit's
+// handler as Register adds it, decided, and the answer encoded.
+func BenchmarkShouldRateLimitHandler(b *testing.B) {
+	srv := benchServer(b)
+	var reg registered
+	srv.Register(&reg)
+	h := reg.desc.Methods[0].Handler
+	runWire(b, func(msg, out []byte) ([]byte, error) {
+		resp, err := h(reg.impl, context.Background(), func(v any) error {
+			if u, ok := v.(interface{ UnmarshalWire([]byte) error }); ok {
+				return u.UnmarshalWire(msg)
+			}
+			return proto.Unmarshal(msg, v.(proto.Message))
+		}, nil)
+		if err != nil {
+			return nil, err
+		}
+		if w, ok := resp.(interface{ AppendWire([]byte) ([]byte, error) }); ok {
+			return w.AppendWire(out)
+		}
+		return (proto.MarshalOptions{}).MarshalAppend(out, resp.(proto.Message))
+	})
+}
+
+// runWire times call on benchRequests' wire forms from b's parallel
+// goroutines, each walking them from its own place and appending the
+// answers to a buffer of its own.
+func runWire(b *testing.B, call func(msg, out []byte) ([]byte, error)) {
+	wire := marshalAll(b, benchRequests())
+	var next atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(p *testing.PB) {
+		i := next.Add(1) * 7919
+		var out []byte
+		for p.Next() {
+			i++
+			var err error
+			if out, err = call(wire[i%uint64(len(wire))], out[:0]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// marshalAll returns reqs in their wire form.
+func marshalAll(b *testing.B, reqs []*pb.RateLimitRequest) [][]byte {
+	wire := make([][]byte, len(reqs))
+	for i, r := range reqs {
+		var err error
+		if wire[i], err = proto.Marshal(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return wire
 }

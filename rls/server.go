@@ -279,7 +279,7 @@ func New(store ratelimit.Store, set *rules.Set, opts Options) (*Server, error) {
 
 // Register adds the rate limit service and the gRPC health service to g.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
-	pb.RegisterRateLimitServiceServer(g, s)
+	g.RegisterService(&serviceDesc, s)
 	healthpb.RegisterHealthServer(g, s.health)
 }
 
@@ -993,13 +993,12 @@ func clamp32(n int64) uint32 {
 // in whole seconds rounded up as envoyproxy/ratelimit reports it.
 func (s *Server) resetAfter(c *check) time.Duration {
 	r := c.d.ResetAfter
-	now := s.now()
 	switch {
 	case !c.QuotaEnd.IsZero():
-		r = c.QuotaEnd.Sub(now)
+		r = c.QuotaEnd.Sub(s.now())
 	case r == 0 && c.Request.Algorithm == ratelimit.FixedWindow && c.Request.Limit.Period > 0:
 		p := int64(c.Request.Limit.Period)
-		r = time.Duration(p - now.UnixNano()%p)
+		r = time.Duration(p - s.now().UnixNano()%p)
 	}
 	return time.Duration(ratelimit.DurationCeil(r)) * time.Second
 }

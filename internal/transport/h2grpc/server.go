@@ -417,9 +417,10 @@ func temporary(err error) bool {
 // the server stops.
 func (s *Server) worker(st *stream, work <-chan *stream) {
 	defer s.workerWG.Done()
-	st.run()
+	d := newDecoder()
+	st.run(d)
 	for st := range work {
-		st.run()
+		st.run(d)
 	}
 }
 
@@ -438,7 +439,7 @@ func (s *Server) dispatch(st *stream) {
 		return
 	}
 	s.workers.Add(-1)
-	go st.run()
+	go st.run(nil)
 }
 
 // Stop closes every listener and connection at once: calls in flight are

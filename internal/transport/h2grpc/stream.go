@@ -95,8 +95,25 @@ func (st *stream) appendBody(p []byte, limit int64) int {
 	return len(*st.buf)
 }
 
-// run calls the handler and sends its answer.
-func (st *stream) run() {
+// decoder is the function a unary handler decodes its request with. A
+// worker keeps one, made once, for the calls it runs one after the
+// other: a closure made for each call escaped to the heap.
+type decoder struct {
+	msg []byte
+	dec func(v any) error // decode
+}
+
+func newDecoder() *decoder {
+	d := &decoder{}
+	d.dec = d.decode
+	return d
+}
+
+func (d *decoder) decode(v any) error { return unmarshal(d.msg, v) }
+
+// run calls the handler and sends its answer; d (nil: one of its own)
+// decodes a unary call's request.
+func (st *stream) run(d *decoder) {
 	defer st.c.handlers.Done()
 	var s *status.Status
 	var out *[]byte
@@ -105,7 +122,12 @@ func (st *stream) run() {
 		if bad != nil {
 			s = bad
 		} else {
-			resp, err := st.m.unary(st.m.impl, st.Context(), func(v any) error { return unmarshal(msg, v) }, nil)
+			if d == nil {
+				d = newDecoder()
+			}
+			d.msg = msg
+			resp, err := st.m.unary(st.m.impl, st.Context(), d.dec, nil)
+			d.msg = nil
 			if err != nil {
 				s = statusOf(err)
 			} else if out, err = marshal(resp); err != nil {
@@ -135,7 +157,24 @@ func statusOf(err error) *status.Status {
 	return status.FromContextError(err)
 }
 
+// A request or response type may read or write its own wire form, without
+// protobuf reflection (rls's, the RateLimitService call): the server
+// decodes and encodes through these methods when a handler's type has
+// them, else through proto.
+type (
+	wireUnmarshaler interface{ UnmarshalWire(b []byte) error }
+	wireAppender    interface {
+		AppendWire(b []byte) ([]byte, error)
+	}
+)
+
 func unmarshal(msg []byte, v any) error {
+	if u, ok := v.(wireUnmarshaler); ok {
+		if err := u.UnmarshalWire(msg); err != nil {
+			return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
+		}
+		return nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return status.Errorf(codes.Internal, "h2grpc: %T is not a protocol buffers message", v)
@@ -148,12 +187,19 @@ func unmarshal(msg []byte, v any) error {
 
 // marshal returns v as a gRPC-framed message, in a buffer from bufs.
 func marshal(v any) (*[]byte, error) {
+	w, wire := v.(wireAppender)
 	m, ok := v.(proto.Message)
-	if !ok {
+	if !wire && !ok {
 		return nil, errors.New("not a protocol buffers message")
 	}
 	bp := getBuf()
-	b, err := proto.MarshalOptions{}.MarshalAppend(append((*bp)[:0], 0, 0, 0, 0, 0), m)
+	b := append((*bp)[:0], 0, 0, 0, 0, 0)
+	var err error
+	if wire {
+		b, err = w.AppendWire(b)
+	} else {
+		b, err = proto.MarshalOptions{}.MarshalAppend(b, m)
+	}
 	if err != nil {
 		putBuf(bp)
 		return nil, err

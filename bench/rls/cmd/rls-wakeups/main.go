@@ -76,6 +76,7 @@ func main() {
 	percents := flag.String("rates", "10,25,50,100", "offered rates, percent of -capacity; saturation is measured after them")
 	store := flag.String("store", "redis", "the servers' store: redis (one redis-server for all) or memory")
 	record := flag.String("record", "", "instead of counting, record the system calls' call stacks (perf record -g) into `DIR`/<build>-<load>.data, for perf report")
+	cpuRecord := flag.Bool("cpu", false, "with -record, record where the server's CPU time goes (perf record -g on cpu-clock, user and kernel) instead of its system calls")
 	pinCPUs := flag.Bool("pin", true, "servers and redis-server on the last CPU (GOMAXPROCS 1), the load generator on the others")
 	flag.Parse()
 	ctx := context.Background()
@@ -172,7 +173,7 @@ func main() {
 				if *record != "" {
 					rec = filepath.Join(*record, fmt.Sprintf("%s-%s.data", b.name, strings.Fields(level(f, *capacity))[0]))
 				}
-				s, err := measure(ctx, b, l, redisPID, rec)
+				s, err := measure(ctx, b, l, redisPID, rec, *cpuRecord)
 				if err != nil {
 					log.Fatal(err)
 				}
@@ -246,12 +247,15 @@ func perReq(s sample) string {
 
 // measure runs l against b with perf stat attached to its process.
 // With record set, the system calls' call stacks are recorded into that
-// file instead.
-func measure(ctx context.Context, b *build, l rls.Load, redisPID int, record string) (sample, error) {
+// file instead: with cpu, samples of where its CPU time goes.
+func measure(ctx context.Context, b *build, l rls.Load, redisPID int, record string, cpu bool) (sample, error) {
 	var stderr bytes.Buffer
 	args := []string{"stat", "-x", ",", "-e", strings.Join(events, ","), "-p", strconv.Itoa(b.proc.PID())}
 	if record != "" {
 		args = []string{"record", "-q", "-g", "-o", record, "-e", strings.Join(events[1:], ","), "-p", strconv.Itoa(b.proc.PID())}
+		if cpu {
+			args = []string{"record", "-q", "-g", "-F", "4999", "-o", record, "-e", "cpu-clock", "-p", strconv.Itoa(b.proc.PID())}
+		}
 	}
 	perf := exec.Command("perf", args...)
 	perf.Stderr = &stderr
