@@ -32,6 +32,7 @@ func TestUsageErrorsSpeak(t *testing.T) {
 		{[]string{"serve", "extra"}, `sluice serve: unexpected arguments ["extra"]`, "Usage: sluice serve"},
 		{[]string{"serve", "--watch-interval", "0s"}, "sluice serve: --watch-interval 0s is not positive", "Usage: sluice serve"},
 		{[]string{"serve", "--heap-floor-mib", "-1"}, "sluice serve: --heap-floor-mib -1: want 0 to 16384", "Usage: sluice serve"},
+		{[]string{"serve", "--gc-percent", "-5"}, "sluice serve: --gc-percent -5 is negative", "Usage: sluice serve"},
 		{[]string{"check"}, "sluice check: no files to check", "Usage: sluice check"},
 		{[]string{"sim", "objectstore", "--requests", "-1"}, "sluice sim objectstore: --requests -1: want at least 1", "Usage: sluice sim objectstore"},
 		{[]string{"nosuch"}, `sluice: unknown command "nosuch"`, "Commands:"},

@@ -232,6 +232,7 @@ func TestRLSUsage(t *testing.T) {
 		{"bad headers", []string{"--config-dir", ".", "--headers", "loud"}, errUsage},
 		{"bad policy", []string{"--config-dir", ".", "--on-store-error", "shrug"}, errUsage},
 		{"negative gc percent", []string{"--config-dir", ".", "--gc-percent", "-1"}, errUsage},
+		{"negative heap floor", []string{"--config-dir", ".", "--heap-floor-mib", "-1"}, errUsage},
 		{"bad grpc server", []string{"--config-dir", ".", "--grpc-server", "netty"}, errUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/internal/redact"
-	"github.com/sluicehq/sluice/internal/server/heapfloor"
+	"github.com/sluicehq/sluice/internal/server/gctune"
 	"github.com/sluicehq/sluice/rls/runner"
 )
 
@@ -24,7 +24,7 @@ const serveSynopsis = "[--config FILE] [--listen ADDR] [--admin-listen ADDR] [--
 type serveFlags struct {
 	configFile, listen, adminListen, store string
 	watchInterval                          time.Duration
-	heapFloorMiB                           int
+	gc                                     gctune.Policy
 	logs                                   *logFlags
 	password                               *runner.StorePassword
 }
@@ -45,14 +45,16 @@ func (f *serveFlags) storeURL(cfg *gateway.Config) (string, error) {
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs := newFlagSet("serve", serveSynopsis, stderr)
-	f := &serveFlags{}
+	// A proxy's live heap is small and each request allocates: without
+	// a floor the collector runs tens of times a second under load.
+	f := &serveFlags{gc: gctune.Policy{FloorMiB: gctune.DefaultBytes >> 20}}
 	fs.StringVar(&f.configFile, "config", "", "gateway config `FILE` (YAML); without it, the built-in demo config (builtin:echo upstream, memory store, demo API key)")
 	fs.StringVar(&f.listen, "listen", "", "listen on `ADDR` (host:port), overriding the config's listen")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "serve /metrics, /healthz and /readyz on `ADDR`, overriding the config's admin_listen")
 	fs.StringVar(&f.store, "store", "", "where counters live, overriding the config's store: memory, or a redis://, rediss://, redis-cluster://, redis-sentinel:// or unix:// `URL` (its password apart with --store-password-file)")
 	password := runner.AddStorePasswordFlags(fs)
 	fs.DurationVar(&f.watchInterval, "watch-interval", time.Second, "how often to look for changes to the config file and the files it reads (API keys, JWT key, rules_files)")
-	fs.IntVar(&f.heapFloorMiB, "heap-floor-mib", heapfloor.DefaultBytes>>20, "`MiB` of heap the Go collector counts as live but that is never written (nor resident), so that it does not run tens of times a second over a live heap of a few MiB; 0 turns it off, and so does GOGC or GOMEMLIMIT set")
+	f.gc.AddFlags(fs)
 	f.logs = addLogFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -63,8 +65,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	if f.watchInterval <= 0 {
 		return nil, fmt.Errorf("%w: --watch-interval %v is not positive", errUsage, f.watchInterval)
 	}
-	if f.heapFloorMiB < 0 || f.heapFloorMiB > 1<<14 {
-		return nil, fmt.Errorf("%w: --heap-floor-mib %d: want 0 to 16384", errUsage, f.heapFloorMiB)
+	if err := f.gc.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	f.password = password
 	return f, nil
@@ -76,9 +78,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := f.logs.logger(stderr)
-	// A proxy's live heap is small and each request allocates: without
-	// a floor the collector runs tens of times a second under load.
-	defer heapfloor.Keep(f.heapFloorMiB << 20)()
+	defer f.gc.Apply()()
 	cfg, watcher, err := loadServeConfig(f.configFile)
 	if err != nil {
 		return err

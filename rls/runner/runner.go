@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/server/accesslog"
 	"github.com/sluicehq/sluice/internal/server/admin"
+	"github.com/sluicehq/sluice/internal/server/gctune"
 	"github.com/sluicehq/sluice/internal/server/tracing"
 	"github.com/sluicehq/sluice/internal/transport/h2grpc"
 	"github.com/sluicehq/sluice/memstore"
@@ -164,9 +164,7 @@ func (r *RLS) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if f.gcPercent > 0 {
-		defer debug.SetGCPercent(debug.SetGCPercent(f.gcPercent))
-	}
+	defer f.gc.Apply()()
 	tr, err := f.tr.transport(log, srv.Registry())
 	if err != nil {
 		return err
@@ -230,7 +228,7 @@ type Config struct {
 	onError                                                     ratelimit.FailurePolicy
 	headers                                                     header.Mode
 	poll                                                        time.Duration
-	gcPercent, maxDetailed, maxKeys, maxConns                   int
+	maxDetailed, maxKeys, maxConns                              int
 	nearRatio                                                   float64
 	metricLabels                                                rls.MetricLabels
 	headerNames                                                 header.Names
@@ -240,6 +238,7 @@ type Config struct {
 	tr                                                          grpcTransportFlags
 	xds                                                         rlsXDSFlags
 	access                                                      rlsAccessLogFlags
+	gc                                                          gctune.Policy
 	trace                                                       rlsTracingFlags
 	text                                                        rlsFlagText
 }
@@ -313,7 +312,8 @@ func (f *Config) define(fs *flag.FlagSet) rlsFlagText {
 	fs.BoolVar(&f.stopIncrement, "stop-increment-when-over-limit", false, "when one fixed-window descriptor of a request would go over its limit, do not charge the request's others (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT; one more store read per such descriptor)")
 	fs.BoolVar(&f.quotaMode, "quota-mode", false, "put every rule in quota_mode: a request is denied only when all its limited descriptors are over (envoyproxy/ratelimit's QUOTA_MODE)")
 	fs.BoolVar(&f.shadow, "shadow-mode", false, "answer every request OK while counting as usual (envoyproxy/ratelimit's SHADOW_MODE)")
-	fs.IntVar(&f.gcPercent, "gc-percent", rlsGCPercent, "the Go garbage collector's target `PERCENT` (as GOGC): the server's live heap is a few MB, so a larger target spends a few MB more on less collection CPU; 0 keeps the runtime's (GOGC, else 100)")
+	f.gc = gctune.Policy{GCPercent: rlsGCPercent}
+	f.gc.AddFlags(fs)
 	fs.IntVar(&f.maxConns, "max-connections", 1024, "most connections open at once on each of the gRPC and HTTP listeners; past it, new connections wait in the listen backlog until one closes (each gRPC connection may hold up to about 40 MiB: see docs/security.md)")
 	fs.StringVar(&f.debugListen, "debug-listen", "", "`ADDR`ess serving Go's /debug/pprof/ profiles (e.g. 127.0.0.1:6060); empty (the default) disables it")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "`ADDR`ess serving /metrics alone, besides --http-listen's (envoyproxy/ratelimit's PROMETHEUS_ADDR); empty (the default): none")
@@ -381,8 +381,8 @@ func (f *Config) checkBounds() error {
 	if f.grpc != "lean" && f.grpc != "grpc-go" {
 		return fmt.Errorf("%w: --grpc-server %q: want lean or grpc-go", ErrUsage, f.grpc)
 	}
-	if f.gcPercent < 0 {
-		return fmt.Errorf("%w: --gc-percent %d is negative", ErrUsage, f.gcPercent)
+	if err := f.gc.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	if f.maxConns < 1 {
 		return fmt.Errorf("%w: --max-connections %d: want at least 1", ErrUsage, f.maxConns)

@@ -1,7 +1,9 @@
-package heapfloor
+package gctune
 
 import (
+	"flag"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"testing"
 )
@@ -50,4 +52,41 @@ func heapGoal() uint64 {
 	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
+}
+
+// TestPolicy: both flags on one flag set with the server's defaults, their
+// range checks, and Apply setting the target percent until restore, but
+// not when the operator set GOGC.
+func TestPolicy(t *testing.T) {
+	p := Policy{GCPercent: 400}
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	p.AddFlags(fs)
+	if err := fs.Parse([]string{"--heap-floor-mib", "8"}); err != nil {
+		t.Fatal(err)
+	}
+	if p != (Policy{FloorMiB: 8, GCPercent: 400}) {
+		t.Fatalf("after --heap-floor-mib 8: %+v, want the floor set and the default percent kept", p)
+	}
+	for _, bad := range []Policy{{FloorMiB: -1}, {FloorMiB: 1<<14 + 1}, {GCPercent: -1}} {
+		if bad.Check() == nil {
+			t.Errorf("Check(%+v) = nil, want an error", bad)
+		}
+	}
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	restore := Policy{GCPercent: 300}.Apply()
+	if got := debug.SetGCPercent(300); got != 300 {
+		t.Errorf("percent while applied = %d, want 300", got)
+	}
+	restore()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("percent after restore = %d, want 100", got)
+	}
+	t.Setenv("GOGC", "150")
+	Policy{GCPercent: 300}.Apply()()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("percent with GOGC set = %d, want the runtime's own (100) untouched", got)
+	}
 }
