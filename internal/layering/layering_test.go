@@ -23,12 +23,12 @@ const module = "github.com/sluicehq/sluice"
 var allowed = map[string][]string{
 	// The command.
 	"cmd/sluice": {"gateway", "rls/runner", "httpclient", "hostlimit", "robots", "sim", "rules", "identity", "memstore", "redisstore", "ratelimit", "adaptive", "backoff", "retry", "shed",
-		"internal/server/control", "internal/config/didyoumean", "internal/redact", "storeurl"},
+		"internal/server/control", "internal/config/didyoumean", "internal/redact", "storeurl", "internal/server/gctune"},
 	// The RLS assembled (as gateway is the gateway): flags to store, server,
 	// rules' source, gRPC server and listeners. The only importer of the
 	// transport.
 	"rls/runner": {"rls", "rls/xds", "rules", "memstore", "redisstore", "ratelimit", "storeurl",
-		"internal/transport/h2grpc", "internal/server/admin", "internal/server/tlsreload", "internal/server/control", "internal/redact", "ratelimit/header", "internal/server/accesslog", "internal/server/tracing"},
+		"internal/transport/h2grpc", "internal/server/admin", "internal/server/tlsreload", "internal/server/control", "internal/redact", "ratelimit/header", "internal/server/accesslog", "internal/server/tracing", "internal/server/gctune"},
 	// Servers: rules + stores + HTTP/gRPC + metrics; rls and httplimit never
 	// import each other.
 	"gateway": {"httplimit", "httplimit/action", "identity", "rules", "memstore", "redisstore", "ratelimit", "shed", "inflight", "adaptive",
@@ -86,6 +86,7 @@ var allowed = map[string][]string{
 	"server/status": {"internal/server/topk", "internal/server/control", "rules", "ratelimit"},
 	// What both servers share, below them and below rules.
 	"internal/server/admin":      {},
+	"internal/server/gctune":     {},
 	"internal/server/accesslog":  {"internal/server/eventlog"},
 	"internal/server/tracing":    {"internal/server/accesslog"},
 	"internal/server/eventlog":   {"internal/tick"},
