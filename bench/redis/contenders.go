@@ -73,7 +73,11 @@ func gcraArgs() []string {
 	// backlog is at most τ − t; T and τ say the limit the state is kept
 	// under.
 	tau := lim.Burst * t
-	return []string{"1", "0", "1", strconv.FormatInt(t, 10), strconv.FormatInt(tau-t, 10), strconv.FormatInt(t, 10), strconv.FormatInt(tau, 10)}
+	// Then the tail the script's upgrade step reads (lua/legacy.lua): no
+	// readable name for the one request (""), the prefix (unused), the
+	// shape's tag and the number of requests.
+	return []string{"1", "0", "1", strconv.FormatInt(t, 10), strconv.FormatInt(tau-t, 10), strconv.FormatInt(t, 10), strconv.FormatInt(tau, 10),
+		"", "", "t", "1"}
 }
 
 // allowedReply reads the script's reply for one request: the backlog,
