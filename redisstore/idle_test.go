@@ -12,10 +12,9 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// sweepers counts the goroutines of Prefetches: running the sweeper, or
-// made by a Prefetch and not started yet (whose stack names only the
-// wrapper the go statement made).
-func sweepers() int {
+// goroutines counts the goroutines whose stack (its functions, and the
+// "created by" line) contains any of the strings.
+func goroutines(any ...string) int {
 	buf := make([]byte, 1<<20)
 	n := runtime.Stack(buf, true)
 	for n == len(buf) {
@@ -24,13 +23,47 @@ func sweepers() int {
 	}
 	count := 0
 	for _, g := range strings.Split(string(buf[:n]), "\n\n") {
-		if strings.Contains(g, "redisstore.(*Prefetch).sweep(") ||
-			strings.Contains(g, "created by github.com/sluicehq/sluice/redisstore.NewPrefetch") ||
-			strings.Contains(g, "created by github.com/sluicehq/sluice/redisstore.(*Prefetch)") {
-			count++
+		for _, s := range any {
+			if strings.Contains(g, s) {
+				count++
+				break
+			}
 		}
 	}
 	return count
+}
+
+// sweepers counts the goroutines of Prefetches: running the sweeper, or
+// made by a Prefetch and not started yet (whose stack names only the
+// wrapper the go statement made).
+func sweepers() int {
+	return goroutines("redisstore.(*Prefetch).sweep(",
+		"created by github.com/sluicehq/sluice/redisstore.NewPrefetch",
+		"created by github.com/sluicehq/sluice/redisstore.(*Prefetch)")
+}
+
+// watchdogs counts the goroutines running a store's watchdog.
+func watchdogs() int { return goroutines("redisstore.(*batcher).watch(") }
+
+// An idle store runs no watchdog: the first call queued starts it, and it
+// returns at a tick that finds no call left.
+func TestIdleStoreNoWatchdog(t *testing.T) {
+	before := watchdogs()
+	s := newStore(t, standalone(t), redisstore.Options{Timeout: 100 * time.Millisecond})
+	if n := watchdogs() - before; n != 0 {
+		t.Fatalf("idle store: %d watchdogs, want 0", n)
+	}
+	ctx := context.Background()
+	for range 3 {
+		calls := s.Stats().ScriptCalls
+		if _, err := s.Apply(ctx, ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(100), N: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if s.Stats().ScriptCalls == calls {
+			t.Fatal("the call did not go through the batcher")
+		}
+		eventually(t, func() bool { return watchdogs()-before == 0 }) // it ticks on the real clock
+	}
 }
 
 // A Prefetch with nothing to prefetch (here: limits too small to slice, and
