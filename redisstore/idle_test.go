@@ -50,7 +50,7 @@ func watchdogs() int { return goroutines("redisstore.(*batcher).watch(") }
 func TestIdleStoreNoWatchdog(t *testing.T) {
 	before := watchdogs()
 	s := newStore(t, standalone(t), redisstore.Options{Timeout: 100 * time.Millisecond})
-	if n := watchdogs() - before; n != 0 {
+	if n := watchdogs() - before; n > 0 {
 		t.Fatalf("idle store: %d watchdogs, want 0", n)
 	}
 	ctx := context.Background()
@@ -62,7 +62,7 @@ func TestIdleStoreNoWatchdog(t *testing.T) {
 		if s.Stats().ScriptCalls == calls {
 			t.Fatal("the call did not go through the batcher")
 		}
-		eventually(t, func() bool { return watchdogs()-before == 0 }) // it ticks on the real clock
+		eventually(t, func() bool { return watchdogs()-before <= 0 }) // it ticks on the real clock
 	}
 }
 
@@ -82,7 +82,7 @@ func TestPrefetchIdleNoSweeper(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := sweepers() - before; n != 0 {
+	if n := sweepers() - before; n > 0 {
 		t.Errorf("nothing prefetched: %d sweeper goroutines, want 0", n)
 	}
 	if st := l.Stats(); st.Keys != 0 || st.Exact != 10 {
@@ -102,7 +102,7 @@ func TestPrefetchSweeperFollowsKeys(t *testing.T) {
 	l := newPrefetch(t, s, redisstore.PrefetchOptions{TTL: ttl, Now: func() time.Time { return time.Unix(0, clock.Load()) }})
 	ctx := context.Background()
 	req := ratelimit.Request{Key: "hot", Limit: ratelimit.PerSecond(1000000), N: 1} // largest slice 1000
-	if n := sweepers() - before; n != 0 {
+	if n := sweepers() - before; n > 0 {
 		t.Fatalf("new Prefetch: %d sweepers, want 0", n)
 	}
 	hot := func() {
@@ -125,7 +125,7 @@ func TestPrefetchSweeperFollowsKeys(t *testing.T) {
 	eventually(t, func() bool { return l.Stats().Returns == 1 }) // the sweeper ticks on the real clock
 	// The key idles 10 TTLs: dropped, and the sweeper returns.
 	clock.Add(int64(11 * ttl))
-	eventually(t, func() bool { return l.Stats().Keys == 0 && sweepers()-before == 0 })
+	eventually(t, func() bool { return l.Stats().Keys == 0 && sweepers()-before <= 0 })
 	// The next key starts it again; Close stops it and gives back the slice.
 	hot()
 	if n := sweepers() - before; n != 1 {
@@ -135,7 +135,7 @@ func TestPrefetchSweeperFollowsKeys(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := sweepers() - before; n != 0 {
+	if n := sweepers() - before; n > 0 {
 		t.Errorf("closed: %d sweepers, want 0", n)
 	}
 	if st := l.Stats(); st.Returns != returns+1 {
