@@ -86,7 +86,9 @@ type flight struct {
 // batches it waited behind. A watchdog fails the calls past their
 // deadline, queued or in flight: some waits of the client library (a
 // connection's handshake while Redis restarts) do not end with the
-// call's context. A worker drops the calls past their deadline instead of
+// call's context. It runs only while there are calls: the first call
+// queued starts it, and it returns at a tick that finds none (an idle
+// store wakes no one). A worker drops the calls past their deadline instead of
 // sending them, and waits for a batch's reply only until the latest
 // deadline of its calls.
 type batcher struct {
@@ -110,6 +112,8 @@ type batcher struct {
 	minFill               int           // the fewest calls a batch sent while another is in flight takes: max/4
 	timeoutErr            error         // what a call past its deadline gets
 	closed                bool
+	watching              bool          // the watchdog runs (mu held)
+	every                 time.Duration // the watchdog's period
 	stop                  chan struct{} // closed once the workers are done: stops the watchdog
 	wg, watchWG           sync.WaitGroup
 }
@@ -118,7 +122,7 @@ func newBatcher(s *Store, workers, maxBatch int, timeout time.Duration) *batcher
 	b := &batcher{
 		s: s, max: maxBatch, timeout: int64(timeout), epoch: time.Now(),
 		pending: make(map[group][]*call), flying: make(map[*flight]struct{}),
-		stop: make(chan struct{}), minFill: max(1, maxBatch/4),
+		stop: make(chan struct{}), minFill: max(1, maxBatch/4), every: max(timeout/4, time.Millisecond),
 		timeoutErr: fmt.Errorf("%w: no reply within %v", ErrUnavailable, timeout),
 	}
 	b.cond = sync.NewCond(&b.mu)
@@ -126,8 +130,6 @@ func newBatcher(s *Store, workers, maxBatch int, timeout time.Duration) *batcher
 	for range workers {
 		go b.work()
 	}
-	b.watchWG.Add(1)
-	go b.watch(max(timeout/4, time.Millisecond))
 	return b
 }
 
@@ -149,6 +151,11 @@ func (b *batcher) submit(g group, c *call) bool {
 	b.queued++
 	b.nqueued.Store(int64(b.queued))
 	wake := b.queued == 1 || b.queued == b.minFill
+	if !b.watching {
+		b.watching = true
+		b.watchWG.Add(1)
+		go b.watch()
+	}
 	b.mu.Unlock()
 	if wake {
 		b.cond.Broadcast()
@@ -245,16 +252,19 @@ func (b *batcher) work() {
 	}
 }
 
-// watch fails the calls older than the timeout, every tick.
-func (b *batcher) watch(every time.Duration) {
+// watch fails the calls older than the timeout, every tick, until a tick
+// finds no call queued or in flight.
+func (b *batcher) watch() {
 	defer b.watchWG.Done()
-	tick.Loop(b.stop, every, func(time.Time) { b.failOverdue(b.now()) })
+	tick.While(b.stop, b.every, func(time.Time) bool { return b.failOverdue(b.now()) })
 }
 
-// failOverdue fails the calls queued or in flight past their deadline.
-func (b *batcher) failOverdue(now int64) {
+// failOverdue fails the calls queued or in flight past their deadline. It
+// returns false, the watchdog stopped, when there are none left.
+func (b *batcher) failOverdue(now int64) bool {
 	err := b.timeoutErr
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	for g, q := range b.pending {
 		kept := q[:0]
 		for _, c := range q {
@@ -276,7 +286,8 @@ func (b *batcher) failOverdue(now int64) {
 			}
 		}
 	}
-	b.mu.Unlock()
+	b.watching = b.queued > 0 || len(b.flying) > 0
+	return b.watching
 }
 
 // close stops the workers after they have run what is queued, then the

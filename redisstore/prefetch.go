@@ -129,6 +129,11 @@ type Prefetch struct {
 	closed atomic.Bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
+	// The sweeper runs only while the table holds keys: the first key
+	// starts it, and it returns once a sweep leaves the table empty (so an
+	// instance with nothing prefetched wakes no one).
+	swMu     sync.Mutex
+	sweeping bool
 
 	local, exact, takes, returns, returned atomic.Uint64
 }
@@ -185,8 +190,6 @@ func NewPrefetch(s *Store, o PrefetchOptions) (*Prefetch, error) {
 		epoch := time.Now()
 		l.now = func() int64 { return epoch.UnixNano() + int64(time.Since(epoch)) } // monotonic
 	}
-	l.wg.Add(1)
-	go l.sweep()
 	return l, nil
 }
 
@@ -440,15 +443,39 @@ func (l *Prefetch) entry(k prefetchKey) *prefetchEntry {
 	v, loaded := l.keys.LoadOrStore(k, e)
 	if !loaded {
 		l.nkeys.Add(1)
+		l.startSweep()
 	}
 	return v.(*prefetchEntry)
 }
 
+// startSweep starts the sweeper unless it runs or l is closed. Called
+// after a key was counted in: a sweeper that saw the table empty before
+// that has stopped (or is stopping), and this starts another.
+func (l *Prefetch) startSweep() {
+	l.swMu.Lock()
+	defer l.swMu.Unlock()
+	if l.sweeping || l.closed.Load() {
+		return
+	}
+	l.sweeping = true
+	l.wg.Add(1)
+	go l.sweep()
+}
+
 // sweep gives back expired slices every TTL/2 and drops keys idle for
-// 10 TTLs, until Close.
+// 10 TTLs, until Close or until a sweep leaves no key.
 func (l *Prefetch) sweep() {
 	defer l.wg.Done()
-	tick.Loop(l.stop, l.opts.TTL/2, func(time.Time) { l.sweepOnce(l.now()) })
+	tick.While(l.stop, l.opts.TTL/2, func(time.Time) bool {
+		l.sweepOnce(l.now())
+		l.swMu.Lock()
+		defer l.swMu.Unlock()
+		if l.nkeys.Load() > 0 {
+			return true
+		}
+		l.sweeping = false
+		return false
+	})
 }
 
 // sweepOnce gives back the slices expired at now and drops the keys idle
@@ -474,10 +501,13 @@ func (l *Prefetch) sweepOnce(now int64) {
 // Close gives back every unspent slice and stops the sweeper. Apply
 // returns ratelimit.ErrClosed afterwards. It does not close the Store.
 func (l *Prefetch) Close() error {
+	l.swMu.Lock() // no sweeper starts past this
 	if !l.closed.CompareAndSwap(false, true) {
+		l.swMu.Unlock()
 		return nil
 	}
 	close(l.stop)
+	l.swMu.Unlock()
 	l.wg.Wait()
 	now := l.now()
 	l.keys.Range(func(_, v any) bool {
