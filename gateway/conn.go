@@ -129,14 +129,16 @@ func (l *connLimiter) admit(c net.Conn) *limitedConn {
 		victim := l.idle.head
 		if victim == nil {
 			l.mu.Unlock()
-			c.Close()
+			// Counted before the close: a client that sees its connection
+			// closed then finds it counted.
 			l.refused.Inc()
+			c.Close()
 			return nil
 		}
 		l.idle.remove(victim)
 		l.mu.Unlock()
-		victim.Close() // releases its place
 		l.evicted.Inc()
+		victim.Close() // releases its place
 		l.mu.Lock()
 	}
 	l.n++
