@@ -535,9 +535,8 @@ func soleRoute(cfg *Config, patterns [][]string) bool {
 }
 
 // publicHandler is the public listener's handler over the route table
-// routes (the mux, or its sole route: soleRouteHandler; catchAll: a
-// route matches every path), and dmux when the listener decides
-// (decision.go).
+// routes (the mux, or its sole route when soleRoute; catchAll: a route
+// matches every path), and dmux when the listener decides (decision.go).
 func (g *Gateway) publicHandler(cfg *Config, cc ConnConfig, mux *http.ServeMux, routes http.Handler, dmux *http.ServeMux, catchAll bool) http.Handler {
 	if !catchAll {
 		mux.HandleFunc("/", noRoute)

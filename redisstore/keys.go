@@ -42,9 +42,9 @@ import (
 // under its readable ones and renames what it finds (RENAME keeps the
 // expiry; lua/legacy.lua); a fixed window's plain-command charge that
 // finds one goes to the script. Only for legacyGrace and twice the life of
-// the request's state after the store starts (readsLegacy). A key whose readable name hashed to another slot
-// (one that starts with "}", or empty: its hash tag was empty) is not read
-// under it.
+// the request's state after the store starts (readsLegacy). A key whose
+// readable name hashed to another slot (one that starts with "}", or
+// empty: its hash tag was empty) is not read under it (sameSlot).
 
 // keyHashLen is the length of a compact name's hash part: 12 bytes in
 // base64.
@@ -86,11 +86,15 @@ func (s *Store) key(sh shape, key string) string { return s.name(shapeInfo[sh].t
 // state of kind.
 func (s *Store) readable(kind, key string) string { return s.opts.Prefix + kind + "{" + key + "}" }
 
-// legacyKey returns readable(kind, key), or "" when that name hashes to
-// another slot than the compact one (a key starting with "}", or empty:
-// its readable names had an empty hash tag).
+// sameSlot reports whether key's readable names hash to its compact
+// names' slot: not for a key starting with "}", or empty (its readable
+// names had an empty hash tag, a slot each).
+func sameSlot(key string) bool { return key != "" && key[0] != '}' }
+
+// legacyKey returns readable(kind, key), or "" when that name is in
+// another slot than the compact one (sameSlot).
 func (s *Store) legacyKey(kind, key string) string {
-	if key == "" || key[0] == '}' {
+	if !sameSlot(key) {
 		return ""
 	}
 	return s.readable(kind, key)
@@ -108,7 +112,7 @@ func (s *Store) callNames(c *call, sh shape, key string, legacy bool) {
 		c.mkey = string(s.appendName(buf[:0], "m", tag, sum))
 	}
 	c.raw = ""
-	if legacy && key != "" && key[0] != '}' {
+	if legacy && sameSlot(key) {
 		c.raw = key
 	}
 }
