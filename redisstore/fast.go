@@ -140,8 +140,6 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 	if got, found := s.hints.get(c.key); found && got == h {
 		return d, false, nil // this window's last charge did not stand
 	}
-	mval := strconv.FormatInt(h.period, 10) + ":" + strconv.FormatInt(h.start, 10)
-	fkey := c.mkey + ":" + mval
 	// The caller's cancellation does not reach Redis, as a batched call's
 	// does not: a charge Redis made is finished (its undo included), and
 	// a caller that goes away is not a failure of Redis, which would count
@@ -150,39 +148,32 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 	defer cancel()
 	s.batch.nfast.Add(1)
 	defer s.batch.nfast.Add(-1)
-	sent := time.Now()
-	res := cn.client.DoMulti(ctx, s.fastCmds(cn, c, h, mval, fkey, useNow)...)
-	got := time.Now()
+	var ch charge
+	if useNow {
+		ch, ok, err = s.markerCharge(ctx, cn, c, h)
+		ch.now = now
+	} else {
+		ch, ok, err = s.keyCharge(ctx, cn, c, h)
+	}
 	s.batch.commands.Add(1)
-	r, answered, err := s.fastReply(res, useNow, sent, got)
-	if err != nil || !answered {
+	if err != nil || !ok {
 		return d, false, err
 	}
-	if useNow {
-		r.now = now
-	}
-	if (!r.set && r.marker != mval) || r.binary != 0 || windowStart(r.now, w) != start {
-		// Counted in a key that is not the state: take it back, and let
-		// the script decide (and name the window).
+	if !ch.stands || windowStart(ch.now, w) != start {
+		// Counted in a key that is not the state (or nothing counted):
+		// take it back, and let the script decide (and name the window).
 		s.batch.fellBack.Add(1)
 		s.hints.put(c.key, h)
-		clear, at := "", ""
-		if r.set {
-			clear = mval
-			if !useNow {
-				at = strconv.FormatInt(h.start, 10)
-			}
-		}
-		return d, false, s.undo(ctx, cn, c, fkey, clear, at)
+		return d, false, s.undo(ctx, cn, c, ch)
 	}
-	st := window.State{Start: start, Curr: r.count - c.n}
-	_, d = window.Fixed(st, r.now, ratelimit.Request{Limit: c.lim, N: c.n})
-	if d.Allowed != (r.count <= c.lim.Rate) {
-		return d, false, fmt.Errorf("%w: the count %d and the Go step disagree on admitting n %d", ErrScript, r.count, c.n)
+	st := window.State{Start: start, Curr: ch.count - c.n}
+	_, d = window.Fixed(st, ch.now, ratelimit.Request{Limit: c.lim, N: c.n})
+	if d.Allowed != (ch.count <= c.lim.Rate) {
+		return d, false, fmt.Errorf("%w: the count %d and the Go step disagree on admitting n %d", ErrScript, ch.count, c.n)
 	}
 	if !d.Allowed {
 		// A denial consumes nothing.
-		if err := s.undo(ctx, cn, c, fkey, "", ""); err != nil {
+		if err := s.undo(ctx, cn, c, ch); err != nil {
 			return d, false, err
 		}
 	}
@@ -209,45 +200,136 @@ func (s *Store) fastNow(c *call, w int64, useNow bool) (int64, bool) {
 	return est, true
 }
 
-// fastCmds returns the transaction of c's charge in window h (marker
-// value mval, count key fkey).
-func (s *Store) fastCmds(cn *conn, c *call, h hint, mval, fkey string, useNow bool) rueidis.Commands {
+// charge is what a plain-command charge's transaction answered.
+type charge struct {
+	now    int64  // Redis's TIME (Options.Now's time with it)
+	count  int64  // the count after the increment
+	stands bool   // the count is the state's (the window's still to check)
+	key    string // where the increment went ("": nowhere, nothing to undo)
+	exp    string // that key's expiry as the transaction left it (Unix ms), or "" (a marker's count)
+}
+
+// keyCharge charges c in window h as one transaction of plain commands on
+// its one key (Redis's clock):
+//
+//	MULTI · TIME · [EXISTS marker, readable names] · INCRBY key n ·
+//	PEXPIREAT key end NX · PEXPIRETIME key · EXEC
+//
+// The count stands when the key expires at the end of h (and no form
+// the script reads elsewhere holds the key). ok false and no error when
+// the server refused the transaction.
+func (s *Store) keyCharge(ctx context.Context, cn *conn, c *call, h hint) (ch charge, ok bool, err error) {
+	end := h.start + h.period
 	b := cn.client.B()
 	cmds := make(rueidis.Commands, 0, 7)
-	cmds = append(cmds, b.Multi().Build())
-	if useNow {
-		cmds = append(cmds, b.Set().Key(c.mkey).Value(mval).Nx().Get().PxMilliseconds(s.minTTL).Build())
-	} else {
-		cmds = append(cmds, b.Time().Build(), b.Set().Key(c.mkey).Value(mval).Nx().Get().Pxat(time.UnixMilli(h.start+h.period-1)).Build())
+	cmds = append(cmds, b.Multi().Build(), b.Time().Build())
+	// States the script reads that are not in the key: the marker form
+	// of before (a marker and a count of its window; and the readable
+	// names of before compact ones, keys.go), while they may be there.
+	old := s.readsLegacy(c.lim)
+	if old {
+		exists := []string{c.mkey}
+		if c.raw != "" {
+			exists = append(exists, s.readable(shapeInfo[shapeWindow].tag, c.raw), s.readable("m", c.raw))
+		}
+		cmds = append(cmds, b.Exists().Key(exists...).Build())
 	}
+	cmds = append(cmds, b.Incrby().Key(c.key).Increment(c.n).Build(),
+		b.Pexpireat().Key(c.key).MillisecondsTimestamp(end).Nx().Build(),
+		b.Pexpiretime().Key(c.key).Build(), b.Exec().Build())
+	sent := time.Now()
+	res := cn.client.DoMulti(ctx, cmds...)
+	got := time.Now()
+	replies, ok, err := s.execReplies(res, 4+bool2int(old))
+	if err != nil || !ok {
+		return ch, ok, err
+	}
+	t, err := replies[0].AsIntSlice()
+	if err != nil || len(t) != 2 {
+		return ch, false, fmt.Errorf("%w: malformed TIME reply: %v", ErrScript, err)
+	}
+	ch.now = t[0]*int64(time.Second) + t[1]*int64(time.Microsecond)
+	s.clock.sample(ch.now, sent, got)
+	var others int64
+	if old {
+		if others, err = replies[1].AsInt64(); err != nil {
+			return ch, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
+		}
+		replies = replies[1:]
+	}
+	count, ierr := replies[1].AsInt64()
+	exp, err := replies[3].AsInt64()
+	if err != nil {
+		return ch, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
+	}
+	if ierr != nil {
+		if _, isRedis := rueidis.IsRedisErr(ierr); !isRedis {
+			return ch, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
+		}
+		// Not an integer: a binary state (a sliding counter's, a period
+		// not of whole milliseconds, ...) holds the key. Nothing counted.
+		return ch, true, nil
+	}
+	ch.count = count
+	if exp != -2 { // else a PEXPIREAT in the past deleted the key, and the increment
+		ch.key, ch.exp = c.key, strconv.FormatInt(exp, 10)
+	}
+	ch.stands = others == 0 && exp == end && count >= c.n
+	return ch, true, nil
+}
+
+func bool2int(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// markerCharge charges c in window h with Options.Now's time, which cannot
+// be put in an absolute expiry: a marker names the window, and the count
+// is a key of its own (the marker key + ":" + the marker):
+//
+//	MULTI · SET marker window NX GET PX min · EXISTS key (and the readable
+//	names) · INCRBY count n · PEXPIRE count min NX · EXEC
+//
+// The count stands when the marker named h, or none, and no other state
+// holds the key.
+func (s *Store) markerCharge(ctx context.Context, cn *conn, c *call, h hint) (ch charge, ok bool, err error) {
+	mval := strconv.FormatInt(h.period, 10) + ":" + strconv.FormatInt(h.start, 10)
+	fkey := c.mkey + ":" + mval
+	b := cn.client.B()
+	cmds := make(rueidis.Commands, 0, 6)
+	cmds = append(cmds, b.Multi().Build(), b.Set().Key(c.mkey).Value(mval).Nx().Get().PxMilliseconds(s.minTTL).Build())
 	// The binary state, and any state under the readable names of before
 	// (keys.go): the script reads those.
 	exists := []string{c.key}
 	if c.raw != "" {
 		exists = append(exists, s.readable(shapeInfo[shapeWindow].tag, c.raw), s.readable("m", c.raw))
 	}
-	cmds = append(cmds, b.Exists().Key(exists...).Build(), b.Incrby().Key(fkey).Increment(c.n).Build())
-	if useNow {
-		cmds = append(cmds, b.Pexpire().Key(fkey).Milliseconds(s.minTTL).Nx().Build())
-	} else {
-		cmds = append(cmds, b.Pexpireat().Key(fkey).MillisecondsTimestamp(h.start+h.period-1).Nx().Build())
+	cmds = append(cmds, b.Exists().Key(exists...).Build(), b.Incrby().Key(fkey).Increment(c.n).Build(),
+		b.Pexpire().Key(fkey).Milliseconds(s.minTTL).Nx().Build(), b.Exec().Build())
+	replies, ok, err := s.execReplies(cn.client.DoMulti(ctx, cmds...), 4)
+	if err != nil || !ok {
+		return ch, ok, err
 	}
-	return append(cmds, b.Exec().Build())
+	// The marker before: none (this charge named the window), or one.
+	set := replies[0].IsNil()
+	marker, merr := replies[0].ToString()
+	others, err1 := replies[1].AsInt64()
+	count, err2 := replies[2].AsInt64()
+	if (merr != nil && !set) || err1 != nil || err2 != nil {
+		return ch, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
+	}
+	ch.count, ch.key = count, fkey
+	ch.stands = (set || marker == mval) && others == 0
+	return ch, true, nil
 }
 
-// fastResult is what a charge's transaction answered.
-type fastResult struct {
-	now    int64  // Redis's TIME (without Options.Now)
-	set    bool   // no marker before: this charge named the window
-	marker string // else the marker's value
-	binary int64  // how many of the binary state and the readable names' hold the key
-	count  int64  // the count after the increment
-}
-
-// fastReply reads the transaction's replies; answered false and no error
-// when the server refused the transaction (scripts only from now on).
-func (s *Store) fastReply(res []rueidis.RedisResult, useNow bool, sent, got time.Time) (r fastResult, answered bool, err error) {
-	replies, err := res[len(res)-1].ToArray()
+// execReplies returns the replies of a transaction of want commands; ok
+// false and no error when the server refused it (scripts only from now
+// on).
+func (s *Store) execReplies(res []rueidis.RedisResult, want int) (replies []rueidis.RedisMessage, ok bool, err error) {
+	replies, err = res[len(res)-1].ToArray()
 	if err != nil {
 		for _, x := range res {
 			if e := x.Error(); e != nil {
@@ -257,48 +339,29 @@ func (s *Store) fastReply(res []rueidis.RedisResult, useNow bool, sent, got time
 		}
 		if refusedTx(err) {
 			// The server refused the transaction (a Redis before 7.0 has no
-			// SET NX GET, no PEXPIREAT NX; an ACL may forbid MULTI):
-			// nothing ran. Scripts only from now on.
+			// SET NX GET, no PEXPIREAT NX, no PEXPIRETIME; an ACL may forbid
+			// MULTI): nothing ran. Scripts only from now on.
 			s.noFast.Store(true)
 			if s.opts.OnFailure != nil {
 				s.opts.OnFailure(fmt.Errorf("redisstore: plain-command charges refused, scripts only from now on: %w", err))
 			}
-			return r, false, nil
+			return nil, false, nil
 		}
-		return r, false, s.failure(err, 1)
-	}
-	want := 5
-	if useNow {
-		want = 4
+		return nil, false, s.failure(err, 1)
 	}
 	if len(replies) != want {
-		return r, false, fmt.Errorf("%w: a transaction of %d commands answered %d replies", ErrScript, want, len(replies))
+		return nil, false, fmt.Errorf("%w: a transaction of %d commands answered %d replies", ErrScript, want, len(replies))
 	}
-	if !useNow {
-		t, err := replies[0].AsIntSlice()
-		if err != nil || len(t) != 2 {
-			return r, false, fmt.Errorf("%w: malformed TIME reply: %v", ErrScript, err)
-		}
-		r.now = t[0]*int64(time.Second) + t[1]*int64(time.Microsecond)
-		s.clock.sample(r.now, sent, got)
-		replies = replies[1:]
-	}
-	// The marker before: none (this charge named the window), or one.
-	r.set = replies[0].IsNil()
-	marker, merr := replies[0].ToString()
-	binary, err1 := replies[1].AsInt64()
-	count, err2 := replies[2].AsInt64()
-	if (merr != nil && !r.set) || err1 != nil || err2 != nil {
-		return r, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
-	}
-	r.marker, r.binary, r.count = marker, binary, count
-	return r, true, nil
+	return replies, true, nil
 }
 
-// undo runs undo.lua: c's n back from the count at fkey, or, when clear is
-// the marker c set and it names no state, the marker and the count gone.
-func (s *Store) undo(ctx context.Context, cn *conn, c *call, fkey, clear, at string) error {
-	if err := s.undoScript.Exec(ctx, cn.client, []string{fkey, c.mkey}, []string{strconv.FormatInt(c.n, 10), clear, at}).Error(); err != nil {
+// undo runs undo.lua: ch's n back from the count it went to, as long as
+// that key is still the one it counted in (its expiry unchanged).
+func (s *Store) undo(ctx context.Context, cn *conn, c *call, ch charge) error {
+	if ch.key == "" {
+		return nil
+	}
+	if err := s.undoScript.Exec(ctx, cn.client, []string{ch.key}, []string{strconv.FormatInt(c.n, 10), ch.exp}).Error(); err != nil {
 		return s.failure(err, 1)
 	}
 	return nil

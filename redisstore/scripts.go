@@ -203,8 +203,8 @@ func decodeBucket(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decisi
 // the reply.
 //
 // It also forgets, in h, the windows whose plain-command charges did not
-// stand, for the fixed-window charges it admitted: window.lua has named
-// their windows.
+// stand, for the fixed-window charges it admitted in the window holding
+// now: window.lua has written their windows.
 func decodeWindow(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decision, perNow bool, h *hints) ([]rueidis.RedisMessage, int64, error) {
 	var err error
 	next := func() int64 {
@@ -236,9 +236,9 @@ func decodeWindow(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decisi
 			st.Prev = next()
 		}
 		v := next()
-		admitted := v >= 0
+		admitted, long := v >= 0, v == -two53
 		switch {
-		case v == -two53:
+		case long:
 			st.Start = next()*int64(time.Second) + next()
 			admitted = next() == 1
 			v = next()
@@ -261,8 +261,8 @@ func decodeWindow(r []rueidis.RedisMessage, calls []*call, ds []ratelimit.Decisi
 		if ds[i].Allowed != admitted {
 			return nil, 0, fmt.Errorf("%w: the script and the Go step disagree on admitting n %d to the counts %+v at %d", ErrScript, c.n, st, now)
 		}
-		if p := int64(c.lim.Period); !c.spec.flag && admitted && c.n > 0 && p%int64(time.Millisecond) == 0 {
-			h.drop(c.key) // the script named the window: plain commands may go again
+		if p := int64(c.lim.Period); !c.spec.flag && admitted && !long && c.n > 0 && p%int64(time.Millisecond) == 0 {
+			h.drop(c.key) // the script wrote the window: plain commands may go again
 		}
 	}
 	return r, now, nil

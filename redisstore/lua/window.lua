@@ -173,17 +173,48 @@ for i = 1, #KEYS / 2 do
     v, mv = call('GET', key), call('GET', mkey)
   end
   -- A fixed window of whole milliseconds keeps its count as an integer
-  -- (l2), so that a lone request can go as plain commands.
+  -- (l2), so that a lone request can go as plain commands (fast.go): in
+  -- the key itself, expiring at its window's end, with Redis's clock; named
+  -- by a marker with per-request times.
   local l2 = not sliding and fmod(w_ns, 1000000) == 0
   local st_s, st_ns, prev, curr, exp, pw_s, pw_ns = 0, 0, 0, 0, 0, w_s, w_ns
   -- cur: the marker when it holds the state. A marker beside a binary
   -- state was set by a plain-command charge that its undo is taking back
-  -- (fast.go): the binary state holds.
-  local have, fold, cur = false, nil, nil
+  -- (fast.go): the binary state holds. iend: the integer form's window end
+  -- (Unix ms) when it holds the state.
+  local have, fold, cur, iend, moved = false, nil, nil, nil, false
   if mv then fold = mkey .. ':' .. mv end
-  if mv and not v then
-    -- The integer form: the marker names the window ("period:start", in
-    -- ms) and the count's key (marker key .. ":" .. marker).
+  if v and #v < 28 then
+    -- The integer form in the key: a count, and its window's end in the
+    -- key's expiry; its period is not kept. A window that ends where the
+    -- request's does, or ends first and holds now, is counted in the
+    -- request's current window (for a period that changed, as
+    -- window.Rescale moves it); one that ends later is taken as the
+    -- request's period's window ending there (time went back, or a
+    -- longer period: the count stays until its end, never shorter).
+    have, exp = true, -1
+    curr = tonumber(v) or 0
+    if curr < 0 then curr = 0 end
+    -- A marker form beside it (its charge's undo lost, during an
+    -- upgrade): both counts, never fewer.
+    if mv then curr = curr + fget(fold) end
+    local e = call('PEXPIRETIME', key)
+    local e_s, e_ns = floor(e / 1000), fmod(e, 1000) * 1000000
+    local we_s, we_ns = padd(ws_s, ws_ns, w_s, w_ns)
+    if e < 0 then
+      st_s, st_ns, iend, moved = ws_s, ws_ns, -1, true -- no expiry: counted now
+    elseif less(now_s, now_ns, e_s, e_ns) and not less(we_s, we_ns, e_s, e_ns) then
+      st_s, st_ns, iend = ws_s, ws_ns, e
+      moved = e_s ~= we_s or e_ns ~= we_ns
+    else
+      st_s, st_ns = psub(e_s, e_ns, w_s, w_ns)
+      iend = e
+    end
+  elseif mv and not v then
+    -- The marker form: the marker names the window ("period:start", in
+    -- ms) and the count's key (marker key .. ":" .. marker); written with
+    -- per-request times, and by versions before the integer form in the
+    -- key with Redis's clock too.
     cur = mv
     local colon = string.find(mv, ':', 1, true)
     local pms, sms = tonumber(string.sub(mv, 1, colon - 1)), tonumber(string.sub(mv, colon + 1))
@@ -208,7 +239,7 @@ for i = 1, #KEYS / 2 do
   end
 
   -- Counted in windows of another period: window.Rescale.
-  local rescaled = false
+  local rescaled = moved
   if have and (pw_s ~= w_s or pw_ns ~= w_ns) then
     rescaled, exp = true, -1
     -- Roll in the old windows first.
@@ -299,12 +330,33 @@ for i = 1, #KEYS / 2 do
         call('DEL', mkey, fold)
         written[mkey], written[fold] = false, false
       end
+    elseif l2 and not per_now then
+      -- The integer form in the key, expiring at the window's end: Redis
+      -- keeps a key until its clock passes the expiry, and a write whose
+      -- expiry has passed deletes the key, so the end rather than its last
+      -- millisecond (which a script in that millisecond would delete).
+      -- Pending increments of plain-command charges are in the count read
+      -- and stay there for their undo (undo.lua), unless the window moved.
+      if mv then
+        call('DEL', mkey, fold)
+        written[mkey], written[fold] = false, false
+      end
+      local x_s, x_ns = padd(s_s, s_ns, w_s, w_ns)
+      local e = x_s * 1000 + x_ns / 1000000
+      v = format('%d', c + add)
+      written[key] = v
+      if e == iend then
+        call('SET', key, v, 'KEEPTTL')
+      else
+        call('SET', key, v, 'PXAT', format('%d', e))
+      end
     elseif l2 and mv then
-      -- The integer form, for a key that has a marker (plain-command
-      -- charges use the key); others keep the binary form, one write. The
-      -- count's key may hold increments of plain-command charges that
-      -- found another window named and are being undone (undo.lua): they
-      -- are kept, so that the undo takes them back.
+      -- The marker form, with per-request times, for a key that has a
+      -- marker (plain-command charges use it); others keep the binary
+      -- form, one write. The count's key may hold increments of
+      -- plain-command charges that found another window named and are
+      -- being undone (undo.lua): they are kept, so that the undo takes
+      -- them back.
       local sms = s_s * 1000 + s_ns / 1000000
       local mval = format('%d:%d', w_s * 1000 + w_ns / 1000000, sms)
       local fkey = mkey .. ':' .. mval
@@ -321,26 +373,14 @@ for i = 1, #KEYS / 2 do
         end
       end
       written[fkey] = cnt
-      if per_now then
-        local x_s, x_ns = padd(s_s, s_ns, w_s, w_ns)
-        local d_s, d_ns = psub(x_s, x_ns, e_s, e_ns)
-        local ms = d_s * 1000 + floor(d_ns / 1000000)
-        if fmod(d_ns, 1000000) > 0 then ms = ms + 1 end
-        if ms < min_ttl then ms = min_ttl end
-        local px = format('%d', ms)
-        call('SET', fkey, format('%d', cnt), 'PX', px)
-        if mval ~= cur then call('SET', mkey, mval, 'PX', px) end
-      else
-        -- Expired from the window's last millisecond on: Redis keeps a key
-        -- until its clock passes the expiry.
-        if mval == cur and have then
-          call('SET', fkey, format('%d', cnt), 'KEEPTTL')
-        else
-          local at = format('%d', sms + w_s * 1000 + w_ns / 1000000 - 1)
-          call('SET', fkey, format('%d', cnt), 'PXAT', at)
-          call('SET', mkey, mval, 'PXAT', at)
-        end
-      end
+      local x_s, x_ns = padd(s_s, s_ns, w_s, w_ns)
+      local d_s, d_ns = psub(x_s, x_ns, e_s, e_ns)
+      local ms = d_s * 1000 + floor(d_ns / 1000000)
+      if fmod(d_ns, 1000000) > 0 then ms = ms + 1 end
+      if ms < min_ttl then ms = min_ttl end
+      local px = format('%d', ms)
+      call('SET', fkey, format('%d', cnt), 'PX', px)
+      if mval ~= cur then call('SET', mkey, mval, 'PX', px) end
       written[mkey] = mval
     else
       if mv then
