@@ -75,6 +75,11 @@ type MemoryOptions struct {
 	// Samples is the number of keys MEMORY USAGE is asked about; 0 means
 	// 1000.
 	Samples int
+	// ServerClock runs the store on Redis's clock (no Options.Now), as in
+	// production, with the rule's period a day so that keys outlive the
+	// run: a fixed window then keeps its count in its one key, as an
+	// integer expiring at the window's end (the period changes no byte).
+	ServerClock bool
 }
 
 // MemoryResult is what Memory measured.
@@ -173,7 +178,12 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 	}
 	defer do("FLUSHALL", "SYNC")
 
-	store, err := redisstore.New(ctx, client, redisstore.Options{Now: time.Now, Timeout: 10 * time.Second})
+	sopts := redisstore.Options{Now: time.Now, Timeout: 10 * time.Second}
+	if o.ServerClock {
+		sopts.Now = nil
+		rule.Limit.Period = 24 * time.Hour
+	}
+	store, err := redisstore.New(ctx, client, sopts)
 	if err != nil {
 		return res, err
 	}

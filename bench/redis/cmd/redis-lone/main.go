@@ -4,8 +4,10 @@
 // carries one decision. The contenders take turns in rounds on one
 // redis-server: sluice's Redis store with scripts only (Options.ScriptOnly,
 // what it did before the plain-command path), sluice's store as it is
-// (plain commands for a lone fixed-window charge), and envoyproxy/ratelimit's
-// pattern (INCRBY + EXPIRE pipelined, go-redis). For each it reports
+// (plain commands for a lone fixed-window charge), that charge's
+// transaction alone as the store sends it once its first hour is over
+// (MULTI TIME INCRBY PEXPIREAT NX PEXPIRETIME EXEC, go-redis), and
+// envoyproxy/ratelimit's pattern (INCRBY + EXPIRE pipelined, go-redis). For each it reports
 // redis-server's CPU a decision (/proc, before and after) and INFO
 // commandstats' time a decision. See docs/bench-redis.md.
 package main
@@ -91,9 +93,27 @@ func main() {
 		_, err := pipe.Exec(ctx)
 		return err
 	}
+	period := limit.Period.Milliseconds()
+	oneKey := func(ctx context.Context, key string) error {
+		// The store's plain-command charge once its first hour is over
+		// (no EXISTS for states of before), its commands alone, pipelined
+		// by go-redis as envoy's are: the Redis side of a decision without
+		// the store's client side.
+		end := (time.Now().UnixMilli()/period + 1) * period
+		k := "o:" + key
+		_, err := rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Time(ctx)
+			p.IncrBy(ctx, k, 1)
+			p.Do(ctx, "PEXPIREAT", k, end, "NX")
+			p.PExpireTime(ctx, k)
+			return nil
+		})
+		return err
+	}
 	contenders := []contender{
 		{"sluice, scripts only (before)", sluice(before)},
 		{"sluice, plain commands (after)", sluice(after)},
+		{"sluice's transaction alone", oneKey},
 		{"envoyproxy/ratelimit INCRBY+EXPIRE", envoy},
 	}
 	mode := "one caller, closed loop"

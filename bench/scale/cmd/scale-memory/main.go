@@ -28,6 +28,7 @@ func main() {
 	logKeys := flag.Int("log-keys", 10_000, "keys of the -log-hits run")
 	callers := flag.Int("callers", 256, "goroutines applying requests at once")
 	addr := flag.String("addr", "", "use this redis-server (it is flushed!) instead of starting one")
+	serverClock := flag.Bool("server-clock", false, "run the store on Redis's clock (the rule's period a day, so keys outlive the run) instead of Options.Now")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -59,7 +60,7 @@ func main() {
 	}
 	var runs []run
 	for _, a := range list {
-		runs = append(runs, run{scale.MemoryOptions{Addr: *addr, Algorithm: a, Keys: *keys, Callers: *callers}})
+		runs = append(runs, run{scale.MemoryOptions{Addr: *addr, Algorithm: a, Keys: *keys, Callers: *callers, ServerClock: *serverClock}})
 	}
 	if *logHits > 1 {
 		runs = append(runs, run{scale.MemoryOptions{Addr: *addr, Algorithm: ratelimit.SlidingWindowLog, Keys: *logKeys, Hits: *logHits, Callers: *callers}})
