@@ -18,48 +18,71 @@ import (
 // The fixed window's plain-command path (a lone decision must not
 // cost Redis more than envoyproxy/ratelimit's INCRBY + EXPIRE).
 //
-// A fixed window whose period is a whole number of milliseconds keeps its
-// count as an integer, in a key named after its window: marker key
-// Prefix+"m{"+key+"}" holds "period:start" (milliseconds) and names the
-// count's key, marker key + ":" + marker; both keys expire together at the
-// window's last millisecond. A charge that would go out alone (the store
-// idle: nothing queued, no script call in flight, fewer than maxFast such
-// charges in flight) is sent as one transaction of plain commands instead
-// of a script call:
+// On Redis's clock, a fixed window whose period is a whole number of
+// milliseconds keeps its count in its one key (Store.Key) as an integer,
+// with its window in the key's expiry: the key expires at the window's
+// end (Unix ms; Redis keeps a key until its clock passes the expiry). A
+// charge that would go out alone (the store idle: nothing queued, no
+// script call in flight, fewer than maxFast such charges in flight) is
+// sent as one transaction of plain commands instead of a script call:
 //
-//	MULTI · TIME · SET marker window NX GET PXAT end-1 · EXISTS binary state
-//	(and the readable names of before compact ones, keys.go) ·
-//	INCRBY count n · PEXPIREAT count end-1 NX · EXEC
+//	MULTI · TIME · [EXISTS marker, readable names] · INCRBY key n ·
+//	PEXPIREAT key end NX · PEXPIRETIME key · EXEC
 //
-// (without TIME when Options.Now is set; PX and PEXPIRE of MinTTLWithNow
-// then). Its answer stands when the marker named the window the request's
-// time falls in, or none (and no binary state holds the key): the count
-// after the increment is then the script's state plus n, and the Go step
-// (window.Fixed) decides from it exactly as from window.lua's reply. A
-// denied charge takes its n back (undo.lua, awaited). When the marker names
-// another window (the window rolled, the limit's period changed, a sliding
-// counter or an old value holds the key) the increment went to a key that
-// is not the state: undo.lua takes it back and the request goes to the
-// script. Until an undo lands, the count it concerns is n too high: other
-// requests may be denied that would have been admitted (transient
-// under-admission, never over-admission).
+// Its answer stands when PEXPIRETIME is the end of the window of the
+// request (the store's estimate of Redis's clock picks it) and TIME falls
+// in that window: the count after the increment is then the script's
+// state plus n, and the Go step (window.Fixed) decides from it exactly as
+// from window.lua's reply. A key of another window, of a period that
+// changed, or that a PEXPIREAT in the past deleted (the estimate behind
+// Redis's clock: PEXPIRETIME -2, nothing counted) does not stand; a key
+// with no expiry (no version writes one) is adopted by the window, its
+// count counted, as the script would. A key that holds a binary state (a
+// sliding counter's, a period not of whole milliseconds) fails INCRBY inside EXEC, "not an integer": nothing
+// counted, and the script decides. The EXISTS is sent only while states of
+// before may be there (readsLegacy: the first hour and two periods after
+// the store starts): the marker form below, which versions before wrote
+// with Redis's clock too, and the readable names of before compact ones
+// (keys.go); a charge that finds one goes to the script.
 //
-// A charge that finds no marker names the window itself (SET NX), so that
-// the first charge of a window, the usual case for a key that is not hot,
-// costs no script either; if its answer does not stand, undo.lua removes
-// that marker when its window has not begun on Redis's clock. A script
-// call writes the integer form for keys that have a marker, and the binary
-// form (one write) for the others, so that batches of keys that plain
-// commands do not use cost what they did; a charge that finds the binary
-// form leaves its marker, and the script call that decides it next moves
-// the key to the integer form.
+// A charge whose answer does not stand is taken back (undo.lua, from the
+// key only while its expiry is the one the transaction saw, so never from
+// another window's count) and goes to the script; a denied one is taken
+// back too (a denial consumes nothing), awaited. Until an undo lands, the
+// count is n too high: other requests may be denied that would have been
+// admitted (transient under-admission, never over-admission).
+//
+// window.lua reads the integer form (PEXPIRETIME) and writes it for every
+// whole-millisecond fixed window on Redis's clock: the same one write as
+// the binary form (SET … PXAT, or KEEPTTL in the same window). Its period
+// is not kept: a window that ends where the request's does, or ends first
+// and holds now, is the request's current window (for a period that
+// changed, where window.Rescale puts the count; the key is then moved to
+// the request's window whatever the decision); one that ends later stays
+// the request's period's window ending there (time that went back, as
+// window.Fixed keeps the newest window; or a longer period before, whose
+// count then lasts to its end, longer than Rescale's: never fewer
+// counted).
+//
+// With Options.Now (tests, simulations: relative expiries of at least
+// MinTTLWithNow) a window cannot be put in an absolute expiry: a marker
+// key Prefix+"m{"+key+"}" holds "period:start" (milliseconds) and names
+// the count's key, marker key + ":" + marker, as the store did on Redis's
+// clock too before the one-key form:
+//
+//	MULTI · SET marker window NX GET PX min · EXISTS key (and the readable
+//	names) · INCRBY count n · PEXPIRE count min NX · EXEC
+//
+// standing when the marker named the request's window, or none, and no
+// other state holds the key; window.lua writes this form for keys that
+// have a marker, the binary form for the others.
 //
 // The store tries the path only when it expects it to hold: after a charge
 // that did not stand, the key's charges in that window go to the script
-// until one is admitted there (hints); and with Redis's clock it estimates
-// that clock from the TIME replies and stays off the path within the
-// estimate's uncertainty (half the last round trip, plus a millisecond) of
-// a window's edge.
+// until one is admitted there in the window holding now (hints); and with
+// Redis's clock it estimates that clock from the TIME replies and stays
+// off the path within the estimate's uncertainty (half the last round
+// trip, plus a millisecond) of a window's edge.
 
 // fastEligible reports whether req may go as plain commands: a fixed
 // window's charge of a whole-millisecond period.

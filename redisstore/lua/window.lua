@@ -19,6 +19,13 @@
 -- 36-byte value (written before the period was kept) has an unknown
 -- period, taken as the request's.
 --
+-- A fixed window of whole milliseconds on the server's clock is written as
+-- an integer count instead (fast.go: plain-command charges increment it),
+-- in the same key, which expires at the window's end (PXAT, Unix ms): its
+-- window is the key's expiry (PEXPIRETIME), its period is not kept. With
+-- per-request times it is a marker (KEYS[i+1], "period:start" in ms)
+-- naming a count key of its own, for keys that have a marker.
+--
 -- Limit changes: a request whose period differs from the state's moves the
 -- counts into its own windows first, as window.Rescale does, and writes
 -- them whatever the decision (a denial and a peek too). Lua numbers are doubles, exact below 2^53: a time in Unix
@@ -121,6 +128,8 @@ for j = 1, np do
   o = o + 5
 end
 local sp = specs[1]
+-- The integer form in the key needs PEXPIRETIME (Redis 7.0) to be read.
+local one_key = not per_now and (redis.REDIS_VERSION_NUM or 0) >= 458752
 
 -- written: what this batch wrote (false: deleted), for keys that come
 -- again.
@@ -330,7 +339,7 @@ for i = 1, #KEYS / 2 do
         call('DEL', mkey, fold)
         written[mkey], written[fold] = false, false
       end
-    elseif l2 and not per_now then
+    elseif l2 and one_key then
       -- The integer form in the key, expiring at the window's end: Redis
       -- keeps a key until its clock passes the expiry, and a write whose
       -- expiry has passed deletes the key, so the end rather than its last
@@ -350,7 +359,7 @@ for i = 1, #KEYS / 2 do
       else
         call('SET', key, v, 'PXAT', format('%d', e))
       end
-    elseif l2 and mv then
+    elseif l2 and mv and per_now then
       -- The marker form, with per-request times, for a key that has a
       -- marker (plain-command charges use it); others keep the binary
       -- form, one write. The count's key may hold increments of
