@@ -60,8 +60,8 @@
 // A lone request goes out at once:
 // batching adds no delay, it only fills the time a request would have
 // waited anyway. A lone FixedWindow charge of a whole-millisecond period
-// goes as plain commands in one MULTI (INCRBY on an integer count named by
-// its window) instead of a script call, which costs redis-server a quarter
+// goes as plain commands in one MULTI (INCRBY on its one key, an integer
+// count whose expiry is its window's end) instead of a script call, which costs redis-server a quarter
 // of the command time; its decisions are the script's (Options.ScriptOnly
 // turns it off; docs/redis.md says when it applies and its transients).
 //

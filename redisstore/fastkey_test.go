@@ -71,18 +71,26 @@ func apply(t *testing.T, s *redisstore.Store, req ratelimit.Request, allowed boo
 	}
 }
 
+// hourly runs f on both servers with a store of its own prefix p on
+// Redis's clock, for tests of hour-long windows; skipped when an hour's
+// edge is near (a window that rolls during the test changes its counts).
+func hourly(t *testing.T, f func(t *testing.T, e env, p string, s *redisstore.Store)) {
+	both(t, func(t *testing.T, e env) {
+		if windowEdgeNear(time.Hour) {
+			t.Skip("an hour's edge is near")
+		}
+		p := prefix()
+		f(t, e, p, newStore(t, e, redisstore.Options{Prefix: p}))
+	})
+}
+
 // TestFastKeyBinaryState: a lone fixed-window charge on a key that holds a
 // binary state (a sliding counter's) counts nothing there (INCRBY fails:
 // not an integer) and goes to the script, which counts the state's
 // events and writes the integer form in the one key; the next charge
 // goes as plain commands and stands.
 func TestFastKeyBinaryState(t *testing.T) {
-	both(t, func(t *testing.T, e env) {
-		if windowEdgeNear(time.Hour) {
-			t.Skip("an hour's edge is near")
-		}
-		p := prefix()
-		s := newStore(t, e, redisstore.Options{Prefix: p})
+	hourly(t, func(t *testing.T, e env, p string, s *redisstore.Store) {
 		lim := ratelimit.Limit{Rate: 10, Period: time.Hour}
 		req := ratelimit.Request{Key: "binary", Limit: lim, Algorithm: ratelimit.SlidingWindowCounter, N: 1}
 		for i := range 3 {
@@ -123,12 +131,7 @@ func TestFastKeyBinaryState(t *testing.T) {
 // more admitted than either period allows), and the key then expires at
 // the end of the new period's window.
 func TestFastKeyPeriodChange(t *testing.T) {
-	both(t, func(t *testing.T, e env) {
-		if windowEdgeNear(time.Hour) {
-			t.Skip("an hour's edge is near")
-		}
-		p := prefix()
-		s := newStore(t, e, redisstore.Options{Prefix: p})
+	hourly(t, func(t *testing.T, e env, p string, s *redisstore.Store) {
 		script := newStore(t, e, redisstore.Options{Prefix: p, ScriptOnly: true})
 		hour := ratelimit.Request{Key: "period", Limit: ratelimit.Limit{Rate: 10, Period: time.Hour}, Algorithm: ratelimit.FixedWindow, N: 1}
 		two := hour
@@ -162,12 +165,8 @@ func TestFastKeyPeriodChange(t *testing.T) {
 // states of before may be there), counts nothing, and the script moves
 // the count into the one key; the next charge stands.
 func TestFastKeyReadsMarkerForm(t *testing.T) {
-	both(t, func(t *testing.T, e env) {
-		if windowEdgeNear(time.Hour) {
-			t.Skip("an hour's edge is near")
-		}
+	hourly(t, func(t *testing.T, e env, _ string, s *redisstore.Store) {
 		ctx := context.Background()
-		s := newStore(t, e, redisstore.Options{Prefix: prefix()})
 		req := ratelimit.Request{Key: "before", Limit: ratelimit.Limit{Rate: 10, Period: time.Hour}, Algorithm: ratelimit.FixedWindow, N: 1}
 		m := s.MarkerKey(req.Key)
 		now := redisMillis(t, e, m)

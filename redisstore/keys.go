@@ -142,14 +142,17 @@ func (s *Store) readsLegacy(lim ratelimit.Limit) bool {
 }
 
 // Key returns the Redis key holding key's state under algorithm a (for a
-// FixedWindow, the binary form's; MarkerKey names its plain counters'
-// marker), for inspection and for deleting a key's state (which resets
-// its limit; Reset deletes every form).
+// FixedWindow, its binary form or its integer count, which expires at its
+// window's end; with Options.Now, MarkerKey names the key of its count),
+// for inspection and for deleting a key's state (which resets its limit;
+// Reset deletes every form).
 func (s *Store) Key(a ratelimit.Algorithm, key string) string { return s.key(shapeOf(a), key) }
 
-// MarkerKey returns the Redis key of key's fixed-window marker: it names
-// the window of the plain integer counter (its value, "period:start" in
-// milliseconds) and that counter's key, MarkerKey + ":" + its value.
+// MarkerKey returns the Redis key of key's fixed-window marker, written
+// with Options.Now (and on Redis's clock by versions before the integer
+// count in Key's): it names the window of the integer count (its value,
+// "period:start" in milliseconds) and that count's key, MarkerKey + ":" +
+// its value.
 func (s *Store) MarkerKey(key string) string { return s.markerKey(key) }
 
 // markerKey returns the Redis key of key's fixed-window marker.

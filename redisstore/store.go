@@ -143,8 +143,8 @@ type Options struct {
 	// ScriptOnly sends every request to the scripts. By default a fixed
 	// window's charge that would go out alone (nothing queued, no script
 	// call and fewer than 4 such charges in flight) is sent as
-	// plain commands (INCRBY in a MULTI with TIME and a GET of the
-	// window's marker), which costs redis-server about a third of a
+	// plain commands (INCRBY of the window's one key in a MULTI with TIME
+	// and its expiry), which costs redis-server about a third of a
 	// script call: see fast.go and docs/redis.md. Set it to measure the
 	// difference, or for a server that refuses MULTI.
 	ScriptOnly bool
