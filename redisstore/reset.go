@@ -32,7 +32,8 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 	for sh := range numShapes {
 		keys = append(keys, s.key(sh, key))
 	}
-	// A fixed window's integer count: the marker names its key.
+	// A fixed window's marker form (Options.Now, and versions before):
+	// the marker names its count's key.
 	keys = s.appendCounter(ctx, cn, keys, s.markerKey(key))
 	// The readable names of before compact ones (keys.go), until they
 	// expire.
