@@ -420,14 +420,19 @@ func distinct(calls []*call, sc *scratch) {
 }
 
 // scriptArgs sets sc.args to the ARGV of the shape's script for calls: the
-// shortest TTL, whether each call carries its own time, the batch's
+// shortest TTL, whether each call carries its own time (or, for a window
+// on Redis's clock, whether to write the marker form), the batch's
 // distinct specs, then for each call what the script cannot take from the
 // batch: its spec's index (when specs differ; always for the log, which
 // also takes each call's cost) and its time (with Options.Now).
 func (s *Store) scriptArgs(sh shape, calls []*call, sc *scratch) {
 	perNow := s.opts.Now != nil
 	distinct(calls, sc)
-	args := append(sc.args[:0], strconv.FormatInt(s.minTTL, 10), bit(perNow), strconv.Itoa(len(sc.specs)))
+	clock := bit(perNow)
+	if sh == shapeWindow && !perNow && s.writesMarkers() {
+		clock = "2" // the marker form of versions before the one key (window.lua)
+	}
+	args := append(sc.args[:0], strconv.FormatInt(s.minTTL, 10), clock, strconv.Itoa(len(sc.specs)))
 	for _, sp := range sc.specs {
 		k := shapedSpec{sh, sp}
 		f, ok := sc.specArgs[k]

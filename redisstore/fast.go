@@ -172,9 +172,11 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 	s.batch.nfast.Add(1)
 	defer s.batch.nfast.Add(-1)
 	var ch charge
-	if useNow {
-		ch, ok, err = s.markerCharge(ctx, cn, c, h)
-		ch.now = now
+	if useNow || s.writesMarkers() {
+		ch, ok, err = s.markerCharge(ctx, cn, c, h, useNow)
+		if useNow {
+			ch.now = now
+		}
 	} else {
 		ch, ok, err = s.keyCharge(ctx, cn, c, h)
 	}
@@ -189,6 +191,7 @@ func (s *Store) fast(ctx context.Context, cn *conn, c *call, useNow bool) (d rat
 		s.hints.put(c.key, h)
 		return d, false, s.undo(ctx, cn, c, ch)
 	}
+	ch.set = "" // the marker it set names the state
 	st := window.State{Start: start, Curr: ch.count - c.n}
 	_, d = window.Fixed(st, ch.now, ratelimit.Request{Limit: c.lim, N: c.n})
 	if d.Allowed != (ch.count <= c.lim.Rate) {
@@ -230,6 +233,8 @@ type charge struct {
 	stands bool   // the count is the state's (the window's still to check)
 	key    string // where the increment went ("": nowhere, nothing to undo)
 	exp    string // that key's expiry as the transaction left it (Unix ms), or "" (a marker's count)
+	set    string // the marker the charge set on Redis's clock (it found none), or ""
+	start  string // that marker's window's start (Unix ms)
 }
 
 // keyCharge charges c in window h as one transaction of plain commands on
@@ -260,28 +265,20 @@ func (s *Store) keyCharge(ctx context.Context, cn *conn, c *call, h hint) (ch ch
 	cmds = append(cmds, b.Incrby().Key(c.key).Increment(c.n).Build(),
 		b.Pexpireat().Key(c.key).MillisecondsTimestamp(end).Nx().Build(),
 		b.Pexpiretime().Key(c.key).Build(), b.Exec().Build())
-	sent := time.Now()
-	res := cn.client.DoMulti(ctx, cmds...)
-	got := time.Now()
-	replies, ok, err := s.execReplies(res, 4+bool2int(old))
+	replies, now, ok, err := s.timedTx(ctx, cn, cmds, 4+bool2int(old))
 	if err != nil || !ok {
 		return ch, ok, err
 	}
-	t, err := replies[0].AsIntSlice()
-	if err != nil || len(t) != 2 {
-		return ch, false, fmt.Errorf("%w: malformed TIME reply: %v", ErrScript, err)
-	}
-	ch.now = t[0]*int64(time.Second) + t[1]*int64(time.Microsecond)
-	s.clock.sample(ch.now, sent, got)
+	ch.now = now
 	var others int64
 	if old {
-		if others, err = replies[1].AsInt64(); err != nil {
+		if others, err = replies[0].AsInt64(); err != nil {
 			return ch, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
 		}
 		replies = replies[1:]
 	}
-	count, ierr := replies[1].AsInt64()
-	exp, err := replies[3].AsInt64()
+	count, ierr := replies[0].AsInt64()
+	exp, err := replies[2].AsInt64()
 	if err != nil {
 		return ch, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
 	}
@@ -308,30 +305,50 @@ func bool2int(b bool) int {
 	return 0
 }
 
-// markerCharge charges c in window h with Options.Now's time, which cannot
-// be put in an absolute expiry: a marker names the window, and the count
-// is a key of its own (the marker key + ":" + the marker):
+// markerCharge charges c in window h in the marker form: a marker names
+// the window, and the count is a key of its own (the marker key + ":" +
+// the marker). With Options.Now, whose time cannot be put in an absolute
+// expiry:
 //
 //	MULTI · SET marker window NX GET PX min · EXISTS key (and the readable
 //	names) · INCRBY count n · PEXPIRE count min NX · EXEC
 //
+// and on Redis's clock during the compatibility window (writesMarkers),
+// the transaction of versions before the one key, whose keys expire at
+// the window's last millisecond:
+//
+//	MULTI · TIME · SET marker window NX GET PXAT end-1 · EXISTS key (and
+//	the readable names) · INCRBY count n · PEXPIREAT count end-1 NX · EXEC
+//
 // The count stands when the marker named h, or none, and no other state
 // holds the key.
-func (s *Store) markerCharge(ctx context.Context, cn *conn, c *call, h hint) (ch charge, ok bool, err error) {
+func (s *Store) markerCharge(ctx context.Context, cn *conn, c *call, h hint, useNow bool) (ch charge, ok bool, err error) {
 	mval := strconv.FormatInt(h.period, 10) + ":" + strconv.FormatInt(h.start, 10)
 	fkey := c.mkey + ":" + mval
+	last := time.UnixMilli(h.start + h.period - 1)
 	b := cn.client.B()
-	cmds := make(rueidis.Commands, 0, 6)
-	cmds = append(cmds, b.Multi().Build(), b.Set().Key(c.mkey).Value(mval).Nx().Get().PxMilliseconds(s.minTTL).Build())
+	cmds := make(rueidis.Commands, 0, 7)
+	cmds = append(cmds, b.Multi().Build())
+	if useNow {
+		cmds = append(cmds, b.Set().Key(c.mkey).Value(mval).Nx().Get().PxMilliseconds(s.minTTL).Build())
+	} else {
+		cmds = append(cmds, b.Time().Build(), b.Set().Key(c.mkey).Value(mval).Nx().Get().Pxat(last).Build())
+	}
 	// The binary state, and any state under the readable names of before
 	// (keys.go): the script reads those.
 	exists := []string{c.key}
 	if c.raw != "" {
 		exists = append(exists, s.readable(shapeInfo[shapeWindow].tag, c.raw), s.readable("m", c.raw))
 	}
-	cmds = append(cmds, b.Exists().Key(exists...).Build(), b.Incrby().Key(fkey).Increment(c.n).Build(),
-		b.Pexpire().Key(fkey).Milliseconds(s.minTTL).Nx().Build(), b.Exec().Build())
-	replies, ok, err := s.execReplies(cn.client.DoMulti(ctx, cmds...), 4)
+	cmds = append(cmds, b.Exists().Key(exists...).Build(), b.Incrby().Key(fkey).Increment(c.n).Build())
+	var replies []rueidis.RedisMessage
+	if useNow {
+		cmds = append(cmds, b.Pexpire().Key(fkey).Milliseconds(s.minTTL).Nx().Build(), b.Exec().Build())
+		replies, ok, err = s.execReplies(cn.client.DoMulti(ctx, cmds...), 4)
+	} else {
+		cmds = append(cmds, b.Pexpireat().Key(fkey).MillisecondsTimestamp(last.UnixMilli()).Nx().Build(), b.Exec().Build())
+		replies, ch.now, ok, err = s.timedTx(ctx, cn, cmds, 5)
+	}
 	if err != nil || !ok {
 		return ch, ok, err
 	}
@@ -345,7 +362,32 @@ func (s *Store) markerCharge(ctx context.Context, cn *conn, c *call, h hint) (ch
 	}
 	ch.count, ch.key = count, fkey
 	ch.stands = (set || marker == mval) && others == 0
+	if set && !useNow {
+		// A marker of a window that has not begun on Redis's clock (the
+		// estimate ahead of it) names no state: the undo removes it.
+		ch.set, ch.start = mval, strconv.FormatInt(h.start, 10)
+	}
 	return ch, true, nil
+}
+
+// timedTx sends cmds, a transaction of want commands whose first is TIME,
+// and returns the other replies and Redis's time, with which it samples
+// the clock estimate; ok false and no error when the server refused it.
+func (s *Store) timedTx(ctx context.Context, cn *conn, cmds rueidis.Commands, want int) (replies []rueidis.RedisMessage, now int64, ok bool, err error) {
+	sent := time.Now()
+	res := cn.client.DoMulti(ctx, cmds...)
+	got := time.Now()
+	replies, ok, err = s.execReplies(res, want)
+	if err != nil || !ok {
+		return nil, 0, ok, err
+	}
+	t, err := replies[0].AsIntSlice()
+	if err != nil || len(t) != 2 {
+		return nil, 0, false, fmt.Errorf("%w: malformed TIME reply: %v", ErrScript, err)
+	}
+	now = t[0]*int64(time.Second) + t[1]*int64(time.Microsecond)
+	s.clock.sample(now, sent, got)
+	return replies[1:], now, true, nil
 }
 
 // execReplies returns the replies of a transaction of want commands; ok
@@ -379,12 +421,14 @@ func (s *Store) execReplies(res []rueidis.RedisResult, want int) (replies []ruei
 }
 
 // undo runs undo.lua: ch's n back from the count it went to, as long as
-// that key is still the one it counted in (its expiry unchanged).
+// that key is still the one it counted in (its expiry unchanged); or, when
+// ch set a marker whose window has not begun on Redis's clock, the marker
+// and its count gone.
 func (s *Store) undo(ctx context.Context, cn *conn, c *call, ch charge) error {
 	if ch.key == "" {
 		return nil
 	}
-	if err := s.undoScript.Exec(ctx, cn.client, []string{ch.key}, []string{strconv.FormatInt(c.n, 10), ch.exp}).Error(); err != nil {
+	if err := s.undoScript.Exec(ctx, cn.client, []string{ch.key, c.mkey}, []string{strconv.FormatInt(c.n, 10), ch.exp, ch.set, ch.start}).Error(); err != nil {
 		return s.failure(err, 1)
 	}
 	return nil

@@ -72,7 +72,8 @@ func apply(t *testing.T, s *redisstore.Store, req ratelimit.Request, allowed boo
 }
 
 // hourly runs f on both servers with a store of its own prefix p on
-// Redis's clock, for tests of hour-long windows; skipped when an hour's
+// Redis's clock writing the one-key form at once (CompatWindow -1), for
+// tests of hour-long windows; skipped when an hour's
 // edge is near (a window that rolls during the test changes its counts).
 func hourly(t *testing.T, f func(t *testing.T, e env, p string, s *redisstore.Store)) {
 	both(t, func(t *testing.T, e env) {
@@ -80,7 +81,7 @@ func hourly(t *testing.T, f func(t *testing.T, e env, p string, s *redisstore.St
 			t.Skip("an hour's edge is near")
 		}
 		p := prefix()
-		f(t, e, p, newStore(t, e, redisstore.Options{Prefix: p}))
+		f(t, e, p, newStore(t, e, redisstore.Options{Prefix: p, CompatWindow: -1}))
 	})
 }
 
@@ -132,7 +133,7 @@ func TestFastKeyBinaryState(t *testing.T) {
 // the end of the new period's window.
 func TestFastKeyPeriodChange(t *testing.T) {
 	hourly(t, func(t *testing.T, e env, p string, s *redisstore.Store) {
-		script := newStore(t, e, redisstore.Options{Prefix: p, ScriptOnly: true})
+		script := newStore(t, e, redisstore.Options{Prefix: p, ScriptOnly: true, CompatWindow: -1})
 		hour := ratelimit.Request{Key: "period", Limit: ratelimit.Limit{Rate: 10, Period: time.Hour}, Algorithm: ratelimit.FixedWindow, N: 1}
 		two := hour
 		two.Limit.Period = 2 * time.Hour

@@ -124,10 +124,12 @@ func (s *Store) callNames(c *call, sh shape, key string, legacy bool) {
 const legacyGrace = time.Hour
 
 // readsLegacy reports whether a request under lim may find its state under
-// readable names: within legacyGrace plus twice what a state of lim lasts
-// (a window's two periods, a bucket's burst) of the store's start. A state
-// an older version wrote has decayed by then, as long as it wrote it
-// under the same limit. Past it, requests carry no readable key and cost
+// readable names, or in a fixed window's marker form: within legacyGrace
+// (or the compatibility window, writesMarkers, when longer) plus twice
+// what a state of lim lasts (a window's two periods, a bucket's burst) of
+// the store's start. A state an older version (or this one, in the
+// marker form) wrote has decayed by then, as long as it wrote it under
+// the same limit. Past it, requests carry no readable key and cost
 // redis-server nothing more.
 func (s *Store) readsLegacy(lim ratelimit.Limit) bool {
 	const most = time.Duration(math.MaxInt64 / 4)
@@ -138,8 +140,29 @@ func (s *Store) readsLegacy(lim ratelimit.Limit) bool {
 		}
 		life = max(life, time.Duration(lim.Burst)*iv)
 	}
-	return life > most || time.Since(s.started) < legacyGrace+2*life
+	return life > most || time.Since(s.started) < max(legacyGrace, s.compatWindow())+2*life
 }
+
+// compatWindow is Options.CompatWindow as it applies: legacyGrace for 0,
+// none for a negative one.
+func (s *Store) compatWindow() time.Duration {
+	switch w := s.opts.CompatWindow; {
+	case w == 0:
+		return legacyGrace
+	case w < 0:
+		return 0
+	default:
+		return w
+	}
+}
+
+// writesMarkers reports whether the store still writes a fixed window on
+// Redis's clock in the marker form of versions before the one key
+// (Options.CompatWindow after its start), which those versions read:
+// lone charges as those versions sent them (markerCharge) and window.lua
+// as they wrote it. A state of it lasts a window, which readsLegacy
+// covers: the one-key form's charges look for markers until then.
+func (s *Store) writesMarkers() bool { return time.Since(s.started) < s.compatWindow() }
 
 // Key returns the Redis key holding key's state under algorithm a (for a
 // FixedWindow, its binary form or its integer count, which expires at its

@@ -148,6 +148,15 @@ type Options struct {
 	// script call: see fast.go and docs/redis.md. Set it to measure the
 	// difference, or for a server that refuses MULTI.
 	ScriptOnly bool
+	// CompatWindow is how long after the store starts it writes a fixed
+	// window on Redis's clock in the marker form of versions before the
+	// one key (a marker naming the window, and a count key of its own),
+	// which those versions read, so that a fleet upgraded one instance
+	// at a time never has an instance of before meet the one-key form
+	// (it cannot read it). 0 means an hour; negative writes the one-key
+	// form at once (a fleet with no instance of before). Both forms are
+	// read whatever it is. See docs/redis.md.
+	CompatWindow time.Duration
 	// TLSConfig, when set, is the TLS configuration of Open's rediss:// and
 	// rediss-cluster:// connections (a private CA's roots, client
 	// certificates). Nil means the system's roots.

@@ -332,11 +332,13 @@ func TestServerClockExpiry(t *testing.T) {
 // expiry updates (KEEPTTL): with Redis's clock, a window key expires at the
 // whole second its state names, the first at or after the state's
 // window.State.Expiry, also across windows, in batches that hold the key
-// many times, and when limits of other periods share the key.
+// many times, and when limits of other periods share the key. The fixed
+// window's one key is written at once (CompatWindow -1; the marker form of
+// the compatibility window: TestCompatWindow).
 func TestServerClockWindowExpiry(t *testing.T) {
 	both(t, func(t *testing.T, e env) {
 		p := prefix()
-		s := newStore(t, e, redisstore.Options{Prefix: p})
+		s := newStore(t, e, redisstore.Options{Prefix: p, CompatWindow: -1})
 		ctx := context.Background()
 		fixed := ratelimit.Limit{Rate: 1000, Period: 700 * time.Millisecond}
 		sliding := ratelimit.Limit{Rate: 1000, Period: 1300 * time.Millisecond}

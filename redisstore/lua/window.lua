@@ -23,8 +23,11 @@
 -- an integer count instead (fast.go: plain-command charges increment it),
 -- in the same key, which expires at the window's end (PXAT, Unix ms): its
 -- window is the key's expiry (PEXPIRETIME), its period is not kept. With
--- per-request times it is a marker (KEYS[i+1], "period:start" in ms)
--- naming a count key of its own, for keys that have a marker.
+-- per-request times, and on the server's clock while the store writes
+-- what versions before read (ARGV[2] "2": its compatibility window), it
+-- is the marker form for keys that have a marker (KEYS[i+1],
+-- "period:start" in ms, naming a count key of its own), the binary form
+-- for the others. Both forms are read whatever ARGV[2] is.
 --
 -- Limit changes: a request whose period differs from the state's moves the
 -- counts into its own windows first, as window.Rescale does, and writes
@@ -42,7 +45,8 @@
 --
 -- ARGV[1]  the minimum expiry in milliseconds, with per-request times
 -- ARGV[2]  "1" when each request carries its own now, "0" to read the
---          server's clock (TIME) once for the batch
+--          server's clock (TIME) once for the batch, "2" to read it and
+--          write the marker form of versions before the one key
 -- ARGV[3]  P, the number of specs, then the P specs, 5 fields each:
 --          rate, the period as whole seconds and nanoseconds, "1" for the
 --          sliding counter ("0": fixed window), and the cost n (0: a peek;
@@ -129,7 +133,7 @@ for j = 1, np do
 end
 local sp = specs[1]
 -- The integer form in the key needs PEXPIRETIME (Redis 7.0) to be read.
-local one_key = not per_now and (redis.REDIS_VERSION_NUM or 0) >= 458752
+local one_key = ARGV[2] == '0' and (redis.REDIS_VERSION_NUM or 0) >= 458752
 
 -- written: what this batch wrote (false: deleted), for keys that come
 -- again.
@@ -205,8 +209,9 @@ for i = 1, #KEYS / 2 do
     curr = tonumber(v) or 0
     if curr < 0 then curr = 0 end
     -- A marker form beside it (its charge's undo lost, during an
-    -- upgrade): both counts, never fewer.
-    if mv then curr = curr + fget(fold) end
+    -- upgrade): both counts, never fewer; written in the marker form,
+    -- its marker's count holds them.
+    if mv then curr, cur = curr + fget(fold), mv end
     local e = call('PEXPIRETIME', key)
     local e_s, e_ns = floor(e / 1000), fmod(e, 1000) * 1000000
     local we_s, we_ns = padd(ws_s, ws_ns, w_s, w_ns)
@@ -359,13 +364,12 @@ for i = 1, #KEYS / 2 do
       else
         call('SET', key, v, 'PXAT', format('%d', e))
       end
-    elseif l2 and mv and per_now then
-      -- The marker form, with per-request times, for a key that has a
-      -- marker (plain-command charges use it); others keep the binary
-      -- form, one write. The count's key may hold increments of
-      -- plain-command charges that found another window named and are
-      -- being undone (undo.lua): they are kept, so that the undo takes
-      -- them back.
+    elseif l2 and mv then
+      -- The marker form, for a key that has a marker (plain-command
+      -- charges use it); others keep the binary form, one write. The
+      -- count's key may hold increments of plain-command charges that
+      -- found another window named and are being undone (undo.lua): they
+      -- are kept, so that the undo takes them back.
       local sms = s_s * 1000 + s_ns / 1000000
       local mval = format('%d:%d', w_s * 1000 + w_ns / 1000000, sms)
       local fkey = mkey .. ':' .. mval
@@ -376,20 +380,31 @@ for i = 1, #KEYS / 2 do
           call('DEL', fold)
           written[fold] = false
         end
-        if v then
-          call('DEL', key)
-          written[key] = false
-        end
+      end
+      if v then
+        call('DEL', key)
+        written[key] = false
       end
       written[fkey] = cnt
       local x_s, x_ns = padd(s_s, s_ns, w_s, w_ns)
-      local d_s, d_ns = psub(x_s, x_ns, e_s, e_ns)
-      local ms = d_s * 1000 + floor(d_ns / 1000000)
-      if fmod(d_ns, 1000000) > 0 then ms = ms + 1 end
-      if ms < min_ttl then ms = min_ttl end
-      local px = format('%d', ms)
-      call('SET', fkey, format('%d', cnt), 'PX', px)
-      if mval ~= cur then call('SET', mkey, mval, 'PX', px) end
+      if per_now then
+        local d_s, d_ns = psub(x_s, x_ns, e_s, e_ns)
+        local ms = d_s * 1000 + floor(d_ns / 1000000)
+        if fmod(d_ns, 1000000) > 0 then ms = ms + 1 end
+        if ms < min_ttl then ms = min_ttl end
+        local px = format('%d', ms)
+        call('SET', fkey, format('%d', cnt), 'PX', px)
+        if mval ~= cur then call('SET', mkey, mval, 'PX', px) end
+      elseif mval == cur and have and not iend then
+        call('SET', fkey, format('%d', cnt), 'KEEPTTL')
+      else
+        -- Expired from the window's last millisecond on, as versions
+        -- before wrote it: Redis keeps a key until its clock passes the
+        -- expiry.
+        local at = format('%d', x_s * 1000 + x_ns / 1000000 - 1)
+        call('SET', fkey, format('%d', cnt), 'PXAT', at)
+        call('SET', mkey, mval, 'PXAT', at)
+      end
       written[mkey] = mval
     else
       if mv then
