@@ -240,3 +240,50 @@ func TestMarkerChargeUndo(t *testing.T) {
 		}
 	}
 }
+
+// TestCompatWindowRestart: an instance that starts (its compatibility
+// window: the marker form) beside one whose window, and the time it looks
+// for states of before, ended hours ago (the one key) share the counts:
+// neither admits what the other counted, whichever form the key is in.
+// Before, the older instance's lone charges did not look for a marker
+// then, and counted from zero beside the newer one's marker form.
+func TestCompatWindowRestart(t *testing.T) {
+	if m := time.Now().UnixNano() % int64(time.Hour); m < int64(time.Minute) || int64(time.Hour)-m < int64(time.Minute) {
+		t.Skip("an hour's edge is near")
+	}
+	srv := redistest.Shared(t)
+	ctx := context.Background()
+	p := "cwr" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	open := func() *Store {
+		s, err := Open(ctx, srv.URL(), Options{Prefix: p, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	older, newer := open(), open()
+	older.started = time.Now().Add(-4 * time.Hour)
+	lim := ratelimit.Limit{Rate: 20, Period: time.Hour}
+	if older.writesMarkers() || older.readsLegacy(lim) || !newer.writesMarkers() {
+		t.Fatal("the stores' windows are not as the test needs")
+	}
+	used := int64(0)
+	for i := range 12 {
+		// In turns of three: each instance's first charges may go to the
+		// script (the clock not estimated yet, a form it moves); the others
+		// as plain commands.
+		s := older
+		if i/3%2 == 1 {
+			s = newer
+		}
+		d, err := s.Apply(ctx, ratelimit.Request{Key: "shared", Limit: lim, Algorithm: ratelimit.FixedWindow, N: 1})
+		used++
+		if err != nil || !d.Allowed || d.Remaining != lim.Rate-used {
+			t.Fatalf("charge %d (the %s instance): %+v %v, want allowed with Remaining %d", i, map[bool]string{true: "older", false: "newer"}[s == older], d, err, lim.Rate-used)
+		}
+	}
+	if st := older.Stats(); st.Commands == 0 {
+		t.Fatalf("the older instance sent no plain-command charge (%+v)", st)
+	}
+}

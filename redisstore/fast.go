@@ -26,7 +26,7 @@ import (
 // script call in flight, fewer than maxFast such charges in flight) is
 // sent as one transaction of plain commands instead of a script call:
 //
-//	MULTI · TIME · [EXISTS marker, readable names] · INCRBY key n ·
+//	MULTI · TIME · EXISTS marker [readable names] · INCRBY key n ·
 //	PEXPIREAT key end NX · PEXPIRETIME key · EXEC
 //
 // Its answer stands when PEXPIRETIME is the end of the window of the
@@ -38,12 +38,15 @@ import (
 // Redis's clock: PEXPIRETIME -2, nothing counted) does not stand; a key
 // with no expiry (no version writes one) is adopted by the window, its
 // count counted, as the script would. A key that holds a binary state (a
-// sliding counter's, a period not of whole milliseconds) fails INCRBY inside EXEC, "not an integer": nothing
-// counted, and the script decides. The EXISTS is sent only while states of
-// before may be there (readsLegacy: the first hour and two periods after
-// the store starts): the marker form below, which versions before wrote
-// with Redis's clock too, and the readable names of before compact ones
-// (keys.go); a charge that finds one goes to the script.
+// sliding counter's, a period not of whole milliseconds) fails INCRBY
+// inside EXEC, "not an integer": nothing counted, and the script decides.
+// The EXISTS looks for the forms the script reads elsewhere: the marker
+// form below, which versions before wrote on Redis's clock too and a
+// store writes in its compatibility window (any instance may start
+// beside this one: always looked for), and, while they may be there
+// (readsLegacy: the first hour and two periods after the store starts),
+// the readable names of before compact ones (keys.go); a charge that
+// finds one goes to the script.
 //
 // A charge whose answer does not stand is taken back (undo.lua, from the
 // key only while its expiry is the one the transaction saw, so never from
@@ -64,18 +67,31 @@ import (
 // count then lasts to its end, longer than Rescale's: never fewer
 // counted).
 //
+// The marker form: a marker key Prefix+"m{"+key+"}" holds "period:start"
+// (milliseconds) and names the count's key, marker key + ":" + marker.
 // With Options.Now (tests, simulations: relative expiries of at least
-// MinTTLWithNow) a window cannot be put in an absolute expiry: a marker
-// key Prefix+"m{"+key+"}" holds "period:start" (milliseconds) and names
-// the count's key, marker key + ":" + marker, as the store did on Redis's
-// clock too before the one-key form:
+// MinTTLWithNow) a window cannot be put in an absolute expiry, and the
+// store writes this form:
 //
 //	MULTI · SET marker window NX GET PX min · EXISTS key (and the readable
 //	names) · INCRBY count n · PEXPIRE count min NX · EXEC
 //
 // standing when the marker named the request's window, or none, and no
 // other state holds the key; window.lua writes this form for keys that
-// have a marker, the binary form for the others.
+// have a marker, the binary form for the others. On Redis's clock, for
+// Options.CompatWindow after the store starts (writesMarkers), it writes
+// only what versions before the one key read, as they wrote it, so that
+// a fleet upgraded one instance at a time never has one of them meet the
+// one key: lone charges send their transaction, whose keys expire at the
+// window's last millisecond,
+//
+//	MULTI · TIME · SET marker window NX GET PXAT end-1 · EXISTS key (and
+//	the readable names) · INCRBY count n · PEXPIREAT count end-1 NX · EXEC
+//
+// (a marker it set for a window that has not begun on Redis's clock, the
+// estimate ahead, is removed by the undo), and window.lua writes the
+// marker form for keys that have a marker, the binary form for the
+// others; it reads the one key too, and moves it.
 //
 // The store tries the path only when it expects it to hold: after a charge
 // that did not stand, the key's charges in that window go to the script
@@ -240,7 +256,7 @@ type charge struct {
 // keyCharge charges c in window h as one transaction of plain commands on
 // its one key (Redis's clock):
 //
-//	MULTI · TIME · [EXISTS marker, readable names] · INCRBY key n ·
+//	MULTI · TIME · EXISTS marker [readable names] · INCRBY key n ·
 //	PEXPIREAT key end NX · PEXPIRETIME key · EXEC
 //
 // The count stands when the key expires at the end of h (and no form
@@ -252,34 +268,26 @@ func (s *Store) keyCharge(ctx context.Context, cn *conn, c *call, h hint) (ch ch
 	cmds := make(rueidis.Commands, 0, 7)
 	cmds = append(cmds, b.Multi().Build(), b.Time().Build())
 	// States the script reads that are not in the key: the marker form
-	// of before (a marker and a count of its window; and the readable
-	// names of before compact ones, keys.go), while they may be there.
-	old := s.readsLegacy(c.lim)
-	if old {
-		exists := []string{c.mkey}
-		if c.raw != "" {
-			exists = append(exists, s.readable(shapeInfo[shapeWindow].tag, c.raw), s.readable("m", c.raw))
-		}
-		cmds = append(cmds, b.Exists().Key(exists...).Build())
+	// (of versions before, and of any store in its compatibility window,
+	// writesMarkers, which may start at any time beside this one) and,
+	// while they may be there, the readable names of before compact ones
+	// (keys.go).
+	exists := []string{c.mkey}
+	if c.raw != "" {
+		exists = append(exists, s.readable(shapeInfo[shapeWindow].tag, c.raw), s.readable("m", c.raw))
 	}
-	cmds = append(cmds, b.Incrby().Key(c.key).Increment(c.n).Build(),
+	cmds = append(cmds, b.Exists().Key(exists...).Build(), b.Incrby().Key(c.key).Increment(c.n).Build(),
 		b.Pexpireat().Key(c.key).MillisecondsTimestamp(end).Nx().Build(),
 		b.Pexpiretime().Key(c.key).Build(), b.Exec().Build())
-	replies, now, ok, err := s.timedTx(ctx, cn, cmds, 4+bool2int(old))
+	replies, now, ok, err := s.timedTx(ctx, cn, cmds, 5)
 	if err != nil || !ok {
 		return ch, ok, err
 	}
 	ch.now = now
-	var others int64
-	if old {
-		if others, err = replies[0].AsInt64(); err != nil {
-			return ch, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
-		}
-		replies = replies[1:]
-	}
-	count, ierr := replies[0].AsInt64()
-	exp, err := replies[2].AsInt64()
-	if err != nil {
+	others, err1 := replies[0].AsInt64()
+	count, ierr := replies[1].AsInt64()
+	exp, err := replies[3].AsInt64()
+	if err != nil || err1 != nil {
 		return ch, false, fmt.Errorf("%w: malformed transaction reply: %v", ErrScript, replies)
 	}
 	if ierr != nil {
@@ -296,13 +304,6 @@ func (s *Store) keyCharge(ctx context.Context, cn *conn, c *call, h hint) (ch ch
 	}
 	ch.stands = others == 0 && exp == end && count >= c.n
 	return ch, true, nil
-}
-
-func bool2int(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // markerCharge charges c in window h in the marker form: a marker names
