@@ -180,7 +180,7 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 
 	sopts := redisstore.Options{Now: time.Now, Timeout: 10 * time.Second}
 	if o.ServerClock {
-		sopts.Now = nil
+		sopts.Now, sopts.CompatWindow = nil, -1 // the one key from the start
 		rule.Limit.Period = 24 * time.Hour
 	}
 	store, err := redisstore.New(ctx, client, sopts)

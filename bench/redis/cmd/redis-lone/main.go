@@ -6,7 +6,7 @@
 // what it did before the plain-command path), sluice's store as it is
 // (plain commands for a lone fixed-window charge), that charge's
 // transaction alone as the store sends it once its first hour is over
-// (MULTI TIME INCRBY PEXPIREAT NX PEXPIRETIME EXEC, go-redis), and
+// (MULTI TIME EXISTS INCRBY PEXPIREAT NX PEXPIRETIME EXEC, go-redis), and
 // envoyproxy/ratelimit's pattern (INCRBY + EXPIRE pipelined, go-redis). For each it reports
 // redis-server's CPU a decision (/proc, before and after) and INFO
 // commandstats' time a decision. See docs/bench-redis.md.
@@ -71,7 +71,9 @@ func main() {
 	}
 	before := open(redisstore.Options{ScriptOnly: true, Prefix: "b:"})
 	defer before.Close()
-	after := open(redisstore.Options{Prefix: "a:"})
+	// The one-key form from the start (no compatibility window: no
+	// instance of before shares the server).
+	after := open(redisstore.Options{Prefix: "a:", CompatWindow: -1})
 	defer after.Close()
 	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 1})
 	defer rdb.Close()
@@ -96,13 +98,14 @@ func main() {
 	period := limit.Period.Milliseconds()
 	oneKey := func(ctx context.Context, key string) error {
 		// The store's plain-command charge once its first hour is over
-		// (no EXISTS for states of before), its commands alone, pipelined
-		// by go-redis as envoy's are: the Redis side of a decision without
-		// the store's client side.
+		// (EXISTS of the marker alone, no readable names of before), its
+		// commands alone, pipelined by go-redis as envoy's are: the Redis
+		// side of a decision without the store's client side.
 		end := (time.Now().UnixMilli()/period + 1) * period
 		k := "o:" + key
 		_, err := rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			p.Time(ctx)
+			p.Exists(ctx, "om:"+key)
 			p.IncrBy(ctx, k, 1)
 			p.Do(ctx, "PEXPIREAT", k, end, "NX")
 			p.PExpireTime(ctx, k)
