@@ -12,7 +12,7 @@ import (
 // (syscall.RawConn) with sysRead and sysWrite. The functions it gives the
 // RawConn, and what they read and write, are made once with the
 // connection: a closure made at each call escaped to the heap with the
-// variables it shares, 3 allocations a Read or a Write (bench/rls counted
+// variables it shares, 2 allocations a Read or a Write (bench/rls counted
 // 4 a call of sluice rls on Redis). Reads take rmu and writes wmu, so
 // that concurrent callers keep to their own buffers.
 type conn struct {
