@@ -136,12 +136,21 @@ func newBatcher(s *Store, workers, maxBatch int, timeout time.Duration) *batcher
 
 func (b *batcher) now() int64 { return int64(time.Since(b.epoch)) }
 
-// submit queues c. It returns false when the batcher is closed.
-func (b *batcher) submit(g group, c *call) bool {
+// admit gives c its deadline, from now, and locks b.mu; false (b.mu
+// not held): the batcher is closed.
+func (b *batcher) admit(c *call) bool {
 	c.deadline = b.now() + b.timeout
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// submit queues c. It returns false when the batcher is closed.
+func (b *batcher) submit(g group, c *call) bool {
+	if !b.admit(c) {
 		return false
 	}
 	q, ok := b.pending[g]
@@ -178,10 +187,7 @@ func (b *batcher) watchLocked() {
 // failure can take a second more to close). It returns false when the
 // batcher is closed; Close waits for the goroutine, as for the workers.
 func (b *batcher) sendAlone(g group, c *call) bool {
-	c.deadline = b.now() + b.timeout
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.admit(c) {
 		return false
 	}
 	b.alone[c] = struct{}{}
