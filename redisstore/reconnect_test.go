@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha1"
 	"crypto/tls"
@@ -437,12 +438,18 @@ func TestHungWaitBound(t *testing.T) {
 		policy    ratelimit.FailurePolicy
 		threshold int
 		maxBatch  int
+		algorithm ratelimit.Algorithm
+		callers   int
 	}{
 		// With the breaker off every call goes to Redis and waits, behind
 		// batches that hang for the full timeout.
-		{"deny, no breaker", ratelimit.FailDeny, -1, 0},
-		{"allow, no breaker, small batches", ratelimit.FailAllow, -1, 4},
-		{"deny, breaker", ratelimit.FailDeny, 0, 0},
+		{"deny, no breaker", ratelimit.FailDeny, -1, 0, 0, 0},
+		{"allow, no breaker, small batches", ratelimit.FailAllow, -1, 4, 0, 0},
+		{"deny, breaker", ratelimit.FailDeny, 0, 0, 0, 0},
+		// Lone fixed-window charges go as plain commands, in the
+		// caller's goroutine (fast.go), until the breaker opens.
+		{"deny, breaker, lone fixed windows", ratelimit.FailDeny, 0, 0, ratelimit.FixedWindow, 1},
+		{"allow, no breaker, lone fixed windows", ratelimit.FailAllow, -1, 0, ratelimit.FixedWindow, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -484,14 +491,14 @@ func TestHungWaitBound(t *testing.T) {
 					stall = max(stall, time.Since(t0)-5*time.Millisecond)
 				}
 			}()
-			for g := range callers {
+			for g := range cmp.Or(tc.callers, callers) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					for i := 0; time.Now().Before(stop); i++ {
 						// Fresh keys: Redis would admit each, so a denial
 						// is the policy's, and vice versa.
-						req := ratelimit.Request{Key: "c" + strconv.Itoa(g) + "-" + strconv.Itoa(i), Limit: lim, N: 1}
+						req := ratelimit.Request{Key: "c" + strconv.Itoa(g) + "-" + strconv.Itoa(i), Limit: lim, N: 1, Algorithm: tc.algorithm}
 						t0 := time.Now()
 						d, err := s.Apply(ctx, req)
 						took := time.Since(t0)
@@ -522,7 +529,7 @@ func TestHungWaitBound(t *testing.T) {
 			if n, w := slow.Load(), time.Duration(worst.Load()); n > 0 && w > bound+slack+stall {
 				t.Errorf("%d of %d calls waited longer than %v; the longest %v, more than the bound, the slack and the process's worst stall (%v)", n, calls.Load(), bound+slack, w, stall)
 			}
-			if calls.Load() < callers {
+			if calls.Load() < int64(cmp.Or(tc.callers, callers)) {
 				t.Errorf("%d calls in %v, want at least one per caller", calls.Load(), run)
 			}
 		})
