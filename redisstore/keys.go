@@ -107,6 +107,14 @@ func (s *Store) callNames(c *call, sh shape, key string, legacy bool) {
 	sum := sha256.Sum256([]byte(key))
 	tag := redislink.SlotTag(tagSlot(key))
 	var buf [96]byte
+	if s.packs(sh) {
+		// lua/packlegacy.lua reads the compact string name's state.
+		c.key, c.raw = string(s.appendPacked(buf[:0], shapeInfo[sh].tag, tag, sum)), ""
+		if legacy {
+			c.raw = string(s.appendName(buf[:0], shapeInfo[sh].tag, tag, sum))
+		}
+		return
+	}
 	c.key = string(s.appendName(buf[:0], shapeInfo[sh].tag, tag, sum))
 	if sh == shapeWindow {
 		c.mkey = string(s.appendName(buf[:0], "m", tag, sum))

@@ -16,7 +16,7 @@ import (
 // it.
 func valkey(t *testing.T) env {
 	s := redistest.StartValkey(t)
-	return env{"valkey", sharedClient(t, []string{s.Addr}), []string{s.Addr}}
+	return env{name: "valkey", client: sharedClient(t, []string{s.Addr}), addrs: []string{s.Addr}}
 }
 
 // TestValkey runs the conformance suite, the differential test against
