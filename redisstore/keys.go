@@ -108,8 +108,12 @@ func (s *Store) callNames(c *call, sh shape, key string, legacy bool) {
 	tag := redislink.SlotTag(tagSlot(key))
 	var buf [96]byte
 	if s.packs(sh) {
-		// lua/packlegacy.lua reads the compact string name's state.
+		// lua/packlegacy.lua reads the compact string name's state (and
+		// a window's marker, the mkey).
 		c.key, c.raw = string(s.appendPacked(buf[:0], shapeInfo[sh].tag, tag, sum)), ""
+		if sh == shapeWindow {
+			c.mkey = string(s.appendName(buf[:0], "m", tag, sum))
+		}
 		if legacy {
 			c.raw = string(s.appendName(buf[:0], shapeInfo[sh].tag, tag, sum))
 		}

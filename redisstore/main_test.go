@@ -82,7 +82,7 @@ func layouts(t *testing.T, f func(t *testing.T, e env)) {
 // packedSkips reports whether a test of algorithm a on e may skip it: the
 // packed layout keeps a's states as the string layout does.
 func packedSkips(e env, a ratelimit.Algorithm) bool {
-	return e.layout == redisstore.LayoutPacked && a != ratelimit.GCRA && a != ratelimit.TokenBucket && a != ratelimit.LeakyBucket
+	return e.layout == redisstore.LayoutPacked && a == ratelimit.SlidingWindowLog
 }
 
 // prefix returns a key prefix of its own for each store.

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math/bits"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -18,10 +19,12 @@ const (
 	// LayoutString, the default, keeps each limiter's state in a string
 	// key of its own, under its compact name (Store.Key).
 	LayoutString Layout = iota
-	// LayoutPacked keeps the states of GCRA, TokenBucket and LeakyBucket
-	// limiters as fields of hashes, many limiters' in one hash, for a
-	// third of the memory (docs/redis.md). The windows and the sliding log
-	// keep their string keys. See the package documentation.
+	// LayoutPacked keeps the states of the buckets (GCRA, TokenBucket,
+	// LeakyBucket) and the windows (FixedWindow, SlidingWindowCounter) as
+	// fields of hashes, many limiters' in one hash, in a fifth to a third
+	// of the memory (docs/redis.md); the sliding log keeps its string
+	// keys. A fixed window's charges then always go to the script
+	// (Options.ScriptOnly).
 	LayoutPacked
 )
 
@@ -77,7 +80,7 @@ const packedField = 8
 // layout's names take 2^96).
 
 // packs reports whether the store keeps sh's states packed.
-func (s *Store) packs(sh shape) bool { return sh == shapeBucket && s.opts.Layout == LayoutPacked }
+func (s *Store) packs(sh shape) bool { return sh != shapeLog && s.opts.Layout == LayoutPacked }
 
 const base64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
@@ -124,29 +127,43 @@ func packedOptions(opts *Options) (uint8, error) {
 	return uint8(bits.TrailingZeros(uint(n))), nil
 }
 
-// packedFiles are the bucket shape's script files in the packed layout.
-var packedFiles = []string{"packlegacy.lua", "batch.lua", "tat.lua", "packed.lua", "gcra.lua"}
+// packedFiles are the script files of the shapes the packed layout packs.
+var packedFiles = [numShapes][]string{
+	shapeBucket: {"tat.lua", "packlegacy.lua", "batch.lua", "packed.lua", "gcra.lua"},
+	shapeWindow: {"wdead.lua", "packlegacy.lua", "pairs.lua", "batch.lua", "packed.lua", "window.lua"},
+}
 
-// packedSource and packedNodeSource are the packed layout's bucket
-// scripts, per slot and per node (lua/node.lua).
-var packedSource, packedNodeSource = func() (string, string) {
-	src := ""
-	for i, f := range packedFiles {
-		if i > 0 {
-			src += "\n"
+// packedSources are the packed layout's scripts, per slot and per node
+// (lua/node.lua), for the shapes it packs.
+var packedSources, packedNodeSources = func() (out, node [numShapes]string) {
+	for sh, files := range packedFiles {
+		if files == nil {
+			continue
 		}
-		src += luaFile(f)
+		parts := make([]string, len(files))
+		for i, f := range files {
+			parts[i] = luaFile(f)
+		}
+		out[sh] = strings.Join(parts, "\n")
+		node[sh] = luaFile("node.lua") + "\n" + out[sh]
 	}
-	return src, luaFile("node.lua") + "\n" + src
+	return out, node
 }()
 
-// usePacked makes the store's bucket scripts the packed layout's.
+// usePacked makes the store's scripts the packed layout's, for the shapes
+// it packs, and sends every fixed window to the script (the plain commands
+// of fast.go keep string keys).
 func (s *Store) usePacked() {
 	if s.opts.Layout != LayoutPacked {
 		return
 	}
-	s.scripts[shapeBucket] = rueidis.NewLuaScript(packedSource)
-	s.nodes.scripts[shapeBucket] = rueidis.NewLuaScript(packedNodeSource)
+	s.opts.ScriptOnly = true
+	for sh := range numShapes {
+		if s.packs(sh) {
+			s.scripts[sh] = rueidis.NewLuaScript(packedSources[sh])
+			s.nodes.scripts[sh] = rueidis.NewLuaScript(packedNodeSources[sh])
+		}
+	}
 }
 
 // extraSources are the scripts a store loads beside every store's.
@@ -154,8 +171,14 @@ func (s *Store) extraSources(cluster bool) []string {
 	if s.opts.Layout != LayoutPacked {
 		return nil
 	}
-	if cluster {
-		return []string{packedSource, packedNodeSource}
+	var out []string
+	for sh := range numShapes {
+		if s.packs(sh) {
+			out = append(out, packedSources[sh])
+			if cluster {
+				out = append(out, packedNodeSources[sh])
+			}
+		}
 	}
-	return []string{packedSource}
+	return out
 }

@@ -63,8 +63,8 @@ func TestPackedLayout(t *testing.T) {
 		if !ok || h != h2 || f == f2 || len(f) != 8 {
 			t.Fatalf("fields %q %q of hashes %q %q: want 8-byte fields of one hash", f, f2, h, h2)
 		}
-		if _, _, ok := s.Field(ratelimit.FixedWindow, "{p}long"); ok {
-			t.Error("a fixed window's state is packed: want it under its string key")
+		if _, _, ok := s.Field(ratelimit.SlidingWindowLog, "{p}long"); ok {
+			t.Error("a sliding log's state is packed: want it under its string key")
 		}
 		n := nodeOf(t, e, h)
 		if v := do(t, n, "EXISTS", s.Key(ratelimit.GCRA, "{p}long")); v != int64(0) {
@@ -100,43 +100,49 @@ func TestPackedLayout(t *testing.T) {
 // and so do the live fields of the last round.
 func TestPackedSweep(t *testing.T) {
 	e := standalone(t)
-	clock := ratelimittest.NewClock(ratelimittest.T0)
-	s := newStore(t, e, redisstore.Options{Layout: redisstore.LayoutPacked, PackedBuckets: 1, Now: clock.Now})
-	victim := ratelimit.Request{Key: "{s}victim", Limit: ratelimit.PerHour(3), N: 2}
-	apply(t, s, victim)
-	h, _, _ := s.Field(ratelimit.GCRA, victim.Key)
-	n := redistest.Shared(t)
-	lim := ratelimit.Limit{Rate: 1, Period: time.Second, Burst: 1}
-	most := int64(0)
-	for round := range 20 {
-		for i := range 50 {
-			apply(t, s, ratelimit.Request{Key: fmt.Sprintf("{s}%d-%d", round, i), Limit: lim, N: 1})
-			most = max(most, do(t, n, "HLEN", h).(int64))
-		}
-		if round < 19 {
-			clock.Set(clock.Now().Add(2 * time.Second)) // this round's states decay
-		}
-	}
-	if most > 128 {
-		t.Errorf("the hash reached %d fields for 51 live states and 1000 written: want at most 128", most)
-	}
-	if enc := do(t, n, "OBJECT", "ENCODING", h); enc != "listpack" {
-		t.Errorf("encoding %v, want listpack", enc)
-	}
-	victim.N = 0
-	if d := apply(t, s, victim); d.Remaining != 1 {
-		t.Errorf("the victim has %+v after the sweeps: want 1 remaining", d)
-	}
-	for i := range 50 {
-		if d := apply(t, s, ratelimit.Request{Key: fmt.Sprintf("{s}19-%d", i), Limit: lim}); d.Remaining != 0 {
-			t.Fatalf("live key %d of the last round: %+v, want 0 remaining", i, d)
-		}
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindowCounter} {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := ratelimittest.NewClock(ratelimittest.T0)
+			s := newStore(t, e, redisstore.Options{Layout: redisstore.LayoutPacked, PackedBuckets: 1, Now: clock.Now})
+			victim := ratelimit.Request{Key: "{s}victim", Limit: ratelimit.PerHour(3), N: 2, Algorithm: alg}
+			apply(t, s, victim)
+			h, _, _ := s.Field(alg, victim.Key)
+			n := redistest.Shared(t)
+			lim := ratelimit.Limit{Rate: 1, Period: time.Second, Burst: 1}
+			most := int64(0)
+			for round := range 20 {
+				for i := range 50 {
+					apply(t, s, ratelimit.Request{Key: fmt.Sprintf("{s}%d-%d", round, i), Limit: lim, N: 1, Algorithm: alg})
+					most = max(most, do(t, n, "HLEN", h).(int64))
+				}
+				if round < 19 {
+					clock.Set(clock.Now().Add(3 * time.Second)) // this round's states decay
+				}
+			}
+			if most > 128 {
+				t.Errorf("the hash reached %d fields for 51 live states and 1000 written: want at most 128", most)
+			}
+			if enc := do(t, n, "OBJECT", "ENCODING", h); enc != "listpack" {
+				t.Errorf("encoding %v, want listpack", enc)
+			}
+			victim.N = 0
+			if d := apply(t, s, victim); d.Remaining != 1 {
+				t.Errorf("the victim has %+v after the sweeps: want 1 remaining", d)
+			}
+			for i := range 50 {
+				if d := apply(t, s, ratelimit.Request{Key: fmt.Sprintf("{s}19-%d", i), Limit: lim, Algorithm: alg}); d.Remaining != 0 {
+					t.Fatalf("live key %d of the last round: %+v, want 0 remaining", i, d)
+				}
+			}
+		})
 	}
 }
 
 // TestPackedReadsStringStates switches a store's layout from string to
 // packed: the packed store reads (and moves) the states the string one
-// wrote under compact names; the other way round, counts start afresh.
+// wrote under compact names, a fixed window's plain-command marker and
+// count too (a lone charge on an idle store); the other way round, counts
+// start afresh.
 func TestPackedReadsStringStates(t *testing.T) {
 	both(t, func(t *testing.T, e env) {
 		clock := ratelimittest.NewClock(ratelimittest.T0)
@@ -144,15 +150,18 @@ func TestPackedReadsStringStates(t *testing.T) {
 		str := newStore(t, e, redisstore.Options{Prefix: pfx, Now: clock.Now})
 		packed := newStore(t, e, redisstore.Options{Prefix: pfx, Now: clock.Now, Layout: redisstore.LayoutPacked})
 		lim := ratelimit.Limit{Rate: 10, Period: time.Hour, Burst: 10}
-		for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.LeakyBucket} {
+		for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.FixedWindow, ratelimit.SlidingWindowCounter} {
 			key := "up-" + alg.String()
 			apply(t, str, ratelimit.Request{Key: key, Limit: lim, Algorithm: alg, N: 4})
+			n := nodeOf(t, e, str.Key(alg, key))
+			if v := do(t, n, "EXISTS", str.MarkerKey(key)); alg == ratelimit.FixedWindow && v != int64(1) {
+				t.Fatal("the string store's lone fixed-window charge left no marker: want it as plain commands")
+			}
 			if d := apply(t, packed, ratelimit.Request{Key: key, Limit: lim, Algorithm: alg, N: 1}); d.Remaining != 5 {
 				t.Errorf("%v: the packed store after 4 in the string layout: %+v, want 5 remaining", alg, d)
 			}
-			n := nodeOf(t, e, str.Key(alg, key))
-			if v := do(t, n, "EXISTS", str.Key(alg, key)); v != int64(0) {
-				t.Errorf("%v: the string state is still there after the packed store moved it", alg)
+			if v := do(t, n, "EXISTS", str.Key(alg, key), str.MarkerKey(key)); v != int64(0) {
+				t.Errorf("%v: %v string states still there after the packed store moved them", alg, v)
 			}
 			if d := apply(t, str, ratelimit.Request{Key: key, Limit: lim, Algorithm: alg}); d.Remaining != 10 {
 				t.Errorf("%v: the string store sees %+v: want a full bucket (it does not read packed states)", alg, d)

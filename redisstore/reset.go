@@ -49,8 +49,10 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 	// The keys share a hash slot (the key is their hash tag), and so does
 	// a packed state's hash.
 	cmds := rueidis.Commands{cn.client.B().Del().Key(keys...).Build()}
-	if h, f, ok := s.Field(ratelimit.GCRA, key); ok {
-		cmds = append(cmds, cn.client.B().Hdel().Key(h).Field(f).Build())
+	for _, a := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow} {
+		if h, f, ok := s.Field(a, key); ok {
+			cmds = append(cmds, cn.client.B().Hdel().Key(h).Field(f).Build())
+		}
 	}
 	for _, r := range cn.client.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {

@@ -18,6 +18,9 @@ local function fetch() return call('MGET', _G.unpack(KEYS)) end
 local function reread(key) return call('GET', key) end
 local function setpx(key, v, ms) call('SET', key, v, 'PX', format('%d', ms)) end
 local function del(key) call('DEL', key) end
+-- integers: window.lua may keep a fixed window's count as an integer
+-- (not in the packed layout).
+local integers = true
 
 -- exat: the EXAT arguments formatted so far.
 local exat = {}

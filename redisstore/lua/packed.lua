@@ -1,7 +1,8 @@
 -- sluice redisstore: the packed layout's storage (Options.Layout,
--- packed.go), after batch.lua and before gcra.lua: it redefines batch.lua's
--- fetch, reread, setpx, del and expire so that a request's state is a
--- field of a hash, many limiters' in one, rather than a string key.
+-- packed.go), after batch.lua and before gcra.lua or window.lua: it
+-- redefines batch.lua's fetch, reread, setpx, del and expire so that a
+-- request's state is a field of a hash, many limiters' in one, rather
+-- than a string key.
 --
 -- KEYS[i] is the hash's name followed by the field, FIELD bytes: the
 -- script splits it. The value is the string layout's, byte for byte.
@@ -29,10 +30,15 @@ local function split(k)
   return sub(k, 1, n), sub(k, n + 1)
 end
 
+-- PER is the KEYS of a request (the shape's file before: tat.lua,
+-- wdead.lua); the second of window.lua's pair, the string layout's
+-- marker, is read only by legacy(i).
+integers = false
 fetch = function()
   local got = {}
-  for i = 1, #KEYS do
+  for i = 1, #KEYS, PER do
     got[i] = call('HGET', split(KEYS[i]))
+    if PER == 2 then got[i + 1] = false end
   end
   return got
 end

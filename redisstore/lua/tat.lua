@@ -1,6 +1,7 @@
 -- sluice redisstore: dead(v, s, ns), for lua/packed.lua: whether the
 -- bucket state v (gcra.lua's) has decayed at now (s, ns), its TAT at or
 -- before now: a full bucket, the same as no state.
+local PER = 1 -- KEYS a request
 local function dead(v, s, ns)
   local tat_s, tat_ns, _
   if #v >= 20 then
