@@ -74,7 +74,7 @@ const packedField = 8
 // bucket is the leading log2(PackedBuckets) bits of sum[0], as one base64url
 // character ("" with one bucket). Two live keys in one hash share a state
 // when their F are equal: among N limiters spread over B hashes, with
-// probability about N²/(2B)·2^-64, 1.7·10^-12 for a million limiters in the
+// probability about N²/(2B)·2^-64, 8·10^-13 for a million limiters in the
 // default 32,768 hashes. A caller who chooses keys must find a key whose
 // slot, bucket and F match a given key's: about 2^64 SHA-256s (the string
 // layout's names take 2^96).

@@ -203,11 +203,11 @@ func TestPackedOptions(t *testing.T) {
 	}
 }
 
-// BenchmarkLayouts compares the string and packed layouts on GCRA, with
-// 10,000 keys 31 to a slot (as a million keys spread over the 16,384
-// slots, two hashes a slot: the packed layout's hashes hold about 31
-// fields, as at a million keys by default), serial and with 64 callers,
-// reporting redis-server's CPU time a decision.
+// BenchmarkLayouts compares the string and packed layouts on GCRA and the
+// fixed window, with 10,000 keys 31 to a slot (one hash a slot: the packed
+// layout's hashes hold about 31 fields, as a million keys do by default),
+// serial and with 64 callers, reporting redis-server's CPU time a
+// decision.
 func BenchmarkLayouts(b *testing.B) {
 	e := standalone(b)
 	lim := ratelimit.Limit{Rate: 1000, Period: time.Second, Burst: 1000}
@@ -215,32 +215,35 @@ func BenchmarkLayouts(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("{%d}%d", i%320, i)
 	}
-	for _, l := range []redisstore.Layout{redisstore.LayoutString, redisstore.LayoutPacked} {
-		o := redisstore.Options{Layout: l, PackedBuckets: 1}
-		b.Run(l.String()+"/serial", func(b *testing.B) {
-			s := newStore(b, e, o)
-			b.ReportAllocs()
-			defer serverCost(b, e, s)()
-			for i := 0; b.Loop(); i++ {
-				if _, err := s.Apply(context.Background(), ratelimit.Request{Key: keys[i%len(keys)], Limit: lim, N: 1}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(l.String()+"/parallel64", func(b *testing.B) {
-			s := newStore(b, e, o)
-			b.ReportAllocs()
-			b.SetParallelism(max(1, 64/runtimeProcs()))
-			defer serverCost(b, e, s)()
-			b.RunParallel(func(pb *testing.PB) {
-				rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
-				for pb.Next() {
-					if _, err := s.Apply(context.Background(), ratelimit.Request{Key: keys[rng.IntN(len(keys))], Limit: lim, N: 1}); err != nil {
-						b.Error(err)
-						return
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow} {
+		for _, l := range []redisstore.Layout{redisstore.LayoutString, redisstore.LayoutPacked} {
+			o := redisstore.Options{Layout: l, PackedBuckets: 1}
+			name := alg.String() + "/" + l.String()
+			b.Run(name+"/serial", func(b *testing.B) {
+				s := newStore(b, e, o)
+				b.ReportAllocs()
+				defer serverCost(b, e, s)()
+				for i := 0; b.Loop(); i++ {
+					if _, err := s.Apply(context.Background(), ratelimit.Request{Key: keys[i%len(keys)], Limit: lim, N: 1, Algorithm: alg}); err != nil {
+						b.Fatal(err)
 					}
 				}
 			})
-		})
+			b.Run(name+"/parallel64", func(b *testing.B) {
+				s := newStore(b, e, o)
+				b.ReportAllocs()
+				b.SetParallelism(max(1, 64/runtimeProcs()))
+				defer serverCost(b, e, s)()
+				b.RunParallel(func(pb *testing.PB) {
+					rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+					for pb.Next() {
+						if _, err := s.Apply(context.Background(), ratelimit.Request{Key: keys[rng.IntN(len(keys))], Limit: lim, N: 1, Algorithm: alg}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
 	}
 }
