@@ -352,11 +352,24 @@ func stateKeys(ctx context.Context, c rueidis.Client, store *redisstore.Store, k
 	return out, nil
 }
 
-// packedKey returns key's packed bucket state in store (none in the string
-// layout), as a RedisKey named hash/field (in hexadecimal), its usage its
-// hash's MEMORY USAGE over the hash's fields.
+// packedKey returns key's packed states in store (none in the string
+// layout), each as a RedisKey named hash/field (in hexadecimal), its usage
+// its hash's MEMORY USAGE over the hash's fields.
 func packedKey(ctx context.Context, c rueidis.Client, store *redisstore.Store, key string) ([]RedisKey, error) {
-	h, f, ok := store.Field(ratelimit.GCRA, key)
+	var out []RedisKey
+	for _, a := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow} {
+		k, err := packedField(ctx, c, store, a, key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k...)
+	}
+	return out, nil
+}
+
+// packedField is packedKey for a's state.
+func packedField(ctx context.Context, c rueidis.Client, store *redisstore.Store, a ratelimit.Algorithm, key string) ([]RedisKey, error) {
+	h, f, ok := store.Field(a, key)
 	if !ok {
 		return nil, nil
 	}
