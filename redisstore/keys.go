@@ -60,12 +60,17 @@ func (s *Store) name(kind, key string) string {
 // appendName appends a compact name: prefix, kind, "{" + tag + "}", and
 // the first 12 bytes of sum in base64url.
 func (s *Store) appendName(b []byte, kind, tag string, sum [sha256.Size]byte) []byte {
+	return base64.RawURLEncoding.AppendEncode(s.appendHead(b, kind, tag), sum[:12])
+}
+
+// appendHead appends what every name of kind in the slot of tag starts
+// with: prefix, kind, "{" + tag + "}".
+func (s *Store) appendHead(b []byte, kind, tag string) []byte {
 	b = append(b, s.opts.Prefix...)
 	b = append(b, kind...)
 	b = append(b, '{')
 	b = append(b, tag...)
-	b = append(b, '}')
-	return base64.RawURLEncoding.AppendEncode(b, sum[:12])
+	return append(b, '}')
 }
 
 // tagSlot returns the slot of the readable names, "…{" + key + "}": their

@@ -87,11 +87,7 @@ const base64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 // appendPacked appends the packed identity of a state, the hash's name
 // followed by the field (what the scripts take as the key).
 func (s *Store) appendPacked(b []byte, kind, tag string, sum [sha256.Size]byte) []byte {
-	b = append(b, s.opts.Prefix...)
-	b = append(b, kind...)
-	b = append(b, '{')
-	b = append(b, tag...)
-	b = append(b, '}')
+	b = s.appendHead(b, kind, tag)
 	if s.packBits > 0 {
 		b = append(b, base64url[sum[0]>>(8-s.packBits)])
 	}
