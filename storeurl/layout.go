@@ -12,8 +12,8 @@ import (
 
 // ParamLayout and ParamPackedBuckets are the Redis store URL parameters
 // of the state layout: redis://host:6379?layout=packed keeps the buckets'
-// states (gcra, token_bucket, leaky_bucket) as fields of shared hashes
-// (redisstore.Options.Layout), in about a third of the memory;
+// and the windows' states (all but sliding_window_log) as fields of shared
+// hashes (redisstore.Options.Layout), in a fifth to a third of the memory;
 // packed_buckets=N sets the hashes per hash slot (redisstore.Options.
 // PackedBuckets, a power of two up to 64; default 2, for up to about three
 // million limiters). They override the caller's Options.Redis.
