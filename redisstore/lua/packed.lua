@@ -51,6 +51,7 @@ del = function(key)
   local h, f = split(key)
   call('HDEL', h, f)
   touched[key] = true
+  hexp[h] = nil -- the hash may be gone, and a write make it again without an expiry
 end
 
 -- sweep removes h's dead fields as of now (s, ns), and sets its mark.
