@@ -8,6 +8,10 @@
 -- writes the state as 12 bytes, returns one integer a decision, and sets a
 -- key's expiry only when it moves to a later second.
 --
+-- Storage: the state is read and written through batch.lua's fetch,
+-- reread, setpx, del and expire: a string key each, or in the packed
+-- layout a field of a hash (lua/packed.lua), the same bytes either way.
+--
 -- State: KEYS[i] holds the TAT and the emission interval T it was made
 -- under: as struct '<I4I4I4' (12 bytes: whole seconds (Unix), T in
 -- nanoseconds, nanoseconds in [0, 1e9)) when the seconds and T fit 32

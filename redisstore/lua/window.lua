@@ -8,6 +8,9 @@
 -- integers a decision, and sets a key's expiry only when it moves to a
 -- later second.
 --
+-- Storage: as gcra.lua's, through batch.lua's functions (a field of a
+-- hash in the packed layout, lua/packed.lua, which has no integer form).
+--
 -- State: KEYS[i] holds struct '<i8i4i8i8i8i8i4': the current window's
 -- start (whole seconds, Unix, and nanoseconds in [0, 1e9)), prev and curr
 -- (the counts of the previous and current windows), the whole second at
