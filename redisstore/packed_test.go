@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,6 +137,32 @@ func TestPackedSweep(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPackedSweepAmortised writes 1,000 live states into one hash and
+// counts the sweeps (HGETALL, in INFO commandstats): the mark doubles
+// after each, so there are a few, not one per write past the threshold.
+func TestPackedSweepAmortised(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := ratelimittest.NewClock(ratelimittest.T0)
+	s := newStore(t, env{client: ownClient(t, srv.Addr)}, redisstore.Options{Layout: redisstore.LayoutPacked, PackedBuckets: 1, Now: clock.Now})
+	for i := range 1000 {
+		apply(t, s, ratelimit.Request{Key: fmt.Sprintf("{a}%d", i), Limit: ratelimit.PerHour(3), N: 1})
+	}
+	h, _, _ := s.Field(ratelimit.GCRA, "{a}0")
+	if n := do(t, srv, "HLEN", h); n != int64(1001) {
+		t.Fatalf("HLEN %v, want the 1000 live states and the mark", n)
+	}
+	info, _ := do(t, srv, "INFO", "commandstats").(string)
+	sweeps := 0
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_hgetall:calls="); ok {
+			sweeps, _ = strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		}
+	}
+	if sweeps < 1 || sweeps > 8 {
+		t.Errorf("%d sweeps for 1000 new fields past a threshold of 64: want a few (the mark doubles)", sweeps)
 	}
 }
 
