@@ -161,7 +161,9 @@ func (s *Store) readsLegacy(lim ratelimit.Limit) bool {
 // Key returns the Redis key holding key's state under algorithm a (for a
 // FixedWindow, the binary form's; MarkerKey names its plain counters'
 // marker), for inspection and for deleting a key's state (which resets
-// its limit; Reset deletes every form).
+// its limit; Reset deletes every form). In the packed layout it is where
+// the string layout kept the state, which the store reads for a while
+// after a switch; Field names the packed state.
 func (s *Store) Key(a ratelimit.Algorithm, key string) string { return s.key(shapeOf(a), key) }
 
 // MarkerKey returns the Redis key of key's fixed-window marker: it names
