@@ -93,6 +93,16 @@ func TestPackedLayout(t *testing.T) {
 		if enc := do(t, n, "OBJECT", "ENCODING", h); enc != "listpack" {
 			t.Errorf("encoding %v, want listpack", enc)
 		}
+		// A window's hash expires at the second its state names.
+		apply(t, s, ratelimit.Request{Key: "{p}w", Limit: long, N: 1, Algorithm: ratelimit.FixedWindow})
+		wh, wf, _ := s.Field(ratelimit.FixedWindow, "{p}w")
+		b, _ := do(t, n, "HGET", wh, wf).(string)
+		if len(b) != 28 {
+			t.Fatalf("window state %q, want 28 bytes", b)
+		}
+		if exp, at := int64(binary.LittleEndian.Uint32([]byte(b[16:20]))), do(t, n, "PEXPIRETIME", wh); at != exp*1000 {
+			t.Errorf("the window's hash expires at %v ms, want %d000, the second its state names", at, exp)
+		}
 	})
 }
 
