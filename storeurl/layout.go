@@ -23,7 +23,8 @@ const (
 )
 
 // cutParams parses raw's query for the parameters names, each at most
-// once: it returns their values (q), raw without them, and whether any
+// once: it returns their values (q), raw without them (and without a
+// path of "/" alone then left, which names no database), and whether any
 // was given.
 func cutParams(raw string, names ...string) (q url.Values, rest string, found bool, err error) {
 	head, query, ok := strings.Cut(raw, "?")
@@ -52,6 +53,9 @@ func cutParams(raw string, names ...string) (q url.Values, rest string, found bo
 	rest = head
 	if e := left.Encode(); e != "" {
 		rest += "?" + e
+	} else if u, err := url.Parse(head); err == nil && u.Path == "/" {
+		// redis://host/?layout=packed: no database named, as redis://host.
+		rest = strings.TrimSuffix(head, "/")
 	}
 	return q, rest, true, nil
 }

@@ -13,7 +13,8 @@ import (
 // state is a field of a hash, and no string key.
 func TestLayoutFromURL(t *testing.T) {
 	srv := redistest.Shared(t)
-	st, err := storeurl.Open(context.Background(), srv.URL()+"?layout=packed&packed_buckets=4&timeout=5s", storeurl.Options{})
+	// "/?": the form a URL without a database takes with parameters.
+	st, err := storeurl.Open(context.Background(), srv.URL()+"/?layout=packed&packed_buckets=4&timeout=5s", storeurl.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
