@@ -154,6 +154,9 @@ type window struct {
 // algorithm computes the next limit from the current one and a window.
 type algorithm interface {
 	next(limit float64, w window) float64
+	// recalled tells the algorithm that the limit jumped back to the
+	// level it held before the service slowed (see limiter.recall).
+	recalled()
 }
 
 // bufSize is the number of latency samples kept per window; beyond it the
@@ -188,6 +191,12 @@ type limiter struct {
 	probeStart  int64
 	probeN      int
 	probeSeen   int
+	// What recall remembers: level is a moving average of the limit
+	// (over about 16 windows); before, the level from before the limit
+	// last fell under 3/4 of it (0: none); refRTT and refLimit, the
+	// latency and the limit of the last window that did not grow.
+	level, before, refRTT, refLimit, lastLimit float64
+	recalledLast                               bool
 	// probeInPlace re-measures the baseline at the current limit however
 	// loaded the window: the historical bug, kept only so that a test can
 	// show that it fails.
@@ -387,7 +396,9 @@ func (l *limiter) closeWindow(now int64, n int) {
 		if w.rtt == 0 {
 			w.rtt = w.minRTT
 		}
+		prev := l.est
 		l.est = min(max(l.alg.next(l.est, w), float64(l.o.Min)), float64(l.o.Max))
+		l.recall(prev, w)
 	}
 	l.seen, l.drops, l.peak, l.windowStart = 0, 0, 0, now
 	if now >= l.nextProbe {
@@ -402,6 +413,59 @@ func (l *limiter) closeWindow(now int64, n int) {
 		}
 	}
 	l.limit.Store(l.admission())
+}
+
+// recallDrop is how much lower than the last window that did not grow
+// a window's latency must be, at a limit no lower, to say that the
+// service got faster: 7%, over three standard errors of the median of a
+// window of 64 samples of a service whose latency varies by 10%.
+const recallDrop = 0.93
+
+// recall brings the limit back at once to the level it held before the
+// service slowed, when the service is seen to be fast again: a window
+// that grows on refused demand (the algorithm saw room) with a latency
+// under recallDrop of the last window that did not grow, though the limit
+// is no lower than that window's, and within 1/recallDrop of the
+// baseline. The level is a moving average of the limit, remembered when
+// the limit falls under 3/4 of it; the recall takes the limit at most to
+// twice itself, and the window after it may not grow (its requests were
+// admitted under the old limit). A service whose capacity halves and
+// comes back is then found in one window instead of the few that growth
+// steps take; a window that sees only noise (rare: three standard errors)
+// or a capacity that came back only in part costs a queue until the
+// algorithm's cuts remove it. The level is used once.
+func (l *limiter) recall(prev float64, w window) {
+	if l.level == 0 {
+		l.level = prev
+	}
+	l.level += (prev - l.level) / 16
+	switch {
+	case l.before == 0 && l.est < 0.75*l.level:
+		l.before = l.level
+	case l.est >= l.before:
+		l.before = 0 // back at it
+	}
+	grew := l.est > prev
+	if grew && l.recalledLast {
+		// The window after a recall still holds requests admitted under
+		// the old limit: it may cut, not grow.
+		l.est, grew = prev, false
+	}
+	l.recalledLast = false
+	// The window's requests were admitted under this limit and the one
+	// before it: the least of the two must be no lower than the most the
+	// reference window's requests saw.
+	least, most := min(prev, l.lastLimit), max(prev, l.lastLimit)
+	l.lastLimit = prev
+	if grew && l.before > 0 && w.rejected > 0 && least >= l.refLimit &&
+		w.rtt <= recallDrop*l.refRTT && w.rtt*recallDrop <= w.minRTT {
+		l.est = min(l.before, 2*prev, float64(l.o.Max))
+		l.before, l.recalledLast = 0, true
+		l.alg.recalled()
+	}
+	if !grew {
+		l.refRTT, l.refLimit = w.rtt, most
+	}
 }
 
 func (l *limiter) admission() int64 { return max(int64(l.o.Min), int64(l.est)) }
@@ -428,3 +492,7 @@ func (g *growth) step(limit, base float64, refused bool) float64 {
 // (the limit came down).
 func (g *growth) hold()  { g.streak = max(0, g.streak-1) }
 func (g *growth) reset() { g.streak = 0 }
+
+// recalled starts the streak afresh after a recall (limiter.recall): the
+// next growth is one step, not the streak's doubled one.
+func (g *growth) recalled() { g.streak = 0 }

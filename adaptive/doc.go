@@ -56,6 +56,12 @@
 // ever lowers the limit). Growth is bounded per window, and the limit
 // stays between a floor and a ceiling.
 //
+// A limit that fell (the service slowed: its capacity halved) remembers
+// the level it held before, and recalls it in one window once the latency
+// drops at a limit no lower than before, to near the baseline, with
+// demand refused: the service is fast again, and growth steps alone
+// would take several windows to find it.
+//
 // Their clock is LimiterOptions.Now, so a simulation drives them on
 // virtual time (see "sluice sim overload").
 package adaptive

@@ -116,3 +116,5 @@ func (g *gradient) next(limit float64, w window) float64 {
 	target := limit*max(grad, g.floor) + g.queueTerm
 	return limit*(1-g.smoothing) + target*g.smoothing
 }
+
+func (g *gradient) recalled() { g.grow.recalled() }

@@ -113,3 +113,5 @@ func (v *vegas) next(limit float64, w window) float64 {
 	v.grow.hold()
 	return limit
 }
+
+func (v *vegas) recalled() { v.grow.recalled() }

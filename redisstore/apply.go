@@ -49,7 +49,9 @@ func (s *Store) apply(ctx context.Context, req ratelimit.Request, fb bool) (rate
 		}
 		return s.failed(ctx, req, fb, err)
 	case trial:
-		s.trial(g, c)
+		if !s.trial(g, c) {
+			return ratelimit.Decision{}, ratelimit.ErrClosed
+		}
 	case !s.opts.ScriptOnly && !c.unsat && fastEligible(req, lim) && s.batch.idle() && !s.noFast.Load():
 		d, ok, err := s.fast(ctx, cn, c, s.opts.Now != nil)
 		s.report(c.node, err)

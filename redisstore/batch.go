@@ -101,10 +101,11 @@ type batcher struct {
 	pending map[group][]*call
 	order   []group // groups with pending calls, oldest first
 	flying  map[*flight]struct{}
-	queued  int          // calls in pending
-	nqueued atomic.Int64 // queued, for idle (written with mu held)
-	nflying atomic.Int64 // len(flying), for idle
-	nfast   atomic.Int64 // plain-command transactions in flight (fast.go)
+	alone   map[*call]struct{} // callers' trials in flight (sendAlone), watched as flights are
+	queued  int                // calls in pending
+	nqueued atomic.Int64       // queued, for idle (written with mu held)
+	nflying atomic.Int64       // len(flying), for idle
+	nfast   atomic.Int64       // plain-command transactions in flight (fast.go)
 
 	scriptCalls, requests atomic.Uint64 // for Stats
 	commands              atomic.Uint64 // plain-command transactions (fast.go), for Stats
@@ -121,7 +122,7 @@ type batcher struct {
 func newBatcher(s *Store, workers, maxBatch int, timeout time.Duration) *batcher {
 	b := &batcher{
 		s: s, max: maxBatch, timeout: int64(timeout), epoch: time.Now(),
-		pending: make(map[group][]*call), flying: make(map[*flight]struct{}),
+		pending: make(map[group][]*call), flying: make(map[*flight]struct{}), alone: make(map[*call]struct{}),
 		stop: make(chan struct{}), minFill: max(1, maxBatch/4), every: max(timeout/4, time.Millisecond),
 		timeoutErr: fmt.Errorf("%w: no reply within %v", ErrUnavailable, timeout),
 	}
@@ -135,12 +136,21 @@ func newBatcher(s *Store, workers, maxBatch int, timeout time.Duration) *batcher
 
 func (b *batcher) now() int64 { return int64(time.Since(b.epoch)) }
 
-// submit queues c. It returns false when the batcher is closed.
-func (b *batcher) submit(g group, c *call) bool {
+// admit gives c its deadline, from now, and locks b.mu; false (b.mu
+// not held): the batcher is closed.
+func (b *batcher) admit(c *call) bool {
 	c.deadline = b.now() + b.timeout
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// submit queues c. It returns false when the batcher is closed.
+func (b *batcher) submit(g group, c *call) bool {
+	if !b.admit(c) {
 		return false
 	}
 	q, ok := b.pending[g]
@@ -151,15 +161,51 @@ func (b *batcher) submit(g group, c *call) bool {
 	b.queued++
 	b.nqueued.Store(int64(b.queued))
 	wake := b.queued == 1 || b.queued == b.minFill
+	b.watchLocked()
+	b.mu.Unlock()
+	if wake {
+		b.cond.Broadcast()
+	}
+	return true
+}
+
+// watchLocked starts the watchdog unless it runs. Called with b.mu held.
+func (b *batcher) watchLocked() {
 	if !b.watching {
 		b.watching = true
 		b.watchWG.Add(1)
 		go b.watch()
 	}
-	b.mu.Unlock()
-	if wake {
-		b.cond.Broadcast()
+}
+
+// sendAlone sends c by itself in a goroutine of its own, holding no
+// worker (a caller's trial of a node whose breaker is open: trial.go),
+// with a queued call's deadline and watchdog: the caller's wait for c
+// ends by its deadline whatever the client library does meanwhile (its
+// connection attempts do not all end with the call's context: rueidis's
+// callers of a connection being made wait for its handshake, whose
+// failure can take a second more to close). It returns false when the
+// batcher is closed; Close waits for the goroutine, as for the workers.
+func (b *batcher) sendAlone(g group, c *call) bool {
+	if !b.admit(c) {
+		return false
 	}
+	b.alone[c] = struct{}{}
+	b.watchLocked()
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		var sc scratch
+		calls := []*call{c}
+		ds, err := b.s.exec(g, calls, &sc, b.epoch.Add(time.Duration(c.deadline)))
+		b.scriptCalls.Add(1)
+		b.requests.Add(1)
+		b.mu.Lock()
+		delete(b.alone, c) // forgotten before finished, as a flight
+		b.mu.Unlock()
+		b.s.finish(calls, ds, err)
+	}()
 	return true
 }
 
@@ -286,7 +332,12 @@ func (b *batcher) failOverdue(now int64) bool {
 			}
 		}
 	}
-	b.watching = b.queued > 0 || len(b.flying) > 0
+	for c := range b.alone {
+		if now > c.deadline {
+			c.finish(ratelimit.Decision{}, err)
+		}
+	}
+	b.watching = b.queued > 0 || len(b.flying) > 0 || len(b.alone) > 0
 	return b.watching
 }
 

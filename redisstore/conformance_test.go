@@ -10,7 +10,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	both(t, func(t *testing.T, e env) {
+	layouts(t, func(t *testing.T, e env) {
 		ratelimittest.Run(t, func(t *testing.T, now func() time.Time) ratelimit.Store {
 			return newStore(t, e, redisstore.Options{Now: now})
 		})

@@ -132,12 +132,15 @@ func TestDifferential(t *testing.T) {
 	if testing.Short() {
 		seqs = 10
 	}
-	both(t, func(t *testing.T, e env) {
+	layouts(t, func(t *testing.T, e env) {
 		n := seqs
 		if e.name == "cluster" {
 			n = seqs / 4
 		}
 		for _, alg := range ratelimit.Algorithms() {
+			if packedSkips(e, alg) {
+				continue
+			}
 			t.Run(alg.String(), func(t *testing.T) {
 				t.Parallel()
 				rng := rand.New(rand.NewPCG(uint64(alg)+1, *diffSeed))
@@ -289,12 +292,15 @@ func TestDifferentialChanges(t *testing.T) {
 	if testing.Short() {
 		seqs = 10
 	}
-	both(t, func(t *testing.T, e env) {
+	layouts(t, func(t *testing.T, e env) {
 		n := seqs
 		if e.name == "cluster" {
 			n = seqs / 4
 		}
 		for _, alg := range ratelimit.Algorithms() {
+			if packedSkips(e, alg) {
+				continue
+			}
 			t.Run(alg.String(), func(t *testing.T) {
 				t.Parallel()
 				rng := rand.New(rand.NewPCG(uint64(alg)+101, *diffSeed))

@@ -39,6 +39,16 @@
 // admission and return what the decision was taken on (a backlog, the counts); the client derives the
 // rest of the decision with the Go step itself.
 //
+// # Packed layout
+//
+// Options.Layout LayoutPacked keeps the buckets' and the windows' states
+// as 8-byte fields of hashes, Options.PackedBuckets hashes per slot tag
+// (packed.go; Store.Field names a key's), in a fifth to a third of the
+// string keys' memory: a hash expires at its latest field's expiry, and a
+// write that grows a hash past a mark sweeps its decayed fields
+// (lua/packed.lua). The scripts are the string layout's, over other
+// storage functions, so the decisions are the same. See docs/redis.md.
+//
 // # Clock
 //
 // By default the scripts read the Redis server's clock (TIME), so instances

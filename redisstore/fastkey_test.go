@@ -58,9 +58,9 @@ func wantOneKey(t *testing.T, e env, s *redisstore.Store, key string, want int64
 	}
 }
 
-// apply applies req and fails t on an error or a decision other than
+// applyWant applies req and fails t on an error or a decision other than
 // allowed with remaining.
-func apply(t *testing.T, s *redisstore.Store, req ratelimit.Request, allowed bool, remaining int64, what string) {
+func applyWant(t *testing.T, s *redisstore.Store, req ratelimit.Request, allowed bool, remaining int64, what string) {
 	t.Helper()
 	d, err := s.Apply(context.Background(), req)
 	if err != nil {
@@ -95,20 +95,20 @@ func TestFastKeyBinaryState(t *testing.T) {
 		lim := ratelimit.Limit{Rate: 10, Period: time.Hour}
 		req := ratelimit.Request{Key: "binary", Limit: lim, Algorithm: ratelimit.SlidingWindowCounter, N: 1}
 		for i := range 3 {
-			apply(t, s, req, true, int64(9-i), "sliding charge")
+			applyWant(t, s, req, true, int64(9-i), "sliding charge")
 		}
 		if v, _, _ := oneKey(t, e, s, req.Key); len(v) != 28 {
 			t.Fatalf("after the sliding counter's charges the key holds %q, want its 28-byte binary state", v)
 		}
 		req.Algorithm = ratelimit.FixedWindow
 		before := s.Stats()
-		apply(t, s, req, true, 6, "a fixed charge on the binary state")
+		applyWant(t, s, req, true, 6, "a fixed charge on the binary state")
 		if st := s.Stats(); st.Commands != before.Commands+1 || st.FellBack != before.FellBack+1 {
 			t.Fatalf("stats %+v after %+v: want one plain-command charge, fallen back", st, before)
 		}
 		wantOneKey(t, e, s, req.Key, 4, time.Hour, "after the script")
 		before = s.Stats()
-		apply(t, s, req, true, 5, "the next fixed charge")
+		applyWant(t, s, req, true, 5, "the next fixed charge")
 		if st := s.Stats(); st.Commands != before.Commands+1 || st.FellBack != before.FellBack {
 			t.Fatalf("stats %+v after %+v: want one plain-command charge that stood", st, before)
 		}
@@ -138,19 +138,19 @@ func TestFastKeyPeriodChange(t *testing.T) {
 		two := hour
 		two.Limit.Period = 2 * time.Hour
 		for i := range 3 {
-			apply(t, s, hour, true, int64(9-i), "an hour's charge")
+			applyWant(t, s, hour, true, int64(9-i), "an hour's charge")
 		}
 		wantOneKey(t, e, s, hour.Key, 3, time.Hour, "under an hour")
-		apply(t, s, two, true, 6, "two hours' first charge")
+		applyWant(t, s, two, true, 6, "two hours' first charge")
 		wantOneKey(t, e, s, hour.Key, 4, 2*time.Hour, "under two hours")
-		apply(t, s, hour, true, 5, "an hour's charge again")
+		applyWant(t, s, hour, true, 5, "an hour's charge again")
 		for i := range 5 {
-			apply(t, s, hour, true, int64(4-i), "an hour's charges to the limit")
+			applyWant(t, s, hour, true, int64(4-i), "an hour's charges to the limit")
 		}
-		apply(t, s, hour, false, 0, "an hour's charge past the limit")
-		apply(t, s, two, false, 0, "two hours' charge past the limit")
+		applyWant(t, s, hour, false, 0, "an hour's charge past the limit")
+		applyWant(t, s, two, false, 0, "two hours' charge past the limit")
 		hour.N = 0
-		apply(t, script, hour, true, 0, "a script's peek")
+		applyWant(t, script, hour, true, 0, "a script's peek")
 		// A denial counted nothing: 10 in the key, whichever window it
 		// names (the two hours' that the hour ends with, or that holds
 		// it: the count stays until its end).
@@ -180,7 +180,7 @@ func TestFastKeyReadsMarkerForm(t *testing.T) {
 			}
 		}
 		before := s.Stats()
-		apply(t, s, req, true, 2, "a charge on the marker form")
+		applyWant(t, s, req, true, 2, "a charge on the marker form")
 		if st := s.Stats(); st.Commands != before.Commands+1 || st.FellBack != before.FellBack+1 {
 			t.Fatalf("stats %+v after %+v: want one plain-command charge, fallen back", st, before)
 		}
@@ -188,7 +188,32 @@ func TestFastKeyReadsMarkerForm(t *testing.T) {
 		if n, err := e.client.Do(ctx, e.client.B().Exists().Key(m+":"+mval).Build()).AsInt64(); err != nil || n != 0 {
 			t.Fatalf("the marker form's count is still there (%d, %v)", n, err)
 		}
-		apply(t, s, req, true, 1, "the next charge")
+		applyWant(t, s, req, true, 1, "the next charge")
 		wantOneKey(t, e, s, req.Key, 9, time.Hour, "after plain commands")
+	})
+}
+
+// TestPackedReadsOneKey switches a fixed window on Redis's clock from the
+// string layout's one key (an integer count) to the packed layout: the
+// packed store counts on from it, the string key goes, and the hash's
+// field holds the binary state (the packed layout has no integer form).
+func TestPackedReadsOneKey(t *testing.T) {
+	hourly(t, func(t *testing.T, e env, p string, s *redisstore.Store) {
+		packed := newStore(t, e, redisstore.Options{Prefix: p, Layout: redisstore.LayoutPacked})
+		req := ratelimit.Request{Key: "switch", Limit: ratelimit.Limit{Rate: 10, Period: time.Hour}, Algorithm: ratelimit.FixedWindow, N: 1}
+		for i := range 4 {
+			applyWant(t, s, req, true, int64(9-i), "a string-layout charge")
+		}
+		wantOneKey(t, e, s, req.Key, 4, time.Hour, "in the string layout")
+		applyWant(t, packed, req, true, 5, "the packed store's charge")
+		n := nodeOf(t, e, s.Key(ratelimit.FixedWindow, req.Key))
+		if v := do(t, n, "EXISTS", s.Key(ratelimit.FixedWindow, req.Key)); v != int64(0) {
+			t.Fatal("the one key is still there after the packed store moved it")
+		}
+		h, f, _ := packed.Field(ratelimit.FixedWindow, req.Key)
+		if v, ok := do(t, n, "HGET", h, f).(string); !ok || len(v) != 28 {
+			t.Fatalf("the packed field holds %q, want the 28-byte binary state", v)
+		}
+		applyWant(t, packed, req, true, 4, "the packed store's next charge")
 	})
 }

@@ -60,12 +60,17 @@ func (s *Store) name(kind, key string) string {
 // appendName appends a compact name: prefix, kind, "{" + tag + "}", and
 // the first 12 bytes of sum in base64url.
 func (s *Store) appendName(b []byte, kind, tag string, sum [sha256.Size]byte) []byte {
+	return base64.RawURLEncoding.AppendEncode(s.appendHead(b, kind, tag), sum[:12])
+}
+
+// appendHead appends what every name of kind in the slot of tag starts
+// with: prefix, kind, "{" + tag + "}".
+func (s *Store) appendHead(b []byte, kind, tag string) []byte {
 	b = append(b, s.opts.Prefix...)
 	b = append(b, kind...)
 	b = append(b, '{')
 	b = append(b, tag...)
-	b = append(b, '}')
-	return base64.RawURLEncoding.AppendEncode(b, sum[:12])
+	return append(b, '}')
 }
 
 // tagSlot returns the slot of the readable names, "…{" + key + "}": their
@@ -107,6 +112,18 @@ func (s *Store) callNames(c *call, sh shape, key string, legacy bool) {
 	sum := sha256.Sum256([]byte(key))
 	tag := redislink.SlotTag(tagSlot(key))
 	var buf [96]byte
+	if s.packs(sh) {
+		// lua/packlegacy.lua reads the compact string name's state (and
+		// a window's marker, the mkey).
+		c.key, c.raw = string(s.appendPacked(buf[:0], shapeInfo[sh].tag, tag, sum)), ""
+		if sh == shapeWindow {
+			c.mkey = string(s.appendName(buf[:0], "m", tag, sum))
+		}
+		if legacy {
+			c.raw = string(s.appendName(buf[:0], shapeInfo[sh].tag, tag, sum))
+		}
+		return
+	}
 	c.key = string(s.appendName(buf[:0], shapeInfo[sh].tag, tag, sum))
 	if sh == shapeWindow {
 		c.mkey = string(s.appendName(buf[:0], "m", tag, sum))
@@ -168,7 +185,9 @@ func (s *Store) writesMarkers() bool { return time.Since(s.started) < s.compatWi
 // FixedWindow, its binary form or its integer count, which expires at its
 // window's end; with Options.Now, MarkerKey names the key of its count),
 // for inspection and for deleting a key's state (which resets its limit;
-// Reset deletes every form).
+// Reset deletes every form). In the packed layout it is where the string
+// layout kept the state, which the store reads for a while after a
+// switch; Field names the packed state.
 func (s *Store) Key(a ratelimit.Algorithm, key string) string { return s.key(shapeOf(a), key) }
 
 // MarkerKey returns the Redis key of key's fixed-window marker, written

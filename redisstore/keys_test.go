@@ -197,7 +197,7 @@ func TestResetFindsReadableNames(t *testing.T) {
 // once, and checks that a key charged before keeps its count: a name is a
 // hash of the whole key, and no key's state is another's.
 func TestFreshKeysResetNoOne(t *testing.T) {
-	both(t, func(t *testing.T, e env) {
+	layouts(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		clock := ratelimittest.NewClock(ratelimittest.T0)
 		s := newStore(t, e, redisstore.Options{Now: clock.Now})

@@ -162,8 +162,8 @@ var errMisrouted = errors.New("redisstore: a node batch touched a key its node d
 // keys, the command that reads one, the keys, then the script's ARGV.
 func (s *Store) nodeArgs(sh shape, sc *scratch) []string {
 	probe := "GET"
-	if sh == shapeLog {
-		probe = "EXISTS"
+	if sh == shapeLog || s.packs(sh) {
+		probe = "EXISTS" // the packed layout's keys are not keys (packed.go)
 	}
 	args := append(sc.nargs[:0], strconv.Itoa(len(sc.keys)), probe)
 	args = append(args, sc.keys...)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redis/rueidis"
+
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -45,9 +47,18 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 	if l := s.legacyKey("m", key); l != "" {
 		keys = s.appendCounter(ctx, cn, keys, l)
 	}
-	// The keys share a hash slot (the key is their hash tag).
-	if err := cn.client.Do(ctx, cn.client.B().Del().Key(keys...).Build()).Error(); err != nil {
-		return fmt.Errorf("%w: reset %q: %v", ErrUnavailable, key, err)
+	// The keys share a hash slot (the key is their hash tag), and so does
+	// a packed state's hash.
+	cmds := rueidis.Commands{cn.client.B().Del().Key(keys...).Build()}
+	for _, a := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow} {
+		if h, f, ok := s.Field(a, key); ok {
+			cmds = append(cmds, cn.client.B().Hdel().Key(h).Field(f).Build())
+		}
+	}
+	for _, r := range cn.client.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("%w: reset %q: %v", ErrUnavailable, key, err)
+		}
 	}
 	return nil
 }

@@ -157,6 +157,21 @@ type Options struct {
 	// form at once (a fleet with no instance of before). Both forms are
 	// read whatever it is. See docs/redis.md.
 	CompatWindow time.Duration
+	// Layout is how states are kept in Redis: LayoutString (the default),
+	// or LayoutPacked, which keeps the buckets' and the windows' states
+	// (all but SlidingWindowLog's) as fields of shared hashes, in a fifth
+	// (buckets) to a third (windows) of the memory, for about 40% more of
+	// redis-server's CPU a decision, and sends every fixed window to the
+	// script (docs/redis.md). A store switched to LayoutPacked reads the
+	// states the string layout wrote for a while (as it reads readable
+	// names, keys.go), not the other way round. It needs Redis 7.0.
+	Layout Layout
+	// PackedBuckets is the number of hashes per Cluster hash slot (16,384
+	// slots, on a standalone server too) that LayoutPacked spreads the
+	// states over: a power of two up to 64. Default 2 (DefaultPackedBuckets),
+	// for up to about three million limiters; take 2 more for each doubling
+	// past that, so that hashes stay below 128 fields.
+	PackedBuckets int
 	// TLSConfig, when set, is the TLS configuration of Open's rediss:// and
 	// rediss-cluster:// connections (a private CA's roots, client
 	// certificates). Nil means the system's roots.
@@ -176,6 +191,7 @@ type Store struct {
 	own        bool
 	opts       Options
 	minTTL     int64 // ms
+	packBits   uint8 // log2(Options.PackedBuckets)
 	scripts    [numShapes]*rueidis.Lua
 	undoScript *rueidis.Lua
 	nodes      nodeState // a Cluster's slot map and node batches (nodes.go)
@@ -257,6 +273,9 @@ func (s *Store) load(ctx context.Context, report func(addr string, err error)) e
 			for _, src := range nodeSources {
 				cmds = append(cmds, node.B().ScriptLoad().Script(src).Build())
 			}
+		}
+		for _, src := range s.extraSources(cn.cluster) {
+			cmds = append(cmds, node.B().ScriptLoad().Script(src).Build())
 		}
 		cmds = append(cmds, node.B().ScriptLoad().Script(undoSource).Build(), node.B().Time().Build())
 		// Only the PING decides: a server whose ACL forbids SCRIPT LOAD
@@ -385,7 +404,12 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 	if opts.DenyCacheSize <= 0 {
 		opts.DenyCacheSize = DefaultDenyCacheSize
 	}
+	packBits, err := packedOptions(&opts)
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{
+		packBits:   packBits,
 		own:        own,
 		opts:       opts,
 		minTTL:     base.MinTTL(),
@@ -397,6 +421,7 @@ func newStore(own, cluster bool, opts Options) (*Store, error) {
 	for i, src := range nodeSources { // a client may find a Cluster later
 		s.nodes.scripts[i] = rueidis.NewLuaScript(src)
 	}
+	s.usePacked()
 	s.life, s.stop = context.WithCancel(context.Background())
 	s.started = time.Now()
 	s.deny = newDenyCache(opts)

@@ -16,15 +16,24 @@ import (
 // it.
 func valkey(t *testing.T) env {
 	s := redistest.StartValkey(t)
-	return env{"valkey", sharedClient(t, []string{s.Addr}), []string{s.Addr}}
+	return env{name: "valkey", client: sharedClient(t, []string{s.Addr}), addrs: []string{s.Addr}}
 }
 
-// TestValkey runs the conformance suite, the differential test against
+// TestValkey runs, in both layouts, the conformance suite, the differential test against
 // memstore, and a decision on Valkey's own clock against valkey-server:
 // the scripts use only what Valkey keeps of Redis (struct, SET with
 // EXAT/KEEPTTL, TIME).
 func TestValkey(t *testing.T) {
-	e := valkey(t)
+	v := valkey(t)
+	for _, l := range []redisstore.Layout{redisstore.LayoutString, redisstore.LayoutPacked} {
+		e := v
+		e.layout = l
+		t.Run(l.String(), func(t *testing.T) { valkeyRuns(t, e) })
+	}
+}
+
+// valkeyRuns is TestValkey in e's layout.
+func valkeyRuns(t *testing.T, e env) {
 	t.Run("conformance", func(t *testing.T) {
 		ratelimittest.Run(t, func(t *testing.T, now func() time.Time) ratelimit.Store {
 			return newStore(t, e, redisstore.Options{Now: now})

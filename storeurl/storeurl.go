@@ -113,6 +113,9 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 	if timeout > 0 {
 		ro.Timeout = timeout
 	}
+	if raw, err = takeLayout(raw, &ro); err != nil {
+		return nil, fmt.Errorf("store %w", err)
+	}
 	dial, tc, err := rewrite(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store %w", err)

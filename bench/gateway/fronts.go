@@ -40,7 +40,7 @@ import (
 // into the user cache once; a contender whose build fails is skipped.
 
 // redisKinds are the contenders that use the run's redis-server.
-var redisKinds = []string{kindSluiceRedis, kindNginxSluiceRedis, kindTraefikRedis}
+var redisKinds = []string{kindSluiceRedis, kindSluicePrefetch, kindNginxSluiceRedis, kindTraefikRedis}
 
 // external builds Caddy and Traefik when a contender needs them (unless
 // -caddy or -traefik names a binary) and returns the contenders left:
@@ -96,6 +96,9 @@ func (e *env) start(c *contender, o options) error {
 	store := "memory"
 	if c.redis {
 		store = e.redis.URL()
+		if c.kind == kindSluicePrefetch {
+			store += "?prefetch=on"
+		}
 	}
 	var err error
 	switch c.kind {
@@ -103,7 +106,7 @@ func (e *env) start(c *contender, o options) error {
 		c.p, err = startNginxProxy(e.dir, c.name, upHost, o.idle)
 	case kindGoProxy, kindGoPlain:
 		c.p, err = startGoProxy(e.bins.goproxy, c.name, up, o.idle, c.kind == kindGoProxy)
-	case kindSluiceOff, kindSluiceOn, kindSluiceRedis:
+	case kindSluiceOff, kindSluiceOn, kindSluiceRedis, kindSluicePrefetch:
 		c.p, err = startSluice(cmp.Or(c.bin, e.bins.sluice), e.dir, c.name, up, c.kind == kindSluiceOff, store, pprof)
 	case kindQuota, kindJournal:
 		c.p, err = startSluiceQuota(e.bins.sluice, e.dir, c.name, up, c.kind == kindJournal, pprof)

@@ -70,8 +70,11 @@ const (
 	kindSluiceOff   = "sluice-off"
 	kindSluiceOn    = "sluice-on"
 	kindSluiceRedis = "sluice-redis"
-	kindQuota       = "sluice-quota"
-	kindJournal     = "sluice-journal"
+	// kindSluicePrefetch is sluice-redis with the store's prefetch mode on
+	// (hot keys decided from slices of their limit taken from Redis).
+	kindSluicePrefetch = "sluice-redis-prefetch"
+	kindQuota          = "sluice-quota"
+	kindJournal        = "sluice-journal"
 	// A proxy users run, alone (with its own limiter, if it has one) or
 	// asking sluice's decision endpoint (fronts.go).
 	kindNginxSluice      = "nginx+sluice"
@@ -85,7 +88,10 @@ const (
 )
 
 var kinds = []string{kindNginx, kindGoProxy, kindSluiceOff, kindSluiceOn, kindSluiceRedis, kindGoPlain, kindQuota, kindJournal,
-	kindNginxSluice, kindNginxSluiceIdle, kindNginxSluiceRedis, kindCaddy, kindCaddySluice, kindTraefik, kindTraefikRedis, kindTraefikSluice}
+	kindNginxSluice, kindNginxSluiceIdle, kindNginxSluiceRedis, kindCaddy, kindCaddySluice, kindTraefik, kindTraefikRedis, kindTraefikSluice, kindSluicePrefetch}
+
+// baseKinds are the kinds a -base build runs (KIND@base).
+var baseKinds = []string{kindSluiceOff, kindSluiceOn, kindSluiceRedis, kindSluicePrefetch}
 
 // defaultKinds are the contenders of a run without -contenders.
 var defaultKinds = kinds[:5]
@@ -332,8 +338,8 @@ func parseContenders(list []string, base string) ([]*contender, error) {
 		}
 		c := &contender{name: name, kind: k}
 		if atBase {
-			if base == "" || !slices.Contains([]string{kindSluiceOff, kindSluiceOn, kindSluiceRedis}, k) {
-				return nil, fmt.Errorf("-contenders: %q: @base wants -base and one of %s, %s, %s", name, kindSluiceOff, kindSluiceOn, kindSluiceRedis)
+			if base == "" || !slices.Contains(baseKinds, k) {
+				return nil, fmt.Errorf("-contenders: %q: @base wants -base and one of %s", name, strings.Join(baseKinds, ", "))
 			}
 			c.bin = base
 		}

@@ -36,7 +36,7 @@ func TestSideBySide(t *testing.T) {
 	}
 	requireServers(t)
 	o := options{
-		contenders: []string{kindNginx, kindGoProxy, kindSluiceOff, kindSluiceOn, kindSluiceRedis, kindGoPlain},
+		contenders: []string{kindNginx, kindGoProxy, kindSluiceOff, kindSluiceOn, kindSluiceRedis, kindSluicePrefetch, kindGoPlain},
 		clients:    4, openConns: 4,
 		dur: 200 * time.Millisecond, warmup: 20 * time.Millisecond, rounds: 2,
 		tools: []string{toolGo}, idle: 8, path: "/hello", progress: io.Discard,
@@ -75,11 +75,11 @@ func TestSideBySide(t *testing.T) {
 		if s.proxy == 0 || s.upstream == 0 {
 			t.Errorf("%s: proxy CPU %.1f µs/req, upstream %.1f; want both read", n, s.proxy, s.upstream)
 		}
-		limits := n == kindSluiceOn || n == kindSluiceRedis
+		limits := n == kindSluiceOn || n == kindSluiceRedis || n == kindSluicePrefetch
 		if s.headers != limits {
 			t.Errorf("%s: RateLimit headers %v, want %v", n, s.headers, limits)
 		}
-		if (s.rds > 0) != (n == kindSluiceRedis) {
+		if n != kindSluicePrefetch && (s.rds > 0) != (n == kindSluiceRedis) {
 			t.Errorf("%s: redis CPU %.1f µs/decision; want it read for sluice-redis only", n, s.rds)
 		}
 	}

@@ -80,11 +80,15 @@ type MemoryOptions struct {
 	// run: a fixed window then keeps its count in its one key, as an
 	// integer expiring at the window's end (the period changes no byte).
 	ServerClock bool
+	// Layout is the store's (redisstore.Options.Layout); the packed one
+	// with its default PackedBuckets.
+	Layout redisstore.Layout
 }
 
 // MemoryResult is what Memory measured.
 type MemoryResult struct {
 	Algorithm ratelimit.Algorithm
+	Layout    redisstore.Layout
 	Keys      int
 	Hits      int
 	Elapsed   time.Duration // writing the keys
@@ -149,7 +153,7 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 		o.Samples = 1000
 	}
 	o.Samples = min(o.Samples, o.Keys)
-	res := MemoryResult{Algorithm: o.Algorithm, Keys: o.Keys, Hits: o.Hits}
+	res := MemoryResult{Algorithm: o.Algorithm, Keys: o.Keys, Hits: o.Hits, Layout: o.Layout}
 
 	cfg, err := rules.Parse("seed.yaml", []byte(SeedRules(o.Algorithm)))
 	if err != nil {
@@ -178,7 +182,7 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 	}
 	defer do("FLUSHALL", "SYNC")
 
-	sopts := redisstore.Options{Now: time.Now, Timeout: 10 * time.Second}
+	sopts := redisstore.Options{Now: time.Now, Timeout: 10 * time.Second, Layout: o.Layout}
 	if o.ServerClock {
 		sopts.Now, sopts.CompatWindow = nil, -1 // the one key from the start
 		rule.Limit.Period = 24 * time.Hour
@@ -194,7 +198,7 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 	if _, err := store.Apply(ctx, warm); err != nil {
 		return res, fmt.Errorf("scale: warm-up: %w", err)
 	}
-	if err := do("DEL", store.Key(rule.Algorithm, "warm")).Error(); err != nil {
+	if err := store.Reset(ctx, "warm"); err != nil {
 		return res, err
 	}
 	if res.Before, err = usedMemory(ctx, client); err != nil {
@@ -250,8 +254,14 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 	if res.DBKeys, err = do("DBSIZE").AsInt64(); err != nil {
 		return res, fmt.Errorf("scale: DBSIZE: %w", err)
 	}
-	if int(res.DBKeys) < o.Keys {
-		return res, fmt.Errorf("scale: DBSIZE %d after writing %d keys (did keys expire?)", res.DBKeys, o.Keys)
+	stored := res.DBKeys
+	if _, _, packed := store.Field(o.Algorithm, "warm"); packed {
+		if stored, err = packedFields(ctx, client); err != nil {
+			return res, fmt.Errorf("scale: counting fields: %w", err)
+		}
+	}
+	if int(stored) < o.Keys {
+		return res, fmt.Errorf("scale: %d keys (or packed fields) after writing %d keys (did keys expire?)", stored, o.Keys)
 	}
 	info, err := do("INFO", "memory").ToString()
 	if err != nil {
@@ -302,6 +312,10 @@ func Memory(ctx context.Context, o MemoryOptions) (MemoryResult, error) {
 // integers a marker (Store.MarkerKey) naming its counter key (the
 // marker's name, ':', its value).
 func stateKeys(ctx context.Context, c rueidis.Client, store *redisstore.Store, key string) ([]RedisKey, error) {
+	out, err := packedKey(ctx, c, store, key)
+	if err != nil {
+		return nil, err
+	}
 	var names []string
 	for _, a := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindowLog} {
 		names = append(names, store.Key(a, key))
@@ -313,7 +327,6 @@ func stateKeys(ctx context.Context, c rueidis.Client, store *redisstore.Store, k
 	} else if !rueidis.IsRedisNil(err) {
 		return nil, err
 	}
-	var out []RedisKey
 	for _, name := range names {
 		r := c.DoMulti(ctx,
 			c.B().Type().Key(name).Build(),
@@ -347,6 +360,68 @@ func stateKeys(ctx context.Context, c rueidis.Client, store *redisstore.Store, k
 		out = append(out, k)
 	}
 	return out, nil
+}
+
+// packedKey returns key's packed states in store (none in the string
+// layout), each as a RedisKey named hash/field (in hexadecimal), its usage
+// its hash's MEMORY USAGE over the hash's fields.
+func packedKey(ctx context.Context, c rueidis.Client, store *redisstore.Store, key string) ([]RedisKey, error) {
+	var out []RedisKey
+	for _, a := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow} {
+		k, err := packedField(ctx, c, store, a, key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k...)
+	}
+	return out, nil
+}
+
+// packedField is packedKey for a's state.
+func packedField(ctx context.Context, c rueidis.Client, store *redisstore.Store, a ratelimit.Algorithm, key string) ([]RedisKey, error) {
+	h, f, ok := store.Field(a, key)
+	if !ok {
+		return nil, nil
+	}
+	r := c.DoMulti(ctx, c.B().Hstrlen().Key(h).Field(f).Build(), c.B().Hlen().Key(h).Build(),
+		c.B().ObjectEncoding().Key(h).Build(), c.B().MemoryUsage().Key(h).Samples(0).Build())
+	vb, err := r[0].AsInt64()
+	if err != nil || vb == 0 {
+		return nil, err // none: not a bucket
+	}
+	n, err2 := r[1].AsInt64()
+	enc, err3 := r[2].ToString()
+	u, err4 := r[3].AsInt64()
+	if err := errors.Join(err2, err3, err4); err != nil {
+		return nil, err
+	}
+	return []RedisKey{{Name: fmt.Sprintf("%s/%x", h, f), Encoding: enc, ValueBytes: vb, Usage: u / n}}, nil
+}
+
+// packedFields returns the fields of the database's hashes.
+func packedFields(ctx context.Context, c rueidis.Client) (int64, error) {
+	var total int64
+	var cursor uint64
+	for {
+		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Count(1000).Type("hash").Build()).AsScanEntry()
+		if err != nil {
+			return 0, err
+		}
+		cmds := make(rueidis.Commands, 0, len(e.Elements))
+		for _, k := range e.Elements {
+			cmds = append(cmds, c.B().Hlen().Key(k).Build())
+		}
+		for _, r := range c.DoMulti(ctx, cmds...) {
+			n, err := r.AsInt64()
+			if err != nil {
+				return 0, err
+			}
+			total += n
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			return total, nil
+		}
+	}
 }
 
 func usedMemory(ctx context.Context, c rueidis.Client) (int64, error) {

@@ -51,7 +51,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.configFile, "config", "", "gateway config `FILE` (YAML); without it, the built-in demo config (builtin:echo upstream, memory store, demo API key)")
 	fs.StringVar(&f.listen, "listen", "", "listen on `ADDR` (host:port), overriding the config's listen")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "serve /metrics, /healthz and /readyz on `ADDR`, overriding the config's admin_listen")
-	fs.StringVar(&f.store, "store", "", "where counters live, overriding the config's store: memory, or a redis://, rediss://, redis-cluster://, redis-sentinel:// or unix:// `URL` (its password apart with --store-password-file)")
+	fs.StringVar(&f.store, "store", "", "where counters live, overriding the config's store: memory, or a redis://, rediss://, redis-cluster://, redis-sentinel:// or unix:// `URL` (its password apart with --store-password-file; ?layout=packed keeps the buckets' and windows' states in shared hashes, a fifth to a third of the memory: docs/redis.md)")
 	password := runner.AddStorePasswordFlags(fs)
 	fs.DurationVar(&f.watchInterval, "watch-interval", time.Second, "how often to look for changes to the config file and the files it reads (API keys, JWT key, rules_files)")
 	f.gc.AddFlags(fs)

@@ -8,6 +8,23 @@ local per_now = ARGV[2] == '1'
 local min_ttl = tonumber(ARGV[1])
 local np = tonumber(ARGV[3])
 
+-- The states' storage, one string key each (gcra.lua; lua/packed.lua
+-- redefines these for the packed layout): fetch reads every request's
+-- state, reread one (after legacy(i) moved it), setpx writes one to
+-- expire in ms milliseconds, del deletes one; expire, below, writes one to
+-- expire at a whole second. The packed layout's take the request's now
+-- too (s, ns), which these ignore.
+local function fetch() return call('MGET', _G.unpack(KEYS)) end
+local function reread(key) return call('GET', key) end
+local function setpx(key, v, ms) call('SET', key, v, 'PX', format('%d', ms)) end
+local function del(key) call('DEL', key) end
+-- ptime returns the expiry (Unix ms, PEXPIRETIME's) of the state at key:
+-- a fixed window's integer count keeps its window's end there.
+local function ptime(key) return call('PEXPIRETIME', key) end
+-- integers: window.lua may keep a fixed window's count as an integer
+-- (not in the packed layout).
+local integers = true
+
 -- exat: the EXAT arguments formatted so far.
 local exat = {}
 

@@ -8,6 +8,10 @@
 -- writes the state as 12 bytes, returns one integer a decision, and sets a
 -- key's expiry only when it moves to a later second.
 --
+-- Storage: the state is read and written through batch.lua's fetch,
+-- reread, setpx, del and expire: a string key each, or in the packed
+-- layout a field of a hash (lua/packed.lua), the same bytes either way.
+--
 -- State: KEYS[i] holds the TAT and the emission interval T it was made
 -- under: as struct '<I4I4I4' (12 bytes: whole seconds (Unix), T in
 -- nanoseconds, nanoseconds in [0, 1e9)) when the seconds and T fit 32
@@ -73,7 +77,7 @@ local function addns(s, ns, d)
   return s, ns
 end
 
-local fetched = call('MGET', _G.unpack(KEYS))
+local fetched = fetch()
 local now_s, now_ns = 0, 0
 if not per_now then
   local t = call('TIME')
@@ -94,7 +98,7 @@ for i = 1, #KEYS do
   local v = written[key]
   if v == nil then
     v = fetched[i]
-    if not v and legacy(i) then v = call('GET', key) end -- lua/legacy.lua
+    if not v and legacy(i) then v = reread(key) end -- lua/legacy.lua
   end
   local tat_s, tat_ns, exp, iv = 0, 0, 0, t
   if v then
@@ -188,13 +192,13 @@ for i = 1, #KEYS do
       local ms = floor(ttl / 1000000)
       if ms * 1000000 < ttl then ms = ms + 1 end
       if ms < min_ttl then ms = min_ttl end
-      call('SET', key, v, 'PX', format('%d', ms))
+      setpx(key, v, ms, now_s, now_ns)
     elseif e <= now_s then
       -- Full: the same as an absent key.
-      call('DEL', key)
+      del(key)
       written[key] = false
     else
-      expire(key, v, e, exp)
+      expire(key, v, e, exp, now_s, now_ns)
     end
   end
 end

@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,12 +57,14 @@ func short(ev string) string {
 
 type build struct {
 	name, root, bin string
+	metrics         string // the server's --metrics-listen address
 	proc            *rls.Proc
 }
 
 type sample struct {
 	res    rls.Result
 	counts map[string]float64
+	allocs float64 // the server's heap allocations (go_memstats_mallocs_total) during the measurement
 }
 
 func main() {
@@ -138,7 +141,12 @@ func main() {
 		if *store == "memory" {
 			st = "memory"
 		}
-		if b.proc, err = rls.StartSluice(ctx, b.bin, cfgDir, st, "--store-timeout", "10s"); err != nil {
+		port, err := redistest.FreePort()
+		if err != nil {
+			log.Fatal(err)
+		}
+		b.metrics = "127.0.0.1:" + strconv.Itoa(port)
+		if b.proc, err = rls.StartSluice(ctx, b.bin, cfgDir, st, "--store-timeout", "10s", "--metrics-listen", b.metrics); err != nil {
 			log.Fatal(err)
 		}
 		b.proc.Name = "sluice rls (" + b.name + ")"
@@ -177,18 +185,18 @@ func main() {
 				if err != nil {
 					log.Fatal(err)
 				}
-				fmt.Printf("%-6s round %d  %s  syscalls/req %s\n", level(f, *capacity), round+1, s.res, perReq(s))
+				fmt.Printf("%-6s round %d  %s  allocs/req %.1f  syscalls/req %s\n", level(f, *capacity), round+1, s.res, s.allocs/float64(max(1, s.res.Requests)), perReq(s))
 				results[li][b.name] = append(results[li][b.name], s)
 			}
 		}
 	}
 
-	fmt.Printf("\nmedians over the rounds; per request: server CPU µs, Redis CPU µs, system calls of the server\n\n")
-	fmt.Printf("| load | build | req/s | p50 | server CPU | Redis CPU |")
+	fmt.Printf("\nmedians over the rounds; per request: server CPU µs, Redis CPU µs, the server's heap allocations and system calls\n\n")
+	fmt.Printf("| load | build | req/s | p50 | server CPU | Redis CPU | allocs |")
 	for _, ev := range events {
 		fmt.Printf(" %s |", short(ev))
 	}
-	fmt.Printf("\n|---|---|---:|---:|---:|---:|%s\n", strings.Repeat("---:|", len(events)))
+	fmt.Printf("\n|---|---|---:|---:|---:|---:|---:|%s\n", strings.Repeat("---:|", len(events)))
 	for li, f := range levels {
 		for _, b := range builds {
 			ss := results[li][b.name]
@@ -197,6 +205,7 @@ func main() {
 				median(ss, func(s sample) float64 { return s.res.P50.Seconds() * 1e3 }),
 				median(ss, func(s sample) float64 { return us(s.res.ServerCPU, s.res.Requests) }),
 				median(ss, func(s sample) float64 { return us(s.res.RedisCPU, s.res.Requests) }))
+			fmt.Printf(" %.1f |", median(ss, func(s sample) float64 { return s.allocs / float64(max(1, s.res.Requests)) }))
 			for _, ev := range events {
 				fmt.Printf(" %.2f |", median(ss, func(s sample) float64 { return s.counts[ev] / float64(max(1, s.res.Requests)) }))
 			}
@@ -263,6 +272,10 @@ func measure(ctx context.Context, b *build, l rls.Load, redisPID int, record str
 		return sample{}, fmt.Errorf("perf: %w", err)
 	}
 	time.Sleep(300 * time.Millisecond) // attached
+	m0, err := mallocs(b.metrics)
+	if err != nil {
+		return sample{}, err
+	}
 	res, err := rls.Measure(ctx, b.proc.Name, b.proc.Addr, l, func() (time.Duration, time.Duration) {
 		s, _ := rls.CPUTime(b.proc.PID())
 		r, _ := rls.CPUTime(redisPID)
@@ -273,8 +286,12 @@ func measure(ctx context.Context, b *build, l rls.Load, redisPID int, record str
 	if err != nil {
 		return sample{}, err
 	}
+	m1, err := mallocs(b.metrics)
+	if err != nil {
+		return sample{}, err
+	}
 	if record != "" {
-		return sample{res: res, counts: map[string]float64{}}, nil
+		return sample{res: res, counts: map[string]float64{}, allocs: m1 - m0}, nil
 	}
 	counts := map[string]float64{}
 	sc := bufio.NewScanner(&stderr)
@@ -290,5 +307,23 @@ func measure(ctx context.Context, b *build, l rls.Load, redisPID int, record str
 	if len(counts) == 0 {
 		return sample{}, fmt.Errorf("perf stat counted nothing: %s", stderr.String())
 	}
-	return sample{res: res, counts: counts}, nil
+	return sample{res: res, counts: counts, allocs: m1 - m0}, nil
+}
+
+// mallocs reads the heap allocations the server at metrics has made
+// (go_memstats_mallocs_total): read around rls.Measure, its warm-up and
+// connections and the scrape itself count too, a few thousand at most.
+func mallocs(metrics string) (float64, error) {
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_mallocs_total "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s/metrics: no go_memstats_mallocs_total", metrics)
 }

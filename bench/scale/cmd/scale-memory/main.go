@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/bench/scale"
 	"github.com/sluicehq/sluice/internal/testharness/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 func main() {
@@ -27,12 +28,17 @@ func main() {
 	logHits := flag.Int("log-hits", 100, "also measure the sliding log with this many requests per key, at -log-keys keys (0: skip)")
 	logKeys := flag.Int("log-keys", 10_000, "keys of the -log-hits run")
 	callers := flag.Int("callers", 256, "goroutines applying requests at once")
+	layout := flag.String("layout", "string", "the store's layout: string, or packed (the buckets' states as fields of shared hashes)")
 	addr := flag.String("addr", "", "use this redis-server (it is flushed!) instead of starting one")
 	serverClock := flag.Bool("server-clock", false, "run the store on Redis's clock (the rule's period a day, so keys outlive the run) instead of Options.Now")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
+	lay, err := redisstore.ParseLayout(*layout)
+	if err != nil {
+		log.Fatal(err)
+	}
 	list := scale.Algorithms
 	if *algs != "" {
 		list = nil
@@ -53,17 +59,17 @@ func main() {
 		*addr = s.Addr
 	}
 	ver, _ := scale.ServerVersion(ctx, *addr)
-	fmt.Printf("redis-server %s at %s; the seed's rule: 1000/min, burst 200, per user; %d keys per algorithm\n\n", ver, *addr, *keys)
+	fmt.Printf("redis-server %s at %s; the seed's rule: 1000/min, burst 200, per user; %d keys per algorithm; %v layout\n\n", ver, *addr, *keys, lay)
 
 	type run struct {
 		o scale.MemoryOptions
 	}
 	var runs []run
 	for _, a := range list {
-		runs = append(runs, run{scale.MemoryOptions{Addr: *addr, Algorithm: a, Keys: *keys, Callers: *callers, ServerClock: *serverClock}})
+		runs = append(runs, run{scale.MemoryOptions{Addr: *addr, Algorithm: a, Keys: *keys, Callers: *callers, Layout: lay, ServerClock: *serverClock}})
 	}
 	if *logHits > 1 {
-		runs = append(runs, run{scale.MemoryOptions{Addr: *addr, Algorithm: ratelimit.SlidingWindowLog, Keys: *logKeys, Hits: *logHits, Callers: *callers}})
+		runs = append(runs, run{scale.MemoryOptions{Addr: *addr, Algorithm: ratelimit.SlidingWindowLog, Keys: *logKeys, Hits: *logHits, Callers: *callers, Layout: lay}})
 	}
 	var results []scale.MemoryResult
 	failed := false
