@@ -8,6 +8,9 @@
 -- integers a decision, and sets a key's expiry only when it moves to a
 -- later second.
 --
+-- Storage: as gcra.lua's, through batch.lua's functions (a field of a
+-- hash in the packed layout, lua/packed.lua, which has no integer form).
+--
 -- State: KEYS[i] holds struct '<i8i4i8i8i8i8i4': the current window's
 -- start (whole seconds, Unix, and nanoseconds in [0, 1e9)), prev and curr
 -- (the counts of the previous and current windows), the whole second at
@@ -125,7 +128,7 @@ local sp = specs[1]
 -- written: what this batch wrote (false: deleted), for keys that come
 -- again.
 local written = {}
-local fetched = call('MGET', _G.unpack(KEYS))
+local fetched = fetch()
 -- fget returns the integer count at key k (0 when absent), as this batch
 -- left it.
 local function fget(k)
@@ -170,11 +173,12 @@ for i = 1, #KEYS / 2 do
   -- No binary state (a plain-command charge may have set a marker beside
   -- the readable names' state): lua/legacy.lua.
   if not v and written[key] == nil and legacy(i) then
-    v, mv = call('GET', key), call('GET', mkey)
+    v, mv = reread(key), call('GET', mkey)
   end
   -- A fixed window of whole milliseconds keeps its count as an integer
-  -- (l2), so that a lone request can go as plain commands.
-  local l2 = not sliding and fmod(w_ns, 1000000) == 0
+  -- (l2), so that a lone request can go as plain commands; not in the
+  -- packed layout (lua/packed.lua), which has none.
+  local l2 = integers and not sliding and fmod(w_ns, 1000000) == 0
   local st_s, st_ns, prev, curr, exp, pw_s, pw_ns = 0, 0, 0, 0, 0, w_s, w_ns
   -- cur: the marker when it holds the state. A marker beside a binary
   -- state was set by a plain-command charge that its undo is taking back
@@ -293,7 +297,7 @@ for i = 1, #KEYS / 2 do
     if not sliding then p = 0 end
     if p == 0 and c + add == 0 then
       -- Nothing counted: the same as an absent key.
-      call('DEL', key)
+      del(key)
       written[key] = false
       if mv then
         call('DEL', mkey, fold)
@@ -360,13 +364,13 @@ for i = 1, #KEYS / 2 do
         if ms < min_ttl then ms = min_ttl end
         v = wpack(s_s, s_ns, p, c + add, 0, w_s, w_ns)
         written[key] = v
-        call('SET', key, v, 'PX', format('%d', ms))
+        setpx(key, v, ms, now_s, now_ns)
       else
         local e = x_s
         if x_ns > 0 then e = e + 1 end
         v = wpack(s_s, s_ns, p, c + add, e, w_s, w_ns)
         written[key] = v
-        expire(key, v, e, exp)
+        expire(key, v, e, exp, now_s, now_ns)
       end
     end
   end
