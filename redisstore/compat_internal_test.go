@@ -26,6 +26,26 @@ func markerFormScript(t *testing.T) string {
 	return strings.Join([]string{luaFile("legacy.lua"), luaFile("pairs.lua"), luaFile("batch.lua"), string(b)}, "\n")
 }
 
+// openShared opens a store on the shared standalone server srv with prefix
+// p (Options.Prefix and Timeout are set), closed when t ends.
+func openShared(t *testing.T, srv *redistest.Server, p string, o Options) *Store {
+	t.Helper()
+	o.Prefix, o.Timeout = p, 10*time.Second
+	s, err := Open(context.Background(), srv.URL(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// hourEdgeNear reports whether an hour's edge is within a minute of now
+// (a window that rolls during a test changes its counts).
+func hourEdgeNear() bool {
+	m := time.Now().UnixNano() % int64(time.Hour)
+	return m < int64(time.Minute) || int64(time.Hour)-m < int64(time.Minute)
+}
+
 // TestCompatWindow: during the compatibility window after a store starts,
 // a fixed window on Redis's clock is written only in the forms the
 // version before reads (the marker form for keys that lone charges use,
@@ -35,22 +55,13 @@ func markerFormScript(t *testing.T) string {
 // After the window, the one-key form is written: the marker form is read
 // and moved into the key.
 func TestCompatWindow(t *testing.T) {
-	if m := time.Now().UnixNano() % int64(time.Hour); m < int64(time.Minute) || int64(time.Hour)-m < int64(time.Minute) {
+	if hourEdgeNear() {
 		t.Skip("an hour's edge is near")
 	}
 	srv := redistest.Shared(t)
 	ctx := context.Background()
 	p := "cw" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-	open := func(o Options) *Store {
-		o.Prefix, o.Timeout = p, 10*time.Second
-		s, err := Open(ctx, srv.URL(), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	s, script := open(Options{}), open(Options{ScriptOnly: true})
+	s, script := openShared(t, srv, p, Options{}), openShared(t, srv, p, Options{ScriptOnly: true})
 	lim := ratelimit.Limit{Rate: 10, Period: time.Hour}
 	charge := func(st *Store, key string, remaining int64, what string) {
 		t.Helper()
@@ -212,11 +223,7 @@ func TestCompatWindowFor(t *testing.T) {
 func TestMarkerChargeUndo(t *testing.T) {
 	srv := redistest.Shared(t)
 	ctx := context.Background()
-	s, err := Open(ctx, srv.URL(), Options{Prefix: "mcu" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":", Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openShared(t, srv, "mcu"+strconv.FormatInt(time.Now().UnixNano(), 36)+":", Options{})
 	cn := s.conn.Load()
 	lim := ratelimit.Limit{Rate: 10, Period: time.Minute}
 	now := time.Now().UnixMilli()
@@ -250,21 +257,13 @@ func TestMarkerChargeUndo(t *testing.T) {
 // Before, the older instance's lone charges did not look for a marker
 // then, and counted from zero beside the newer one's marker form.
 func TestCompatWindowRestart(t *testing.T) {
-	if m := time.Now().UnixNano() % int64(time.Hour); m < int64(time.Minute) || int64(time.Hour)-m < int64(time.Minute) {
+	if hourEdgeNear() {
 		t.Skip("an hour's edge is near")
 	}
 	srv := redistest.Shared(t)
 	ctx := context.Background()
 	p := "cwr" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-	open := func() *Store {
-		s, err := Open(ctx, srv.URL(), Options{Prefix: p, Timeout: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	older, newer := open(), open()
+	older, newer := openShared(t, srv, p, Options{}), openShared(t, srv, p, Options{})
 	older.started = time.Now().Add(-4 * time.Hour)
 	lim := ratelimit.Limit{Rate: 20, Period: time.Hour}
 	if older.writesMarkers() || older.readsLegacy(lim) || !newer.writesMarkers() {

@@ -19,11 +19,7 @@ import (
 func TestKeyChargeChecks(t *testing.T) {
 	srv := redistest.Shared(t)
 	ctx := context.Background()
-	s, err := Open(ctx, srv.URL(), Options{Prefix: "kcc" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":", Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openShared(t, srv, "kcc"+strconv.FormatInt(time.Now().UnixNano(), 36)+":", Options{})
 	cn := s.conn.Load()
 	lim := ratelimit.Limit{Rate: 10, Period: time.Second}
 	call := func(key string) *call {
