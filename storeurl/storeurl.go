@@ -116,6 +116,9 @@ func Open(ctx context.Context, raw string, opts Options) (*Store, error) {
 	if raw, err = takeLayout(raw, &ro); err != nil {
 		return nil, fmt.Errorf("store %w", err)
 	}
+	if raw, err = takeCompatWindow(raw, &ro); err != nil {
+		return nil, fmt.Errorf("store %w", err)
+	}
 	dial, tc, err := rewrite(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store %w", err)
