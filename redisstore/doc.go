@@ -74,6 +74,9 @@
 // count whose expiry is its window's end) instead of a script call, which costs redis-server a quarter
 // of the command time; its decisions are the script's (Options.ScriptOnly
 // turns it off; docs/redis.md says when it applies and its transients).
+// For Options.CompatWindow after it starts (an hour) a store writes the
+// marker form of the versions before instead, which they read: a fleet
+// upgraded one instance at a time must finish within it.
 //
 // # Hot keys: prefetch mode
 //
