@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"testing"
@@ -196,7 +197,10 @@ func TestFastKeyReadsMarkerForm(t *testing.T) {
 // TestPackedReadsOneKey switches a fixed window on Redis's clock from the
 // string layout's one key (an integer count) to the packed layout: the
 // packed store counts on from it, the string key goes, and the hash's
-// field holds the binary state (the packed layout has no integer form).
+// field holds the binary state (the packed layout has no integer form);
+// the one key's expiry, its window's end, is read as the string layout
+// reads it (a day's count under an hour's limit stays in the hour that
+// ends with the day).
 func TestPackedReadsOneKey(t *testing.T) {
 	hourly(t, func(t *testing.T, e env, p string, s *redisstore.Store) {
 		packed := newStore(t, e, redisstore.Options{Prefix: p, Layout: redisstore.LayoutPacked})
@@ -215,5 +219,24 @@ func TestPackedReadsOneKey(t *testing.T) {
 			t.Fatalf("the packed field holds %q, want the 28-byte binary state", v)
 		}
 		applyWant(t, packed, req, true, 4, "the packed store's next charge")
+
+		// A day's count moved under an hour's limit: its window ends at
+		// the day's end, later than the hour's, and stays the hour's window
+		// ending there (as in the string layout), not the current hour.
+		if time.Now().UTC().Hour() == 23 {
+			return // the day's last hour is the current one
+		}
+		day := req
+		day.Key, day.Limit.Period = "switch-day", 24*time.Hour
+		applyWant(t, s, day, true, 9, "a day's charge in the string layout")
+		hour := day
+		hour.Limit.Period = time.Hour
+		applyWant(t, packed, hour, true, 8, "the packed store's hour charge")
+		h, f, _ = packed.Field(ratelimit.FixedWindow, day.Key)
+		v, _ := do(t, nodeOf(t, e, h), "HGET", h, f).(string)
+		end := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+		if len(v) != 28 || int64(binary.LittleEndian.Uint32([]byte(v[:4]))) != end.Add(-time.Hour).Unix() {
+			t.Fatalf("the packed field holds %q, want the binary state of the hour ending at %v", v, end)
+		}
 	})
 }
