@@ -47,6 +47,7 @@ func main() {
 	short := flag.Bool("short", false, "a quick run: 1 round of 1 s, rates 10 and 100%")
 	pprofDir := flag.String("pprof", "", "write CPU profiles of sluice rls (from --debug-listen) at each load level to `DIR` (the project's client, first round)")
 	pinCPUs := flag.Bool("pin", true, "servers and redis-server on the last CPU (each server GOMAXPROCS 1), the load tools on the others")
+	storeQuery := flag.String("store-query", "compat_window=off", "query of sluice rls's Redis store URL (compat_window=off: a store as it runs after its first hour, a fixed window in its one key; empty: the store URL's defaults, the marker form for an hour)")
 	flag.Parse()
 	if *short {
 		*rounds, *dur, *percents = 1, time.Second, "10,100"
@@ -148,7 +149,11 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	sluice, err := rls.StartSluice(ctx, sluiceBin, cfgDir, "redis://"+redis.Addr, sluiceArgs...)
+	store := "redis://" + redis.Addr
+	if *storeQuery != "" {
+		store += "?" + *storeQuery
+	}
+	sluice, err := rls.StartSluice(ctx, sluiceBin, cfgDir, store, sluiceArgs...)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -167,8 +172,8 @@ func main() {
 		loadCPUs = layout.Self
 		where = fmt.Sprintf("servers and redis-server on CPU %s (GOMAXPROCS %d), the load tools on CPU %s", pin.Format(layout.Others[0]), serverProcs, pin.Format(layout.Self))
 	}
-	fmt.Printf("go %s, %d CPUs; redis-server at %s; envoyproxy/ratelimit %s; ghz %s; %s\n",
-		runtime.Version(), runtime.NumCPU(), redis.Addr, rls.EnvoyVersion, rls.GHZVersion, where)
+	fmt.Printf("go %s, %d CPUs; redis-server at %s; envoyproxy/ratelimit %s; ghz %s; sluice rls --store %s; %s\n",
+		runtime.Version(), runtime.NumCPU(), redis.Addr, rls.EnvoyVersion, rls.GHZVersion, store, where)
 
 	load := rls.Load{Callers: *callers, Conns: *conns, Keys: *keys, Descriptors: *descs, Duration: *dur}
 	cpu := func(pid int) (time.Duration, time.Duration) {
