@@ -60,41 +60,20 @@ func Warnings(raw string) []string {
 // spellings) out of raw's query and returns the URL without them and the
 // prefetch options, or nil when prefetch mode is off.
 func takePrefetch(raw string) (string, *redisstore.PrefetchOptions, error) {
-	head, query, ok := strings.Cut(raw, "?")
-	if !ok {
-		return raw, nil, nil
-	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return "", nil, fmt.Errorf("URL %s: query: %v", redact.URL(raw), redact.Error(raw, err))
+	q, out, found, err := cutParams(raw, ParamPrefetch, ParamPrefetchInstances, oldParams[0][0], oldParams[1][0])
+	if err != nil || !found {
+		return out, nil, err
 	}
 	bad := func(msg string, args ...any) (string, *redisstore.PrefetchOptions, error) {
 		return "", nil, fmt.Errorf("URL %s: %s", redact.URL(raw), fmt.Sprintf(msg, args...))
 	}
-	found := false
 	for _, p := range oldParams {
-		found = found || q.Has(p[0]) || q.Has(p[1])
 		if q.Has(p[0]) && q.Has(p[1]) {
 			return bad("%s is the deprecated spelling of %s: give %s only", p[0], p[1], p[1])
 		}
-		if q.Has(p[0]) {
-			q[p[1]] = q[p[0]]
-			q.Del(p[0])
-		}
 	}
-	if !found {
-		return raw, nil, nil
-	}
-	if len(q[ParamPrefetch]) > 1 || len(q[ParamPrefetchInstances]) > 1 {
-		return bad("%s and %s may be given once", ParamPrefetch, ParamPrefetchInstances)
-	}
-	v, n := q.Get(ParamPrefetch), q.Get(ParamPrefetchInstances)
-	q.Del(ParamPrefetch)
-	q.Del(ParamPrefetchInstances)
-	out := head
-	if e := q.Encode(); e != "" {
-		out += "?" + e
-	}
+	get := func(p [2]string) string { return q.Get(p[0]) + q.Get(p[1]) } // one of them, at most
+	v, n := get(oldParams[0]), get(oldParams[1])
 	o := &redisstore.PrefetchOptions{ExactOthers: true}
 	switch v {
 	case "on", "true", "1":

@@ -25,6 +25,9 @@ func TestTakePrefetch(t *testing.T) {
 		{in: "redis://h:6379", out: "redis://h:6379"},
 		{in: "redis://h:6379?dial_timeout=1s", out: "redis://h:6379?dial_timeout=1s"},
 		{in: "redis://h:6379?prefetch=on", out: "redis://h:6379", on: true},
+		// A path of "/" alone left names no database (rueidis refuses it).
+		{in: "redis://h:6379/?prefetch=on", out: "redis://h:6379", on: true},
+		{in: "redis://h:6379/?lease=on&dial_timeout=1s", out: "redis://h:6379/?dial_timeout=1s", on: true},
 		{in: "redis://h:6379/2?prefetch=250ms&dial_timeout=1s", out: "redis://h:6379/2?dial_timeout=1s", on: true, ttl: 250 * time.Millisecond},
 		{in: "redis-cluster://a:1,b:2?prefetch=on&prefetch_instances=40", out: "redis-cluster://a:1,b:2", on: true, instances: 40},
 		{in: "redis://h:6379?prefetch=off&prefetch_instances=4", out: "redis://h:6379"},
