@@ -529,6 +529,9 @@ func TestHungWaitBound(t *testing.T) {
 			if n, w := slow.Load(), time.Duration(worst.Load()); n > 0 && w > bound+slack+stall {
 				t.Errorf("%d of %d calls waited longer than %v; the longest %v, more than the bound, the slack and the process's worst stall (%v)", n, calls.Load(), bound+slack, w, stall)
 			}
+			if st := s.Stats(); tc.algorithm == ratelimit.FixedWindow && st.Commands == 0 {
+				t.Errorf("stats %+v: no charge went as plain commands, the path this case is for", st)
+			}
 			if calls.Load() < int64(cmp.Or(tc.callers, callers)) {
 				t.Errorf("%d calls in %v, want at least one per caller", calls.Load(), run)
 			}
